@@ -1,0 +1,39 @@
+"""yolo3: train and run YOLOv3 detectors on TensorFlow 2 / Keras 3."""
+from setuptools import find_packages, setup
+
+setup(
+    name="yolo3",
+    version="0.1.0",
+    description="YOLOv3 and tiny YOLOv3 for TensorFlow 2 / Keras 3: training (multi-GPU, "
+    "tf.distribute), Darknet conversion, inference, evaluation and export.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["yolo3", "yolo3.*"]),
+    install_requires=[
+        "tensorflow>=2.16",
+        "keras>=3",
+        "numpy",
+        "pillow",
+        # OpenCV 5 dropped cv2.dnn.readNetFromDarknet, the reference the tests compare against.
+        "opencv-python>=4.8,<5",
+        "tqdm",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7",
+            "pytest-timeout",
+            "hypothesis",
+            "pycocotools",
+            "matplotlib",
+        ],
+        "plot": ["matplotlib"],
+    },
+    entry_points={
+        "console_scripts": [
+            "yolo3-train=yolo3.cli.train:main",
+            "yolo3-convert=yolo3.cli.convert:main",
+            "yolo3-detect=yolo3.cli.detect:main",
+        ]
+    },
+)

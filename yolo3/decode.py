@@ -1,0 +1,120 @@
+"""Decoding raw YOLO outputs into boxes (keras-yolo3's yolo_head / yolo_correct_boxes / yolo_eval).
+
+Raw output of one scale: ``(batch, gh, gw, A * (5 + C))`` logits ``tx, ty, tw, th, to, classes...``
+per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
+``exp(t_wh) * anchor / input_wh``, both relative to the network input.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from yolo3.anchors import default_masks
+from yolo3.boxes import letterbox_geometry
+
+
+def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
+    """Decode one output scale.
+
+    feats: ``(batch, gh, gw, A * (5 + C))``; anchors: ``(A, 2)`` pixels ``(w, h)`` of this scale;
+    input_shape: ``(h, w)`` of the network input (int tensor or pair).
+    Returns ``box_xy, box_wh`` ``(batch, gh, gw, A, 2)`` relative to the input, ``box_confidence``
+    ``(..., A, 1)`` and ``box_class_probs`` ``(..., A, C)``; with ``calc_loss=True`` returns
+    ``grid`` ``(gh, gw, 1, 2)`` as ``(x, y)``, ``feats`` reshaped to ``(batch, gh, gw, A, 5 + C)``,
+    ``box_xy`` and ``box_wh``.
+    """
+    feats = tf.convert_to_tensor(feats)
+    anchors = tf.reshape(tf.cast(anchors, feats.dtype), [1, 1, 1, -1, 2])
+    num_anchors = anchors.shape[3]
+    grid_shape = tf.shape(feats)[1:3]  # (gh, gw)
+    grid_y = tf.range(grid_shape[0])
+    grid_x = tf.range(grid_shape[1])
+    gy, gx = tf.meshgrid(grid_y, grid_x, indexing="ij")
+    grid = tf.cast(tf.stack([gx, gy], axis=-1)[:, :, tf.newaxis, :], feats.dtype)  # (gh, gw, 1, 2)
+    feats = tf.reshape(feats, tf.concat([tf.shape(feats)[:3], [num_anchors, num_classes + 5]], 0))
+    grid_wh = tf.cast(grid_shape[::-1], feats.dtype)
+    input_wh = tf.cast(tf.convert_to_tensor(input_shape)[::-1], feats.dtype)
+    box_xy = (tf.sigmoid(feats[..., :2]) + grid) / grid_wh
+    box_wh = tf.exp(feats[..., 2:4]) * anchors / input_wh
+    if calc_loss:
+        return grid, feats, box_xy, box_wh
+    box_confidence = tf.sigmoid(feats[..., 4:5])
+    box_class_probs = tf.sigmoid(feats[..., 5:])
+    return box_xy, box_wh, box_confidence, box_class_probs
+
+
+def yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape):
+    """Map input-relative ``(cx, cy)``/``(w, h)`` to ``(x1, y1, x2, y2)`` pixels of the original image.
+
+    box_xy, box_wh: ``(batch, ..., 2)``; input_shape: ``(h, w)``; image_shape: ``(h, w)`` shared by the
+    batch or ``(batch, 2)`` per image. Undoes the letterbox of :func:`yolo3.boxes.letterbox_geometry`.
+    """
+    box_xy = tf.convert_to_tensor(box_xy)
+    dtype = box_xy.dtype
+    image_shape = tf.cast(image_shape, tf.float32)
+    input_shape = tf.cast(input_shape, tf.float32)
+    _, offset_hw, scale_hw = letterbox_geometry(image_shape, input_shape)
+    offset_wh = tf.cast(offset_hw[..., ::-1], dtype)
+    scale_wh = tf.cast(scale_hw[..., ::-1], dtype)
+    input_wh = tf.cast(input_shape[::-1], dtype)
+    # Broadcast per-image geometry over the box axes: (batch, 2) -> (batch, 1, ..., 1, 2).
+    extra = tf.rank(box_xy) - tf.rank(offset_wh)
+    new_shape = tf.concat([tf.shape(offset_wh)[:-1], tf.ones([extra], tf.int32), [2]], 0)
+    offset_wh = tf.reshape(offset_wh, new_shape)
+    scale_wh = tf.reshape(scale_wh, new_shape)
+    centre = (box_xy * input_wh - offset_wh) / scale_wh
+    half = box_wh * input_wh / scale_wh / 2.0
+    return tf.concat([centre - half, centre + half], axis=-1)
+
+
+def yolo_boxes_and_scores(feats, anchors, num_classes: int, input_shape, image_shape):
+    """Boxes ``(batch, N, 4)`` xyxy image pixels and scores ``(batch, N, C)`` of one output scale."""
+    box_xy, box_wh, box_confidence, box_class_probs = yolo_head(feats, anchors, num_classes, input_shape)
+    boxes = yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape)
+    batch = tf.shape(feats)[0]
+    boxes = tf.reshape(boxes, [batch, -1, 4])
+    scores = tf.reshape(box_confidence * box_class_probs, [batch, -1, num_classes])
+    return boxes, scores
+
+
+def yolo_eval(yolo_outputs: Sequence, anchors, num_classes: int, image_shape, max_boxes: int = 20,
+              score_threshold: float = .6, iou_threshold: float = .5,
+              anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None
+              ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Raw outputs of a batch -> detections after score threshold and per-class NMS.
+
+    yolo_outputs: list of ``(batch, gh, gw, A * (5 + C))`` tensors, largest stride first;
+    anchors: ``(N, 2)`` pixels; image_shape: ``(h, w)`` of the original images, shared or
+    ``(batch, 2)``; input_shape defaults to the first output's grid times 32.
+    Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
+    to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
+    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding.
+    (keras-yolo3 returned ``(y1, x1, y2, x2)`` for one image; this returns corners in x-first order
+    for a whole batch.)
+    """
+    anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
+    masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))
+    first = tf.convert_to_tensor(yolo_outputs[0])
+    if input_shape is None:
+        input_shape = tf.shape(first)[1:3] * 32
+    boxes_all: List[tf.Tensor] = []
+    scores_all: List[tf.Tensor] = []
+    for feats, mask in zip(yolo_outputs, masks):
+        feats = tf.cast(feats, tf.float32)
+        b, s = yolo_boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
+        boxes_all.append(b)
+        scores_all.append(s)
+    boxes = tf.concat(boxes_all, axis=1)
+    scores = tf.concat(scores_all, axis=1)
+    nms_boxes, nms_scores, nms_classes, valid = tf.image.combined_non_max_suppression(
+        boxes[:, :, tf.newaxis, :], scores, max_output_size_per_class=max_boxes,
+        max_total_size=max_boxes, iou_threshold=iou_threshold, score_threshold=score_threshold,
+        clip_boxes=False)
+    image_hw = tf.cast(image_shape, tf.float32)
+    if image_hw.shape.rank == 1:
+        image_hw = tf.broadcast_to(image_hw, [tf.shape(boxes)[0], 2])
+    limit = tf.tile(image_hw[:, ::-1], [1, 2])[:, tf.newaxis, :]
+    nms_boxes = tf.clip_by_value(nms_boxes, 0.0, limit)
+    return nms_boxes, nms_scores, tf.cast(nms_classes, tf.int32), valid

@@ -1,0 +1,40 @@
+"""Error types. Every problem with a user's file is reported with the file, the place and the reason."""
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+PathLike = Union[str, os.PathLike]
+
+
+class Yolo3Error(Exception):
+    """Base class of the errors yolo3 raises on purpose."""
+
+
+class FileFormatError(Yolo3Error, ValueError):
+    """A user's file is malformed.
+
+    The message reads ``PATH:LINE: REASON`` (or ``PATH (WHERE): REASON`` when the place is not a line,
+    e.g. an XML file inside a VOC folder or a JSON object), so that editors and people can jump to it.
+    """
+
+    def __init__(self, path: Optional[PathLike], reason: str, line: Optional[int] = None,
+                 where: Optional[str] = None):
+        self.path = None if path is None else os.fspath(path)
+        self.reason = reason
+        self.line = line
+        self.where = where
+        place = self.path if self.path is not None else "<input>"
+        if line is not None:
+            place = f"{place}:{line}"
+        if where:
+            place = f"{place} ({where})"
+        super().__init__(f"{place}: {reason}")
+
+
+class AnnotationError(FileFormatError):
+    """A malformed annotation (text rows, Pascal VOC XML, COCO JSON) or a missing/unreadable image."""
+
+
+class DarknetError(FileFormatError):
+    """A Darknet cfg or weights file that cannot be read, or that does not fit its cfg."""
