@@ -4,3 +4,5 @@ Importing ``yolo3`` registers its serializable Keras objects, so ``keras.models.
 yolo3 ``.keras`` files without ``safe_mode=False``.
 """
 __version__ = "0.1.0"
+
+from yolo3 import loss as _loss  # noqa: E402,F401  registers YoloLoss and identity_loss
