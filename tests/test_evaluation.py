@@ -1,0 +1,216 @@
+"""Evaluation against independent references: pycocotools' COCOeval and a VOC-devkit-style AP."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from yolo3.errors import FileFormatError
+from yolo3.evaluation import (align_image_keys, detection_entry, evaluate_detections, format_table,
+                              load_detection_json, save_detection_json, voc_ap)
+
+NEVER_DETECTED = 1
+DETECTED_CLASSES = [0, 2, 3, 4, 5]  # class 5 never has ground truth
+
+
+def random_dataset(seed: int, num_images: int = 25, num_classes: int = 6):
+    """Ground truth and detections with the awkward cases: empty images, a class never detected, a
+    class without ground truth, duplicate detections (same box with the same or a lower score), and
+    more than maxDets=100 detections of one class in one image."""
+    rng = np.random.default_rng(seed)
+    gt, dets = {}, {}
+    for i in range(num_images):
+        n = 0 if i % 7 == 3 else int(rng.integers(1, 8))
+        xy = rng.uniform(0, 300, (n, 2))
+        wh = rng.uniform(5, 120, (n, 2))
+        cls = rng.integers(0, num_classes - 1, n)
+        gt[i] = np.concatenate([xy, xy + wh, cls[:, None]], axis=1)
+        boxes, scores, classes = [], [], []
+        for row in gt[i]:
+            if row[4] == NEVER_DETECTED:
+                continue
+            size = np.r_[row[2:4] - row[:2], row[2:4] - row[:2]]
+            for _ in range(int(rng.integers(0, 3))):
+                boxes.append(row[:4] + rng.normal(0, 0.08, 4) * size)
+                scores.append(rng.uniform(0.05, 1.0))
+                classes.append(int(row[4]) if rng.uniform() > 0.1 else int(rng.choice(DETECTED_CLASSES)))
+        for _ in range(int(rng.integers(0, 6))):  # false positives anywhere
+            xy1 = rng.uniform(0, 300, 2)
+            boxes.append(np.r_[xy1, xy1 + rng.uniform(5, 100, 2)])
+            scores.append(rng.uniform(0.01, 0.9))
+            classes.append(int(rng.choice(DETECTED_CLASSES)))
+        if boxes and rng.uniform() < 0.6:  # duplicates
+            j = int(rng.integers(0, len(boxes)))
+            for factor in (1.0, 0.9):
+                boxes.append(boxes[j].copy()); scores.append(scores[j] * factor); classes.append(classes[j])
+        if i == 5:  # beyond maxDets for one class in one image
+            for _ in range(120):
+                xy1 = rng.uniform(0, 300, 2)
+                boxes.append(np.r_[xy1, xy1 + rng.uniform(5, 100, 2)])
+                scores.append(rng.uniform(0.0, 1.0))
+                classes.append(0)
+        if i == 9:
+            continue  # an image with ground truth but no entry in the detections at all
+        dets[i] = (np.array(boxes, dtype=np.float64).reshape(-1, 4), np.array(scores, dtype=np.float64),
+                   np.array(classes, dtype=np.int64))
+    return gt, dets, num_classes
+
+
+def run_cocoeval(gt, dets, num_classes):
+    """pycocotools' COCOeval on the same data: returns (stats, precision array)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    images = [{"id": int(i), "width": 640, "height": 640} for i in sorted(gt)]
+    anns, ann_id = [], 1
+    for i in sorted(gt):
+        for x1, y1, x2, y2, c in gt[i]:
+            anns.append({"id": ann_id, "image_id": int(i), "category_id": int(c) + 1,
+                         "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1), "iscrowd": 0})
+            ann_id += 1
+    coco_gt = COCO()
+    coco_gt.dataset = {"images": images, "annotations": anns,
+                       "categories": [{"id": k + 1, "name": str(k)} for k in range(num_classes)]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_gt.createIndex()
+        results = []
+        for i in sorted(dets):
+            b, s, c = dets[i]
+            for box, score, cls in zip(b, s, c):
+                results.append({"image_id": int(i), "category_id": int(cls) + 1, "score": float(score),
+                                "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]]})
+        coco_dt = coco_gt.loadRes(results)
+        ev = COCOeval(coco_gt, coco_dt, "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return ev.stats, ev.eval["precision"]
+
+
+def voc_reference(gt, dets, cls, iou_threshold=0.5, use_07=False):
+    """Pascal VOC devkit AP for one class, written out step by step (continuous IoU, no +1)."""
+    records = {i: {"boxes": [row[:4] for row in g if int(row[4]) == cls]} for i, g in gt.items()}
+    for r in records.values():
+        r["taken"] = [False] * len(r["boxes"])
+    npos = sum(len(r["boxes"]) for r in records.values())
+    if npos == 0:
+        return None
+    flat = [(i, b, s) for i, (bs, ss, cs) in dets.items() for b, s, c in zip(bs, ss, cs) if c == cls]
+    flat.sort(key=lambda t: -t[2])
+    tp, fp = [], []
+    for i, box, _ in flat:
+        rec = records.get(i, {"boxes": [], "taken": []})
+        best, best_j = -np.inf, -1
+        for j, g in enumerate(rec["boxes"]):
+            iw = min(box[2], g[2]) - max(box[0], g[0])
+            ih = min(box[3], g[3]) - max(box[1], g[1])
+            inter = max(iw, 0.0) * max(ih, 0.0)
+            union = (box[2] - box[0]) * (box[3] - box[1]) + (g[2] - g[0]) * (g[3] - g[1]) - inter
+            ov = inter / union
+            if ov > best:
+                best, best_j = ov, j
+        if best > iou_threshold and not rec["taken"][best_j]:
+            rec["taken"][best_j] = True
+            tp.append(1.0); fp.append(0.0)
+        else:
+            tp.append(0.0); fp.append(1.0)
+    tp, fp = np.cumsum(tp), np.cumsum(fp)
+    rec = tp / npos
+    prec = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
+    if use_07:
+        ap = 0.0
+        for t in np.arange(0.0, 1.1, 0.1):
+            p = np.max(prec[rec >= t]) if np.sum(rec >= t) > 0 else 0.0
+            ap += p / 11.0
+        return ap
+    mrec = [0.0] + list(rec) + [1.0]
+    mpre = [0.0] + list(prec) + [0.0]
+    for k in range(len(mpre) - 2, -1, -1):
+        mpre[k] = max(mpre[k], mpre[k + 1])
+    ap = 0.0
+    for k in range(1, len(mrec)):
+        if mrec[k] != mrec[k - 1]:
+            ap += (mrec[k] - mrec[k - 1]) * mpre[k]
+    return ap
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_coco_figures_equal_pycocotools(seed):
+    gt, dets, num_classes = random_dataset(seed)
+    result = evaluate_detections(gt, dets, num_classes)
+    stats, precision = run_cocoeval(gt, dets, num_classes)
+    assert result["mAP50_95"] == pytest.approx(stats[0], abs=1e-4)
+    assert result["mAP50"] == pytest.approx(stats[1], abs=1e-4)
+    assert result["mAP75"] == pytest.approx(stats[2], abs=1e-4)
+    for k, entry in enumerate(result["per_class"]):
+        p = precision[:, :, k, 0, 2]  # area all, maxDets 100
+        if np.all(p == -1):
+            assert entry["AP50_95"] is None and entry["num_gt"] == 0
+        else:
+            assert entry["AP50_95"] == pytest.approx(p.mean(), abs=1e-4)
+            assert entry["AP50"] == pytest.approx(p[0].mean(), abs=1e-4)
+            assert entry["AP75"] == pytest.approx(p[5].mean(), abs=1e-4)
+    assert result["per_class"][NEVER_DETECTED]["num_gt"] > 0
+    assert result["per_class"][NEVER_DETECTED]["AP50_95"] == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_voc_figures_equal_devkit_reference(seed):
+    gt, dets, num_classes = random_dataset(seed)
+    result = evaluate_detections(gt, dets, num_classes)
+    all_point, eleven = [], []
+    for k, entry in enumerate(result["per_class"]):
+        ref = voc_reference(gt, dets, k)
+        ref07 = voc_reference(gt, dets, k, use_07=True)
+        if ref is None:
+            assert entry["AP50_voc"] is None and entry["AP50_voc07"] is None
+            continue
+        assert entry["AP50_voc"] == pytest.approx(ref, abs=1e-9)
+        assert entry["AP50_voc07"] == pytest.approx(ref07, abs=1e-9)
+        all_point.append(ref)
+        eleven.append(ref07)
+    assert result["mAP50_voc"] == pytest.approx(np.mean(all_point), abs=1e-9)
+    assert result["mAP50_voc07"] == pytest.approx(np.mean(eleven), abs=1e-9)
+
+
+def test_perfect_and_empty_detections():
+    gt = {"a": np.array([[0, 0, 10, 10, 0], [20, 20, 40, 50, 1]], float), "b": np.zeros((0, 5))}
+    perfect = {"a": (gt["a"][:, :4], np.array([0.9, 0.8]), np.array([0, 1]))}
+    r = evaluate_detections(gt, perfect, 3, class_names=["x", "y", "z"])
+    for key in ("mAP50", "mAP75", "mAP50_95", "mAP50_voc", "mAP50_voc07"):
+        assert r[key] == pytest.approx(1.0)
+    assert r["per_class"][2]["AP50"] is None and r["num_classes_with_gt"] == 2
+    none = evaluate_detections(gt, {}, 3)
+    assert none["mAP50"] == 0.0 and none["mAP50_voc"] == 0.0
+    assert "mean" in format_table(r)
+    # A false positive on an image without ground truth halves precision at full recall.
+    fp = dict(perfect, b=(np.array([[0, 0, 5, 5]], float), np.array([0.95]), np.array([0])))
+    r = evaluate_detections(gt, fp, 3)
+    assert r["per_class"][0]["AP50_voc"] == pytest.approx(0.5)
+
+
+def test_voc_ap_definitions():
+    rec = np.array([0.5, 0.5, 1.0])
+    prec = np.array([1.0, 0.5, 2 / 3])
+    assert voc_ap(rec, prec) == pytest.approx(0.5 * 1.0 + 0.5 * 2 / 3)
+    assert voc_ap(rec, prec, use_07_metric=True) == pytest.approx((6 * 1.0 + 5 * 2 / 3) / 11)
+
+
+def test_detection_json_round_trip_and_errors(tmp_path):
+    entries = [detection_entry("img/a.jpg", np.array([[1, 2, 3, 4]]), np.array([0.5]), np.array([1]),
+                               ["p", "q"]),
+               detection_entry("img/b.jpg", np.zeros((0, 4)), np.zeros(0), np.zeros(0), ["p", "q"])]
+    assert entries[0]["names"] == ["q"]
+    path = tmp_path / "d.json"
+    save_detection_json(path, entries)
+    loaded = load_detection_json(path, num_classes=2)
+    assert loaded["img/a.jpg"][0].tolist() == [[1, 2, 3, 4]] and len(loaded["img/b.jpg"][0]) == 0
+    with pytest.raises(FileFormatError, match="class id"):
+        load_detection_json(path, num_classes=1)
+    (tmp_path / "bad.json").write_text('[{"image": "x", "boxes": [[1,2,3,4]], "scores": [], "classes": []}]')
+    with pytest.raises(FileFormatError, match=r"bad.json \(entry 0\)"):
+        load_detection_json(tmp_path / "bad.json")
+    mapping = align_image_keys(["/data/x/a.jpg", "/data/x/b.jpg"], ["a.jpg", "/data/x/b.jpg", "c.jpg"])
+    assert mapping == {"a.jpg": "/data/x/a.jpg", "/data/x/b.jpg": "/data/x/b.jpg"}
