@@ -1,0 +1,499 @@
+"""Annotation files -> :class:`Record` lists: keras-yolo3 text rows, Pascal VOC XML and COCO JSON.
+
+Text format (keras-yolo3): one image per line, ``path x1,y1,x2,y2,class x1,y1,x2,y2,class ...``.
+A path containing spaces is either quoted (``"my dir/a.jpg" 1,2,3,4,0``) or followed by a tab
+(``my dir/a.jpg<TAB>1,2,3,4,0 ...``). Relative paths resolve against the annotation file's folder.
+Blank lines and lines starting with ``#`` are skipped.
+
+Boxes are float32 pixels ``x1, y1, x2, y2, class`` in the displayed (EXIF-transposed) image, with
+pixel-edge coordinates: a box covering pixel columns 3..7 is ``x1 = 3, x2 = 8``.
+
+Every malformed input raises :class:`~yolo3.errors.AnnotationError` naming the file, the line (or the
+XML file / JSON object) and the reason. :func:`scan_annotations` collects all problems instead.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from yolo3.data.images import probe_images
+from yolo3.errors import AnnotationError, PathLike
+
+VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
+               "train", "tvmonitor")
+
+
+@dataclass(frozen=True, eq=False)
+class Record:
+    """One image: absolute ``path`` and ``boxes`` ``(N, 5)`` float32 ``x1, y1, x2, y2, class`` pixels.
+
+    ``image_hw`` (displayed height, width) and ``orientation`` (EXIF, 1-8) are filled in when the
+    image header was read (``check_images=True``), else ``None``.
+    """
+
+    path: str
+    boxes: np.ndarray
+    image_hw: Optional[Tuple[int, int]] = None
+    orientation: Optional[int] = None
+
+
+@dataclass
+class ScanResult:
+    """What :func:`scan_annotations` found: good records, every problem, and clipped-box count."""
+
+    records: List[Record] = field(default_factory=list)
+    problems: List[AnnotationError] = field(default_factory=list)
+    clipped_boxes: int = 0
+    skipped_difficult: int = 0
+    skipped_crowd: int = 0
+
+
+class _Sink:
+    """Raises the first problem (strict) or collects them all."""
+
+    def __init__(self, strict: bool):
+        self.strict = strict
+        self.problems: List[AnnotationError] = []
+
+    def report(self, err: AnnotationError) -> None:
+        if self.strict:
+            raise err
+        self.problems.append(err)
+
+
+# ----------------------------------------------------------------------------------------- text
+
+
+def _split_line(line: str, path: PathLike, line_no: int) -> Tuple[str, List[str]]:
+    """Split a text row into ``(image path, box fields)``."""
+    if line.startswith('"'):
+        end = line.find('"', 1)
+        if end < 0:
+            raise AnnotationError(path, "unterminated quote in image path", line=line_no)
+        image = line[1:end]
+        rest = line[end + 1:]
+        if rest and not rest[0].isspace():
+            raise AnnotationError(path, "expected whitespace after the quoted image path", line=line_no)
+        fields = rest.split()
+    elif "\t" in line:
+        image, rest = line.split("\t", 1)
+        image = image.strip()
+        fields = rest.split()
+    else:
+        parts = line.split()
+        image, fields = parts[0], parts[1:]
+    if not image:
+        raise AnnotationError(path, "empty image path", line=line_no)
+    return image, fields
+
+
+def _parse_box(text: str, num_classes: Optional[int], path: PathLike, line_no: int) -> np.ndarray:
+    parts = text.split(",")
+    if len(parts) != 5:
+        raise AnnotationError(path, f"box {text!r} has {len(parts)} fields, expected 5 "
+                                    "(x1,y1,x2,y2,class)", line=line_no)
+    values = []
+    for name, part in zip(("x1", "y1", "x2", "y2", "class"), parts):
+        try:
+            v = float(part)
+        except ValueError:
+            raise AnnotationError(path, f"box {text!r}: {name} {part!r} is not a number", line=line_no)
+        if not math.isfinite(v):
+            raise AnnotationError(path, f"box {text!r}: {name} {part!r} is not finite", line=line_no)
+        values.append(v)
+    x1, y1, x2, y2, cls = values
+    _check_box(x1, y1, x2, y2, cls, num_classes, lambda r: AnnotationError(
+        path, f"box {text!r}: {r}", line=line_no))
+    return np.asarray(values, dtype=np.float32)
+
+
+def _check_box(x1, y1, x2, y2, cls, num_classes, make_error) -> None:
+    if cls != int(cls):
+        raise make_error(f"class id {cls:g} is not an integer")
+    if min(x1, y1, x2, y2) < 0:
+        raise make_error("negative coordinate")
+    if x2 <= x1:
+        raise make_error(f"x2 <= x1 ({x2:g} <= {x1:g})")
+    if y2 <= y1:
+        raise make_error(f"y2 <= y1 ({y2:g} <= {y1:g})")
+    if cls < 0 or (num_classes is not None and cls >= num_classes):
+        limit = f"0..{num_classes - 1}" if num_classes is not None else ">= 0"
+        raise make_error(f"class id {int(cls)} is outside the class list ({limit})")
+
+
+def _read_text(path: PathLike) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise AnnotationError(path, "annotation file not found")
+    except UnicodeDecodeError as e:
+        raise AnnotationError(path, f"not UTF-8 text ({e.reason} at byte {e.start})")
+    except OSError as e:
+        raise AnnotationError(path, f"cannot read annotation file: {e.strerror or e}")
+
+
+def parse_text_annotations(text: str, path: PathLike, num_classes: Optional[int] = None,
+                           sink: Optional[_Sink] = None) -> List[Tuple[str, np.ndarray, int]]:
+    """Parse keras-yolo3 text rows into ``(absolute image path, boxes (N, 5), line number)``.
+
+    Raises :class:`AnnotationError` (or reports it to ``sink``) for every malformed line, and for a
+    file without any image line.
+    """
+    sink = sink or _Sink(strict=True)
+    base = os.path.dirname(os.path.abspath(os.fspath(path)))
+    rows = []
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip("\r\n ")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            if "\x00" in line:
+                raise AnnotationError(path, "NUL character in line", line=line_no)
+            image, fields = _split_line(line.lstrip(" "), path, line_no)
+            boxes = [_parse_box(f, num_classes, path, line_no) for f in fields]
+        except AnnotationError as e:
+            sink.report(e)
+            continue
+        full = image if os.path.isabs(image) else os.path.join(base, image)
+        arr = np.stack(boxes) if boxes else np.zeros((0, 5), np.float32)
+        rows.append((os.path.normpath(full), arr, line_no))
+    if not rows and not sink.problems:
+        sink.report(AnnotationError(path, "empty annotation file: no image lines"))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ VOC
+
+
+def _voc_text(node: ET.Element, tag: str, xml_path: str) -> str:
+    child = node.find(tag)
+    if child is None or child.text is None or not child.text.strip():
+        raise AnnotationError(xml_path, f"missing <{tag}>")
+    return child.text.strip()
+
+
+def parse_voc_xml(xml_path: PathLike, class_names: Sequence[str], image_dir: Optional[str] = None,
+                  include_difficult: bool = False) -> Tuple[str, np.ndarray, int]:
+    """One Pascal VOC XML file -> ``(image path, boxes (N, 5), skipped difficult count)``.
+
+    The image is ``image_dir/<filename>`` (default: ``../JPEGImages`` beside the XML folder).
+    VOC coordinates are used as written (as keras-yolo3's ``voc_annotation.py`` does).
+    """
+    xml_path = os.fspath(xml_path)
+    try:
+        root = ET.parse(xml_path).getroot()
+    except FileNotFoundError:
+        raise AnnotationError(xml_path, "XML file not found")
+    except (ET.ParseError, OSError) as e:
+        raise AnnotationError(xml_path, f"cannot parse XML: {e}")
+    if image_dir is None:
+        image_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(xml_path))),
+                                 "JPEGImages")
+    fname = root.findtext("filename")
+    if not fname or not fname.strip():
+        fname = os.path.splitext(os.path.basename(xml_path))[0] + ".jpg"
+    index = {n: i for i, n in enumerate(class_names)}
+    boxes, skipped = [], 0
+    for k, obj in enumerate(root.iter("object"), start=1):
+        where = f"object {k}"
+        name = (obj.findtext("name") or "").strip()
+        if name not in index:
+            raise AnnotationError(xml_path, f"class {name!r} is not in the class list", where=where)
+        difficult = (obj.findtext("difficult") or "0").strip()
+        if difficult not in ("0", "") and not include_difficult:
+            skipped += 1
+            continue
+        bnd = obj.find("bndbox")
+        if bnd is None:
+            raise AnnotationError(xml_path, "missing <bndbox>", where=where)
+        vals = []
+        for tag in ("xmin", "ymin", "xmax", "ymax"):
+            text = bnd.findtext(tag)
+            try:
+                vals.append(float((text or "").strip()))
+            except ValueError:
+                raise AnnotationError(xml_path, f"<{tag}> {text!r} is not a number", where=where)
+            if not math.isfinite(vals[-1]):
+                raise AnnotationError(xml_path, f"<{tag}> {text!r} is not finite", where=where)
+        _check_box(*vals, index[name], len(class_names),
+                   lambda r: AnnotationError(xml_path, r, where=where))
+        boxes.append(vals + [index[name]])
+    arr = np.asarray(boxes, np.float32).reshape(-1, 5)
+    return os.path.normpath(os.path.join(image_dir, fname.strip())), arr, skipped
+
+
+def _voc_xml_files(path: str) -> Tuple[List[str], Optional[str]]:
+    """XML files named by ``path`` (XML file, folder of XML, or ImageSets/Main list) + image folder."""
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.lower().endswith(".xml"))
+        if not files:
+            raise AnnotationError(path, "folder contains no .xml annotation files")
+        return files, None
+    if path.lower().endswith(".xml"):
+        return [path], None
+    # an image-set list: VOCdevkit/VOC2007/ImageSets/Main/train.txt
+    year_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    ids = [ln.split()[0] for ln in _read_text(path).splitlines() if ln.strip()]
+    if not ids:
+        raise AnnotationError(path, "empty image-set list")
+    return ([os.path.join(year_dir, "Annotations", i + ".xml") for i in ids],
+            os.path.join(year_dir, "JPEGImages"))
+
+
+def _is_voc_image_set(path: str) -> bool:
+    parts = os.path.abspath(path).split(os.sep)
+    return len(parts) >= 3 and parts[-2] == "Main" and parts[-3] == "ImageSets"
+
+
+# ----------------------------------------------------------------------------------------- COCO
+
+
+def _load_json(path: str) -> dict:
+    text = _read_text(path)
+    if not text.strip():
+        raise AnnotationError(path, "empty file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise AnnotationError(path, f"invalid JSON: {e.msg}", line=e.lineno)
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list) \
+            or not isinstance(data.get("categories"), list):
+        raise AnnotationError(path, "not a COCO instances file (needs 'images' and 'categories' lists)")
+    return data
+
+
+def _coco_categories(data: dict, path: str) -> List[dict]:
+    cats = []
+    for i, c in enumerate(data["categories"]):
+        if not isinstance(c, dict) or not isinstance(c.get("id"), int) or not isinstance(c.get("name"), str):
+            raise AnnotationError(path, "category needs an integer 'id' and a string 'name'",
+                                  where=f"categories[{i}]")
+        cats.append(c)
+    return sorted(cats, key=lambda c: c["id"])
+
+
+def coco_class_names(path: PathLike) -> List[str]:
+    """Class names of a COCO JSON file, in the order of the contiguous class ids (sorted by id)."""
+    path = os.fspath(path)
+    return [c["name"] for c in _coco_categories(_load_json(path), path)]
+
+
+def _default_coco_image_dir(json_path: str) -> str:
+    """``annotations/instances_val2017.json`` -> ``../val2017`` if present, else the JSON folder."""
+    folder = os.path.dirname(os.path.abspath(json_path))
+    stem = os.path.splitext(os.path.basename(json_path))[0]
+    if "_" in stem:
+        cand = os.path.join(os.path.dirname(folder), stem.split("_", 1)[1])
+        if os.path.isdir(cand):
+            return cand
+    return folder
+
+
+def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: bool = False,
+               sink: Optional[_Sink] = None) -> Tuple[List[Tuple[str, np.ndarray, str]], int]:
+    """COCO JSON -> ``([(image path, boxes (N, 5), where)], skipped crowd count)``.
+
+    ``[x, y, w, h]`` boxes become corners; category ids map to contiguous ids sorted by id; images
+    without boxes are kept as negatives.
+    """
+    path = os.fspath(path)
+    sink = sink or _Sink(strict=True)
+    data = _load_json(path)
+    cats = _coco_categories(data, path)
+    cat_index = {c["id"]: i for i, c in enumerate(cats)}
+    image_dir = image_dir or _default_coco_image_dir(path)
+    images: Dict[int, Tuple[str, List]] = {}
+    order: List[int] = []
+    for i, im in enumerate(data["images"]):
+        if not isinstance(im, dict) or not isinstance(im.get("id"), int) \
+                or not isinstance(im.get("file_name"), str):
+            sink.report(AnnotationError(path, "image needs an integer 'id' and a 'file_name'",
+                                        where=f"images[{i}]"))
+            continue
+        images[im["id"]] = (os.path.normpath(os.path.join(image_dir, im["file_name"])), [])
+        order.append(im["id"])
+    skipped = 0
+    for i, ann in enumerate(data.get("annotations") or []):
+        where = f"annotations[{i}]" + (f" id={ann.get('id')}" if isinstance(ann, dict) else "")
+        try:
+            if not isinstance(ann, dict):
+                raise AnnotationError(path, "annotation is not an object", where=where)
+            if ann.get("iscrowd", 0) and not include_crowd:
+                skipped += 1
+                continue
+            if ann.get("image_id") not in images:
+                raise AnnotationError(path, f"image_id {ann.get('image_id')!r} is not in 'images'",
+                                      where=where)
+            if ann.get("category_id") not in cat_index:
+                raise AnnotationError(path, f"category_id {ann.get('category_id')!r} is not in "
+                                            "'categories'", where=where)
+            bbox = ann.get("bbox")
+            if not isinstance(bbox, list) or len(bbox) != 4:
+                raise AnnotationError(path, f"bbox {bbox!r} is not a list [x, y, w, h]", where=where)
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                       for v in bbox):
+                raise AnnotationError(path, f"bbox {bbox!r} has a non-numeric value", where=where)
+            x, y, w, h = (float(v) for v in bbox)
+            cls = cat_index[ann["category_id"]]
+            _check_box(x, y, x + w, y + h, cls, len(cats),
+                       lambda r: AnnotationError(path, f"bbox {bbox!r}: {r}", where=where))
+            images[ann["image_id"]][1].append([x, y, x + w, y + h, cls])
+        except AnnotationError as e:
+            sink.report(e)
+    out = [(images[k][0], np.asarray(images[k][1], np.float32).reshape(-1, 5), f"image id {k}")
+           for k in order]
+    if not out and not sink.problems:
+        sink.report(AnnotationError(path, "no images in the COCO file"))
+    return out, skipped
+
+
+# ---------------------------------------------------------------------------------- front door
+
+
+def detect_format(path: PathLike) -> str:
+    """``'coco'``, ``'voc'`` or ``'text'`` for an annotation path."""
+    p = os.fspath(path)
+    if os.path.isdir(p) or p.lower().endswith(".xml") or _is_voc_image_set(p):
+        return "voc"
+    if p.lower().endswith(".json"):
+        return "coco"
+    return "text"
+
+
+def _clip_to_image(boxes: np.ndarray, hw: Tuple[int, int], make_error) -> Tuple[np.ndarray, int]:
+    """Clip boxes to ``[0, w] x [0, h]``; count clipped; a box entirely outside is an error."""
+    h, w = hw
+    if boxes.size == 0:
+        return boxes, 0
+    out = boxes.copy()
+    out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, w)
+    out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, h)
+    for k in range(len(out)):
+        if out[k, 2] <= out[k, 0] or out[k, 3] <= out[k, 1]:
+            b = boxes[k]
+            raise make_error(f"box {b[0]:g},{b[1]:g},{b[2]:g},{b[3]:g},{int(b[4])} lies outside "
+                             f"the {w}x{h} image")
+    clipped = int(np.any(out[:, :4] != boxes[:, :4], axis=1).sum())
+    return out, clipped
+
+
+def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None, *,
+                     include_difficult: bool = False, include_crowd: bool = False,
+                     check_images: bool = True, image_dir: Optional[str] = None,
+                     strict: bool = False) -> ScanResult:
+    """Read annotations of any format, collecting every problem (or raising the first if ``strict``).
+
+    ``class_names`` bounds the class ids of text files and maps VOC names (default: the 20 VOC
+    classes); COCO files bring their own. With ``check_images`` every image header is read: missing or
+    unreadable images are problems, and boxes partly outside the image are clipped (and counted).
+    """
+    path = os.fspath(path)
+    sink = _Sink(strict)
+    result = ScanResult()
+    fmt = detect_format(path)
+    rows: List[Tuple[str, np.ndarray, str, Optional[int]]] = []  # (image, boxes, file, line)
+    if fmt == "text":
+        num = None if class_names is None else len(class_names)
+        for image, boxes, line_no in parse_text_annotations(_read_text(path), path, num, sink):
+            rows.append((image, boxes, path, line_no))
+    elif fmt == "coco":
+        items, result.skipped_crowd = parse_coco(path, image_dir, include_crowd, sink)
+        rows = [(image, boxes, path, None) for image, boxes, _ in items]
+        wheres = [w for _, _, w in items]
+    else:
+        names = list(class_names) if class_names is not None else list(VOC_CLASSES)
+        files, voc_images = _voc_xml_files(path)
+        for xml in files:
+            try:
+                image, boxes, skipped = parse_voc_xml(xml, names, image_dir or voc_images,
+                                                      include_difficult)
+            except AnnotationError as e:
+                sink.report(e)
+                continue
+            result.skipped_difficult += skipped
+            rows.append((image, boxes, xml, None))
+    if fmt != "coco":
+        wheres = [None] * len(rows)
+    if check_images and rows:
+        probes = probe_images([r[0] for r in rows], workers=8, errors=True)
+        for k, (image, boxes, file, line) in enumerate(rows):
+            where = wheres[k] or (f"image {image}" if line is None else None)
+            try:
+                if isinstance(probes[k], AnnotationError):
+                    raise probes[k]
+                hw, orient = probes[k]
+            except AnnotationError as e:
+                sink.report(AnnotationError(file, f"image {image}: {e.reason}", line=line,
+                                            where=where if line is None else None))
+                continue
+            try:
+                boxes, n = _clip_to_image(boxes, hw, lambda r: AnnotationError(
+                    file, r, line=line, where=where if line is None else None))
+            except AnnotationError as e:
+                sink.report(e)
+                continue
+            result.clipped_boxes += n
+            result.records.append(Record(image, boxes, tuple(int(v) for v in hw), int(orient)))
+    else:
+        result.records = [Record(image, boxes) for image, boxes, _, _ in rows]
+    result.problems = sink.problems
+    return result
+
+
+def load_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None, *,
+                     include_difficult: bool = False, include_crowd: bool = False,
+                     check_images: bool = True, image_dir: Optional[str] = None) -> List[Record]:
+    """Read a text / COCO JSON (``.json``) / VOC (``.xml``, XML folder, image-set list) file.
+
+    Raises :class:`AnnotationError` on the first malformed input; warns with the count of boxes
+    clipped to their image. See :func:`scan_annotations` for the arguments.
+    """
+    res = scan_annotations(path, class_names, include_difficult=include_difficult,
+                           include_crowd=include_crowd, check_images=check_images,
+                           image_dir=image_dir, strict=True)
+    if res.clipped_boxes:
+        warnings.warn(f"{os.fspath(path)}: {res.clipped_boxes} boxes extend past their image and "
+                      "were clipped", stacklevel=2)
+    return res.records
+
+
+def _fmt(v: float) -> str:
+    s = f"{float(v):.3f}".rstrip("0").rstrip(".")
+    return "0" if s in ("-0", "") else s
+
+
+def format_record(record: Record, base_dir: Optional[str] = None) -> str:
+    """One text row for ``record``; the path is made relative to ``base_dir`` when inside it."""
+    p = record.path
+    if base_dir is not None:
+        rel = os.path.relpath(p, base_dir)
+        if not rel.startswith(".."):
+            p = rel
+    boxes = " ".join(",".join(_fmt(v) for v in b[:4]) + f",{int(b[4])}" for b in record.boxes)
+    if any(c.isspace() for c in p) or p.startswith('"') or p.startswith("#"):
+        if '"' not in p and "\t" not in p and "\n" not in p:
+            return f'"{p}" {boxes}'.rstrip()
+        if "\t" not in p and "\n" not in p and not p.startswith('"'):
+            return f"{p}\t{boxes}"
+        raise ValueError(f"image path {p!r} cannot be written in the text format")
+    return f"{p} {boxes}".rstrip()
+
+
+def write_annotations(path: PathLike, records: Sequence[Record], relative: bool = False) -> None:
+    """Write records in the keras-yolo3 text format (paths with spaces quoted or tab-separated).
+
+    With ``relative=True``, images inside the annotation file's folder are written relative to it.
+    """
+    base = os.path.dirname(os.path.abspath(os.fspath(path))) if relative else None
+    lines = [format_record(r, base) for r in records]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))

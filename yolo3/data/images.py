@@ -1,0 +1,95 @@
+"""Image files: loading (EXIF-transposed RGB uint8), header probing, and EXIF orientation.
+
+Box coordinates everywhere in yolo3 refer to the image as displayed, i.e. after the EXIF
+orientation is applied (what :func:`PIL.ImageOps.exif_transpose` returns).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import List, Sequence, Tuple
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from yolo3.errors import AnnotationError, PathLike
+
+EXIF_ORIENTATION_TAG = 0x0112
+# Orientations 5..8 swap width and height.
+_SWAPS_AXES = {5, 6, 7, 8}
+
+
+def load_image(path: PathLike) -> np.ndarray:
+    """Read an image file as ``(h, w, 3)`` uint8 RGB, EXIF-transposed (grayscale/RGBA/palette -> RGB).
+
+    Raises :class:`AnnotationError` naming the file when it is missing or unreadable.
+    """
+    try:
+        with Image.open(path) as im:
+            im.load()
+            im = ImageOps.exif_transpose(im)
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                arr = np.asarray(im, dtype=np.float64)
+                arr = np.clip(arr / max(arr.max(), 1.0) * 255.0, 0, 255).astype(np.uint8)
+                return np.repeat(arr[..., None], 3, axis=-1)
+            return np.asarray(im.convert("RGB"), dtype=np.uint8)
+    except FileNotFoundError:
+        raise AnnotationError(path, "image file not found")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise AnnotationError(path, f"cannot read image: {e}")
+
+
+def probe_image(path: PathLike) -> Tuple[Tuple[int, int], int]:
+    """``((height, width), exif_orientation)`` of an image, reading only its header.
+
+    The size is the displayed size (width and height swapped for orientations 5-8).
+    Raises :class:`AnnotationError` when the file is missing or not a readable image.
+    """
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+            orientation = 1
+            if im.format in ("JPEG", "MPO", "TIFF", "WEBP", "PNG"):
+                try:
+                    orientation = int(im.getexif().get(EXIF_ORIENTATION_TAG, 1) or 1)
+                except Exception:  # a broken EXIF block: PIL's exif_transpose ignores it too
+                    orientation = 1
+            if not 1 <= orientation <= 8:
+                orientation = 1
+    except FileNotFoundError:
+        raise AnnotationError(path, "image file not found")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise AnnotationError(path, f"cannot read image: {e}")
+    if orientation in _SWAPS_AXES:
+        w, h = h, w
+    return (h, w), orientation
+
+
+def _probe_or_error(path: PathLike):
+    try:
+        return probe_image(path)
+    except AnnotationError as e:
+        return e
+
+
+def probe_images(paths: Sequence[PathLike], workers: int = 8, errors: bool = False) -> List:
+    """:func:`probe_image` over many files with a thread pool (header reads are I/O bound).
+
+    With ``errors=True`` a failing file gives its :class:`AnnotationError` in the list instead of
+    raising.
+    """
+    fn = _probe_or_error if errors else probe_image
+    if len(paths) < 16:
+        return [fn(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, paths))
+
+
+def exif_orientation(path: PathLike) -> int:
+    """EXIF orientation (1-8) of an image file; 1 when absent."""
+    return probe_image(path)[1]
+
+
+def is_image_file(path: PathLike) -> bool:
+    """True when ``path`` has an image extension yolo3's pipeline decodes (JPEG, PNG, BMP, GIF)."""
+    return os.path.splitext(os.fspath(path))[1].lower() in (".jpg", ".jpeg", ".png", ".bmp", ".gif")

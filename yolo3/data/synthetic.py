@@ -1,0 +1,158 @@
+"""A synthetic detection dataset: solid shapes on textured backgrounds, with exact boxes.
+
+Each image holds 1-4 solid, saturated shapes (classes ``circle``, ``square``, ``triangle`` by
+default) of side 1/8 to 1/2 of the image, placed with limited overlap on a low-contrast textured
+background. Boxes are pixel-edge ``x1, y1, x2, y2`` of the shape's drawn pixels (exact). Everything
+is determined by the seed.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from yolo3.anchors import write_classes
+from yolo3.data.annotations import Record, write_annotations
+
+SHAPES = ("circle", "square", "triangle", "diamond", "cross")
+
+
+def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """Low-saturation texture: blurred noise + stripes + a gradient, uint8 ``(h, w, 3)``."""
+    base = rng.uniform(60, 190, size=3)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    angle = rng.uniform(0, np.pi)
+    period = rng.uniform(6, 24)
+    stripes = np.sin((xx * np.cos(angle) + yy * np.sin(angle)) * 2 * np.pi / period)
+    coarse = rng.normal(0, 1, size=(h // 16 + 2, w // 16 + 2)).astype(np.float32)
+    coarse = np.asarray(Image.fromarray(coarse, mode="F").resize((w, h), Image.BILINEAR))
+    fine = rng.normal(0, 1, size=(h, w)).astype(np.float32)
+    grad = (xx / max(w, 1) - 0.5) * rng.uniform(-40, 40) + (yy / max(h, 1) - 0.5) * rng.uniform(-40, 40)
+    lum = stripes * rng.uniform(5, 20) + coarse * rng.uniform(5, 15) + fine * 6 + grad
+    tint = rng.uniform(0.8, 1.2, size=3)
+    img = base[None, None, :] + lum[..., None] * tint[None, None, :]
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _shape_colour(rng: np.random.Generator) -> Tuple[int, int, int]:
+    """A saturated, bright-or-dark colour that stands out from the grey-ish background."""
+    hue = rng.uniform(0, 1)
+    rgb = np.clip(np.abs(((hue * 6 + np.array([0, 4, 2])) % 6) - 3) - 1, 0, 1)  # HSV -> RGB, s=v=1
+    value = rng.choice([rng.uniform(0.85, 1.0), rng.uniform(0.15, 0.3)]) if rng.uniform() < 0.2 \
+        else rng.uniform(0.85, 1.0)
+    return tuple(int(round(255 * value * c)) for c in rgb)
+
+
+def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: Sequence[int], fill) -> None:
+    """Draw ``shape`` whose drawn pixels span exactly columns x1..x2-1 and rows y1..y2-1."""
+    x1, y1, x2, y2 = box
+    r, b = x2 - 1, y2 - 1
+    cx = (x1 + r) / 2
+    cy = (y1 + b) / 2
+    if shape == "circle":
+        draw.ellipse([x1, y1, r, b], fill=fill)
+    elif shape == "square":
+        draw.rectangle([x1, y1, r, b], fill=fill)
+    elif shape == "triangle":
+        draw.polygon([(x1, b), (r, b), (round(cx), y1)], fill=fill)
+    elif shape == "diamond":
+        draw.polygon([(round(cx), y1), (r, round(cy)), (round(cx), b), (x1, round(cy))], fill=fill)
+    elif shape == "cross":
+        tw, th = max(1, (x2 - x1) // 3), max(1, (y2 - y1) // 3)
+        draw.rectangle([x1, y1 + th, r, b - th], fill=fill)
+        draw.rectangle([x1 + tw, y1, r - tw, b], fill=fill)
+    else:
+        raise ValueError(f"unknown shape {shape!r}: choose from {SHAPES}")
+
+
+def _overlap_ok(box: np.ndarray, placed: List[np.ndarray], max_cover: float) -> bool:
+    for other in placed:
+        iw = min(box[2], other[2]) - max(box[0], other[0])
+        ih = min(box[3], other[3]) - max(box[1], other[1])
+        if iw > 0 and ih > 0:
+            inter = iw * ih
+            a = (box[2] - box[0]) * (box[3] - box[1])
+            b = (other[2] - other[0]) * (other[3] - other[1])
+            if inter > max_cover * min(a, b):
+                return False
+    return True
+
+
+def render_image(rng: np.random.Generator, image_size: Tuple[int, int], classes: Sequence[str],
+                 max_objects: int = 4, min_frac: float = 0.125, max_frac: float = 0.5,
+                 max_cover: float = 0.15) -> Tuple[np.ndarray, np.ndarray]:
+    """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``.
+
+    Shapes cover at most ``max_cover`` of the smaller of two overlapping boxes.
+    """
+    h, w = image_size
+    img = Image.fromarray(_background(rng, h, w))
+    draw = ImageDraw.Draw(img)
+    n = int(rng.integers(1, max_objects + 1))
+    side_lo = max(4, int(round(min_frac * min(h, w))))
+    side_hi = max(side_lo + 1, int(round(max_frac * min(h, w))))
+    placed: List[np.ndarray] = []
+    labels: List[int] = []
+    for _ in range(n):
+        for _attempt in range(30):
+            cls = int(rng.integers(len(classes)))
+            bw = int(rng.integers(side_lo, side_hi + 1))
+            aspect = rng.uniform(0.75, 1.33)
+            bh = int(np.clip(round(bw * aspect), side_lo, min(h, side_hi)))
+            bw = min(bw, w)
+            x1 = int(rng.integers(0, w - bw + 1))
+            y1 = int(rng.integers(0, h - bh + 1))
+            box = np.array([x1, y1, x1 + bw, y1 + bh], np.float32)
+            if _overlap_ok(box, placed, max_cover):
+                _draw_shape(draw, classes[cls], [x1, y1, x1 + bw, y1 + bh], _shape_colour(rng))
+                placed.append(box)
+                labels.append(cls)
+                break
+    boxes = np.concatenate([np.stack(placed), np.asarray(labels, np.float32)[:, None]], axis=1)
+    return np.asarray(img), boxes.astype(np.float32)
+
+
+def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int, int] = (256, 256),
+                           seed: int = 0, classes: Sequence[str] = ("circle", "square", "triangle"),
+                           *, image_format: str = "png", max_objects: int = 4,
+                           val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
+                           ) -> Tuple[str, str]:
+    """Write ``num_images`` images to ``out_dir/images`` plus a text annotation and a classes file.
+
+    Returns ``(annotation_path, classes_path)``. With ``val_fraction > 0`` the last
+    ``round(num_images * val_fraction)`` images also go to ``val.txt`` and the rest to ``train.txt``
+    (``annotations.txt`` always lists them all). Paths are written relative to ``out_dir``.
+    """
+    for c in classes:
+        if c not in SHAPES:
+            raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
+    if image_format not in ("png", "jpg"):
+        raise ValueError("image_format must be 'png' or 'jpg'")
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    rng = np.random.default_rng(seed)
+    records: List[Record] = []
+    for i in range(num_images):
+        img, boxes = render_image(rng, tuple(image_size), classes, max_objects=max_objects)
+        path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.{image_format}"))
+        if image_format == "jpg":
+            Image.fromarray(img).save(path, quality=95)
+        else:
+            Image.fromarray(img).save(path, compress_level=1)
+        records.append(Record(path, boxes, tuple(image_size), 1))
+    ann = os.path.join(out_dir, annotation_name)
+    write_annotations(ann, records, relative=True)
+    if val_fraction > 0:
+        n_val = int(round(num_images * val_fraction))
+        write_annotations(os.path.join(out_dir, "train.txt"), records[:num_images - n_val], relative=True)
+        write_annotations(os.path.join(out_dir, "val.txt"), records[num_images - n_val:], relative=True)
+    classes_path = os.path.join(out_dir, "classes.txt")
+    write_classes(classes_path, classes)
+    return ann, classes_path
+
+
+def split_paths(annotation_path: str) -> Tuple[str, str]:
+    """``(train.txt, val.txt)`` beside a dataset written with ``val_fraction > 0``."""
+    d = os.path.dirname(annotation_path)
+    return os.path.join(d, "train.txt"), os.path.join(d, "val.txt")
