@@ -1,0 +1,230 @@
+"""Darknet cfg + weights -> Keras body (``.keras`` model or ``.weights.h5``) and sidecar files.
+
+Keras layer names start with the Darknet kind and end with the cfg index, so they can be checked
+against the cfg by eye and against OpenCV's ``conv_<index>``:
+``pad_<i>``, ``conv_<i>``, ``bn_<i>``, ``<activation>_<i>`` (``leaky_<i>``, ``relu_<i>``,
+``mish_<i>``, ``logistic_<i>``), ``shortcut_<i>``, ``route_<i>``, ``upsample_<i>``, ``maxpool_<i>``.
+``[yolo]`` layers have no Keras layer: the body's outputs are their inputs (the raw maps), in cfg
+order; a cfg without ``[yolo]`` (a backbone) outputs its last layer.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec,
+                               UpsampleSpec, parse_cfg)
+from yolo3.darknet.weights import ConvWeights, Header, read_weights
+from yolo3.errors import DarknetError, PathLike
+
+BN_EPSILON = 1e-6  # Darknet's normalize_cpu epsilon
+LEAKY_SLOPE = 0.1
+MASKS_SUFFIX = ".masks.json"
+ANCHORS_SUFFIX = ".anchors.txt"
+
+
+def _activation_layer(act: str, index: int):
+    from keras import layers
+    if act == "leaky":
+        return layers.LeakyReLU(negative_slope=LEAKY_SLOPE, name=f"leaky_{index}")
+    if act == "relu":
+        return layers.ReLU(name=f"relu_{index}")
+    if act == "mish":
+        return layers.Activation("mish", name=f"mish_{index}")
+    if act == "logistic":
+        return layers.Activation("sigmoid", name=f"logistic_{index}")
+    return None  # linear
+
+
+def _conv_block(x, layer: Layer):
+    from keras import layers
+    s: ConvSpec = layer.spec
+    i = layer.index
+    same = s.stride == 1 and s.size % 2 == 1 and s.pad == s.size // 2
+    if not same and s.pad:
+        # Darknet pads both sides and floors the output size: symmetric zero padding + 'valid'.
+        x = layers.ZeroPadding2D(s.pad, name=f"pad_{i}")(x)
+    x = layers.Conv2D(s.filters, s.size, strides=s.stride, padding="same" if same else "valid",
+                      use_bias=not s.batch_normalize, name=f"conv_{i}")(x)
+    if s.batch_normalize:
+        x = layers.BatchNormalization(epsilon=BN_EPSILON, momentum=0.99, name=f"bn_{i}")(x)
+    act = _activation_layer(s.activation, i)
+    return act(x) if act is not None else x
+
+
+def build_model(cfg: DarknetCfg, input_shape: Tuple[Optional[int], Optional[int]] = (None, None),
+                name: Optional[str] = None):
+    """Keras functional model for ``cfg`` (random weights); input ``(h, w, channels)``, RGB in [0, 1]."""
+    import keras
+    from keras import layers
+    inputs = keras.Input(shape=(*input_shape, cfg.channels), name="image")
+    outs: List = []
+    for layer in cfg.layers:
+        x = outs[-1] if outs else inputs
+        s = layer.spec
+        i = layer.index
+        if isinstance(s, ConvSpec):
+            y = _conv_block(x, layer)
+        elif isinstance(s, ShortcutSpec):
+            y = layers.Add(name=f"shortcut_{i}")([outs[s.source], x])
+            act = _activation_layer(s.activation, i)
+            y = act(y) if act is not None else y
+        elif isinstance(s, RouteSpec):
+            srcs = [outs[j] for j in s.sources]
+            y = (layers.Identity(name=f"route_{i}")(srcs[0]) if len(srcs) == 1
+                 else layers.Concatenate(name=f"route_{i}")(srcs))
+        elif isinstance(s, UpsampleSpec):
+            y = layers.UpSampling2D(s.stride, interpolation="nearest", name=f"upsample_{i}")(x)
+        elif isinstance(s, MaxpoolSpec):
+            # TF 'same' pads (size-1)//2 before for stride 1 and nothing for 2/2: Darknet's padding.
+            y = layers.MaxPooling2D(s.size, strides=s.stride, padding="same", name=f"maxpool_{i}")(x)
+        else:  # [yolo]: the raw map passes through; decoding is the detector's job
+            y = x
+        outs.append(y)
+    outputs = [outs[i] for i in cfg.output_indices()]
+    stem = Path(cfg.path).stem if cfg.path else "darknet"
+    return keras.Model(inputs, outputs if len(outputs) > 1 else outputs[0],
+                       name=name or _keras_name(stem))
+
+
+def _keras_name(stem: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
+    return cleaned or "darknet"
+
+
+def load_darknet_weights(model, cfg: DarknetCfg, blocks: Dict[int, ConvWeights]) -> None:
+    """Copy Darknet parameter blocks into the ``conv_<i>`` / ``bn_<i>`` layers of ``model``."""
+    for layer in cfg.convs():
+        w = blocks[layer.index]
+        kernel = np.transpose(w.kernel, (2, 3, 1, 0))  # (out, in, h, w) -> (h, w, in, out)
+        conv = model.get_layer(f"conv_{layer.index}")
+        if w.gamma is None:
+            conv.set_weights([kernel, w.bias])
+        else:
+            conv.set_weights([kernel])
+            model.get_layer(f"bn_{layer.index}").set_weights([w.gamma, w.bias, w.mean, w.variance])
+
+
+def conv_weights_from_model(model, cfg: DarknetCfg, layer: Layer,
+                            conv_name: Optional[str] = None, bn_name: Optional[str] = None
+                            ) -> ConvWeights:
+    """Darknet parameter block of cfg conv ``layer`` from Keras layers (default ``conv_<i>``, ``bn_<i>``)."""
+    s: ConvSpec = layer.spec
+    conv = model.get_layer(conv_name or f"conv_{layer.index}")
+    params = conv.get_weights()
+    kernel = np.transpose(params[0], (3, 2, 0, 1))
+    from yolo3.darknet.weights import in_channels
+    expected = (s.filters, in_channels(cfg, layer), s.size, s.size)
+    if kernel.shape != expected:
+        raise DarknetError(cfg.path, f"Keras layer {conv.name!r} has kernel (out, in, h, w) "
+                                     f"{kernel.shape}, the cfg needs {expected}",
+                           line=layer.line, where=f"[convolutional] layer {layer.index}")
+    if s.batch_normalize:
+        if len(params) != 1:
+            raise DarknetError(cfg.path, f"Keras layer {conv.name!r} has a bias but the cfg conv is "
+                                         f"batch-normalised", line=layer.line)
+        gamma, beta, mean, var = model.get_layer(bn_name or f"bn_{layer.index}").get_weights()
+        return ConvWeights(bias=beta, gamma=gamma, mean=mean, variance=var, kernel=kernel)
+    if len(params) != 2:
+        raise DarknetError(cfg.path, f"Keras layer {conv.name!r} has no bias but the cfg conv has no "
+                                     f"batch norm", line=layer.line)
+    return ConvWeights(bias=params[1], kernel=kernel)
+
+
+def sidecar_paths(out_path: PathLike) -> Tuple[Path, Path]:
+    """``(anchors file, masks JSON)`` written beside a converted model ``out_path``.
+
+    ``model.keras`` -> ``model.anchors.txt``, ``model.masks.json``; ``model.weights.h5`` likewise.
+    The JSON holds ``masks``, ``num_classes``, ``input_size`` ``[h, w]`` and the weights ``header``.
+    """
+    out = Path(out_path)
+    name = out.name
+    for ext in (".weights.h5", ".keras", ".h5", ".weights"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    return out.with_name(name + ANCHORS_SUFFIX), out.with_name(name + MASKS_SUFFIX)
+
+
+@dataclass
+class ConvertResult:
+    """What :func:`convert` wrote and read."""
+    out_path: Path
+    anchors_path: Optional[Path]
+    masks_path: Path
+    anchors: Optional[np.ndarray]
+    masks: List[List[int]]
+    num_classes: Optional[int]
+    input_size: Tuple[int, int]
+    header: Header
+    output_names: List[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"wrote {self.out_path}",
+                 f"  outputs: {', '.join(self.output_names)}",
+                 f"  weights header: major={self.header.major} minor={self.header.minor} "
+                 f"revision={self.header.revision} seen={self.header.seen}"]
+        if self.anchors is not None:
+            anchors = ",  ".join(f"{w:g},{h:g}" for w, h in self.anchors)
+            lines += [f"  anchors: {anchors}  -> {self.anchors_path}",
+                      f"  masks: {self.masks}  classes: {self.num_classes}  -> {self.masks_path}"]
+        else:
+            lines.append(f"  no [yolo] layer (backbone); metadata -> {self.masks_path}")
+        return "\n".join(lines)
+
+
+def write_sidecars(out_path: PathLike, cfg: DarknetCfg, header: Header
+                   ) -> Tuple[Optional[Path], Path]:
+    """Write the anchors file (if the cfg has [yolo] layers) and the masks JSON beside ``out_path``."""
+    from yolo3.anchors import write_anchors
+    anchors, masks, num_classes = cfg.yolo_info()
+    anchors_path, masks_path = sidecar_paths(out_path)
+    if anchors is not None:
+        write_anchors(anchors_path, anchors)
+    meta = {"masks": masks, "num_classes": num_classes, "input_size": [cfg.height, cfg.width],
+            "header": header.as_list()}
+    masks_path.write_text(json.dumps(meta) + "\n", encoding="utf-8")
+    return (anchors_path if anchors is not None else None), masks_path
+
+
+def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
+            progress: bool = True) -> ConvertResult:
+    """Convert Darknet ``cfg_path`` + ``weights_path`` to ``out_path`` (``.keras`` or ``.weights.h5``)."""
+    out = Path(out_path)
+    if not (out.name.endswith(".keras") or out.name.endswith(".weights.h5")):
+        raise DarknetError(out, "output must end with .keras (model) or .weights.h5 (weights only)")
+    cfg = parse_cfg(cfg_path)
+    header, blocks = read_weights(weights_path, cfg, progress=progress)
+    model = build_model(cfg)
+    load_darknet_weights(model, cfg, blocks)
+    del blocks
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.name.endswith(".keras"):
+        model.save(out)
+    else:
+        model.save_weights(out)
+    anchors_path, masks_path = write_sidecars(out, cfg, header)
+    anchors, masks, num_classes = cfg.yolo_info()
+    names = [t._keras_history.operation.name for t in model.outputs]
+    return ConvertResult(out_path=out, anchors_path=anchors_path, masks_path=masks_path,
+                         anchors=anchors, masks=masks, num_classes=num_classes,
+                         input_size=(cfg.height, cfg.width), header=header, output_names=names)
+
+
+def read_sidecars(model_path: PathLike) -> dict:
+    """The masks JSON beside ``model_path`` plus ``anchors`` (array or None); {} if there is none."""
+    from yolo3.anchors import read_anchors
+    anchors_path, masks_path = sidecar_paths(model_path)
+    if not masks_path.is_file():
+        return {}
+    try:
+        meta = json.loads(masks_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DarknetError(masks_path, f"cannot read masks JSON: {e}") from None
+    meta["anchors"] = read_anchors(anchors_path) if anchors_path.is_file() else None
+    return meta
