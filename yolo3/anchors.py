@@ -148,3 +148,71 @@ def default_anchors(model: str) -> np.ndarray:
     if model == "tiny":
         return TINY_YOLO_ANCHORS.copy()
     raise ValueError(f"unknown model {model!r}: expected 'yolov3' or 'tiny'")
+
+
+# --------------------------------------------------------------------------------------- k-means
+
+
+def average_best_iou(box_wh: np.ndarray, anchors: np.ndarray) -> float:
+    """Mean over boxes ``(N, 2)`` of the best centred IoU with any of the ``(K, 2)`` anchors."""
+    from yolo3.boxes import wh_iou
+
+    box_wh = np.asarray(box_wh, dtype=np.float64).reshape(-1, 2)
+    if len(box_wh) == 0:
+        raise ValueError("average_best_iou needs at least one box")
+    return float(wh_iou(box_wh, anchors).max(axis=1).mean())
+
+
+def _kmeans_once(box_wh: np.ndarray, k: int, rng: np.random.Generator, max_iter: int):
+    """One k-means run with distance ``1 - IoU`` and k-means++ initialisation -> (centres, avg IoU)."""
+    from yolo3.boxes import wh_iou
+
+    n = len(box_wh)
+    centres = [box_wh[rng.integers(n)]]
+    dist = 1.0 - wh_iou(box_wh, np.asarray(centres))[:, 0]
+    for _ in range(1, k):
+        weights = dist ** 2
+        total = weights.sum()
+        idx = rng.integers(n) if total <= 0 else rng.choice(n, p=weights / total)
+        centres.append(box_wh[idx])
+        dist = np.minimum(dist, 1.0 - wh_iou(box_wh, box_wh[idx:idx + 1])[:, 0])
+    centres = np.asarray(centres, dtype=np.float64)
+    assign = None
+    for _ in range(max_iter):
+        new_assign = np.argmax(wh_iou(box_wh, centres), axis=1)
+        if assign is not None and np.array_equal(new_assign, assign):
+            break
+        assign = new_assign
+        for j in range(k):
+            members = box_wh[assign == j]
+            if len(members):
+                centres[j] = members.mean(axis=0)
+            else:  # an empty cluster restarts at the box farthest from its centre
+                far = np.argmin(wh_iou(box_wh, centres).max(axis=1))
+                centres[j] = box_wh[far]
+    return centres, float(wh_iou(box_wh, centres).max(axis=1).mean())
+
+
+def kmeans_anchors(box_wh: np.ndarray, k: int, *, restarts: int = 5, seed: int = 0,
+                   max_iter: int = 300, progress: bool = False):
+    """Cluster box sizes ``(N, 2)`` ``(w, h)`` into ``k`` anchors with distance ``1 - IoU``.
+
+    k-means++ initialisation from ``np.random.default_rng(seed)``, ``restarts`` runs, the best (highest
+    average best IoU) kept. Returns ``(anchors (k, 2) float32 sorted by area, avg_iou)``.
+    """
+    box_wh = np.asarray(box_wh, dtype=np.float64).reshape(-1, 2)
+    box_wh = box_wh[np.all(box_wh > 0, axis=1)]
+    if len(box_wh) < k:
+        raise ValueError(f"k-means needs at least k={k} boxes with positive size, got {len(box_wh)}")
+    rng = np.random.default_rng(seed)
+    runs = range(max(1, restarts))
+    if progress:
+        from tqdm import tqdm
+        runs = tqdm(runs, desc=f"k-means (k={k}, {len(box_wh)} boxes)", unit="run")
+    best, best_iou = None, -1.0
+    for _ in runs:
+        centres, iou = _kmeans_once(box_wh, k, rng, max_iter)
+        if iou > best_iou:
+            best, best_iou = centres, iou
+    order = np.argsort(best[:, 0] * best[:, 1], kind="stable")
+    return best[order].astype(np.float32), best_iou

@@ -1,0 +1,7 @@
+"""Thin wrapper: see yolo3/cli/voc_annotation.py."""
+import sys
+
+from yolo3.cli.voc_annotation import main
+
+if __name__ == "__main__":
+    sys.exit(main())
