@@ -1,0 +1,92 @@
+"""``yolo3-train`` / ``train_multi_gpu.py``: parse flags into a TrainConfig and run yolo3.train."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="yolo3-train",
+        description="Train YOLOv3 / tiny YOLOv3 on one device, several GPUs or logical CPUs "
+                    "(replica wrapper or MirroredStrategy), or a cluster (multi-worker, TF_CONFIG).")
+    a = p.add_argument
+    a("--annotations", required=True, help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
+      "a VOC folder/XML or a COCO JSON")
+    a("--val-annotations", default=None, help="validation annotations (default: split off --val-split)")
+    a("--val-split", type=float, default=0.1, help="fraction of --annotations held out for validation "
+      "when --val-annotations is not given (default 0.1)")
+    a("--classes", required=True, help="class list file, one name per line (class id = line index)")
+    a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --model)")
+    a("--model", choices=["yolov3", "tiny"], default="yolov3", help="architecture (default yolov3)")
+    a("--input-size", type=int, default=416, help="square input size, a multiple of 32 (default 416)")
+    a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
+      "(.keras / .weights.h5 / .h5); layers are matched by name, mismatched heads skipped and listed")
+    a("--freeze-epochs", type=int, default=0, help="stage 1: epochs training only the heads, the "
+      "backbone_* layers frozen (default 0)")
+    a("--epochs", type=int, default=10, help="total epochs including --freeze-epochs (default 10)")
+    a("--batch-size", type=int, default=8, help="images per replica per step (default 8)")
+    a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on")
+    a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
+      "replicas (machines without GPUs; same code path as --gpus)")
+    a("--strategy", choices=["wrapper", "mirrored", "multiworker"], default="wrapper",
+      help="wrapper: yolo3.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
+      "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default wrapper)")
+    a("--lr", type=float, default=1e-3, help="peak learning rate (Adam, default 1e-3)")
+    a("--schedule", choices=["cosine", "plateau"], default="cosine",
+      help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on val_loss plateau")
+    a("--warmup-epochs", type=float, default=1.0, help="warm-up length for --schedule cosine (default 1)")
+    a("--output", required=True, help="output folder: checkpoints, final.keras, final.weights.h5, "
+      "history.csv, logs/ (TensorBoard)")
+    a("--resume", action="store_true", help="continue from the last completed epoch in --output "
+      "(template weights, optimiser state, epoch)")
+    a("--seed", type=int, default=0, help="random seed (default 0)")
+    a("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: one pass over the data)")
+    a("--validation-steps", type=int, default=None, help="validation steps (default: all)")
+    a("--no-augment", dest="augment", action="store_false", help="disable data augmentation")
+    a("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Parse ``argv`` and train. Returns 0 on success, 1 on a NaN stop, 2 on a bad argument."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.cpu_replicas and args.gpus:
+        parser.error("give either --gpus or --cpu-replicas, not both")
+    if args.input_size <= 0 or args.input_size % 32:
+        parser.error(f"--input-size must be a positive multiple of 32, got {args.input_size}")
+    if args.cpu_replicas:  # first thing: before TensorFlow initialises its devices
+        from yolo3.distribute import configure_logical_cpus
+        configure_logical_cpus(args.cpu_replicas)
+    from yolo3.errors import Yolo3Error
+    from yolo3.train import TrainConfig, train
+
+    config = TrainConfig(
+        annotations=args.annotations, classes=args.classes, output=args.output,
+        val_annotations=args.val_annotations, val_split=args.val_split, anchors=args.anchors,
+        model=args.model, input_size=args.input_size, weights=args.weights,
+        freeze_epochs=args.freeze_epochs, epochs=args.epochs, batch_size=args.batch_size,
+        gpus=args.gpus, cpu_replicas=args.cpu_replicas, strategy=args.strategy, lr=args.lr,
+        schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
+        steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
+        augment=args.augment, verbose=0 if args.quiet else 1)
+    try:
+        result = train(config)
+    except (Yolo3Error, FileNotFoundError) as e:
+        print(f"yolo3-train: error: {e}", file=sys.stderr)
+        return 2
+    if result.stopped_on_nan:
+        print(f"yolo3-train: {result.message}", file=sys.stderr)
+        return 1
+    print(f"yolo3-train: wrote {result.final_model} and {result.final_weights}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

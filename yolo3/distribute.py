@@ -1,0 +1,87 @@
+"""Device setup and tf.distribute strategy selection.
+
+- ``wrapper``: :func:`yolo3.parallel.multi_gpu_model` over ``/gpu:0..N-1`` or N logical CPUs;
+- ``mirrored``: ``tf.distribute.MirroredStrategy`` over the same devices (one machine);
+- ``multiworker``: ``tf.distribute.MultiWorkerMirroredStrategy``, configured by ``TF_CONFIG``
+  (``{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": i}}``), one
+  process per machine, each started with the same command.
+
+The training model's loss output has shape ``(1,)``: a ``()`` output through an identity loss gets
+gradients N times too large under a mirrored strategy with N replicas.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import List, Optional
+
+import tensorflow as tf
+
+__all__ = ["STRATEGIES", "configure_logical_cpus", "replica_devices", "make_strategy",
+           "is_chief", "num_workers"]
+
+STRATEGIES = ("wrapper", "mirrored", "multiworker")
+
+
+def configure_logical_cpus(n: int) -> List[str]:
+    """Split the CPU into ``n`` logical devices; call before TensorFlow creates any tensor.
+
+    Returns the device names. Raises ``RuntimeError`` (with advice) when TensorFlow has already
+    initialised its devices with another layout.
+    """
+    if n < 1:
+        raise ValueError(f"--cpu-replicas must be >= 1, got {n}")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    except RuntimeError as e:
+        existing = tf.config.list_logical_devices("CPU")
+        if len(existing) != n:
+            raise RuntimeError(f"cannot make {n} logical CPU devices: TensorFlow is already "
+                               f"initialised with {len(existing)} ({e}); configure them first thing "
+                               "in the process") from e
+    return [f"/cpu:{i}" for i in range(n)]
+
+
+def replica_devices(gpus: Optional[int] = None, cpu_replicas: Optional[int] = None) -> List[str]:
+    """Device names for ``gpus`` GPUs or ``cpu_replicas`` logical CPUs (already configured)."""
+    if gpus and cpu_replicas:
+        raise ValueError("give either --gpus or --cpu-replicas, not both")
+    if gpus:
+        found = len(tf.config.list_physical_devices("GPU"))
+        if gpus > found:
+            raise ValueError(f"--gpus {gpus} asked for, but this machine has {found} GPU(s)")
+        return [f"/gpu:{i}" for i in range(gpus)]
+    if cpu_replicas:
+        return [f"/cpu:{i}" for i in range(cpu_replicas)]
+    return []
+
+
+def num_workers() -> int:
+    """Number of workers in ``TF_CONFIG`` (1 without it)."""
+    config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+    return max(1, len(config.get("cluster", {}).get("worker", [])))
+
+
+def is_chief() -> bool:
+    """True for the process that writes outputs: worker 0 (or the chief) or a single process."""
+    config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+    task = config.get("task", {})
+    if not task:
+        return True
+    return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index", 0) == 0
+                                           and "chief" not in config.get("cluster", {}))
+
+
+def make_strategy(name: str, devices: Optional[List[str]] = None) -> Optional[tf.distribute.Strategy]:
+    """The strategy for ``name``: None for ``wrapper`` (no strategy needed), else a tf.distribute one."""
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}: expected one of {STRATEGIES}")
+    if name == "wrapper":
+        return None
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=devices or None)
+    if "TF_CONFIG" not in os.environ:
+        raise ValueError("--strategy multiworker needs the TF_CONFIG environment variable "
+                         "(cluster worker addresses and this task's index)")
+    return tf.distribute.MultiWorkerMirroredStrategy()

@@ -1,0 +1,139 @@
+"""Load weights into a body by layer name, skipping (and reporting) layers whose shapes differ.
+
+Keras 3 ``.weights.h5`` files name layers by class and position, not by layer name, and
+``load_weights(skip_mismatch=True)`` cannot match by name. So the source is first read into a model
+of its own architecture (``.keras``: as saved; ``.weights.h5``: a yolo3 body rebuilt with the class
+count read from the output convolutions; legacy Keras 2 ``.h5``: groups named after layers), then
+copied layer by layer into the target by name. Typical use: pretrained COCO weights into a model with
+another class count, where the ``output_s*`` layers are skipped.
+"""
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import keras
+import numpy as np
+
+from yolo3.errors import Yolo3Error
+
+__all__ = ["LoadReport", "load_weights_by_name", "read_layer_weights"]
+
+
+class WeightsError(Yolo3Error, ValueError):
+    """A weights file that cannot be read or matched to the model."""
+
+
+@dataclass
+class LoadReport:
+    """Which target layers got weights and which were skipped (``(name, reason)``)."""
+
+    loaded: List[str] = field(default_factory=list)
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"loaded {len(self.loaded)} layers, skipped {len(self.skipped)}"]
+        lines += [f"  skipped {name}: {reason}" for name, reason in self.skipped]
+        return "\n".join(lines)
+
+
+def _layers_with_weights(model: keras.Model) -> Dict[str, keras.layers.Layer]:
+    return {layer.name: layer for layer in model._flatten_layers(include_self=False, recursive=True)
+            if layer.weights and not isinstance(layer, keras.Model)}
+
+
+def _legacy_h5(path: str) -> Optional[Dict[str, List[np.ndarray]]]:
+    """Keras 2 ``save_weights`` files: top-level ``layer_names`` and per-layer ``weight_names``."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        root = f["model_weights"] if "model_weights" in f else f
+        if "layer_names" not in root.attrs:
+            return None
+        out = {}
+        for raw in root.attrs["layer_names"]:
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            group = root[name]
+            names = [n.decode() if isinstance(n, bytes) else str(n)
+                     for n in group.attrs.get("weight_names", [])]
+            if names:
+                out[name] = [np.asarray(group[n]) for n in names]
+        return out
+
+
+def _output_filters(path: str) -> List[int]:
+    """Output-conv filter counts in a yolo3 body ``.weights.h5`` (the only convolutions with a bias)."""
+    import h5py
+    found: List[int] = []
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Group) and name.endswith("/vars") and "0" in obj and "1" in obj:
+                k, b = obj["0"], obj["1"]
+                if len(k.shape) == 4 and k.shape[:2] == (1, 1) and b.shape == (k.shape[3],):
+                    found.append(int(k.shape[3]))
+        f.visititems(visit)
+    return found
+
+
+def _rebuild_body(path: str, model_types: Sequence[str], num_anchors: int) -> keras.Model:
+    from yolo3.model import build_body
+    filters = _output_filters(path)
+    if not filters or filters[0] % num_anchors or filters[0] // num_anchors <= 5:
+        raise WeightsError(f"{path}: not a yolo3 body weights file (no output convolutions found)")
+    num_classes = filters[0] // num_anchors - 5
+    errors = []
+    for model_type in model_types:
+        body = build_body(model_type, num_classes, num_anchors)
+        try:
+            body.load_weights(path)
+            return body
+        except Exception as e:  # architecture mismatch: try the next type
+            errors.append(f"{model_type}: {e}")
+    raise WeightsError(f"{path}: does not fit a yolo3 body ({'; '.join(errors)})")
+
+
+def read_layer_weights(path: os.PathLike, model_types: Sequence[str] = ("yolov3", "tiny"),
+                       num_anchors: int = 3) -> Dict[str, List[np.ndarray]]:
+    """``{layer name: [arrays]}`` from a ``.keras``, yolo3 ``.weights.h5`` or legacy ``.h5`` file."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise WeightsError(f"{path}: weights file not found")
+    if path.endswith(".keras") or zipfile.is_zipfile(path):
+        source = keras.models.load_model(path, compile=False)
+    else:
+        legacy = _legacy_h5(path)
+        if legacy is not None:
+            return legacy
+        source = _rebuild_body(path, model_types, num_anchors)
+    return {name: [np.asarray(w) for w in layer.get_weights()]
+            for name, layer in _layers_with_weights(source).items()}
+
+
+def load_weights_by_name(model: keras.Model, path: os.PathLike, model_type: Optional[str] = None,
+                         num_anchors: int = 3, verbose: bool = True) -> LoadReport:
+    """Copy weights from ``path`` into ``model``'s layers with the same names and shapes.
+
+    Layers missing from the file or with other shapes are skipped and listed in the report (and
+    printed when ``verbose``). Raises ``WeightsError`` when no layer at all matches.
+    """
+    types = [model_type] + [t for t in ("yolov3", "tiny") if t != model_type] if model_type else \
+        ["yolov3", "tiny"]
+    source = read_layer_weights(path, types, num_anchors)
+    report = LoadReport()
+    for name, layer in _layers_with_weights(model).items():
+        if name not in source:
+            report.skipped.append((name, "not in the weights file"))
+            continue
+        want = [tuple(w.shape) for w in layer.weights]
+        have = [tuple(a.shape) for a in source[name]]
+        if want != have:
+            report.skipped.append((name, f"shape {have} in the file, {want} in the model"))
+            continue
+        layer.set_weights(source[name])
+        report.loaded.append(name)
+    if not report.loaded:
+        raise WeightsError(f"{os.fspath(path)}: no layer matches the model by name and shape")
+    if verbose:
+        print(f"weights from {os.fspath(path)}: {report.summary()}")
+    return report
