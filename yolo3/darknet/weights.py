@@ -7,7 +7,9 @@ the kernel in ``(out, in, h, w)`` order. Nothing may follow the last convolution
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Dict, Iterable, List, Optional
 
 import numpy as np
@@ -16,6 +18,7 @@ from yolo3.darknet.cfg import ConvSpec, DarknetCfg, Layer
 from yolo3.errors import DarknetError, PathLike
 
 FLOAT = np.dtype("<f4")
+_CHUNK = 16 << 20  # bytes per read, for the progress bar
 
 
 @dataclass
@@ -92,22 +95,21 @@ def read_weights(path: PathLike, cfg: DarknetCfg, progress: bool = False
                  ) -> tuple[Header, Dict[int, ConvWeights]]:
     """Read ``path`` for ``cfg``: the header and ``{conv layer index: ConvWeights}`` (views of one array).
 
-    The whole payload is read with a single ``np.fromfile``; per-layer arrays are slices of it.
+    The payload is read into one preallocated buffer (chunked reads, for the progress bar); per-layer
+    arrays are views into it.
     Raises :class:`DarknetError` naming the layer where the data runs out, or if bytes are left over.
     """
     try:
         with open(path, "rb") as f:
             header = read_header(f, path)
-            data = np.fromfile(f, dtype=np.uint8)
+            data = _read_payload(f, path, progress)
     except OSError as e:
         raise DarknetError(path, f"cannot read weights file: {e.strerror or e}") from None
     usable = data.size - data.size % FLOAT.itemsize
     values = data[:usable].view(FLOAT)
     out: Dict[int, ConvWeights] = {}
     offset = 0
-    convs = cfg.convs()
-    bar = _progress(len(convs), path) if progress else None
-    for layer in convs:
+    for layer in cfg.convs():
         s: ConvSpec = layer.spec
         count = conv_param_count(cfg, layer)
         if offset + count > values.size:
@@ -125,10 +127,6 @@ def read_weights(path: PathLike, cfg: DarknetCfg, progress: bool = False
                                            kernel=block[4 * f_:].reshape(kshape))
         else:
             out[layer.index] = ConvWeights(bias=block[:f_], kernel=block[f_:].reshape(kshape))
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
     extra = data.size - offset * FLOAT.itemsize
     if extra:
         raise DarknetError(
@@ -138,9 +136,30 @@ def read_weights(path: PathLike, cfg: DarknetCfg, progress: bool = False
     return header, out
 
 
-def _progress(total: int, path: Optional[PathLike]):
-    from tqdm import tqdm
-    return tqdm(total=total, desc=f"reading {path}", unit="conv", leave=False)
+def _read_payload(f: BinaryIO, path: PathLike, progress: bool) -> np.ndarray:
+    """Everything after the header into one preallocated uint8 array (chunked, with a progress bar)."""
+    start = f.tell()
+    size = os.fstat(f.fileno()).st_size - start
+    data = np.empty(max(size, 0), dtype=np.uint8)
+    view = memoryview(data)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=size, desc=f"reading {Path(path).name}", unit="B", unit_scale=True,
+                   leave=False)
+    try:
+        done = 0
+        while done < size:
+            n = f.readinto(view[done:done + _CHUNK])
+            if not n:
+                break
+            done += n
+            if bar is not None:
+                bar.update(n)
+    finally:
+        if bar is not None:
+            bar.close()
+    return data[:done]
 
 
 def write_weights(path: PathLike, header: Header, blocks: Iterable[ConvWeights]) -> None:
