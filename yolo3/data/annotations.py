@@ -445,7 +445,7 @@ def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
             result.records.append(Record(image, boxes, tuple(int(v) for v in hw), int(orient)))
     else:
         result.records = [Record(image, boxes) for image, boxes, _, _ in rows]
-    result.problems = sink.problems
+    result.problems = sorted(sink.problems, key=lambda e: (e.path or "", e.line or 0))
     return result
 
 
