@@ -77,15 +77,23 @@ size=13
 
 [route]
 layers=-1,-3,-5,-6
+
+[convolutional]
+batch_normalize=1
+filters=512
+size=1
+stride=1
+pad=1
+activation=leaky
 """
 
 
 def spp_cfg_text(yolov3_cfg_text: str) -> str:
-    """yolov3-spp from yolov3.cfg: the SPP block after the first head's third conv, routes shifted.
+    """yolov3-spp's layer structure from yolov3.cfg (114 layers, as in Darknet's yolov3-spp.cfg).
 
-    In yolov3-spp the head's first three convs are followed by the SPP block (6 layers) and a
-    1x1 conv replaces nothing: the extra layers shift later absolute route indices (61, 36) by 0, as
-    they lie before the insertion point, while relative ones stay valid.
+    yolov3-spp follows the first head's third conv (layer 77) with the SPP block (maxpools 5, 9, 13
+    at stride 1 and a 4-way route) and one more 1x1 conv. Later absolute routes (61, 36) point before
+    the insertion, relative ones stay valid, so the rest of yolov3.cfg is unchanged.
     """
     sections = re.split(r"\n(?=\[)", yolov3_cfg_text)
     # sections[0] is [net]; layer i is sections[i + 1]. Head s32 starts at layer 75; its third conv
