@@ -1,0 +1,173 @@
+"""multi_gpu_model: loss and gradient equality with the template, placement, BN statistics, saving.
+
+Multi-device checks run in fresh subprocesses with 2 or 3 logical CPU devices (multidevice_helpers).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from multidevice_helpers import run_with_devices
+from yolo3.parallel import resolve_devices, split_sizes
+
+# A real tiny YOLOv3 training model (64 px, 2 classes); replicas compare against the template.
+_SETUP = """
+import numpy as np, keras
+from yolo3.model import build_body
+from yolo3.loss import yolo_training_model
+from yolo3.anchors import default_anchors
+from yolo3.targets import preprocess_true_boxes
+from yolo3.parallel import multi_gpu_model
+keras.utils.set_random_seed(0)
+anchors = default_anchors("tiny")
+body = build_body("tiny", 2, input_shape=(64, 64))
+tmpl = yolo_training_model(body, anchors, 2)
+rng = np.random.default_rng(0)
+# non-trivial batch-norm statistics
+for layer in body.layers:
+    if isinstance(layer, keras.layers.BatchNormalization):
+        layer.moving_mean.assign(rng.normal(0, .1, layer.moving_mean.shape))
+        layer.moving_variance.assign(rng.uniform(.5, 2, layer.moving_variance.shape))
+def batch(n):
+    x = rng.uniform(0, 1, (n, 64, 64, 3)).astype("float32")
+    boxes = np.zeros((n, 4, 5), "float32")
+    for i in range(n):
+        xy = rng.uniform(0, 40, (2, 2)); wh = rng.uniform(8, 24, (2, 2))
+        boxes[i, :2, :2] = xy; boxes[i, :2, 2:4] = xy + wh; boxes[i, :2, 4] = rng.integers(0, 2, 2)
+    ys = preprocess_true_boxes(boxes, (64, 64), anchors, 2)
+    return [x, *[y.astype("float32") for y in ys]]
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-12))
+"""
+
+_EQUALITY = _SETUP + """
+devices = [f"/cpu:{i}" for i in range(NDEV)]
+wrapper = multi_gpu_model(tmpl, devices=devices)
+out = {"nweights": [len(wrapper.weights), len(tmpl.weights)],
+       "same_vars": [id(v) for v in wrapper.trainable_variables] == [id(v) for v in tmpl.trainable_variables]}
+step = tf.function(lambda m, xs: m(xs, training=False))
+for n in SIZES:
+    xs = batch(n)
+    with tf.GradientTape(persistent=True) as tape:
+        a = tmpl(xs, training=False)
+        b = wrapper(xs, training=False)
+    ga = tape.gradient(a, tmpl.trainable_variables)
+    gb = tape.gradient(b, tmpl.trainable_variables)
+    out[str(n)] = {"loss": [float(a[0]), float(b[0])], "shape": list(b.shape),
+                   "grad_rel": max(rel(q, p) for p, q in zip(ga, gb)),
+                   "finite": bool(all(np.all(np.isfinite(g)) for g in gb))}
+# placement: Conv2D ops of each replica on its own device in the traced training graph
+fn = tf.function(lambda xs: wrapper(xs, training=True))
+specs = [tf.TensorSpec([None, *x.shape[1:]], tf.float32) for x in batch(1)]
+graph = fn.get_concrete_function(specs).graph
+convs = [op.device for op in graph.get_operations() if op.type == "Conv2D"]
+out["conv_devices"] = {d: convs.count(d) for d in set(convs)}
+result = out
+"""
+
+
+def test_split_sizes():
+    assert split_sizes(7, 3) == [3, 2, 2]
+    assert split_sizes(2, 3) == [1, 1, 0]
+    assert split_sizes(6, 2) == [3, 3]
+    assert sum(split_sizes(11, 4)) == 11
+
+
+def test_resolve_devices_errors():
+    with pytest.raises(ValueError, match="gpus >= 2"):
+        resolve_devices(gpus=1)
+    with pytest.raises(ValueError, match="at least 2"):
+        resolve_devices(devices=["/cpu:0"])
+    with pytest.raises(ValueError, match="do not exist"):
+        resolve_devices(devices=["/cpu:0", "/cpu:7"])
+    with pytest.raises(ValueError, match="do not exist"):
+        resolve_devices(gpus=2) if not __import__("tensorflow").config.list_physical_devices("GPU") \
+            else resolve_devices(devices=["/gpu:0", "/gpu:99"])
+    with pytest.raises(ValueError, match="repeated"):
+        resolve_devices(devices=["/cpu:0", "CPU:0"])
+
+
+@pytest.mark.parametrize("ndev,sizes", [(2, [4, 5, 1]), (3, [6, 7, 2])])
+def test_wrapper_equals_template(ndev, sizes):
+    r = run_with_devices(ndev, _EQUALITY.replace("NDEV", str(ndev)).replace("SIZES", str(sizes)))
+    assert r["nweights"][0] == r["nweights"][1] and r["same_vars"]
+    for n in sizes:
+        a, b = r[str(n)]["loss"]
+        assert r[str(n)]["shape"] == [1]
+        assert abs(a - b) <= 1e-5 * abs(a), (n, a, b)
+        assert r[str(n)]["grad_rel"] <= 1e-5, (n, r[str(n)]["grad_rel"])
+        assert r[str(n)]["finite"]
+    devices = r["conv_devices"]
+    assert sorted(devices) == sorted(f"/device:CPU:{i}" for i in range(ndev)), devices
+    assert len(set(devices.values())) == 1, devices  # every replica runs the whole body
+
+
+_BN = _SETUP + """
+wrapper = multi_gpu_model(tmpl, devices=["/cpu:0", "/cpu:1", "/cpu:2"])
+bns = [l for l in body.layers if isinstance(l, keras.layers.BatchNormalization)]
+start = [(l.moving_mean.numpy(), l.moving_variance.numpy()) for l in bns]
+xs = batch(7)
+def reset():
+    for l, (m, v) in zip(bns, start):
+        l.moving_mean.assign(m); l.moving_variance.assign(v)
+# expected: share-weighted average of what each slice alone writes
+expected = [[np.zeros_like(m), np.zeros_like(v)] for m, v in start]
+for lo, hi in [(0, 3), (3, 5), (5, 7)]:
+    reset(); tmpl([x[lo:hi] for x in xs], training=True)
+    for e, l in zip(expected, bns):
+        e[0] += (hi - lo) / 7 * l.moving_mean.numpy(); e[1] += (hi - lo) / 7 * l.moving_variance.numpy()
+runs = []
+fn = tf.function(lambda xs: wrapper(xs, training=True))
+for _ in range(2):
+    reset(); fn(xs)
+    runs.append([(l.moving_mean.numpy(), l.moving_variance.numpy()) for l in bns])
+result = {"err": max(rel(r[0], e[0]) + rel(r[1], e[1]) for r, e in zip(runs[0], expected)),
+          "repeat": max(float(np.abs(a[0] - b[0]).max() + np.abs(a[1] - b[1]).max())
+                        for a, b in zip(runs[0], runs[1])),
+          "moved": max(float(np.abs(r[0] - s[0]).max()) for r, s in zip(runs[0], start))}
+"""
+
+
+def test_batchnorm_moving_statistics_are_share_weighted_average():
+    r = run_with_devices(3, _BN)
+    assert r["moved"] > 1e-6  # training mode did update the statistics
+    assert r["repeat"] == 0.0  # deterministic
+    assert r["err"] <= 1e-5, r
+
+
+_SAVE = _SETUP + """
+import os, tempfile
+from yolo3.loss import identity_loss
+from yolo3.callbacks import TemplateCheckpoint
+from yolo3.decode import yolo_eval
+out_dir = tempfile.mkdtemp()
+wrapper = multi_gpu_model(tmpl, devices=["/cpu:0", "/cpu:1"])
+wrapper.compile(keras.optimizers.Adam(1e-3), loss=identity_loss, jit_compile=False)
+xs = batch(4)
+ds = tf.data.Dataset.from_tensors((tuple(xs), np.zeros(4, "float32"))).repeat(3)
+wrapper.fit(ds, validation_data=ds.take(1), epochs=2, verbose=0,
+            callbacks=[TemplateCheckpoint(body, out_dir, template=tmpl, verbose=0)])
+fresh = build_body("tiny", 2, input_shape=(64, 64))
+fresh.load_weights(os.path.join(out_dir, "last.weights.h5"))
+loaded = keras.models.load_model(os.path.join(out_dir, "last.keras"), compile=False)
+img = xs[0][:2]
+ref = [o.numpy() for o in body(img, training=False)]
+def dets(outs):
+    b, s, c, *_ = yolo_eval([tf.constant(o[:1]) for o in outs], anchors, 2, (64, 64), score_threshold=0.0)
+    return np.asarray(b).tolist(), np.asarray(s).tolist()
+result = {"files": sorted(os.listdir(out_dir)),
+          "w_diff": max(float(np.abs(a - b.numpy()).max()) for a, b in zip(ref, fresh(img, training=False))),
+          "k_diff": max(float(np.abs(a - b.numpy()).max()) for a, b in zip(ref, loaded(img, training=False))),
+          "dets_equal": dets(ref) == dets([o.numpy() for o in fresh(img, training=False)]),
+          "ndets": len(dets(ref)[0])}
+"""
+
+
+def test_weights_saved_during_wrapped_training_load_into_fresh_body():
+    r = run_with_devices(2, _SAVE)
+    for name in ("best.weights.h5", "best.keras", "last.weights.h5", "last.keras", "resume.json"):
+        assert name in r["files"]
+    assert not [f for f in r["files"] if f.startswith(".tmp")]
+    assert r["w_diff"] == 0.0 and r["k_diff"] == 0.0
+    assert r["dets_equal"] and r["ndets"] > 0
