@@ -13,34 +13,16 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
-from PIL import Image, ImageOps
+from PIL import Image
 
 from yolo3.anchors import default_masks, read_anchors, read_classes, validate_masks
 from yolo3.boxes import letterbox_geometry
+from yolo3.data.images import load_image  # noqa: F401  (re-exported for convenience)
 from yolo3.decode import yolo_eval
 from yolo3.errors import FileFormatError, PathLike
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
-
-
-def load_image(path: PathLike) -> np.ndarray:
-    """Read an image file as an ``(H, W, 3)`` uint8 RGB array, EXIF orientation applied.
-
-    Uses the data package's loader when it exists so that training and inference read images alike.
-    """
-    try:
-        from yolo3.data.images import load_image as data_load_image  # type: ignore
-    except ImportError:
-        data_load_image = None
-    if data_load_image is not None:
-        return np.asarray(data_load_image(path))
-    try:
-        with Image.open(path) as im:
-            im = ImageOps.exif_transpose(im)
-            return np.asarray(im.convert("RGB"))
-    except (OSError, ValueError, Image.DecompressionBombError) as e:
-        raise FileFormatError(path, f"cannot read image: {e}")
 
 
 def letterbox_tf(image: tf.Tensor, input_hw: Tuple[int, int]) -> tf.Tensor:
@@ -63,19 +45,13 @@ def letterbox_tf(image: tf.Tensor, input_hw: Tuple[int, int]) -> tf.Tensor:
 
 def _sidecars(model_path: str) -> Dict[str, str]:
     """Anchors / masks / classes files written beside a model by the converter or the trainer."""
+    from yolo3.darknet.convert import sidecar_paths
+
     found: Dict[str, str] = {}
-    try:
-        from yolo3.darknet.convert import sidecar_paths  # type: ignore
-        side = sidecar_paths(model_path)
-        if isinstance(side, dict):
-            items = side.items()
-        else:
-            items = zip(("anchors", "masks"), side)
-        for key, p in items:
-            if p is not None and os.path.isfile(p):
-                found[str(key)] = os.fspath(p)
-    except ImportError:
-        pass
+    anchors_file, masks_file = sidecar_paths(model_path)
+    for key, p in (("anchors", anchors_file), ("masks", masks_file)):
+        if os.path.isfile(p):
+            found[key] = os.fspath(p)
     folder = os.path.dirname(os.path.abspath(model_path))
     for key, name in (("anchors", "anchors.txt"), ("classes", "classes.txt")):
         p = os.path.join(folder, name)
