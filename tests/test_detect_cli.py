@@ -1,0 +1,107 @@
+"""tools/detect.py / yolo3-detect: images, folders, globs, videos; JSON; errors reported and skipped."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageOps
+
+from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+
+SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
+INPUT = 128
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    import keras
+    from yolo3.model import build_body
+
+    keras.utils.set_random_seed(11)
+    folder = tmp_path_factory.mktemp("cli_model")
+    body = build_body("tiny", 2)
+    layer = body.get_layer("output_s32")
+    w, b = layer.get_weights()
+    layer.set_weights([w * 8.0, b])
+    body.save(folder / "final.keras")
+    write_anchors(folder / "anchors.txt", TINY_YOLO_ANCHORS)
+    write_classes(folder / "classes.txt", ["thing", "other"])
+    return folder
+
+
+def pil_rgb(path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+
+
+def test_folder_with_a_broken_file(model_dir, tmp_path, capsys):
+    from yolo3.cli.detect import main
+    from yolo3.detector import YOLO
+
+    if not SHARED_IMAGES.is_dir():
+        pytest.fail(f"sample images not found at {SHARED_IMAGES}")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for name in ("dog.jpg", "eagle.jpg"):
+        shutil.copy(SHARED_IMAGES / name, inputs / name)
+    (inputs / "broken.jpg").write_bytes(b"not a jpeg at all")
+    out, js = tmp_path / "out", tmp_path / "dets.json"
+    rc = main(["--model", str(model_dir / "final.keras"), "--input", str(inputs), "--output", str(out),
+               "--json", str(js), "--score", "0.2", "--input-size", str(INPUT), "--batch-size", "2"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "broken.jpg" in err and "2 images processed, 1 failed" in err
+    assert sorted(p.name for p in out.iterdir()) == ["dog.jpg", "eagle.jpg"]
+    entries = json.loads(js.read_text())
+    assert [Path(e["image"]).name for e in entries] == ["dog.jpg", "eagle.jpg"]
+    det = YOLO(model_dir / "final.keras", score=0.2, input_size=INPUT)
+    for e in entries:
+        image = pil_rgb(e["image"])
+        boxes, scores, classes = det.detect(image)
+        assert set(e) == {"image", "boxes", "scores", "classes", "names"}
+        assert len(e["boxes"]) == len(boxes) > 0
+        np.testing.assert_allclose(e["boxes"], boxes, atol=0.01)
+        np.testing.assert_allclose(e["scores"], scores, atol=1e-5)
+        assert e["classes"] == classes.tolist()
+        assert e["names"] == [["thing", "other"][c] for c in classes]
+        assert Image.open(out / Path(e["image"]).name).size == image.shape[1::-1]
+
+
+def test_glob_single_file_and_bad_input(model_dir, tmp_path, capsys):
+    from yolo3.cli.detect import main
+
+    args = ["--model", str(model_dir / "final.keras"), "--input-size", str(INPUT), "--no-draw"]
+    js = tmp_path / "g.json"
+    rc = main(args + ["--input", str(SHARED_IMAGES / "[dg]*.jpg"), "--output", str(tmp_path / "o"),
+                      "--json", str(js)])
+    assert rc == 0
+    assert [Path(e["image"]).name for e in json.loads(js.read_text())] == ["dog.jpg", "giraffe.jpg"]
+    assert main(args + ["--input", str(tmp_path / "nothing*.png"), "--output", str(tmp_path / "o")]) == 2
+    assert "no file matches" in capsys.readouterr().err
+
+
+def test_video_keeps_frame_rate_and_frame_count(model_dir, tmp_path):
+    import cv2
+
+    from yolo3.cli.detect import main
+
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 12.0, (160, 96))
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        writer.write(rng.integers(0, 256, (96, 160, 3), dtype=np.uint8))
+    writer.release()
+    out, js = tmp_path / "vout", tmp_path / "v.json"
+    rc = main(["--model", str(model_dir / "final.keras"), "--input", str(video), "--output", str(out),
+               "--json", str(js), "--input-size", str(INPUT), "--fourcc", "MJPG", "--score", "0.2"])
+    assert rc == 0
+    cap = cv2.VideoCapture(str(out / "clip.avi"))
+    assert cap.get(cv2.CAP_PROP_FPS) == pytest.approx(12.0)
+    frames = 0
+    while cap.read()[0]:
+        frames += 1
+    assert frames == 6
+    entries = json.loads(js.read_text())
+    assert [e["frame"] for e in entries] == list(range(6))

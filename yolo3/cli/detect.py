@@ -1,0 +1,214 @@
+"""``yolo3-detect`` / ``tools/detect.py``: detect objects in images, folders, globs, videos or a webcam.
+
+Writes annotated images (same file names) or an annotated video (same frame rate) into ``--output``
+and, with ``--json``, a list with one object per image or video frame::
+
+    {"image": path, "boxes": [[x1, y1, x2, y2], ...], "scores": [...], "classes": [...], "names": [...]}
+
+(video frames add ``"frame": index``); boxes are original image pixels. Unreadable inputs are
+reported and skipped; the exit status is 1 when any input failed.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="yolo3-detect", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", required=True, help=".keras body or .weights.h5 template weights")
+    p.add_argument("--anchors", help="anchors file (default: the one beside the model)")
+    p.add_argument("--classes", help="classes file (default: the one beside the model)")
+    p.add_argument("--input", required=True,
+                   help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
+    p.add_argument("--output", required=True, help="folder for annotated images / video")
+    p.add_argument("--json", help="write detections to this JSON file")
+    p.add_argument("--score", type=float, default=0.3, help="score threshold")
+    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
+    p.add_argument("--input-size", type=int, default=None,
+                   help="network input side (multiple of 32); default: the model's, else 416")
+    p.add_argument("--model-type", choices=["yolov3", "tiny"], help="for .weights.h5 (default: from anchors)")
+    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass")
+    p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
+    p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
+    p.add_argument("--no-draw", action="store_true", help="only write the JSON")
+    return p
+
+
+def classify_input(spec: str) -> Tuple[str, List[str]]:
+    """``('webcam', [index]) | ('video', [path]) | ('images', [paths])``; raises ValueError if empty."""
+    if spec.isdigit() and not os.path.exists(spec):
+        return "webcam", [spec]
+    if os.path.isdir(spec):
+        paths = sorted(os.path.join(spec, n) for n in os.listdir(spec)
+                       if os.path.splitext(n)[1].lower() in IMAGE_EXTENSIONS | VIDEO_EXTENSIONS)
+        images = [p for p in paths if os.path.splitext(p)[1].lower() in IMAGE_EXTENSIONS]
+        if not images:
+            raise ValueError(f"{spec}: folder has no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})")
+        return "images", images
+    if os.path.isfile(spec):
+        if os.path.splitext(spec)[1].lower() in VIDEO_EXTENSIONS:
+            return "video", [spec]
+        return "images", [spec]
+    matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+    if not matches:
+        raise ValueError(f"{spec}: no such file or folder, and no file matches it as a glob")
+    return "images", matches
+
+
+def _output_names(paths: Sequence[str]) -> List[str]:
+    """Output file names: the input's name, with ``_1``, ``_2``... when names repeat."""
+    seen: dict = {}
+    out = []
+    for p in paths:
+        stem, ext = os.path.splitext(os.path.basename(p))
+        n = seen.get((stem, ext), 0)
+        seen[(stem, ext)] = n + 1
+        out.append(f"{stem}{'' if n == 0 else f'_{n}'}{ext or '.jpg'}")
+    return out
+
+
+def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    for i in range(0, len(items), max(1, size)):
+        yield items[i:i + max(1, size)]
+
+
+def run_images(detector, paths: List[str], args, entries: list) -> int:
+    from PIL import Image
+    from tqdm import tqdm
+
+    from yolo3.data.images import load_image
+    from yolo3.evaluation import detection_entry
+    from yolo3.visualize import draw_detections
+
+    failures = 0
+    names = _output_names(paths)
+    with tqdm(total=len(paths), desc="images", unit="img", file=sys.stderr) as bar:
+        for chunk in _chunks(list(zip(paths, names)), args.batch_size):
+            loaded = []
+            for path, name in chunk:
+                try:
+                    loaded.append((path, name, load_image(path)))
+                except Exception as e:  # noqa: BLE001 - report any unreadable input and go on
+                    failures += 1
+                    tqdm.write(f"error: {e}", file=sys.stderr)
+                    bar.update(1)
+            if not loaded:
+                continue
+            results = detector.detect_batch([im for _, _, im in loaded])
+            for (path, name, image), (boxes, scores, classes) in zip(loaded, results):
+                entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
+                if not args.no_draw:
+                    out = os.path.join(args.output, name)
+                    try:
+                        draw_detections(Image.fromarray(image), boxes, scores, classes,
+                                        detector.class_names).save(out)
+                    except (OSError, ValueError) as e:
+                        failures += 1
+                        tqdm.write(f"error: {out}: cannot write annotated image: {e}", file=sys.stderr)
+                bar.update(1)
+    return failures
+
+
+def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
+    import cv2
+    from tqdm import tqdm
+
+    from yolo3.evaluation import detection_entry
+    from yolo3.visualize import draw_on_array
+
+    cap = cv2.VideoCapture(int(source) if is_webcam else source)
+    if not cap.isOpened():
+        print(f"error: {source}: cannot open {'webcam' if is_webcam else 'video'}", file=sys.stderr)
+        return 1
+    fps = cap.get(cv2.CAP_PROP_FPS)
+    fps = fps if fps and fps > 0 and np.isfinite(fps) else 25.0
+    total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if not is_webcam else 0
+    if args.max_frames:
+        total = min(total, args.max_frames) if total > 0 else args.max_frames
+    stem = f"webcam{source}" if is_webcam else os.path.splitext(os.path.basename(source))[0]
+    ext = ".avi" if args.fourcc.upper() in ("MJPG", "XVID") else ".mp4"
+    out_path = os.path.join(args.output, stem + ext)
+    writer = None
+    frame_index = 0
+    try:
+        with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
+                  file=sys.stderr) as bar:
+            while not args.max_frames or frame_index < args.max_frames:
+                ok, bgr = cap.read()
+                if not ok:
+                    break
+                rgb = np.ascontiguousarray(bgr[:, :, ::-1])
+                boxes, scores, classes = detector.detect(rgb)
+                entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)
+                entry["frame"] = frame_index
+                entries.append(entry)
+                if not args.no_draw:
+                    if writer is None:
+                        h, w = rgb.shape[:2]
+                        writer = cv2.VideoWriter(out_path, cv2.VideoWriter_fourcc(*args.fourcc[:4]),
+                                                 fps, (w, h))
+                        if not writer.isOpened():
+                            print(f"error: {out_path}: cannot open a video writer ({args.fourcc})",
+                                  file=sys.stderr)
+                            return 1
+                    drawn = draw_on_array(rgb, boxes, scores, classes, detector.class_names)
+                    writer.write(np.ascontiguousarray(drawn[:, :, ::-1]))
+                frame_index += 1
+                bar.update(1)
+    except KeyboardInterrupt:
+        print(f"stopped after {frame_index} frames", file=sys.stderr)
+    finally:
+        cap.release()
+        if writer is not None:
+            writer.release()
+    if frame_index == 0:
+        print(f"error: {source}: no frame could be read", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    from yolo3.errors import Yolo3Error
+
+    try:
+        kind, items = classify_input(args.input)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(args.output, exist_ok=True)
+    from yolo3.detector import YOLO
+    from yolo3.evaluation import save_detection_json
+
+    try:
+        detector = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
+                        input_size=args.input_size, model_type=args.model_type)
+    except (Yolo3Error, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    entries: list = []
+    if kind == "images":
+        failures = run_images(detector, items, args, entries)
+    else:
+        failures = run_video(detector, items[0], kind == "webcam", args, entries)
+    if args.json:
+        save_detection_json(args.json, entries)
+    done = len({e["image"] for e in entries}) if kind == "images" else len(entries)
+    print(f"{done} {'images' if kind == 'images' else 'frames'} processed, {failures} failed; "
+          f"output in {args.output}" + (f", detections in {args.json}" if args.json else ""),
+          file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
