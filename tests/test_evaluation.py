@@ -214,3 +214,39 @@ def test_detection_json_round_trip_and_errors(tmp_path):
         load_detection_json(tmp_path / "bad.json")
     mapping = align_image_keys(["/data/x/a.jpg", "/data/x/b.jpg"], ["a.jpg", "/data/x/b.jpg", "c.jpg"])
     assert mapping == {"a.jpg": "/data/x/a.jpg", "/data/x/b.jpg": "/data/x/b.jpg"}
+
+
+def test_evaluate_cli_from_detection_json(tmp_path, capsys):
+    import json as _json
+
+    from yolo3.cli.evaluate import main
+
+    (tmp_path / "classes.txt").write_text("a\nb\n")
+    img1, img2 = tmp_path / "one.jpg", tmp_path / "two.jpg"
+    (tmp_path / "ann.txt").write_text(f"{img1} 10,10,50,60,0 70,20,90,80,1\n{img2} 5,5,40,40,0\n")
+    entries = [  # image one: both boxes found (paths given relative: matched by file name)
+        {"image": "one.jpg", "boxes": [[10, 10, 50, 60], [70, 20, 90, 80]], "scores": [0.9, 0.8],
+         "classes": [0, 1], "names": ["a", "b"]},
+        # image two: a confident false positive then the true box
+        {"image": str(img2), "boxes": [[100, 100, 120, 120], [5, 5, 40, 40]], "scores": [0.95, 0.5],
+         "classes": [0, 0], "names": ["a", "a"]},
+    ]
+    (tmp_path / "dets.json").write_text(_json.dumps(entries))
+    out = tmp_path / "res" / "metrics.json"
+    rc = main(["--annotations", str(tmp_path / "ann.txt"), "--classes", str(tmp_path / "classes.txt"),
+               "--detections", str(tmp_path / "dets.json"), "--out", str(out)])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "mean" in table and "a" in table
+    res = _json.loads(out.read_text())
+    assert {"mAP50", "mAP75", "mAP50_95", "mAP50_voc07", "per_class"} <= set(res)
+    # class a: ranks FP(0.95), TP(0.9), TP(0.5) over 2 boxes -> the envelope is 2/3 up to recall 1
+    ap_a = voc_reference({0: np.array([[10, 10, 50, 60, 0]]), 1: np.array([[5, 5, 40, 40, 0]])},
+                         {0: (np.array([[10, 10, 50, 60]]), np.array([0.9]), np.array([0])),
+                          1: (np.array([[100, 100, 120, 120], [5, 5, 40, 40]]), np.array([0.95, 0.5]),
+                              np.array([0, 0]))}, 0)
+    assert ap_a == pytest.approx(2 / 3)
+    assert res["per_class"][0]["AP50_voc"] == pytest.approx(ap_a)
+    assert res["per_class"][1]["AP50_voc"] == pytest.approx(1.0)
+    assert res["mAP50_voc"] == pytest.approx((ap_a + 1.0) / 2)
+    assert (tmp_path / "res" / "metrics_pr.png").stat().st_size > 1000

@@ -1,0 +1,130 @@
+"""``tools/evaluate.py``: VOC and COCO mAP of a model or of a detection JSON against ground truth.
+
+Prints a table per class and writes ``--out`` (JSON: ``mAP50``, ``mAP75``, ``mAP50_95`` (COCO,
+as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal VOC) and ``per_class``) plus a
+precision-recall plot ``<out stem>_pr.png`` beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="yolo3-evaluate", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--annotations", required=True, help="ground truth: text rows, VOC XML or COCO JSON")
+    p.add_argument("--classes", required=True, help="classes file (one name per line)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--detections", help="detection JSON written by tools/detect.py --json")
+    src.add_argument("--model", help=".keras body or .weights.h5 weights to run on the images")
+    p.add_argument("--anchors", help="anchors file for --model (default: beside the model)")
+    p.add_argument("--input-size", type=int, default=None, help="network input side for --model")
+    p.add_argument("--model-type", choices=["yolov3", "tiny"], help="for .weights.h5")
+    p.add_argument("--score", type=float, default=0.001, help="score threshold for --model")
+    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")
+    p.add_argument("--batch-size", type=int, default=4, help="images per forward pass for --model")
+    p.add_argument("--save-detections", help="with --model: also write the detection JSON here")
+    p.add_argument("--image-dir", help="image folder for VOC / COCO annotations")
+    p.add_argument("--max-dets", type=int, default=100, help="COCO maxDets per image and class")
+    p.add_argument("--out", required=True, help="write the figures to this JSON file")
+    p.add_argument("--no-plot", action="store_true", help="skip the precision-recall PNG")
+    return p
+
+
+def _detect_records(args, records, class_names) -> tuple:
+    """Run the model on every record's image; returns (dets by path, entries, failed paths)."""
+    from tqdm import tqdm
+
+    from yolo3.data.images import load_image
+    from yolo3.detector import YOLO
+    from yolo3.evaluation import detection_entry
+
+    det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
+               input_size=args.input_size, model_type=args.model_type,
+               max_boxes=max(args.max_dets, 100))
+    dets: Dict[str, tuple] = {}
+    entries, failed = [], []
+    paths = list(dict.fromkeys(r.path for r in records))
+    step = max(1, args.batch_size)
+    with tqdm(total=len(paths), desc="detect", unit="img", file=sys.stderr) as bar:
+        for i in range(0, len(paths), step):
+            loaded = []
+            for p in paths[i:i + step]:
+                try:
+                    loaded.append((p, load_image(p)))
+                except Exception as e:  # noqa: BLE001 - report, skip, go on
+                    failed.append(p)
+                    tqdm.write(f"error: {e}", file=sys.stderr)
+            for (p, _), (b, s, c) in zip(loaded, det.detect_batch([im for _, im in loaded])):
+                dets[p] = (b, s, c)
+                entries.append(detection_entry(p, b, s, c, class_names))
+            bar.update(len(paths[i:i + step]))
+    return dets, entries, failed
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    from yolo3.anchors import read_classes
+    from yolo3.data.annotations import load_annotations
+    from yolo3.errors import Yolo3Error
+    from yolo3.evaluation import (align_image_keys, evaluate_detections, format_table,
+                                  load_detection_json, save_detection_json)
+
+    try:
+        class_names = read_classes(args.classes)
+        records = load_annotations(args.annotations, class_names, image_dir=args.image_dir,
+                                   check_images=args.model is not None)
+        gt: Dict[str, np.ndarray] = {}
+        for r in records:
+            boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)
+            gt[r.path] = np.concatenate([gt[r.path], boxes]) if r.path in gt else boxes
+        if args.detections:
+            raw = load_detection_json(args.detections, num_classes=len(class_names))
+            mapping = align_image_keys(list(gt), list(raw))
+            unmatched = [p for p in raw if p not in mapping]
+            if unmatched:
+                print(f"warning: {len(unmatched)} images in {args.detections} are not in "
+                      f"{args.annotations} and are ignored (first: {unmatched[0]})", file=sys.stderr)
+            dets = {}
+            for d, g in mapping.items():
+                b, s, c = raw[d]
+                if g in dets:
+                    ob, os_, oc = dets[g]
+                    b, s, c = np.concatenate([ob, b]), np.concatenate([os_, s]), np.concatenate([oc, c])
+                dets[g] = (b, s, c)
+        else:
+            dets, entries, failed = _detect_records(args, records, class_names)
+            for p in failed:
+                gt.pop(p, None)  # an image that could not be read is left out, not counted as misses
+            if args.save_detections:
+                save_detection_json(args.save_detections, entries)
+    except (Yolo3Error, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = evaluate_detections(gt, dets, len(class_names), class_names, max_dets=args.max_dets,
+                                 with_curves=True)
+    curves = result.pop("pr_curves")
+    print(format_table(result))
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    if not args.no_plot:
+        from yolo3.visualize import plot_pr_curves
+        png = os.path.splitext(args.out)[0] + "_pr.png"
+        try:
+            plot_pr_curves(curves, class_names, png)
+            print(f"precision-recall plot: {png}", file=sys.stderr)
+        except ImportError:
+            print("warning: matplotlib is not installed; no precision-recall plot", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
