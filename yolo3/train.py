@@ -268,10 +268,10 @@ def train(config: TrainConfig) -> TrainResult:
                 config.strategy == "wrapper" and len(devices) >= 2) else template
             optimizer = _optimizer(config, steps, last - first)
             model.compile(optimizer=optimizer, loss=identity_loss, jit_compile=False)
-        if config.verbose:
-            print(f"stage {'1 (heads only, ' + str(frozen_count) + ' layers frozen)' if frozen else '2 (all layers)'}"
-                  f": epochs {max(first, start_epoch) + 1}..{last}, {replicas} replica(s), "
-                  f"global batch {global_batch}, {config.strategy}")
+        # one line per stage, also with --quiet
+        print(f"stage {'1 (heads only, ' + str(frozen_count) + ' layers frozen)' if frozen else '2 (all layers)'}"
+              f": epochs {max(first, start_epoch) + 1}..{last}, {replicas} replica(s), "
+              f"global batch {global_batch}, {config.strategy}")
         if state and start_epoch > first:
             with scope:
                 restore_resume_state(state, template, optimizer)
