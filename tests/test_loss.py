@@ -196,3 +196,25 @@ def test_wrong_number_of_tensors_refused(rng):
     outputs, y_true = random_case(rng, TINY_YOLO_ANCHORS, (64, 64), num_classes=2)
     with pytest.raises(ValueError, match="2 outputs and 2 y_true"):
         yolo_loss([*outputs, y_true[0]], TINY_YOLO_ANCHORS, 2)
+
+
+def test_training_model_loss_is_float32_under_mixed_precision(rng):
+    import keras
+
+    from yolo3.loss import yolo_training_model
+    from yolo3.model import build_body
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        body = build_body("tiny", 2, input_shape=(64, 64))
+        model = yolo_training_model(body, TINY_YOLO_ANCHORS, 2)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert body.outputs[0].dtype == "float16"
+    images = rng.uniform(0, 1, (2, 64, 64, 3)).astype(np.float32)
+    y_true = preprocess_true_boxes(np.array([[[4, 8, 40, 50, 1]], [[0, 0, 0, 0, 0]]], np.float32),
+                                   (64, 64), TINY_YOLO_ANCHORS, 2)
+    loss = model((images, *y_true))
+    assert loss.dtype == tf.float32 and tuple(loss.shape) == (1,)
+    outputs = [np.asarray(o, np.float64) for o in body(images)]
+    want = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 2, default_masks(6))
+    assert abs(float(loss[0]) - want) <= 1e-4 * want

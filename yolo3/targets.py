@@ -90,9 +90,9 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
 
 
 def _tf_input_hw(input_shape) -> tf.Tensor:
-    if isinstance(input_shape, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in input_shape):
-        _check_input_shape(input_shape)
-        return tf.constant(input_shape, tf.int32)
+    if isinstance(input_shape, (tuple, list, np.ndarray)) and all(
+            isinstance(v, (int, np.integer)) for v in input_shape):
+        return tf.constant(_check_input_shape(input_shape), tf.int32)
     hw = tf.cast(tf.convert_to_tensor(input_shape), tf.int32)
     tf.debugging.assert_equal(hw % 32, 0, message="input shape must be multiples of 32")
     return hw
