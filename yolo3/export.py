@@ -144,7 +144,11 @@ class TFLiteDetector:
     """Run an exported TFLite model: ``detect(images)`` -> dict of NumPy outputs (see module doc)."""
 
     def __init__(self, path: PathLike, num_threads: Optional[int] = None):
-        self.interpreter = tf.lite.Interpreter(model_path=os.fspath(path), num_threads=num_threads)
+        import warnings
+
+        with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice (LiteRT)
+            warnings.simplefilter("ignore", UserWarning)
+            self.interpreter = tf.lite.Interpreter(model_path=os.fspath(path), num_threads=num_threads)
         self.runner = self.interpreter.get_signature_runner()
         details = self.interpreter.get_input_details()[0]
         self.input_shape: Tuple[int, ...] = tuple(int(v) for v in details["shape"])

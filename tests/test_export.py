@@ -1,0 +1,83 @@
+"""Export: SavedModel and TFLite outputs equal the Keras detector on images at the input size."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+
+SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
+INPUT = 128
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    import keras
+
+    from yolo3.cli.export import main
+    from yolo3.model import build_body
+
+    keras.utils.set_random_seed(5)
+    folder = tmp_path_factory.mktemp("export")
+    body = build_body("tiny", 3)
+    for name in ("output_s32", "output_s16"):
+        layer = body.get_layer(name)
+        w, b = layer.get_weights()
+        layer.set_weights([w * 8.0, b])
+    body.save(folder / "final.keras")
+    write_anchors(folder / "anchors.txt", TINY_YOLO_ANCHORS)
+    write_classes(folder / "classes.txt", ["a", "b", "c"])
+    rc = main(["--model", str(folder / "final.keras"), "--input-size", str(INPUT), "--score", "0.2",
+               "--saved-model", str(folder / "saved"), "--tflite", str(folder / "model.tflite")])
+    assert rc == 0
+    return folder
+
+
+def sample_images():
+    from PIL import Image
+    out = []
+    for name in ("dog.jpg", "person.jpg"):
+        with Image.open(SHARED_IMAGES / name) as im:
+            out.append(np.asarray(im.convert("RGB").resize((INPUT, INPUT))))
+    out.append(np.random.default_rng(0).integers(0, 256, (INPUT, INPUT, 3), dtype=np.uint8))
+    return out
+
+
+def compare(result, reference, atol=1e-4):
+    boxes, scores, classes = reference
+    n = int(result["count"][0])
+    assert n == len(boxes) > 0
+    np.testing.assert_allclose(result["scores"][0, :n], scores, atol=atol)
+    np.testing.assert_array_equal(result["classes"][0, :n], classes)
+    np.testing.assert_allclose(result["boxes"][0, :n], boxes, atol=atol)
+    assert not np.any(result["boxes"][0, n:]) and not np.any(result["scores"][0, n:])
+
+
+def test_tflite_matches_keras_detector(exported):
+    from yolo3.detector import YOLO
+    from yolo3.export import TFLiteDetector
+
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT)
+    lite = TFLiteDetector(exported / "model.tflite")
+    assert lite.input_shape == (1, INPUT, INPUT, 3) and lite.input_dtype == np.uint8
+    for image in sample_images():
+        compare(lite.detect(image), det.detect(image))
+    with pytest.raises(ValueError, match="shape"):
+        lite.detect(np.zeros((INPUT, INPUT + 32, 3), np.uint8))
+
+
+def test_saved_model_matches_keras_detector(exported):
+    from yolo3.detector import YOLO
+
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT)
+    loaded = tf.saved_model.load(str(exported / "saved"))
+    images = sample_images()
+    batch = loaded.signatures["serving_default"](images=tf.constant(np.stack(images)))
+    floats = loaded.serve_float(tf.constant(np.stack(images).astype(np.float32) / 255.0))
+    for i, image in enumerate(images):
+        ref = det.detect(image)
+        for res in (batch, floats):
+            compare({k: v.numpy()[i:i + 1] for k, v in res.items()}, ref)
