@@ -86,6 +86,8 @@ def test_training_model_inputs_and_errors():
                                                           (None, 16, 12, 3, 9)]
     assert tuple(model.output.shape) == (1,)
     assert isinstance(model.get_layer("yolo_loss"), YoloLoss)
+    # jit_compile="auto" must not pick XLA on GPUs: the loss has data-dependent shapes.
+    assert model.get_layer("yolo_loss").supports_jit is False
     dynamic = yolo_training_model(build_body("tiny", 1), TINY_YOLO_ANCHORS, 1)
     assert [tuple(t.shape) for t in dynamic.inputs[1:]] == [(None, None, None, 3, 6)] * 2
     with pytest.raises(ValueError, match="channels"):

@@ -104,6 +104,8 @@ class YoloLoss(keras.layers.Layer):
 
     Shape ``(1,)`` rather than ``()``: through :func:`identity_loss`, a ``()`` output gets gradients
     N times too large under a MirroredStrategy with N replicas.
+    Not XLA-compilable (the per-image true-box count is data-dependent), so ``supports_jit`` is False:
+    Keras's ``jit_compile="auto"`` then trains without XLA on GPUs instead of failing.
     """
 
     def __init__(self, anchors, num_classes: int, ignore_thresh: float = .5,
@@ -114,6 +116,7 @@ class YoloLoss(keras.layers.Layer):
         self.num_classes = int(num_classes)
         self.ignore_thresh = float(ignore_thresh)
         self.anchor_mask = _masks(self.anchors, anchor_mask)
+        self.supports_jit = False
 
     def call(self, inputs):
         loss = yolo_loss(list(inputs), self.anchors, self.num_classes, self.ignore_thresh,
