@@ -41,7 +41,7 @@ def _activation_layer(act: str, index: int):
     return None  # linear
 
 
-def _conv_block(x, layer: Layer):
+def _conv_block(x, layer: Layer, kernel_initializer: str):
     from keras import layers
     s: ConvSpec = layer.spec
     i = layer.index
@@ -50,7 +50,8 @@ def _conv_block(x, layer: Layer):
         # Darknet pads both sides and floors the output size: symmetric zero padding + 'valid'.
         x = layers.ZeroPadding2D(s.pad, name=f"pad_{i}")(x)
     x = layers.Conv2D(s.filters, s.size, strides=s.stride, padding="same" if same else "valid",
-                      use_bias=not s.batch_normalize, name=f"conv_{i}")(x)
+                      use_bias=not s.batch_normalize, kernel_initializer=kernel_initializer,
+                      name=f"conv_{i}")(x)
     if s.batch_normalize:
         x = layers.BatchNormalization(epsilon=BN_EPSILON, momentum=0.99, name=f"bn_{i}")(x)
     act = _activation_layer(s.activation, i)
@@ -58,8 +59,12 @@ def _conv_block(x, layer: Layer):
 
 
 def build_model(cfg: DarknetCfg, input_shape: Tuple[Optional[int], Optional[int]] = (None, None),
-                name: Optional[str] = None):
-    """Keras functional model for ``cfg`` (random weights); input ``(h, w, channels)``, RGB in [0, 1]."""
+                name: Optional[str] = None, kernel_initializer: str = "glorot_uniform"):
+    """Keras functional model for ``cfg``; input ``(h, w, channels)``, RGB in [0, 1].
+
+    ``kernel_initializer="zeros"`` skips drawing random kernels when weights are loaded next
+    (it saves seconds on the full YOLOv3).
+    """
     import keras
     from keras import layers
     inputs = keras.Input(shape=(*input_shape, cfg.channels), name="image")
@@ -69,7 +74,7 @@ def build_model(cfg: DarknetCfg, input_shape: Tuple[Optional[int], Optional[int]
         s = layer.spec
         i = layer.index
         if isinstance(s, ConvSpec):
-            y = _conv_block(x, layer)
+            y = _conv_block(x, layer, kernel_initializer)
         elif isinstance(s, ShortcutSpec):
             y = layers.Add(name=f"shortcut_{i}")([outs[s.source], x])
             act = _activation_layer(s.activation, i)
@@ -200,7 +205,7 @@ def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
         raise DarknetError(out, "output must end with .keras (model) or .weights.h5 (weights only)")
     cfg = parse_cfg(cfg_path)
     header, blocks = read_weights(weights_path, cfg, progress=progress)
-    model = build_model(cfg)
+    model = build_model(cfg, kernel_initializer="zeros")
     load_darknet_weights(model, cfg, blocks)
     del blocks
     out.parent.mkdir(parents=True, exist_ok=True)
