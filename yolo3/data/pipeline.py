@@ -77,6 +77,10 @@ def letterbox_image(image: np.ndarray, input_shape: Tuple[int, int]) -> np.ndarr
     return out.numpy()
 
 
+def _no_autograph(fn):
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
 def _record_tensors(records: Sequence[Record]):
     """Paths (N,), orientations (N,), ragged boxes (N, None, 5)."""
     if not records:
@@ -126,7 +130,7 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
     n = len(records)
     base = tf.data.Dataset.from_tensor_slices((paths, orient, boxes))
     if cache:
-        base = base.map(lambda p, o, b: (tf.cast(decode_image(p, o) * 255.0 + 0.5, tf.uint8), b),
+        base = base.map(_no_autograph(lambda p, o, b: (tf.cast(decode_image(p, o) * 255.0 + 0.5, tf.uint8), b)),
                         num_parallel_calls=num_parallel_calls).cache()
     streams = []
     for k in range(n_src):
@@ -154,7 +158,9 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
 
     def process(srcs, rand, group_rand=None):
         if group_rand is not None:
-            idx = tf.math.floormod(group_rand, tf.cast(tf.shape(sizes)[0], tf.int64))
+            # Dataset.random values are poor modulo small numbers: use one as a stateless seed.
+            idx = tf.random.stateless_uniform((), seed=tf.stack([group_rand, tf.constant(seed, tf.int64)]),
+                                              maxval=len(multi_scale.sizes), dtype=tf.int32)
             input_hw = sizes[idx]
         else:
             input_hw = fixed_hw
@@ -166,23 +172,24 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
             image, b = random_augment(image, b, input_hw, seed_pair, augment)
         else:
             seeds = tf.random.experimental.stateless_split(seed_pair, num=6)
-            single = lambda: random_augment(image, b, input_hw, seeds[0], augment)
+            image, b = random_augment(image, b, input_hw, seeds[1], augment)
+            first = (image, b)
 
             def four():
-                ims, bxs = [], []
-                for k, src in enumerate(srcs):
-                    im_k, b_k = (image, b) if k == 0 else load(src)
-                    im_k, b_k = random_augment(im_k, b_k, input_hw, seeds[k + 1], augment)
+                ims, bxs = [first[0]], [first[1]]
+                for k, src in enumerate(srcs[1:], start=2):
+                    im_k, b_k = random_augment(*load(src), input_hw, seeds[k], augment)
                     ims.append(im_k)
                     bxs.append(b_k)
                 return mosaic(ims, bxs, input_hw, seeds[5], augment.min_box_size)
 
-            use = tf.random.stateless_uniform((), seed=seeds[0][::-1]) < augment.mosaic
-            image, b = tf.cond(use, four, single)
+            use = tf.random.stateless_uniform((), seed=seeds[0]) < augment.mosaic
+            image, b = tf.cond(use, four, lambda: first)
         image = tf.ensure_shape(image, [None, None, 3])
         return image, pad_boxes(b, max_boxes)
 
-    ds = ds.map(process, num_parallel_calls=num_parallel_calls, deterministic=True)
+    # No Python control flow depends on tensors here: skipping autograph saves seconds of tracing.
+    ds = ds.map(_no_autograph(process), num_parallel_calls=num_parallel_calls, deterministic=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if targets:
         from yolo3.targets import encode_targets  # written alongside; imported lazily
@@ -194,7 +201,7 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
             dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
             return (image, *y_true), dummy
 
-        ds = ds.map(encode, num_parallel_calls=num_parallel_calls, deterministic=True)
+        ds = ds.map(_no_autograph(encode), num_parallel_calls=num_parallel_calls, deterministic=True)
     return ds.prefetch(AUTOTUNE)
 
 
