@@ -1,0 +1,143 @@
+"""Benchmark inference: OpenCV DNN forward vs our forward vs our end-to-end ``detect``.
+
+    python tools/benchmark_inference.py --cfg ../shared/darknet/yolov3.cfg [--image dog.jpg] [--runs 30]
+
+Writes random Darknet weights for the cfg in a temporary folder, converts them with
+``yolo3.darknet.convert`` and, in one process on the same weights and input size, measures (batch 1,
+median of ``--runs`` after warm-up):
+
+- OpenCV DNN (``cv2.dnn.readNetFromDarknet``, CPU) forward of a prepared blob;
+- our bare forward: the converted body on a prepared ``(1, h, w, 3)`` float32 input (compiled TF
+  function, outputs copied to NumPy);
+- our end-to-end time: JPEG file -> decoded RGB array -> ``YOLO.detect`` (letterbox, forward, decode,
+  NMS) -> boxes;
+- images/s of ``YOLO.detect_batch`` on 8 images.
+
+Targets (2-core CPU): our forward <= 0.85 x OpenCV's; end-to-end <= 1.10 x our forward.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Callable, List
+
+import numpy as np
+
+
+def median_ms(fn: Callable[[], object], runs: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times: List[float] = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cfg", required=True, help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg")
+    p.add_argument("--image", help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
+    p.add_argument("--input-size", type=int, default=416)
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--score", type=float, default=0.3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="also write the figures to this JSON file")
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    import cv2
+    from PIL import Image
+
+    from yolo3.darknet.convert import convert
+    from yolo3.darknet.random_weights import write_random_weights
+    from yolo3.data.images import load_image
+    from yolo3.detector import YOLO
+
+    size = args.input_size
+    with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
+        weights = os.path.join(tmp, "random.weights")
+        write_random_weights(args.cfg, weights, seed=args.seed)
+        model_path = os.path.join(tmp, "random.keras")
+        convert(args.cfg, weights, model_path, progress=False)
+        image_path = args.image
+        if image_path is None:
+            rng = np.random.default_rng(args.seed)
+            yy, xx = np.mgrid[0:480, 0:640]
+            synth = np.stack([xx % 256, yy % 256, (xx + yy) % 256], -1) + rng.integers(0, 40, (480, 640, 3))
+            image_path = os.path.join(tmp, "synthetic.jpg")
+            Image.fromarray(np.clip(synth, 0, 255).astype(np.uint8)).save(image_path, quality=90)
+
+        net = cv2.dnn.readNetFromDarknet(args.cfg, weights)
+        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        out_names = net.getUnconnectedOutLayersNames()
+        rgb = load_image(image_path)
+        resized = cv2.resize(rgb, (size, size))
+        blob = cv2.dnn.blobFromImage(resized, 1 / 255.0, (size, size), swapRB=False, crop=False)
+
+        def cv_forward():
+            net.setInput(blob)
+            return net.forward(out_names)
+
+        det = YOLO(model_path, input_size=size, score=args.score)
+        x = (resized.astype(np.float32) / 255.0)[None]
+
+        def our_forward():
+            return det.forward(x)
+
+        def end_to_end():
+            return det.detect(load_image(image_path))
+
+        batch = [rgb] * 8
+
+        def batch8():
+            return det.detect_batch(batch)
+
+        # Interleave the measurements so that load from other processes hits them alike.
+        rows = {"opencv": [], "forward": [], "e2e": []}
+        for fn in (cv_forward, our_forward, end_to_end):
+            for _ in range(args.warmup):
+                fn()
+        for _ in range(args.runs):
+            for key, fn in (("opencv", cv_forward), ("forward", our_forward), ("e2e", end_to_end)):
+                t0 = time.perf_counter()
+                fn()
+                rows[key].append((time.perf_counter() - t0) * 1000.0)
+        med = {k: statistics.median(v) for k, v in rows.items()}
+        b8 = median_ms(batch8, max(3, args.runs // 4), 1)
+        n_boxes = len(end_to_end()[0])
+
+    result = {
+        "cfg": args.cfg, "input_size": size, "runs": args.runs, "threads": os.cpu_count(),
+        "opencv_forward_ms": med["opencv"], "our_forward_ms": med["forward"],
+        "our_end_to_end_ms": med["e2e"], "batch8_images_per_s": 8000.0 / b8,
+        "forward_vs_opencv": med["forward"] / med["opencv"],
+        "end_to_end_vs_forward": med["e2e"] / med["forward"], "detections": n_boxes,
+    }
+    print(f"{os.path.basename(args.cfg)} {size}x{size}, random weights, batch 1, median of "
+          f"{args.runs} runs, {os.cpu_count()} CPU cores, OpenCV {cv2.__version__}")
+    print(f"| {'measure':<40} | {'median ms':>10} | {'ratio':>22} |")
+    print(f"|{'-' * 42}|{'-' * 12}|{'-' * 24}|")
+    print(f"| {'OpenCV DNN forward':<40} | {med['opencv']:>10.1f} | {'1.00':>22} |")
+    print(f"| {'yolo3 forward (bare body)':<40} | {med['forward']:>10.1f} | "
+          f"{result['forward_vs_opencv']:>11.2f} x OpenCV    |")
+    print(f"| {'yolo3 end-to-end (JPEG -> boxes)':<40} | {med['e2e']:>10.1f} | "
+          f"{result['end_to_end_vs_forward']:>11.2f} x forward   |")
+    print(f"| {'yolo3 detect_batch, 8 images':<40} | {b8:>10.1f} | "
+          f"{result['batch8_images_per_s']:>12.2f} images/s |")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
