@@ -21,7 +21,7 @@ SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 
 def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     """Low-saturation texture: blurred noise + stripes + a gradient, uint8 ``(h, w, 3)``."""
-    base = rng.uniform(60, 190, size=3)
+    base = rng.uniform(60, 190, size=1)
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     angle = rng.uniform(0, np.pi)
     period = rng.uniform(6, 24)
@@ -31,9 +31,10 @@ def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     fine = rng.normal(0, 1, size=(h, w)).astype(np.float32)
     grad = (xx / max(w, 1) - 0.5) * rng.uniform(-40, 40) + (yy / max(h, 1) - 0.5) * rng.uniform(-40, 40)
     lum = stripes * rng.uniform(5, 20) + coarse * rng.uniform(5, 15) + fine * 6 + grad
-    tint = rng.uniform(0.8, 1.2, size=3)
-    img = base[None, None, :] + lum[..., None] * tint[None, None, :]
-    return np.clip(img, 0, 255).astype(np.uint8)
+    gray = np.clip(base.mean() + lum, 40, 200)
+    tint = rng.uniform(0.9, 1.1, size=3)  # HSV saturation stays below 0.2: shapes (s = 1) stand out
+    img = gray[..., None] * tint[None, None, :]
+    return np.clip(np.round(img), 0, 255).astype(np.uint8)
 
 
 def _shape_colour(rng: np.random.Generator) -> Tuple[int, int, int]:
