@@ -1,0 +1,99 @@
+"""Data command-line tools, run in-process through their ``main(argv)``."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from yolo3.anchors import read_anchors, read_classes
+from yolo3.cli import check_dataset, coco_annotation, kmeans, make_synthetic_dataset, voc_annotation
+from yolo3.data.annotations import load_annotations
+
+
+@pytest.fixture
+def shapes(tmp_path):
+    out = tmp_path / "shapes"
+    assert make_synthetic_dataset.main(["--out", str(out), "--num-images", "12", "--size", "64", "96",
+                                        "--val-fraction", "0.25", "--seed", "2"]) == 0
+    return out
+
+
+def test_make_synthetic_dataset_cli(shapes):
+    recs = load_annotations(shapes / "annotations.txt", read_classes(shapes / "classes.txt"))
+    assert len(recs) == 12 and recs[0].image_hw == (64, 96)
+    assert len(load_annotations(shapes / "train.txt")) == 9 and len(load_annotations(shapes / "val.txt")) == 3
+
+
+def test_check_dataset_ok_and_draws(shapes, tmp_path, capsys):
+    draw = tmp_path / "drawn"
+    rc = check_dataset.main(["--annotations", str(shapes / "annotations.txt"), "--classes",
+                             str(shapes / "classes.txt"), "--draw", "3", "--draw-dir", str(draw)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "images: 12" in out and "no problems" in out and "circle" in out
+    files = sorted(os.listdir(draw))
+    assert len(files) == 3 and all(f.endswith(".png") for f in files)
+    assert Image.open(draw / files[0]).size == (96, 64)
+
+
+def test_check_dataset_reports_every_problem(shapes, capsys):
+    ann = shapes / "annotations.txt"
+    lines = ann.read_text().splitlines()
+    lines[1] = lines[1].split()[0] + " 5,5,1,9,0"          # x2 <= x1
+    lines[4] = "images/missing.png 1,1,5,5,0"               # missing image
+    lines[6] = lines[6].split()[0] + " 1,1,5,5,7"          # class outside the list
+    ann.write_text("\n".join(lines) + "\n")
+    rc = check_dataset.main(["--annotations", str(ann), "--classes", str(shapes / "classes.txt")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    for line_no, reason in [(2, "x2 <= x1"), (5, "image file not found"), (7, "outside the class list")]:
+        assert f"{ann}:{line_no}:" in err and reason in err
+    assert "3 problems" in err
+
+
+def test_kmeans_cli_writes_anchor_file(shapes, tmp_path, capsys):
+    out = tmp_path / "anchors.txt"
+    rc = kmeans.main(["--annotations", str(shapes / "annotations.txt"), "--clusters", "6", "--out", str(out),
+                      "--restarts", "2"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "new anchors" in text and "default yolov3" in text
+    anchors = read_anchors(out)
+    assert anchors.shape == (6, 2) and np.all(np.diff(anchors.prod(1)) >= 0)
+
+
+def test_voc_annotation_cli(tmp_path):
+    year = tmp_path / "VOCdevkit" / "VOC2012"
+    for sub in ("Annotations", "ImageSets/Main", "JPEGImages"):
+        (year / sub).mkdir(parents=True)
+    Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(year / "JPEGImages" / "a b.jpg")
+    (year / "Annotations" / "ab.xml").write_text(
+        "<annotation><filename>a b.jpg</filename>"
+        "<object><name>dog</name><difficult>0</difficult><bndbox><xmin>1</xmin><ymin>2</ymin><xmax>30</xmax>"
+        "<ymax>20</ymax></bndbox></object><object><name>cat</name><difficult>1</difficult><bndbox><xmin>1</xmin>"
+        "<ymin>2</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>")
+    (year / "ImageSets" / "Main" / "val.txt").write_text("ab\n")
+    out = tmp_path / "voc.txt"
+    base = ["--voc-root", str(tmp_path / "VOCdevkit"), "--year", "2012", "--image-set", "val", "--out", str(out)]
+    assert voc_annotation.main(base) == 0
+    recs = load_annotations(out)
+    assert recs[0].path == str(year / "JPEGImages" / "a b.jpg")
+    np.testing.assert_array_equal(recs[0].boxes, [[1, 2, 30, 20, 11]])  # dog is VOC class 11
+    assert voc_annotation.main(base + ["--include-difficult"]) == 0
+    assert len(load_annotations(out)[0].boxes) == 2
+
+
+def test_coco_annotation_cli(tmp_path):
+    (tmp_path / "imgs").mkdir()
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(tmp_path / "imgs" / "1.png")
+    data = {"images": [{"id": 1, "file_name": "1.png"}],
+            "categories": [{"id": 3, "name": "car"}, {"id": 1, "name": "person"}],
+            "annotations": [{"id": 9, "image_id": 1, "category_id": 3, "bbox": [2, 3, 10, 5], "iscrowd": 0}]}
+    (tmp_path / "inst.json").write_text(json.dumps(data))
+    out, classes = tmp_path / "coco.txt", tmp_path / "coco_classes.txt"
+    assert coco_annotation.main(["--annotations", str(tmp_path / "inst.json"), "--images", str(tmp_path / "imgs"),
+                                 "--out", str(out), "--classes-out", str(classes)]) == 0
+    assert read_classes(classes) == ["person", "car"]
+    recs = load_annotations(out, read_classes(classes))
+    np.testing.assert_array_equal(recs[0].boxes, [[2, 3, 12, 8, 1]])
