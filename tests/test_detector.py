@@ -186,3 +186,24 @@ def test_detect_image_draws_stable_colours(detector):
     # the box outline of the top detection uses its class colour
     present = {tuple(p) for p in arr.reshape(-1, 3)}
     assert colors[int(classes[0])] in present
+
+
+def test_fold_batch_norms_keeps_outputs():
+    import keras
+
+    from yolo3.detector import fold_batch_norms
+    from yolo3.model import build_body
+
+    body = build_body("tiny", 2, input_shape=(96, 96))
+    rng = np.random.default_rng(2)
+    for layer in body.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            g, b, m, v = layer.get_weights()
+            layer.set_weights([rng.uniform(0.5, 1.5, g.shape), rng.normal(0, 0.2, b.shape),
+                               rng.normal(0, 0.2, m.shape), rng.uniform(0.5, 2.0, v.shape)])
+    folded = fold_batch_norms(body)
+    assert not any(isinstance(l, keras.layers.BatchNormalization) for l in folded.layers)
+    x = rng.uniform(0, 1, (2, 96, 96, 3)).astype(np.float32)
+    for a, b in zip(body(x, training=False), folded(x, training=False)):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_allclose(b, a, atol=1e-4 * max(1.0, np.abs(a).max()))

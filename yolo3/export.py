@@ -78,7 +78,7 @@ def _detection_fn(detector, dtype: tf.DType, builtin_batch: Optional[int] = None
 
     def fn(images):
         x = tf.cast(images, tf.float32) * scale
-        outputs = detector.body(x, training=False)
+        outputs = detector.inference_body(x, training=False)
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]
         if builtin_batch is not None:
@@ -99,7 +99,7 @@ def export_saved_model(detector, out_dir: PathLike) -> str:
 
     h, w = detector.input_hw
     archive = keras.export.ExportArchive()
-    archive.track(detector.body)
+    archive.track(detector.inference_body)
     archive.add_endpoint("serving_default", _detection_fn(detector, tf.uint8),
                          input_signature=[tf.TensorSpec([None, h, w, 3], tf.uint8, name="images")])
     archive.add_endpoint("serve_float", _detection_fn(detector, tf.float32),
@@ -124,7 +124,7 @@ def export_tflite(detector, out_path: PathLike, input_dtype: str = "uint8", batc
     # Through a SavedModel: the converter then keeps the signature's input/output names and freezes
     # the Keras variables correctly (from_concrete_functions with the body as trackable does not).
     archive = keras.export.ExportArchive()
-    archive.track(detector.body)
+    archive.track(detector.inference_body)
     archive.add_endpoint("serving_default", _detection_fn(detector, dtype, builtin_batch=batch),
                          input_signature=[tf.TensorSpec([batch, h, w, 3], dtype, name="images")])
     with tempfile.TemporaryDirectory(prefix="yolo3_tflite_") as tmp:
