@@ -219,3 +219,19 @@ def test_hsv_distortion_matches_matplotlib():
         ref[..., 2] = np.clip(ref[..., 2] * val, 0, 1)
         got = distort_hsv(tf.constant(img), tf.constant(hue), tf.constant(sat), tf.constant(val)).numpy()
         np.testing.assert_allclose(got, hsv_to_rgb(ref), atol=2e-3)
+
+
+def test_colouring_the_placed_part_equals_colouring_the_whole_canvas():
+    from yolo3.data.augment import place_on_canvas, random_augment, sample_params
+    rng = np.random.default_rng(4)
+    img = tf.constant(rng.uniform(0, 1, size=(50, 70, 3)).astype(np.float32))
+    hw = tf.constant([64, 96])
+    cfg = AugmentConfig()
+    for s in range(6):
+        seed = tf.constant([s, 11])
+        p = sample_params(seed, tf.shape(img)[:2], hw, cfg)
+        want = distort_hsv(place_on_canvas(img, p["new_hw"], p["offset_hw"], hw), p["hue"], p["sat"], p["val"])
+        if bool(p["flip"]):
+            want = want[:, ::-1]
+        got, _ = random_augment(img, tf.zeros((0, 5)), hw, seed, cfg)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)

@@ -80,11 +80,11 @@ def sample_params(seed: tf.Tensor, image_hw: tf.Tensor, input_hw: tf.Tensor,
     return dict(new_hw=new_hw, offset_hw=offset_hw, flip=flip, hue=hue, sat=sat, val=val)
 
 
-def place_on_canvas(image: tf.Tensor, new_hw: tf.Tensor, offset_hw: tf.Tensor,
-                    input_hw: tf.Tensor, pad_value: float = PAD_VALUE) -> tf.Tensor:
-    """Resize ``image`` to ``new_hw`` and paste it at ``offset_hw`` on a ``input_hw`` canvas.
+def visible_part(image: tf.Tensor, new_hw: tf.Tensor, offset_hw: tf.Tensor,
+                 input_hw: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The part of ``image`` resized to ``new_hw`` that lands on the canvas, and the padding around it.
 
-    Offsets may be negative or push the image past the canvas: the outside part is cropped.
+    Returns ``(crop (ch, cw, 3), paddings (3, 2) int32)``: ``tf.pad(crop, paddings)`` is the canvas.
     """
     resized = tf.image.resize(image, new_hw, method="bilinear")
     H, W = input_hw[0], input_hw[1]
@@ -94,7 +94,17 @@ def place_on_canvas(image: tf.Tensor, new_hw: tf.Tensor, offset_hw: tf.Tensor,
     ch = tf.maximum(tf.minimum(new_hw[0] - sy, H - ty), 0)
     cw = tf.maximum(tf.minimum(new_hw[1] - sx, W - tx), 0)
     crop = resized[sy:sy + ch, sx:sx + cw, :]
-    out = tf.pad(crop - pad_value, [[ty, H - ty - ch], [tx, W - tx - cw], [0, 0]]) + pad_value
+    return crop, tf.stack([[ty, H - ty - ch], [tx, W - tx - cw], [0, 0]])
+
+
+def place_on_canvas(image: tf.Tensor, new_hw: tf.Tensor, offset_hw: tf.Tensor,
+                    input_hw: tf.Tensor, pad_value: float = PAD_VALUE) -> tf.Tensor:
+    """Resize ``image`` to ``new_hw`` and paste it at ``offset_hw`` on a ``input_hw`` canvas.
+
+    Offsets may be negative or push the image past the canvas: the outside part is cropped.
+    """
+    crop, paddings = visible_part(image, new_hw, offset_hw, input_hw)
+    out = tf.pad(crop, paddings, constant_values=pad_value)
     return tf.ensure_shape(out, [None, None, 3])
 
 
@@ -137,10 +147,15 @@ def random_augment(image: tf.Tensor, boxes: tf.Tensor, input_hw: tf.Tensor, seed
     """One image -> ``(input_hw + (3,))`` canvas and its ``(m, 5)`` boxes (m <= n)."""
     image_hw = tf.shape(image)[:2]
     p = sample_params(seed, image_hw, input_hw, cfg)
-    out = place_on_canvas(image, p["new_hw"], p["offset_hw"], input_hw)
-    out = tf.cond(p["flip"], lambda: tf.reverse(out, axis=[1]), lambda: out)
+    crop, paddings = visible_part(image, p["new_hw"], p["offset_hw"], input_hw)
+    pad_value = tf.constant(PAD_VALUE, tf.float32)
     if cfg.hue or cfg.saturation != 1 or cfg.value != 1:
-        out = distort_hsv(out, p["hue"], p["sat"], p["val"])
+        # Colour only the placed image; the gray padding changes only in value (hue and saturation
+        # leave gray alone), exactly as distorting the whole canvas would.
+        crop = distort_hsv(crop, p["hue"], p["sat"], p["val"])
+        pad_value = tf.clip_by_value(pad_value * p["val"], 0.0, 1.0)
+    out = tf.ensure_shape(tf.pad(crop, paddings, constant_values=pad_value), [None, None, 3])
+    out = tf.cond(p["flip"], lambda: tf.reverse(out, axis=[1]), lambda: out)
     b = transform_boxes(boxes, image_hw, p["new_hw"], p["offset_hw"], input_hw, p["flip"],
                         cfg.min_box_size)
     return out, b
