@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     p.add_argument("--input-size", type=int, default=416)
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--block", type=int, default=4, help="consecutive runs per measure before rotating")
     p.add_argument("--score", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="also write the figures to this JSON file")
@@ -101,29 +102,34 @@ def main(argv=None) -> int:
         def batch8():
             return det.detect_batch(batch)
 
-        # Interleave the measurements so that load from other processes hits them alike.
+        # Blocks of --block runs per measure, rotated, so that load from other processes hits all
+        # alike; the first run of each block is dropped (the other library's idle thread pool may
+        # still be spinning right after a switch).
         rows = {"opencv": [], "forward": [], "e2e": []}
         for fn in (cv_forward, our_forward, end_to_end):
             for _ in range(args.warmup):
                 fn()
-        for _ in range(args.runs):
+        block = max(2, args.block)
+        for _ in range(max(1, -(-args.runs // (block - 1)))):
             for key, fn in (("opencv", cv_forward), ("forward", our_forward), ("e2e", end_to_end)):
-                t0 = time.perf_counter()
-                fn()
-                rows[key].append((time.perf_counter() - t0) * 1000.0)
+                for j in range(block):
+                    t0 = time.perf_counter()
+                    fn()
+                    if j:
+                        rows[key].append((time.perf_counter() - t0) * 1000.0)
         med = {k: statistics.median(v) for k, v in rows.items()}
         b8 = median_ms(batch8, max(3, args.runs // 4), 1)
         n_boxes = len(end_to_end()[0])
 
     result = {
-        "cfg": args.cfg, "input_size": size, "runs": args.runs, "threads": os.cpu_count(),
+        "cfg": args.cfg, "input_size": size, "runs": len(rows["opencv"]), "threads": os.cpu_count(),
         "opencv_forward_ms": med["opencv"], "our_forward_ms": med["forward"],
         "our_end_to_end_ms": med["e2e"], "batch8_images_per_s": 8000.0 / b8,
         "forward_vs_opencv": med["forward"] / med["opencv"],
         "end_to_end_vs_forward": med["e2e"] / med["forward"], "detections": n_boxes,
     }
     print(f"{os.path.basename(args.cfg)} {size}x{size}, random weights, batch 1, median of "
-          f"{args.runs} runs, {os.cpu_count()} CPU cores, OpenCV {cv2.__version__}")
+          f"{len(rows['opencv'])} runs, {os.cpu_count()} CPU cores, OpenCV {cv2.__version__}")
     print(f"| {'measure':<40} | {'median ms':>10} | {'ratio':>22} |")
     print(f"|{'-' * 42}|{'-' * 12}|{'-' * 24}|")
     print(f"| {'OpenCV DNN forward':<40} | {med['opencv']:>10.1f} | {'1.00':>22} |")
