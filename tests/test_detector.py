@@ -207,3 +207,20 @@ def test_fold_batch_norms_keeps_outputs():
     for a, b in zip(body(x, training=False), folded(x, training=False)):
         a, b = np.asarray(a), np.asarray(b)
         np.testing.assert_allclose(b, a, atol=1e-4 * max(1.0, np.abs(a).max()))
+
+
+def test_converted_darknet_tiny_uses_its_cfg_masks(tmp_path, darknet_cfg_dir):
+    from yolo3.darknet.convert import convert
+    from yolo3.darknet.random_weights import write_random_weights
+    from yolo3.detector import YOLO
+
+    cfg = darknet_cfg_dir / "yolov3-tiny.cfg"
+    write_random_weights(cfg, tmp_path / "tiny.weights", seed=0)
+    convert(cfg, tmp_path / "tiny.weights", tmp_path / "tiny.keras", progress=False)
+    det = YOLO(tmp_path / "tiny.keras", classes_path=darknet_cfg_dir / "coco_classes.txt", input_size=416)
+    assert det.anchor_mask == [[3, 4, 5], [1, 2, 3]]  # the original tiny cfg's masks, from the sidecar
+    assert det.num_classes == 80 and det.input_hw == (416, 416)
+    image = np.random.default_rng(0).integers(0, 256, (300, 500, 3), dtype=np.uint8)
+    boxes, scores, classes = det.detect(image)
+    assert np.all(boxes[:, [0, 2]] <= 500) and np.all(boxes[:, [1, 3]] <= 300) and np.all(boxes >= 0)
+    assert np.all(scores > det.score) and np.all((classes >= 0) & (classes < 80))
