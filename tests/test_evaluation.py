@@ -250,3 +250,31 @@ def test_evaluate_cli_from_detection_json(tmp_path, capsys):
     assert res["per_class"][1]["AP50_voc"] == pytest.approx(1.0)
     assert res["mAP50_voc"] == pytest.approx((ap_a + 1.0) / 2)
     assert (tmp_path / "res" / "metrics_pr.png").stat().st_size > 1000
+
+
+def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
+    import json as _json
+    from pathlib import Path
+
+    import keras
+
+    from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors
+    from yolo3.cli.evaluate import main
+    from yolo3.model import build_body
+
+    images = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
+    keras.utils.set_random_seed(3)
+    build_body("tiny", 2).save(tmp_path / "m.keras")
+    write_anchors(tmp_path / "anchors.txt", TINY_YOLO_ANCHORS)
+    (tmp_path / "classes.txt").write_text("a\nb\n")
+    (tmp_path / "ann.txt").write_text(f"{images / 'dog.jpg'} 100,100,300,400,0\n"
+                                      f"{images / 'eagle.jpg'} 50,60,400,300,1\n")
+    common = ["--annotations", str(tmp_path / "ann.txt"), "--classes", str(tmp_path / "classes.txt"),
+              "--no-plot"]
+    assert main(common + ["--model", str(tmp_path / "m.keras"), "--input-size", "128", "--score", "0.2",
+                          "--save-detections", str(tmp_path / "d.json"), "--out", str(tmp_path / "a.json")]) == 0
+    assert main(common + ["--detections", str(tmp_path / "d.json"), "--out", str(tmp_path / "b.json")]) == 0
+    a, b = (_json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert len(_json.loads((tmp_path / "d.json").read_text())) == 2
+    for key in ("mAP50", "mAP75", "mAP50_95", "mAP50_voc", "mAP50_voc07"):
+        assert a[key] == pytest.approx(b[key], abs=1e-6)
