@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from multidevice_helpers import run_with_devices
+from multidevice_helpers import result_of, run_cluster, run_with_devices, snippet_argv
 from yolo3.distribute import STRATEGIES, is_chief, make_strategy, num_workers
 
 
@@ -61,3 +61,64 @@ def test_mirrored_two_replicas_match_single_device_update():
     r = run_with_devices(2, _MIRRORED)
     assert r["norm"] > 0
     assert r["rel"] <= 1e-4, r  # an N-times gradient bug would give rel ~ 1
+
+
+# Each worker: one SGD step of the training model under MultiWorkerMirroredStrategy on its half of a
+# 4-image global batch, and the same step in-process on all 4 images with no strategy. SGD, not Adam:
+# Adam's update is almost invariant to the gradient's scale, so it would hide an N-times gradient.
+# (A ``()``-shaped loss output does not even run under this strategy in Keras 3.15: reducing the
+# per-replica logs with axis=0 fails; the ``(1,)`` output of yolo_training_model avoids both.)
+_MULTIWORKER_STEP = """
+import contextlib
+import numpy as np, keras
+from yolo3.anchors import default_anchors
+from yolo3.distribute import make_strategy, prepare_fit
+from yolo3.loss import identity_loss, yolo_training_model
+from yolo3.model import build_body
+from yolo3.targets import preprocess_true_boxes
+from yolo3.train import set_stage_trainable, shard_by_data
+strategy = make_strategy("multiworker")
+anchors = default_anchors("tiny")
+rng = np.random.default_rng(0)
+x = rng.uniform(0, 1, (4, 64, 64, 3)).astype("float32")
+boxes = np.zeros((4, 2, 5), "float32")
+boxes[:, 0] = [[8, 8, 40, 30, 1], [20, 4, 60, 50, 0], [1, 30, 30, 63, 1], [10, 10, 20, 24, 0]]
+ys = [y.astype("float32") for y in preprocess_true_boxes(boxes, (64, 64), anchors, 2)]
+
+def step(strategy):
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        keras.utils.set_random_seed(1)
+        body = build_body("tiny", 2, input_shape=(64, 64))
+        set_stage_trainable(body, False, freeze_bn=True)
+        model = yolo_training_model(body, anchors, 2)
+        model.compile(keras.optimizers.SGD(1e-2), loss=identity_loss, jit_compile=False)
+    ds = shard_by_data(tf.data.Dataset.from_tensor_slices(((x, *ys), np.zeros(4, "float32"))).batch(4))
+    prepare_fit(model, ds, strategy)
+    before = [w.numpy() for w in model.trainable_weights]
+    model.fit(ds, epochs=1, verbose=0)
+    return [w.numpy() - b for b, w in zip(before, model.trainable_weights)]
+
+def rel(a, b):
+    return max(float(np.linalg.norm(u - v) / max(np.linalg.norm(u), 1e-12)) for u, v in zip(a, b))
+
+def ratio(a, b):
+    return float(sum(np.linalg.norm(v) for v in b) / sum(np.linalg.norm(u) for u in a))
+
+single = step(None)
+multi = step(strategy)
+result = {"replicas": strategy.num_replicas_in_sync, "rel": rel(single, multi),
+          "ratio": ratio(single, multi), "norm": float(sum(np.linalg.norm(u) for u in single))}
+"""
+
+
+def test_multiworker_two_workers_scale_gradients_like_one_process():
+    """Two MultiWorkerMirroredStrategy workers on 127.0.0.1, 2 images each, give the SGD step of one
+    process on all 4 (BN frozen: in training mode each worker would normalise with its own half-batch
+    statistics). The update ratio is 1, not 2: losses are averaged, not summed, over workers."""
+    argv = snippet_argv(_MULTIWORKER_STEP)
+    runs = run_cluster(lambda i: argv, num_workers=2, timeout=240)
+    for code, out in runs:
+        r = result_of(code, out)
+        assert r["replicas"] == 2
+        assert r["norm"] > 0
+        assert r["rel"] <= 1e-4 and abs(r["ratio"] - 1) <= 1e-4, r  # N-times bug: ratio 2

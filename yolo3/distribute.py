@@ -18,7 +18,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 __all__ = ["STRATEGIES", "configure_logical_cpus", "replica_devices", "make_strategy",
-           "is_chief", "num_workers"]
+           "is_chief", "num_workers", "prepare_fit"]
 
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 
@@ -85,3 +85,34 @@ def make_strategy(name: str, devices: Optional[List[str]] = None) -> Optional[tf
         raise ValueError("--strategy multiworker needs the TF_CONFIG environment variable "
                          "(cluster worker addresses and this task's index)")
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def prepare_fit(model, dataset: tf.data.Dataset, strategy: Optional[tf.distribute.Strategy]) -> None:
+    """Work around two Keras 3.15 failures of ``fit``/``evaluate`` under ``MultiWorkerMirroredStrategy``.
+
+    1. Before the first step Keras reduces the first distributed batch with one nested
+       ``strategy.reduce`` only to learn its shapes; this strategy cannot reduce a nested structure
+       ("Attempt to convert a value (PerReplica ...) to a Tensor"). The compiled loss and metrics are
+       built here from ``dataset.element_spec`` instead, and that step is turned off for ``model``.
+    2. Each step's logs are reduced over workers with ``strategy.reduce("MEAN", v, axis=0)``, which
+       fails on the scalar ``loss`` ("Invalid reduction dimension 0 for input with 0 dimensions");
+       the train and test steps of ``model`` return shape-(1,) logs, reduced to the mean scalar.
+
+    Nothing changes for other strategies. Call after ``compile``.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return
+    with strategy.scope():
+        model._symbolic_build(data_batch=dataset.element_spec)
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    model.train_step = _rank1_logs(model.train_step)
+    model.test_step = _rank1_logs(model.test_step)
+
+
+def _rank1_logs(step):
+    """``step`` with every scalar tensor in its logs reshaped to ``(1,)``."""
+    def wrapped(data):
+        logs = step(data)
+        return {k: tf.reshape(v, [1]) if tf.is_tensor(v) and v.shape.rank == 0 else v
+                for k, v in logs.items()}
+    return wrapped

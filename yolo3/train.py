@@ -21,12 +21,12 @@ import tensorflow as tf
 from yolo3.anchors import default_anchors, read_anchors, read_classes, write_anchors, write_classes
 from yolo3.callbacks import (StopOnNaN, TemplateCheckpoint, atomic_save_model, atomic_save_weights,
                              load_resume_state, restore_resume_state)
-from yolo3.distribute import is_chief, make_strategy, replica_devices
+from yolo3.distribute import is_chief, make_strategy, prepare_fit, replica_devices
 from yolo3.errors import Yolo3Error
 from yolo3.model import BACKBONE_PREFIX, build_body
 
 __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
-           "validate_config", "ConfigError"]
+           "validate_config", "ConfigError", "shard_by_data"]
 
 
 class ConfigError(Yolo3Error, ValueError):
@@ -61,6 +61,7 @@ class TrainConfig:
     validation_steps: Optional[int] = None
     max_boxes: int = 100
     augment: bool = True
+    freeze_bn: bool = False
     verbose: int = 1
 
 
@@ -99,14 +100,36 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
                 "final": self.final}
 
 
-def set_stage_trainable(body: keras.Model, freeze_backbone: bool) -> int:
-    """Freeze (or unfreeze) the ``backbone_*`` layers by name; returns the number frozen."""
+def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:
+    """Freeze (or unfreeze) the ``backbone_*`` layers by name; returns the number frozen.
+
+    ``freeze_bn`` also freezes every BatchNormalization layer, which Keras then runs in inference
+    mode (moving statistics, no update): small per-replica batches no longer give noisy statistics,
+    and N replicas x B/N images take exactly the step of one device x B images.
+    """
     frozen = 0
     for layer in body.layers:
-        freeze = freeze_backbone and layer.name.startswith(BACKBONE_PREFIX)
+        freeze = (freeze_backbone and layer.name.startswith(BACKBONE_PREFIX)) or (
+            freeze_bn and isinstance(layer, keras.layers.BatchNormalization))
         layer.trainable = not freeze
         frozen += int(freeze and bool(layer.weights))
     return frozen
+
+
+def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Let a tf.distribute strategy split each global batch between workers and replicas.
+
+    Every worker reads the same (seeded) stream; the DATA policy hands worker ``i`` its slice of
+    each global batch, so N workers x B/N images see exactly the batches of one process x B.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def _task_index() -> int:
+    import json
+    return int(json.loads(os.environ.get("TF_CONFIG", "{}") or "{}").get("task", {}).get("index", 0))
 
 
 def _check_file(path: Optional[str], what: str) -> None:
@@ -214,7 +237,8 @@ def train(config: TrainConfig) -> TrainResult:
 
     out = Path(config.output)
     chief = is_chief()
-    write_dir = out if chief else out / f".worker-{os.getpid()}"
+    # non-chief workers of a cluster write to their own folder (same code path, nothing clobbered)
+    write_dir = out if chief else out / f".worker-{_task_index()}"
     write_dir.mkdir(parents=True, exist_ok=True)
     if chief:
         write_anchors(out / "anchors.txt", anchors)
@@ -250,9 +274,7 @@ def train(config: TrainConfig) -> TrainResult:
     if config.steps_per_epoch:
         train_ds = train_ds.repeat()
     if strategy is not None:
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        train_ds, val_ds = train_ds.with_options(options), val_ds.with_options(options)
+        train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
 
     stages = [(0, config.freeze_epochs, True), (config.freeze_epochs, config.epochs, False)]
     history: Dict[str, List[float]] = {}
@@ -263,11 +285,12 @@ def train(config: TrainConfig) -> TrainResult:
         if last <= first or last <= start_epoch:
             continue
         with scope:
-            frozen_count = set_stage_trainable(body, frozen)
+            frozen_count = set_stage_trainable(body, frozen, config.freeze_bn)
             model = multi_gpu_model(template, devices=devices) if (
                 config.strategy == "wrapper" and len(devices) >= 2) else template
             optimizer = _optimizer(config, steps, last - first)
             model.compile(optimizer=optimizer, loss=identity_loss, jit_compile=False)
+        prepare_fit(model, train_ds, strategy)
         # one line per stage, also with --quiet
         print(f"stage {'1 (heads only, ' + str(frozen_count) + ' layers frozen)' if frozen else '2 (all layers)'}"
               f": epochs {max(first, start_epoch) + 1}..{last}, {replicas} replica(s), "
@@ -298,8 +321,8 @@ def train(config: TrainConfig) -> TrainResult:
     if nan_stop.stopped and last_ok.exists():
         body.load_weights(str(last_ok))
     final_model, final_weights = out / "final.keras", out / "final.weights.h5"
+    atomic_save_weights(body, write_dir / "final.weights.h5")  # non-chief: its own copy, to compare
     if chief:
-        atomic_save_weights(body, final_weights)
         atomic_save_model(body, final_model)
     done = len(_read_csv_history(write_dir / "history.csv").get("loss", []))
     return TrainResult(str(out), str(final_model), str(final_weights), history, done,

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: one pass over the data)")
     a("--validation-steps", type=int, default=None, help="validation steps (default: all)")
     a("--no-augment", dest="augment", action="store_false", help="disable data augmentation")
+    a("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in inference mode "
+      "(pretrained statistics): for small per-replica batches; replicas then match one device exactly")
     a("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -75,7 +77,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         gpus=args.gpus, cpu_replicas=args.cpu_replicas, strategy=args.strategy, lr=args.lr,
         schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
         steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
-        augment=args.augment, verbose=0 if args.quiet else 1)
+        augment=args.augment, freeze_bn=args.freeze_bn, verbose=0 if args.quiet else 1)
     try:
         result = train(config)
     except (Yolo3Error, FileNotFoundError) as e:
