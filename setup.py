@@ -18,6 +18,8 @@ setup(
         # OpenCV 5 dropped cv2.dnn.readNetFromDarknet, the reference the tests compare against.
         "opencv-python>=4.8,<5",
         "tqdm",
+        # training writes TensorBoard logs (keras.callbacks.TensorBoard needs the package)
+        "tensorboard",
     ],
     extras_require={
         "test": [
@@ -34,6 +36,8 @@ setup(
             "yolo3-train=yolo3.cli.train:main",
             "yolo3-convert=yolo3.cli.convert:main",
             "yolo3-detect=yolo3.cli.detect:main",
+            "yolo3-evaluate=yolo3.cli.evaluate:main",
+            "yolo3-export=yolo3.cli.export:main",
         ]
     },
 )

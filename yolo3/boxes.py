@@ -11,6 +11,12 @@ import numpy as np
 import tensorflow as tf
 
 
+def swap_last_pair(t) -> tf.Tensor:
+    """``(..., 2)`` ``(h, w)`` -> ``(w, h)`` (and back) without a negative-stride slice, which makes
+    TF's layout optimiser log an error on every trace."""
+    return tf.reverse(tf.convert_to_tensor(t), axis=[-1])
+
+
 def xyxy_to_cxcywh(boxes: np.ndarray) -> np.ndarray:
     """``(..., 4)`` corners -> ``(..., 4)`` centre/size (exact centre ``(x1 + x2) / 2``)."""
     boxes = np.asarray(boxes)

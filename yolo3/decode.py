@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.anchors import default_masks
-from yolo3.boxes import letterbox_geometry
+from yolo3.boxes import letterbox_geometry, swap_last_pair
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
@@ -34,8 +34,8 @@ def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = F
     gy, gx = tf.meshgrid(grid_y, grid_x, indexing="ij")
     grid = tf.cast(tf.stack([gx, gy], axis=-1)[:, :, tf.newaxis, :], feats.dtype)  # (gh, gw, 1, 2)
     feats = tf.reshape(feats, tf.concat([tf.shape(feats)[:3], [num_anchors, num_classes + 5]], 0))
-    grid_wh = tf.cast(grid_shape[::-1], feats.dtype)
-    input_wh = tf.cast(tf.convert_to_tensor(input_shape)[::-1], feats.dtype)
+    grid_wh = tf.cast(swap_last_pair(grid_shape), feats.dtype)
+    input_wh = tf.cast(swap_last_pair(input_shape), feats.dtype)
     box_xy = (tf.sigmoid(feats[..., :2]) + grid) / grid_wh
     box_wh = tf.exp(feats[..., 2:4]) * anchors / input_wh
     if calc_loss:
@@ -56,9 +56,9 @@ def yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape):
     image_shape = tf.cast(image_shape, tf.float32)
     input_shape = tf.cast(input_shape, tf.float32)
     _, offset_hw, scale_hw = letterbox_geometry(image_shape, input_shape)
-    offset_wh = tf.cast(offset_hw[..., ::-1], dtype)
-    scale_wh = tf.cast(scale_hw[..., ::-1], dtype)
-    input_wh = tf.cast(input_shape[::-1], dtype)
+    offset_wh = tf.cast(swap_last_pair(offset_hw), dtype)
+    scale_wh = tf.cast(swap_last_pair(scale_hw), dtype)
+    input_wh = tf.cast(swap_last_pair(input_shape), dtype)
     # Broadcast per-image geometry over the box axes: (batch, 2) -> (batch, 1, ..., 1, 2).
     extra = tf.rank(box_xy) - tf.rank(offset_wh)
     new_shape = tf.concat([tf.shape(offset_wh)[:-1], tf.ones([extra], tf.int32), [2]], 0)
@@ -115,6 +115,6 @@ def yolo_eval(yolo_outputs: Sequence, anchors, num_classes: int, image_shape, ma
     image_hw = tf.cast(image_shape, tf.float32)
     if image_hw.shape.rank == 1:
         image_hw = tf.broadcast_to(image_hw, [tf.shape(boxes)[0], 2])
-    limit = tf.tile(image_hw[:, ::-1], [1, 2])[:, tf.newaxis, :]
+    limit = tf.tile(swap_last_pair(image_hw), [1, 2])[:, tf.newaxis, :]
     nms_boxes = tf.clip_by_value(nms_boxes, 0.0, limit)
     return nms_boxes, nms_scores, tf.cast(nms_classes, tf.int32), valid

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.anchors import default_masks, strides_for, validate_masks
-from yolo3.boxes import box_iou
+from yolo3.boxes import box_iou, swap_last_pair
 from yolo3.decode import yolo_head
 
 Masks = Optional[Sequence[Sequence[int]]]
@@ -66,7 +66,7 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
     outputs = [tf.cast(t, tf.float32) for t in args[:num_layers]]
     y_true = [tf.cast(t, tf.float32) for t in args[num_layers:]]
     input_hw = tf.shape(outputs[0])[1:3] * 32
-    input_wh = tf.cast(input_hw[::-1], tf.float32)
+    input_wh = tf.cast(swap_last_pair(input_hw), tf.float32)
     batch = tf.cast(tf.shape(outputs[0])[0], tf.float32)
     true_boxes = gather_true_boxes(y_true)[:, tf.newaxis, tf.newaxis, tf.newaxis]  # (b,1,1,1,T,4)
     bce = tf.nn.sigmoid_cross_entropy_with_logits
@@ -75,7 +75,7 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
         layer_anchors = anchors[mask]
         grid, raw_pred, pred_xy, pred_wh = yolo_head(feats, layer_anchors, num_classes, input_hw,
                                                      calc_loss=True)
-        grid_wh = tf.cast(tf.shape(feats)[1:3][::-1], tf.float32)
+        grid_wh = tf.cast(swap_last_pair(tf.shape(feats)[1:3]), tf.float32)
         object_mask = y[..., 4:5]
         has_object = object_mask > 0
         raw_true_xy = y[..., 0:2] * grid_wh - grid
