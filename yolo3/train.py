@@ -253,8 +253,9 @@ def train(config: TrainConfig) -> TrainResult:
                           f"({config.batch_size} x {replicas} replicas)")
     steps = config.steps_per_epoch or len(records) // global_batch
 
-    scope = strategy.scope() if strategy else _null_scope()
-    with scope:
+    def scope():  # a strategy scope object cannot be entered twice: a fresh one each time
+        return strategy.scope() if strategy else _null_scope()
+    with scope():
         body = build_body(config.model, num_classes, len(anchors) // len(_masks_for(config.model)),
                           (config.input_size, config.input_size))
         template = yolo_training_model(body, anchors, num_classes)
@@ -284,7 +285,7 @@ def train(config: TrainConfig) -> TrainResult:
     for first, last, frozen in stages:
         if last <= first or last <= start_epoch:
             continue
-        with scope:
+        with scope():
             frozen_count = set_stage_trainable(body, frozen, config.freeze_bn)
             model = multi_gpu_model(template, devices=devices) if (
                 config.strategy == "wrapper" and len(devices) >= 2) else template
@@ -296,7 +297,7 @@ def train(config: TrainConfig) -> TrainResult:
               f": epochs {max(first, start_epoch) + 1}..{last}, {replicas} replica(s), "
               f"global batch {global_batch}, {config.strategy}")
         if state and start_epoch > first:
-            with scope:
+            with scope():
                 restore_resume_state(state, template, optimizer)
         callbacks = [nan_stop, ckpt,
                      keras.callbacks.CSVLogger(str(write_dir / "history.csv"), append=True)]
@@ -307,7 +308,8 @@ def train(config: TrainConfig) -> TrainResult:
         if config.schedule == "plateau":
             callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.verbose))
         if config.strategy == "multiworker":
-            callbacks.append(keras.callbacks.BackupAndRestore(str(out / "backup")))
+            # one folder per worker: Keras 3 writes the backup on every worker (HDF5 locks clash)
+            callbacks.append(keras.callbacks.BackupAndRestore(str(write_dir / "backup")))
         h = model.fit(train_ds, validation_data=val_ds, epochs=last, initial_epoch=max(first, start_epoch),
                       steps_per_epoch=steps if config.steps_per_epoch else None,
                       validation_steps=config.validation_steps, callbacks=callbacks,
