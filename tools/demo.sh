@@ -38,12 +38,14 @@ mkdir -p "$OUTPUT"
 DATA="$OUTPUT/data"
 
 echo "== 1/5 synthetic dataset: $NUM_IMAGES training + $VAL_IMAGES validation images"
-"$PY" tools/make_synthetic_dataset.py --out "$DATA" --num-images "$NUM_IMAGES" \
-  --val-images "$VAL_IMAGES" --seed "$SEED"
+TOTAL=$((NUM_IMAGES + VAL_IMAGES))
+VAL_FRACTION=$("$PY" -c "print($VAL_IMAGES / $TOTAL)")
+"$PY" tools/make_synthetic_dataset.py --out "$DATA" --num-images "$TOTAL" --size 224 \
+  --val-fraction "$VAL_FRACTION" --seed "$SEED"
 
 echo "== 2/5 anchors by k-means"
 "$PY" tools/kmeans.py --annotations "$DATA/train.txt" --clusters 6 --out "$OUTPUT/anchors.txt" \
-  --input-size "$INPUT_SIZE" --seed "$SEED"
+  --input-size "$INPUT_SIZE" "$INPUT_SIZE" --seed "$SEED"
 
 # Two replicas: GPUs when there are at least two, otherwise two logical CPU devices.
 GPUS=$("$PY" -c 'import tensorflow as tf; print(len(tf.config.list_physical_devices("GPU")))' 2>/dev/null || echo 0)
@@ -58,12 +60,15 @@ echo "== 3/5 training tiny YOLOv3 from scratch on 2 replicas (${REPLICAS[*]})"
 echo "== 4/5 evaluation of the saved template weights in a fresh detector"
 "$PY" tools/evaluate.py --annotations "$DATA/val.txt" --classes "$DATA/classes.txt" \
   --model "$OUTPUT/train/final.weights.h5" --anchors "$OUTPUT/anchors.txt" --model-type tiny \
-  --input-size "$INPUT_SIZE" --score 0.01 --out "$OUTPUT/evaluation.json"
+  --input-size "$INPUT_SIZE" --out "$OUTPUT/evaluation.json"
 
 echo "== 5/5 drawings and loss curves"
+# A few held-out images (the first 8 of val.txt) drawn with their detections.
+mkdir -p "$OUTPUT/val_samples"
+head -n 8 "$DATA/val.txt" | while read -r image _; do cp "$DATA/$image" "$OUTPUT/val_samples/"; done
 "$PY" tools/detect.py --model "$OUTPUT/train/final.weights.h5" --anchors "$OUTPUT/anchors.txt" \
   --classes "$DATA/classes.txt" --model-type tiny --input-size "$INPUT_SIZE" \
-  --input "$DATA/val" --limit 8 --output "$OUTPUT/detections" --json "$OUTPUT/detections.json"
+  --input "$OUTPUT/val_samples" --output "$OUTPUT/detections" --json "$OUTPUT/detections.json"
 "$PY" tools/plot_history.py --history "$OUTPUT/train/history.csv" --out "$OUTPUT/loss_curves.png"
 
 "$PY" - "$OUTPUT/evaluation.json" "$start" <<'PYEOF'
@@ -73,4 +78,4 @@ print(f"demo finished in {(time.time() - int(sys.argv[2])) / 60:.1f} min")
 print(f"mAP@0.5      = {figures['mAP50']:.4f}")
 print(f"mAP@0.5:0.95 = {figures['mAP50_95']:.4f}")
 PYEOF
-echo "artefacts in $OUTPUT/: detections/, loss_curves.png, evaluation.json, evaluation PR plot"
+echo "artefacts in $OUTPUT/: detections/, loss_curves.png, evaluation.json, evaluation_pr.png, train/"

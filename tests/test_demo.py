@@ -1,0 +1,56 @@
+"""The main job end to end: ``bash tools/demo.sh`` on a small dataset with few epochs (slow)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from yolo3.data.annotations import load_annotations
+from yolo3.evaluation import evaluate_detections
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _chance_map(val_annotations: Path, classes: int, seed: int = 0) -> float:
+    """COCO mAP@0.5 of a detector that guesses: 20 random boxes with random scores per image."""
+    rng = np.random.default_rng(seed)
+    records = load_annotations(str(val_annotations), check_images=False)
+    gt, dets = {}, {}
+    for i, record in enumerate(records):
+        gt[i] = record.boxes
+        xy = rng.uniform(0, 224, size=(20, 2))
+        wh = rng.uniform(20, 120, size=(20, 2))
+        dets[i] = (np.concatenate([xy, xy + wh], axis=1), rng.uniform(size=20),
+                   rng.integers(0, classes, size=20))
+    return evaluate_detections(gt, dets, classes)["mAP50"]
+
+
+@pytest.mark.slow
+def test_demo_writes_every_artefact_and_learns(tmp_path):
+    out = tmp_path / "demo"
+    env = dict(os.environ, VENV=sys.prefix, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        ["bash", "tools/demo.sh", "--output", str(out), "--num-images", "240", "--val-images", "40",
+         "--epochs", "6", "--input-size", "160"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ["anchors.txt", "evaluation.json", "evaluation_pr.png", "loss_curves.png",
+                 "detections.json", "train/final.keras", "train/final.weights.h5",
+                 "train/history.csv", "data/train.txt", "data/val.txt", "data/classes.txt"]:
+        assert (out / name).is_file(), f"demo did not write {name}"
+    drawn = sorted((out / "detections").glob("*"))
+    assert len(drawn) == 8
+    assert Image.open(drawn[0]).size == (224, 224)
+    figures = json.loads((out / "evaluation.json").read_text())
+    assert "mAP@0.5      =" in proc.stdout and "mAP@0.5:0.95 =" in proc.stdout
+    chance = _chance_map(out / "data" / "val.txt", classes=3)
+    assert chance < 0.05
+    assert figures["mAP50"] > max(0.15, 5 * chance), (figures["mAP50"], chance)
+    history = (out / "train" / "history.csv").read_text().splitlines()
+    assert len(history) == 1 + 6

@@ -1,0 +1,80 @@
+"""The README stays true: every tool command it shows exists and accepts the flags it uses."""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import runpy
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _shell_commands() -> list:
+    """Commands in the README's bash blocks, continuation lines joined, env assignments dropped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            line = line.split("  #", 1)[0].strip()
+            if not line or line.startswith("#"):
+                continue
+            words = shlex.split(line)
+            while words and re.match(r"^[A-Z_]+=", words[0]):
+                words.pop(0)
+            commands.append(words)
+    return commands
+
+
+def _script_commands():
+    for words in _shell_commands():
+        if len(words) >= 2 and words[0] == "python" and words[1].endswith(".py"):
+            yield words[1], [w.split("=", 1)[0] for w in words[2:] if w.startswith("--")]
+
+
+def _help_text(script: str) -> str:
+    out = io.StringIO()
+    argv = sys.argv
+    sys.argv = [script, "--help"]
+    try:
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as info:
+            runpy.run_path(str(REPO / script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert info.value.code == 0
+    return out.getvalue()
+
+
+def test_readme_shows_the_two_commands_test_first():
+    test_at = README.index("bash tools/test.sh")
+    demo_at = README.index("bash tools/demo.sh")
+    assert test_at < demo_at
+    assert (REPO / "tools" / "test.sh").is_file() and (REPO / "tools" / "demo.sh").is_file()
+
+
+def test_every_readme_tool_command_exists_and_accepts_its_flags():
+    commands = list(_script_commands())
+    scripts = {script for script, _ in commands}
+    assert {"train_multi_gpu.py", "tools/convert.py", "tools/detect.py", "tools/evaluate.py",
+            "tools/export.py", "tools/kmeans.py", "tools/check_dataset.py",
+            "tools/voc_annotation.py", "tools/coco_annotation.py"} <= scripts
+    helps = {}
+    for script, flags in commands:
+        assert (REPO / script).is_file(), f"README runs {script}, which does not exist"
+        if script not in helps:
+            helps[script] = _help_text(script)
+        for flag in flags:
+            assert re.search(rf"{re.escape(flag)}\b", helps[script]), \
+                f"README passes {flag} to {script}, which does not accept it"
+
+
+def test_demo_options_in_readme_exist():
+    demo = (REPO / "tools" / "demo.sh").read_text()
+    section = README[README.index("Options: `--num-images"):]
+    for flag in re.findall(r"--[a-z-]+", section[:200]):
+        assert f"{flag})" in demo, f"README names demo option {flag}, demo.sh does not parse it"
