@@ -6,13 +6,18 @@ of its own architecture (``.keras``: as saved; ``.weights.h5``: a yolo3 body reb
 count read from the output convolutions; legacy Keras 2 ``.h5``: groups named after layers), then
 copied layer by layer into the target by name. Typical use: pretrained COCO weights into a model with
 another class count, where the ``output_s*`` layers are skipped.
+
+A model converted from Darknet (:mod:`yolo3.darknet.convert`: layers ``conv_<i>``, ``bn_<i>`` named
+by cfg index) is renamed to yolo3 names first, through :func:`yolo3.darknet.export.body_to_cfg_index`
+(the same table the exporter writes cfgs from): yolov3.cfg or yolov3-tiny.cfg into the matching body,
+or darknet53.cfg (or any cfg starting with Darknet-53, e.g. yolov3-spp) into a yolov3 backbone.
 """
 from __future__ import annotations
 
 import os
 import zipfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import keras
 import numpy as np
@@ -32,10 +37,16 @@ class LoadReport:
 
     loaded: List[str] = field(default_factory=list)
     skipped: List[Tuple[str, str]] = field(default_factory=list)
+    darknet_layout: Optional[str] = None  # converted source: the cfg layout it was mapped by
+    unmapped: List[str] = field(default_factory=list)  # converted source layers with no yolo3 name
 
     def summary(self) -> str:
         lines = [f"loaded {len(self.loaded)} layers, skipped {len(self.skipped)}"]
+        if self.darknet_layout:
+            lines.append(f"  converted Darknet model, mapped by the {self.darknet_layout} cfg layout")
         lines += [f"  skipped {name}: {reason}" for name, reason in self.skipped]
+        lines += [f"  not in the {self.darknet_layout} mapping (unused): {name}"
+                  for name in self.unmapped]
         return "\n".join(lines)
 
 
@@ -110,18 +121,93 @@ def read_layer_weights(path: os.PathLike, model_types: Sequence[str] = ("yolov3"
             for name, layer in _layers_with_weights(source).items()}
 
 
+# target body kind -> converted Darknet layouts it accepts, best first
+_ACCEPTED_LAYOUTS = {"yolov3": ("yolov3", "darknet53"), "tiny": ("tiny",)}
+
+
+def _converted_conv_indices(source: Dict[str, List[np.ndarray]]) -> Optional[Set[int]]:
+    """cfg indices of the ``conv_<i>`` layers when ``source`` is a converted Darknet model, else None."""
+    from yolo3.darknet.export import converted_layer
+    parsed = [converted_layer(name) for name in source]
+    if not parsed or any(p is None for p in parsed):
+        return None
+    convs = {index for kind, index in parsed if kind == "conv"}
+    return convs or None
+
+
+def _layout_fits(kind: str, conv_indices: Set[int]) -> bool:
+    """Whether the converted convs up to the layout's last one are exactly the layout's convs."""
+    from yolo3.darknet.export import body_to_cfg_index
+    wanted = set(body_to_cfg_index(kind).values())
+    return wanted == {i for i in conv_indices if i <= max(wanted)}
+
+
+def _darknet_layout(path: str, target: str, conv_indices: Set[int]) -> str:
+    """The Darknet layout of a converted source that fits a ``target`` body, or WeightsError."""
+    from yolo3.darknet.export import LAYOUT_KINDS
+    for kind in _ACCEPTED_LAYOUTS[target]:
+        if _layout_fits(kind, conv_indices):
+            return kind
+    found = [k for k in LAYOUT_KINDS if _layout_fits(k, conv_indices)]
+    reason = (f"its {found[0]} cfg layout does not fit a {target} body" if found else
+              f"its {len(conv_indices)} convolutions (cfg indices {min(conv_indices)}.."
+              f"{max(conv_indices)}) follow none of the {', '.join(LAYOUT_KINDS)} cfg layouts")
+    raise WeightsError(f"{path}: converted Darknet model: {reason}")
+
+
+def _target_kind(model: keras.Model, path: str) -> Optional[str]:
+    """``'yolov3'`` / ``'tiny'`` for yolo3 bodies, None for a converted target (names match as is)."""
+    from yolo3.darknet.export import model_kind
+    from yolo3.errors import DarknetError
+    try:
+        kind = model_kind(model)
+    except DarknetError:
+        raise WeightsError(f"{path}: a converted Darknet model maps only onto a yolo3 body or "
+                           f"another converted model, not {model.name!r}") from None
+    return None if kind == "converted" else kind
+
+
+def _rename_converted(source: Dict[str, List[np.ndarray]], layout: str, target_names: Set[str]
+                      ) -> Tuple[Dict[str, List[np.ndarray]], List[str]]:
+    """``conv_<i>`` / ``bn_<i>`` -> yolo3 layer names; returns (renamed, unmapped source names)."""
+    from yolo3.darknet.export import block_layer_names, body_to_cfg_index
+    rename: Dict[str, str] = {}
+    for block, index in body_to_cfg_index(layout).items():
+        conv, bn = block_layer_names(block, target_names)
+        rename[f"conv_{index}"] = conv
+        if bn is not None:
+            rename[f"bn_{index}"] = bn
+    renamed = {rename[name]: arrays for name, arrays in source.items() if name in rename}
+    return renamed, sorted((n for n in source if n not in rename), key=_cfg_order)
+
+
+def _cfg_order(name: str) -> Tuple[int, str]:
+    from yolo3.darknet.export import converted_layer
+    kind, index = converted_layer(name)
+    return index, kind
+
+
 def load_weights_by_name(model: keras.Model, path: os.PathLike, model_type: Optional[str] = None,
                          num_anchors: int = 3, verbose: bool = True) -> LoadReport:
     """Copy weights from ``path`` into ``model``'s layers with the same names and shapes.
 
     Layers missing from the file or with other shapes are skipped and listed in the report (and
-    printed when ``verbose``). Raises ``WeightsError`` when no layer at all matches.
+    printed when ``verbose``). A converted Darknet source is renamed to yolo3 names first (see the
+    module docstring); its layers without a yolo3 name are listed as ``unmapped``. Raises
+    ``WeightsError`` when no layer at all matches, or when a converted source fits no known layout.
     """
     types = [model_type] + [t for t in ("yolov3", "tiny") if t != model_type] if model_type else \
         ["yolov3", "tiny"]
     source = read_layer_weights(path, types, num_anchors)
     report = LoadReport()
-    for name, layer in _layers_with_weights(model).items():
+    targets = _layers_with_weights(model)
+    conv_indices = _converted_conv_indices(source)
+    if conv_indices is not None:
+        kind = _target_kind(model, os.fspath(path))
+        if kind is not None:
+            report.darknet_layout = _darknet_layout(os.fspath(path), kind, conv_indices)
+            source, report.unmapped = _rename_converted(source, report.darknet_layout, set(targets))
+    for name, layer in targets.items():
         if name not in source:
             report.skipped.append((name, "not in the weights file"))
             continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,11 +40,15 @@ def _net(height: int, width: int, channels: int) -> Dict[str, str]:
 
 
 class _Builder:
-    """Appends cfg layers and records which yolo3 layers hold each conv's weights."""
+    """Appends cfg layers and records the yolo3 block behind each conv (cfg index -> block name).
 
-    def __init__(self, model):
+    Without a model only the layout is recorded (specs are ``None``): :func:`body_to_cfg_index`.
+    """
+
+    def __init__(self, model=None):
         self.model = model
         self.layers: List[Layer] = []
+        self.blocks: Dict[int, str] = {}  # cfg index -> yolo3 block name
         self.conv_names: Dict[int, Tuple[str, Optional[str]]] = {}  # cfg index -> (conv, bn)
 
     @property
@@ -57,27 +61,44 @@ class _Builder:
 
     def conv(self, block: str, stride: int = 1) -> int:
         """A Darknet conv block ``block`` (``_conv``/``_bn``), or a plain output conv ``block``."""
-        names = {l.name for l in self.model.layers}
-        if f"{block}_conv" in names:
-            conv_name, bn_name, act = f"{block}_conv", f"{block}_bn", "leaky"
-        elif block in names:
-            conv_name, bn_name, act = block, None, "linear"
-        else:
-            raise DarknetError(None, f"the model has no layer {block!r} or {block + '_conv'!r}: "
-                                     f"not a yolo3 body")
-        conv = self.model.get_layer(conv_name)
-        size = int(conv.kernel_size[0])
-        spec = ConvSpec(filters=int(conv.filters), size=size, stride=stride, pad=size // 2,
-                        batch_normalize=bn_name is not None, activation=act)
+        spec = None
+        if self.model is not None:
+            names = block_layer_names(block, {l.name for l in self.model.layers})
+            spec = self._conv_spec(*names, stride)
         index = self.add("convolutional", spec)
-        self.conv_names[index] = (conv_name, bn_name)
+        self.blocks[index] = block
+        if self.model is not None:
+            self.conv_names[index] = names
         return index
 
+    def _conv_spec(self, conv_name: str, bn_name: Optional[str], stride: int) -> ConvSpec:
+        size = int(self.model.get_layer(conv_name).kernel_size[0])
+        return ConvSpec(filters=int(self.model.get_layer(conv_name).filters), size=size,
+                        stride=stride, pad=size // 2, batch_normalize=bn_name is not None,
+                        activation="leaky" if bn_name is not None else "linear")
+
     def yolo(self, mask, anchors, classes) -> int:
-        return self.add("yolo", YoloSpec(mask=list(mask), anchors=anchors, classes=classes))
+        spec = None if self.model is None else YoloSpec(mask=list(mask), anchors=anchors,
+                                                        classes=classes)
+        return self.add("yolo", spec)
 
 
-def _yolov3_layers(b: _Builder, anchors, masks, classes) -> None:
+def block_layer_names(block: str, layer_names: Collection[str]) -> Tuple[str, Optional[str]]:
+    """``(conv, bn)`` layer names of yolo3 block ``block`` in a model with ``layer_names``.
+
+    A Darknet conv block has ``<block>_conv`` and ``<block>_bn``; an output conv is ``<block>``
+    itself (bn ``None``).
+    """
+    if f"{block}_conv" in layer_names:
+        return f"{block}_conv", f"{block}_bn"
+    if block in layer_names:
+        return block, None
+    raise DarknetError(None, f"the model has no layer {block!r} or {block + '_conv'!r}: "
+                             f"not a yolo3 body")
+
+
+def _darknet53_layers(b: _Builder) -> Tuple[int, int]:
+    """Darknet-53 (cfg layers 0..74 of yolov3.cfg and darknet53.cfg); returns the c3, c4 indices."""
     b.conv("backbone_stem")
     taps = []
     for stage, blocks in _DARKNET53_STAGES:
@@ -87,7 +108,12 @@ def _yolov3_layers(b: _Builder, anchors, masks, classes) -> None:
             b.conv(f"backbone_{stage}_b{j}_conv2")
             b.add("shortcut", ShortcutSpec(source=b.last - 2, activation="linear"))
         taps.append(b.last)
-    skips = {16: taps[3], 8: taps[2]}  # c4 (end of s4), c3 (end of s3)
+    return taps[2], taps[3]  # c3 (end of s3), c4 (end of s4)
+
+
+def _yolov3_layers(b: _Builder, anchors, masks, classes) -> None:
+    c3, c4 = _darknet53_layers(b)
+    skips = {16: c4, 8: c3}
     for scale, stride in enumerate((32, 16, 8)):
         if stride != 32:
             b.add("route", RouteSpec(sources=[branch]))
@@ -123,6 +149,35 @@ def _tiny_layers(b: _Builder, anchors, masks, classes) -> None:
     b.conv("head_s16_conv1")
     b.conv("output_s16")
     b.yolo(masks[1], anchors, classes)
+
+
+# Darknet layouts by kind: yolo3 bodies (with their cfgs' [yolo] layers) and the bare backbone.
+_LAYOUTS: Dict[str, Callable[..., None]] = {
+    "yolov3": _yolov3_layers,
+    "tiny": _tiny_layers,
+    "darknet53": lambda b, anchors, masks, classes: _darknet53_layers(b),
+}
+LAYOUT_KINDS = tuple(_LAYOUTS)
+
+
+def body_to_cfg_index(kind: str) -> Dict[str, int]:
+    """``{yolo3 conv block: cfg layer index}`` for ``kind`` (``'yolov3'``, ``'tiny'``, ``'darknet53'``).
+
+    The layout is the one :func:`export_darknet` writes, i.e. Darknet's yolov3.cfg, yolov3-tiny.cfg
+    and darknet53.cfg (its layers 0..74 are yolov3.cfg's). Blocks are ``backbone_stem``, ...,
+    ``output_s32``; see :func:`block_layer_names` for their Keras layers.
+    """
+    if kind not in _LAYOUTS:
+        raise DarknetError(None, f"unknown model kind {kind!r}: choose from {LAYOUT_KINDS}")
+    b = _Builder()
+    _LAYOUTS[kind](b, None, [()] * 3, 0)
+    return {block: index for index, block in b.blocks.items()}
+
+
+def converted_layer(name: str) -> Optional[Tuple[str, int]]:
+    """``(kind, cfg index)`` of a converted model's layer name (``'bn_12'`` -> ``('bn', 12)``)."""
+    m = _CONVERTED_NAME.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
 
 
 def _producers(layer) -> List[str]:
@@ -237,7 +292,7 @@ def export_darknet(model, cfg_out: PathLike, weights_out: PathLike,
         layers, conv_names = _converted_layers(model, anchors, masks or [], num_classes)
     else:
         b = _Builder(model)
-        (_yolov3_layers if kind == "yolov3" else _tiny_layers)(b, anchors, masks, num_classes)
+        _LAYOUTS[kind](b, anchors, masks, num_classes)
         layers, conv_names = b.layers, b.conv_names
     text = format_cfg(_net(*input_size, channels), layers)
     cfg = parse_cfg_text(text, cfg_out)  # checks every shape, including [yolo] channel counts
