@@ -60,7 +60,7 @@ class TrainConfig:
     steps_per_epoch: Optional[int] = None
     validation_steps: Optional[int] = None
     max_boxes: int = 100
-    augment: bool = True
+    augment: str = "full"  # AugmentConfig preset: full, light or none
     freeze_bn: bool = False
     verbose: int = 1
 
@@ -182,7 +182,7 @@ def _make_dataset(records, config: TrainConfig, anchors, num_classes: int, batch
     size = (config.input_size, config.input_size)
     return make_dataset(records, size, anchors, num_classes, batch, training=training,
                         max_boxes=config.max_boxes, seed=config.seed,
-                        augment=AugmentConfig() if config.augment else None)
+                        augment=AugmentConfig.preset(config.augment) if training else None)
 
 
 def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.optimizers.Optimizer:

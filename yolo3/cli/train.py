@@ -47,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--seed", type=int, default=0, help="random seed (default 0)")
     a("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: one pass over the data)")
     a("--validation-steps", type=int, default=None, help="validation steps (default: all)")
-    a("--no-augment", dest="augment", action="store_false", help="disable data augmentation")
+    a("--augment", choices=["full", "light", "none"], default="full",
+      help="training augmentation: full (keras-yolo3 strength: scale 0.25-2, aspect jitter 0.3, "
+           "flip, HSV), light (scale 0.7-1.3, jitter 0.1, flip, mild HSV) or none (default full)")
+    a("--no-augment", dest="augment", action="store_const", const="none",
+      help="same as --augment none")
     a("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in inference mode "
       "(pretrained statistics): for small per-replica batches; replicas then match one device exactly")
     a("--quiet", action="store_true", help="no progress bars")

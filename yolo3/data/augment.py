@@ -8,7 +8,7 @@ a gray (0.5) canvas of the input size, horizontal flip, HSV distortion; optional
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -38,6 +38,18 @@ class AugmentConfig:
     value: float = 1.5
     mosaic: float = 0.0
     min_box_size: float = 1.0
+
+    @classmethod
+    def preset(cls, name: str) -> Optional["AugmentConfig"]:
+        """``'full'`` (keras-yolo3's strength), ``'light'`` (small jitter and scale changes, for
+        short runs and easy data such as the synthetic shapes) or ``'none'`` (-> None)."""
+        if name == "full":
+            return cls()
+        if name == "light":
+            return cls(jitter=0.1, scale=(0.7, 1.3), hue=0.05, saturation=1.2, value=1.2)
+        if name == "none":
+            return None
+        raise ValueError(f"unknown augmentation preset {name!r}: expected full, light or none")
 
 
 def _uniform(seed, lo, hi, shape=()):
