@@ -51,6 +51,17 @@ def strides_for(num_scales: int) -> List[int]:
     return [32, 16, 8][:num_scales]
 
 
+def _read_text(path: PathLike, what: str) -> str:
+    """The UTF-8 text of a small user file; unreadable files raise FileFormatError naming ``what``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise FileFormatError(path, f"cannot read {what} file: {e.strerror or e}")
+    except UnicodeDecodeError:
+        raise FileFormatError(path, f"{what} file is not UTF-8 text")
+
+
 def parse_anchors(text: str, path: Optional[PathLike] = None) -> np.ndarray:
     """Parse anchor-file text into a ``(N, 2)`` float32 array of ``(w, h)``."""
     values: List[float] = []
@@ -77,14 +88,7 @@ def parse_anchors(text: str, path: Optional[PathLike] = None) -> np.ndarray:
 
 def read_anchors(path: PathLike) -> np.ndarray:
     """Read an anchors file into a ``(N, 2)`` float32 array of ``(width, height)`` pixels."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise FileFormatError(path, f"cannot read anchors file: {e.strerror or e}")
-    except UnicodeDecodeError:
-        raise FileFormatError(path, "anchors file is not UTF-8 text")
-    return parse_anchors(text, path)
+    return parse_anchors(_read_text(path, "anchors"), path)
 
 
 def format_anchors(anchors: np.ndarray) -> str:
@@ -125,14 +129,7 @@ def parse_classes(text: str, path: Optional[PathLike] = None) -> List[str]:
 
 def read_classes(path: PathLike) -> List[str]:
     """Read a classes file (one name per line) into a list; the class id is the line index."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise FileFormatError(path, f"cannot read classes file: {e.strerror or e}")
-    except UnicodeDecodeError:
-        raise FileFormatError(path, "classes file is not UTF-8 text")
-    return parse_classes(text, path)
+    return parse_classes(_read_text(path, "classes"), path)
 
 
 def write_classes(path: PathLike, names: Sequence[str]) -> None:
