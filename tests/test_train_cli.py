@@ -11,8 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from yolo3.callbacks import StopOnNaN
 from yolo3.cli.train import main
 from yolo3.data.synthetic import make_synthetic_dataset
 
@@ -59,7 +61,24 @@ def _history(out):
         return [int(r["epoch"]) for r in csv.DictReader(f)]
 
 
-def test_train_in_process_then_resume(dataset, tmp_path):
+class _RecordOptimizer(StopOnNaN):
+    """StopOnNaN that also records the fitted model's optimiser variables when training begins."""
+
+    seen: list = []
+
+    def on_train_begin(self, logs=None):
+        opt = self.model.optimizer
+        _RecordOptimizer.seen.append([np.array(v) for v in opt.variables] if opt.built else None)
+
+
+def _saved_optimizer(out):
+    state = json.loads((out / "resume.json").read_text())
+    with np.load(out / state["dir"] / "optimizer.npz") as data:
+        return [data[str(i)] for i in range(len(data.files))]
+
+
+def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
+    """Resume restores weights, epoch AND the Adam state (iterations, moments) without warnings."""
     d, classes = dataset
     out = tmp_path / "run"
     assert main(_args(d, classes, out, "--freeze-epochs", "1", "--epochs", "2")) == 0
@@ -67,9 +86,22 @@ def test_train_in_process_then_resume(dataset, tmp_path):
                  "classes.txt", "resume.json"):
         assert (out / name).exists(), name
     assert _history(out) == [0, 1]
+    saved = _saved_optimizer(out)
+    steps = 4  # 9 training images // batch 2
+    assert int(saved[0]) == steps  # stage 2 (epoch 1) ran one epoch on a fresh optimiser
+    monkeypatch.setattr("yolo3.train.StopOnNaN", _RecordOptimizer)
+    _RecordOptimizer.seen = []
     assert main(_args(d, classes, out, "--epochs", "3", "--resume")) == 0
     assert _history(out) == [0, 1, 2]
     assert json.loads((out / "resume.json").read_text())["epoch"] == 3
+    restored = _RecordOptimizer.seen[0]
+    assert restored is not None, "optimiser not restored: unbuilt when training resumed"
+    assert len(restored) == len(saved) > 2
+    for got, want in zip(restored, saved):
+        np.testing.assert_array_equal(got, want)
+    assert any(np.abs(v).sum() > 0 for v in saved[2:])  # the moments are not trivially zero
+    assert int(_saved_optimizer(out)[0]) == 2 * steps  # the step count continued
+    assert not [w for w in recwarn if "Skipping variable loading" in str(w.message)]
 
 
 def _run_cli(args, **kw):

@@ -7,25 +7,30 @@ Files in ``output_dir``:
 - ``resume.json`` plus ``resume-<epoch>/`` (template weights, optimiser variables): the state
   ``--resume`` restores.
 
-Every file is written to a temporary name in the same folder, flushed to disk and renamed over the
-old one, so a crash (even SIGKILL) leaves either the old or the new file, never half of one.
+Every file is written to a temporary name (``.tmp-*``) in the same folder, flushed to disk and
+renamed over the old one, so a crash (even SIGKILL) leaves either the old or the new file, never
+half of one; :func:`remove_stale_temporaries` deletes what a killed writer left behind.
 """
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import keras
 import numpy as np
+from keras.src.saving import saving_lib  # save_weights_only(objects_to_skip=...): no public equivalent
 
 __all__ = ["atomic_write", "atomic_save_weights", "atomic_save_model", "TemplateCheckpoint",
            "ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
-           "StopOnNaN"]
+           "StopOnNaN", "remove_stale_temporaries", "truncate_history", "TEMP_PREFIX"]
+
+TEMP_PREFIX = ".tmp-"
 
 PathLike = Union[str, os.PathLike]
 
@@ -53,7 +58,7 @@ def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = ""
     flush it and rename it over ``path``. The temporary file is removed if ``writer`` fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}-", suffix=suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", suffix=suffix, dir=path.parent)
     os.close(fd)
     os.unlink(tmp)  # Keras refuses to overwrite silently in some versions; let it create the file
     try:
@@ -81,6 +86,73 @@ def atomic_save_model(model: keras.Model, path: PathLike) -> Path:
     return atomic_write(path, lambda tmp: model.save(tmp, include_optimizer=False), suffix=".keras")
 
 
+def remove_stale_temporaries(output_dir: PathLike) -> int:
+    """Delete the ``.tmp-*`` files and folders a killed writer left in ``output_dir``; returns how many.
+
+    Call it only where no other process writes into ``output_dir`` at the same time.
+    """
+    removed = 0
+    for path in Path(output_dir).glob(f"{TEMP_PREFIX}*"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def truncate_history(path: PathLike, epochs: int) -> None:
+    """Keep only the rows of epochs ``0 .. epochs - 1`` of the CSVLogger file ``path`` (atomically).
+
+    On resume the epochs after the restored state are trained again, so their rows (written before a
+    crash lost the matching checkpoint) must go: history.csv then lists every epoch exactly once.
+    Malformed rows (a line cut by a crash) are dropped too.
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    if not fields:
+        return
+    keep = [r for r in rows if _row_epoch(r) is not None and _row_epoch(r) < epochs
+            and None not in r.values()]
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(keep)
+    atomic_write(path, write, suffix=".csv")
+
+
+def _row_epoch(row: Dict[str, str]) -> Optional[int]:
+    try:
+        return int(row.get("epoch") or "")
+    except ValueError:
+        return None
+
+
+def _save_weights_without_optimizer(model: keras.Model, path: Path) -> None:
+    """``model.save_weights(path)`` without the optimiser variables a compiled model would add.
+
+    Those go to ``optimizer.npz``; left in the weights file, loading it into a compiled model whose
+    optimiser is not built yet warns "Skipping variable loading for optimizer".
+    """
+    saving_lib.save_weights_only(model, str(path), objects_to_skip=_optimizer_of(model))
+
+
+def _load_weights_without_optimizer(model: keras.Model, path: PathLike) -> None:
+    """``model.load_weights(path)`` leaving a compiled model's optimiser alone (see optimizer.npz)."""
+    saving_lib.load_weights_only(model, str(path), objects_to_skip=_optimizer_of(model))
+
+
+def _optimizer_of(model: keras.Model) -> Optional[list]:
+    optimizer = getattr(model, "optimizer", None)
+    return [optimizer] if optimizer is not None else None
+
+
 class ResumeState(dict):
     """``{'epoch': completed epochs, 'best': best monitored value, 'dir': state folder}``."""
 
@@ -95,9 +167,9 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
     output_dir = Path(output_dir)
     name = f"resume-{epoch:05d}"
     final = output_dir / name
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=output_dir))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{name}-", dir=output_dir))
     try:
-        template.save_weights(str(tmp / "model.weights.h5"))
+        _save_weights_without_optimizer(template, tmp / "model.weights.h5")
         _fsync_file(tmp / "model.weights.h5")
         if optimizer is not None and optimizer.built:
             store: Dict[str, np.ndarray] = {}
@@ -136,16 +208,20 @@ def load_resume_state(output_dir: PathLike) -> Optional[ResumeState]:
 
 
 def restore_resume_state(state: ResumeState, template: keras.Model,
-                         optimizer: Optional[keras.optimizers.Optimizer] = None) -> None:
+                         optimizer: Optional[keras.optimizers.Optimizer] = None,
+                         variables: Optional[Sequence] = None) -> None:
     """Load the template weights and, when saved and given, the optimiser variables of ``state``.
 
-    The optimiser is built on ``template.trainable_variables`` first (same stage, same layout).
+    An unbuilt optimiser is built first on ``variables``: the trainable variables of the model that
+    is fitted (a replica wrapper may order them differently), ``template.trainable_variables`` by
+    default. They must be those of the stage that saved the state.
     """
-    template.load_weights(os.path.join(state["path"], "model.weights.h5"))
+    _load_weights_without_optimizer(template, os.path.join(state["path"], "model.weights.h5"))
     opt_file = os.path.join(state["path"], "optimizer.npz")
     if optimizer is not None and os.path.exists(opt_file):
         if not optimizer.built:
-            optimizer.build(template.trainable_variables)
+            optimizer.build(list(variables) if variables is not None
+                            else template.trainable_variables)
         with np.load(opt_file) as data:
             store = {k: data[k] for k in data.files}
         if len(store) != len(optimizer.variables):

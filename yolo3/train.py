@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from yolo3.anchors import default_anchors, read_anchors, read_classes, write_anchors, write_classes
 from yolo3.callbacks import (StopOnNaN, TemplateCheckpoint, atomic_save_model, atomic_save_weights,
-                             load_resume_state, restore_resume_state)
+                             load_resume_state, remove_stale_temporaries, restore_resume_state,
+                             truncate_history)
 from yolo3.distribute import is_chief, make_strategy, prepare_fit, replica_devices
 from yolo3.errors import Yolo3Error
 from yolo3.model import BACKBONE_PREFIX, build_body
@@ -240,6 +241,7 @@ def train(config: TrainConfig) -> TrainResult:
     # non-chief workers of a cluster write to their own folder (same code path, nothing clobbered)
     write_dir = out if chief else out / f".worker-{_task_index()}"
     write_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(write_dir)  # half-written files of a killed run
     if chief:
         write_anchors(out / "anchors.txt", anchors)
         write_classes(out / "classes.txt", class_names)
@@ -263,12 +265,14 @@ def train(config: TrainConfig) -> TrainResult:
     if config.weights:
         skipped = load_weights_by_name(body, config.weights, model_type=config.model).skipped
 
-    state = load_resume_state(out) if config.resume else None
+    state = load_resume_state(out) if config.resume else None  # the chief's: one epoch for all
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
     if state:
         print(f"resuming from {state['path']} after epoch {start_epoch}")
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
+    if config.resume:  # epochs after the state are trained again: drop their rows
+        truncate_history(write_dir / "history.csv", start_epoch)
 
     train_ds = _make_dataset(records, config, anchors, num_classes, global_batch, True)
     val_ds = _make_dataset(val_records, config, anchors, num_classes, global_batch, False)
@@ -298,9 +302,11 @@ def train(config: TrainConfig) -> TrainResult:
               f"global batch {global_batch}, {config.strategy}")
         if state and start_epoch > first:
             with scope():
-                restore_resume_state(state, template, optimizer)
-        callbacks = [nan_stop, ckpt,
-                     keras.callbacks.CSVLogger(str(write_dir / "history.csv"), append=True)]
+                restore_resume_state(state, template, optimizer, model.trainable_variables)
+        # the history row before the checkpoint: a crash between them repeats the epoch (its row
+        # is dropped on resume) instead of leaving a gap in history.csv
+        callbacks = [nan_stop, keras.callbacks.CSVLogger(str(write_dir / "history.csv"), append=True),
+                     ckpt]
         if _has_tensorboard():
             callbacks.append(keras.callbacks.TensorBoard(str(write_dir / "logs")))
         elif config.verbose:
