@@ -224,3 +224,53 @@ def test_sigkill_at_random_moments_then_resume(dataset, tmp_path):
     assert _check_checkpoints_readable(out, classes) == total
     assert (out / "final.keras").exists()
     assert not [f for f in out.iterdir() if f.name.startswith(".tmp-")]
+
+
+def _backup_epoch(folder: Path) -> int:
+    """The epoch Keras BackupAndRestore recorded in ``folder`` (0 without a backup)."""
+    meta = folder / "training_metadata.json"
+    try:
+        return int(json.loads(meta.read_text())["epoch"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+@pytest.mark.slow
+def test_multiworker_restarts_from_backup_after_a_worker_dies(dataset, tmp_path):
+    """Two ``--strategy multiworker`` workers; worker 1 is SIGKILLed once its epoch-1 backup exists,
+    the chief (stuck in a collective) too; the same command restarted on both continues from the
+    backed-up epoch: history.csv lists epochs 0..3 once (a fresh start would repeat epoch 0)."""
+    from multidevice_helpers import free_ports, run_cluster, tf_config
+    d, classes = dataset
+    out, total = tmp_path / "mw", 4
+    argv = [sys.executable, str(REPO / "train_multi_gpu.py"),
+            *_args(d, classes, out, "--strategy", "multiworker", "--epochs", str(total),
+                   "--steps-per-epoch", "2", "--validation-steps", "1", "--freeze-bn")]
+    ports = free_ports(2)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    logs = [tmp_path / f"worker{i}.txt" for i in range(2)]
+    procs = []
+    try:
+        for i, log in enumerate(logs):
+            with open(log, "w") as f:
+                procs.append(subprocess.Popen(argv, env=dict(env, TF_CONFIG=tf_config(ports, i)),
+                                              stdout=f, stderr=subprocess.STDOUT))
+        for i in (1, 0):  # both: the chief's backup may lag worker 1's by a moment
+            folder = out / (".worker-1" if i else "") / "backup"
+            _wait(lambda: _backup_epoch(folder) >= 1, procs[i], logs[i], timeout=300)
+        procs[1].send_signal(signal.SIGKILL)
+        procs[0].send_signal(signal.SIGKILL)  # waiting for the dead peer's all-reduce otherwise
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    saved = _backup_epoch(out / "backup")
+    assert saved == _backup_epoch(out / ".worker-1" / "backup") and 1 <= saved < total
+    assert _history(out) in (list(range(saved)), list(range(saved + 1)))  # row, then backup
+    runs = run_cluster(lambda i: argv, num_workers=2, timeout=400)
+    for code, text in runs:
+        assert code == 0, text[-3000:]
+    assert _history(out) == list(range(total))
+    assert (out / "final.keras").exists() and (out / ".worker-1" / "final.weights.h5").exists()
+    assert not (out / "backup" / "training_metadata.json").exists()  # deleted once training ends

@@ -273,6 +273,8 @@ def train(config: TrainConfig) -> TrainResult:
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
     if config.resume:  # epochs after the state are trained again: drop their rows
         truncate_history(write_dir / "history.csv", start_epoch)
+    elif config.strategy == "multiworker" and (write_dir / "backup").exists():
+        truncate_history(write_dir / "history.csv", _backup_epoch(write_dir / "backup"))
 
     train_ds = _make_dataset(records, config, anchors, num_classes, global_batch, True)
     val_ds = _make_dataset(val_records, config, anchors, num_classes, global_batch, False)
@@ -335,6 +337,15 @@ def train(config: TrainConfig) -> TrainResult:
     done = len(_read_csv_history(write_dir / "history.csv").get("loss", []))
     return TrainResult(str(out), str(final_model), str(final_weights), history, done,
                        nan_stop.stopped, nan_stop.message, skipped)
+
+
+def _backup_epoch(backup_dir: Path) -> int:
+    """Epochs completed according to a Keras BackupAndRestore folder (0 when it has none)."""
+    import json
+    try:
+        return int(json.loads((backup_dir / "training_metadata.json").read_text())["epoch"])
+    except (OSError, ValueError, KeyError):
+        return 0
 
 
 def _masks_for(model: str) -> List[List[int]]:
