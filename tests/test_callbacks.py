@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from yolo3.callbacks import (atomic_save_weights, atomic_write, load_resume_state,
-                             restore_resume_state, save_resume_state)
+                             remove_stale_temporaries, restore_resume_state, save_resume_state,
+                             truncate_history)
 from yolo3.model import build_body
 from yolo3.weights import WeightsError, load_weights_by_name
 
@@ -75,3 +76,23 @@ def test_load_weights_by_name_skips_mismatched_heads(tmp_path, capsys):
     assert "skipped output_s32" in capsys.readouterr().out
     with pytest.raises(WeightsError, match="not found"):
         load_weights_by_name(dst, tmp_path / "missing.weights.h5")
+
+
+def test_truncate_history_keeps_earlier_epochs_and_drops_cut_rows(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,loss,val_loss\n0,3.0,3.5\n1,2.0,2.5\n2,1.0,1.5\n3,0.9\n")
+    truncate_history(path, 10)  # only the row a crash cut short goes
+    assert path.read_text().splitlines()[-1] == "2,1.0,1.5"
+    truncate_history(path, 2)
+    assert path.read_text().splitlines() == ["epoch,loss,val_loss", "0,3.0,3.5", "1,2.0,2.5"]
+    truncate_history(tmp_path / "missing.csv", 1)  # no file: nothing to do
+    assert not (tmp_path / "missing.csv").exists()
+
+
+def test_remove_stale_temporaries_leaves_checkpoints(tmp_path):
+    (tmp_path / ".tmp-last.keras-abc.keras").write_text("half")
+    (tmp_path / ".tmp-resume-00002-xyz").mkdir()
+    (tmp_path / "last.keras").write_text("whole")
+    (tmp_path / "resume-00001").mkdir()
+    assert remove_stale_temporaries(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.keras", "resume-00001"]
