@@ -10,10 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUTPUT=demo_output
-NUM_IMAGES=1200
+NUM_IMAGES=1000
 VAL_IMAGES=200
-EPOCHS=30
-INPUT_SIZE=224
+EPOCHS=16
+INPUT_SIZE=160
 BATCH_SIZE=8
 SEED=0
 while [[ $# -gt 0 ]]; do
@@ -55,7 +55,7 @@ echo "== 3/5 training tiny YOLOv3 from scratch on 2 replicas (${REPLICAS[*]})"
 "$PY" train_multi_gpu.py --model tiny --strategy wrapper "${REPLICAS[@]}" \
   --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" --classes "$DATA/classes.txt" \
   --anchors "$OUTPUT/anchors.txt" --input-size "$INPUT_SIZE" --batch-size "$BATCH_SIZE" \
-  --freeze-epochs 0 --epochs "$EPOCHS" --seed "$SEED" --output "$OUTPUT/train"
+  --augment light --freeze-epochs 0 --epochs "$EPOCHS" --seed "$SEED" --output "$OUTPUT/train"
 
 echo "== 4/5 evaluation of the saved template weights in a fresh detector"
 "$PY" tools/evaluate.py --annotations "$DATA/val.txt" --classes "$DATA/classes.txt" \

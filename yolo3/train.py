@@ -321,6 +321,7 @@ def train(config: TrainConfig) -> TrainResult:
         h = model.fit(train_ds, validation_data=val_ds, epochs=last, initial_epoch=max(first, start_epoch),
                       steps_per_epoch=steps if config.steps_per_epoch else None,
                       validation_steps=config.validation_steps, callbacks=callbacks,
+                      shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
                       verbose=config.verbose)
         for k, v in h.history.items():
             history.setdefault(k, []).extend(float(x) for x in v)
