@@ -190,3 +190,19 @@ def test_cli_import_prints_anchors_and_masks(tmp_path, darknet_cfg_dir, tiny_wei
     text = capsys.readouterr().out
     assert rc == 0 and out.is_file()
     assert "10,14,  23,27" in text and "[[3, 4, 5], [1, 2, 3]]" in text and "classes: 80" in text
+
+
+@pytest.mark.parametrize("name", ["yolov3", "yolov3-tiny", "darknet53"])
+@pytest.mark.parametrize("h,w", [(416, 416), (320, 192)])
+def test_conv_flops_match_the_built_model(darknet_cfg_dir, name, h, w):
+    """``DarknetCfg.conv_flops`` equals 2 x multiply-adds counted from the built layers' shapes."""
+    cfg = parse_cfg(darknet_cfg_dir / f"{name}.cfg")
+    model = build_model(cfg, (h, w), kernel_initializer="zeros")
+    expected = 0
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Conv2D):
+            _, out_h, out_w, _ = layer.output.shape
+            expected += 2 * int(np.prod(layer.kernel.shape)) * out_h * out_w
+    assert cfg.conv_flops(h, w) == pytest.approx(expected, rel=1e-12)
+    if (name, h) == ("yolov3", 416):  # Darknet prints 65.864 BFLOPs for yolov3.cfg at 416
+        assert cfg.conv_flops() == pytest.approx(65.864e9, rel=1e-4)

@@ -119,6 +119,18 @@ class DarknetCfg:
             return [l.index - 1 for l in yolos]
         return [self.layers[-1].index]
 
+    def conv_flops(self, height: Optional[int] = None, width: Optional[int] = None) -> float:
+        """Floating-point operations of the convolutions for one ``height x width`` image (default
+        the ``[net]`` size), 2 per multiply-add as Darknet counts its BFLOPs (65.9e9 for YOLOv3-416)."""
+        h, w = height or self.height, width or self.width
+        total = 0.0
+        for layer in self.convs():
+            spec = layer.spec
+            c_in = self.layers[layer.index - 1].channels if layer.index else self.channels
+            out_h, out_w = -(-h // layer.stride), -(-w // layer.stride)
+            total += 2.0 * spec.size * spec.size * c_in * spec.filters * out_h * out_w
+        return total
+
     def yolo_info(self) -> Tuple[Optional[np.ndarray], List[List[int]], Optional[int]]:
         """``(anchors, masks, num_classes)`` from the ``[yolo]`` layers (``None, [], None`` if none)."""
         yolos = self.yolo_layers()
