@@ -105,3 +105,20 @@ def test_video_keeps_frame_rate_and_frame_count(model_dir, tmp_path):
     assert frames == 6
     entries = json.loads(js.read_text())
     assert [e["frame"] for e in entries] == list(range(6))
+
+
+def test_precision_flag_reaches_the_detector(model_dir, tmp_path):
+    from yolo3.cli.detect import main
+    from yolo3.detector import YOLO
+
+    image = SHARED_IMAGES / "dog.jpg"
+    js = tmp_path / "bf16.json"
+    rc = main(["--model", str(model_dir / "final.keras"), "--input", str(image), "--output",
+               str(tmp_path / "o"), "--json", str(js), "--score", "0.2", "--input-size", str(INPUT),
+               "--no-draw", "--precision", "bfloat16"])
+    assert rc == 0
+    [entry] = json.loads(js.read_text())
+    half = YOLO(model_dir / "final.keras", score=0.2, input_size=INPUT, precision="bfloat16")
+    boxes, scores, _ = half.detect(pil_rgb(image))
+    assert len(entry["boxes"]) == len(boxes) > 0
+    np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)

@@ -224,3 +224,23 @@ def test_converted_darknet_tiny_uses_its_cfg_masks(tmp_path, darknet_cfg_dir):
     boxes, scores, classes = det.detect(image)
     assert np.all(boxes[:, [0, 2]] <= 500) and np.all(boxes[:, [1, 3]] <= 300) and np.all(boxes >= 0)
     assert np.all(scores > det.score) and np.all((classes >= 0) & (classes < 80))
+
+
+def test_bfloat16_precision_computes_in_bfloat16_close_to_float32(tiny_files, detector):
+    import keras
+
+    from yolo3.detector import YOLO
+
+    half = YOLO(tiny_files / "final.keras", score=0.3, iou=0.45, input_size=INPUT, precision="bfloat16")
+    convs = [l for l in half.inference_body.layers if isinstance(l, keras.layers.Conv2D)]
+    assert convs and all(l.compute_dtype == "bfloat16" and l.variable_dtype == "float32" for l in convs)
+    x = np.random.default_rng(11).uniform(0, 1, (2, INPUT, INPUT, 3)).astype(np.float32)
+    for ref, got in zip(detector.forward(x), half.forward(x)):
+        assert got.dtype == np.float32 and got.shape == ref.shape
+        err = np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref.astype(np.float64))
+        assert 0 < err < 3e-2, err  # bfloat16 keeps 8 significant bits: about 1% on the maps
+    image = np.random.default_rng(12).integers(0, 256, (90, 140, 3), dtype=np.uint8)
+    boxes, scores, classes = half.detect(image)
+    assert boxes.dtype == np.float32 and len(boxes) == len(scores) == len(classes)
+    with pytest.raises(ValueError, match="precision"):
+        YOLO(tiny_files / "final.keras", input_size=INPUT, precision="float16")
