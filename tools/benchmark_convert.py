@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     p.add_argument("--cfg", type=Path, default=_default_cfg(), help="Darknet cfg (default: yolov3)")
     p.add_argument("--out-format", choices=["keras", "weights.h5"], default="keras")
     args = p.parse_args(argv)
+    if not args.cfg.is_file():
+        p.error(f"cfg not found: {args.cfg} (pass --cfg PATH/yolov3.cfg)")
     from yolo3.darknet.random_weights import write_random_weights
     with tempfile.TemporaryDirectory() as tmp:
         weights = Path(tmp) / "random.weights"

@@ -11,7 +11,14 @@ median of ``--runs`` after warm-up):
   function, outputs copied to NumPy);
 - our end-to-end time: JPEG file -> decoded RGB array -> ``YOLO.detect`` (letterbox, forward, decode,
   NMS) -> boxes;
-- images/s of ``YOLO.detect_batch`` on 8 images.
+- images/s of ``YOLO.detect_batch`` on 8 images;
+- our bare forward with ``precision="bfloat16"`` where the CPU multiplies bfloat16 natively
+  (AVX-512 BF16 / AMX) or on a GPU;
+- the compute rate of our float32 forward (Darknet's FLOP count of the cfg) against the machine's
+  float32 matrix-multiply peak, measured in the same run: how far float32 can still go;
+- converter agreement: relative error (norm of difference / norm of OpenCV's) of the raw maps that
+  feed each ``[yolo]`` layer, OpenCV's ``conv_<i>`` against our converted body and against the
+  batch-norm-folded copy the detector runs, on the same input.
 
 Targets (2-core CPU): our forward <= 0.85 x OpenCV's; end-to-end <= 1.10 x our forward.
 """
@@ -40,6 +47,12 @@ def median_ms(fn: Callable[[], object], runs: int, warmup: int) -> float:
     return statistics.median(times)
 
 
+def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
+    """``|a - ref| / |ref|`` (Frobenius norms, float64)."""
+    a64, r64 = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(a64 - r64) / np.linalg.norm(r64))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", required=True, help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg")
@@ -57,12 +70,19 @@ def main(argv=None) -> int:
     import cv2
     from PIL import Image
 
+    import tensorflow as tf
+
+    from yolo3.benchmarking import has_fast_bfloat16, matmul_peak_gflops
+    from yolo3.darknet.cfg import parse_cfg
     from yolo3.darknet.convert import convert
     from yolo3.darknet.random_weights import write_random_weights
     from yolo3.data.images import load_image
     from yolo3.detector import YOLO
 
     size = args.input_size
+    peak = matmul_peak_gflops()
+    gflop = parse_cfg(args.cfg).conv_flops(size, size) / 1e9
+    with_bf16 = has_fast_bfloat16() or bool(tf.config.list_physical_devices("GPU"))
     with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
         weights = os.path.join(tmp, "random.weights")
         write_random_weights(args.cfg, weights, seed=args.seed)
@@ -97,6 +117,21 @@ def main(argv=None) -> int:
         def end_to_end():
             return det.detect(load_image(image_path))
 
+        timed = {"opencv": cv_forward, "forward": our_forward, "e2e": end_to_end}
+        if with_bf16:
+            det16 = YOLO(model_path, input_size=size, score=args.score, precision="bfloat16")
+            timed["bf16"] = lambda: det16.forward(x)
+
+        raw_names = [f"conv_{i}" for i in parse_cfg(args.cfg).output_indices()]
+        net.setInput(blob)
+        reference = [np.asarray(o).transpose(0, 2, 3, 1) for o in net.forward(raw_names)]
+        body_out = det.body(x, training=False)
+        body_out = body_out if isinstance(body_out, (list, tuple)) else [body_out]
+        agreement = {"body": max(_rel_err(np.asarray(o), r) for o, r in zip(body_out, reference)),
+                     "folded": max(_rel_err(o, r) for o, r in zip(our_forward(), reference))}
+        if with_bf16:
+            agreement["bf16"] = max(_rel_err(o, r) for o, r in zip(timed["bf16"](), reference))
+
         batch = [rgb] * 8
 
         def batch8():
@@ -105,13 +140,13 @@ def main(argv=None) -> int:
         # Blocks of --block runs per measure, rotated, so that load from other processes hits all
         # alike; the first run of each block is dropped (the other library's idle thread pool may
         # still be spinning right after a switch).
-        rows = {"opencv": [], "forward": [], "e2e": []}
-        for fn in (cv_forward, our_forward, end_to_end):
+        rows = {k: [] for k in timed}
+        for fn in timed.values():
             for _ in range(args.warmup):
                 fn()
         block = max(2, args.block)
         for _ in range(max(1, -(-args.runs // (block - 1)))):
-            for key, fn in (("opencv", cv_forward), ("forward", our_forward), ("e2e", end_to_end)):
+            for key, fn in timed.items():
                 for j in range(block):
                     t0 = time.perf_counter()
                     fn()
@@ -127,6 +162,9 @@ def main(argv=None) -> int:
         "our_end_to_end_ms": med["e2e"], "batch8_images_per_s": 8000.0 / b8,
         "forward_vs_opencv": med["forward"] / med["opencv"],
         "end_to_end_vs_forward": med["e2e"] / med["forward"], "detections": n_boxes,
+        "matmul_peak_gflops": peak, "forward_gflops": gflop / (med["forward"] / 1000.0),
+        "bf16_forward_ms": med.get("bf16"), "rel_err_vs_opencv_bf16": agreement.get("bf16"),
+        "rel_err_vs_opencv_body": agreement["body"], "rel_err_vs_opencv_folded": agreement["folded"],
     }
     print(f"{os.path.basename(args.cfg)} {size}x{size}, random weights, batch 1, median of "
           f"{len(rows['opencv'])} runs, {os.cpu_count()} CPU cores, OpenCV {cv2.__version__}")
@@ -139,6 +177,17 @@ def main(argv=None) -> int:
           f"{result['end_to_end_vs_forward']:>11.2f} x forward   |")
     print(f"| {'yolo3 detect_batch, 8 images':<40} | {b8:>10.1f} | "
           f"{result['batch8_images_per_s']:>12.2f} images/s |")
+    if with_bf16:
+        print(f"| {'yolo3 forward, precision=bfloat16':<40} | {med['bf16']:>10.1f} | "
+              f"{med['bf16'] / med['opencv']:>11.2f} x OpenCV    |")
+    else:
+        print("(no bfloat16 row: this CPU has neither AVX-512 BF16 nor AMX, and there is no GPU)")
+    print(f"float32 forward: {gflop:.1f} GFLOP per image at {result['forward_gflops']:.0f} GFLOP/s = "
+          f"{100 * result['forward_gflops'] / peak:.0f}% of this machine's float32 matmul peak "
+          f"({peak:.0f} GFLOP/s); 0.85 x OpenCV would need {gflop / (0.85 * med['opencv'] / 1000):.0f} GFLOP/s")
+    print(f"converter agreement with OpenCV (raw [yolo] inputs, max over outputs): relative error "
+          f"{agreement['body']:.1e} (converted body), {agreement['folded']:.1e} (folded copy)"
+          + (f", {agreement['bf16']:.1e} (bfloat16)" if with_bf16 else ""))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)

@@ -30,19 +30,13 @@ def main(argv=None) -> int:
     import keras
     import numpy as np
     from yolo3.anchors import default_anchors
+    from yolo3.benchmarking import matmul_peak_gflops
     from yolo3.loss import identity_loss, yolo_training_model
     from yolo3.model import build_body
     from yolo3.parallel import multi_gpu_model
     from yolo3.targets import preprocess_true_boxes
 
-    n = 4096
-    a = tf.random.normal((n, n))
-    mm = tf.function(lambda x: tf.matmul(x, x))
-    mm(a).numpy()
-    t = time.perf_counter()
-    for _ in range(5):
-        mm(a).numpy()
-    peak = 5 * 2 * n ** 3 / (time.perf_counter() - t) / 1e9
+    peak = matmul_peak_gflops()
 
     s = args.size
     anchors = default_anchors("yolov3")
