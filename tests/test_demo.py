@@ -36,8 +36,8 @@ def test_demo_writes_every_artefact_and_learns(tmp_path):
     out = tmp_path / "demo"
     env = dict(os.environ, VENV=sys.prefix, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(
-        ["bash", "tools/demo.sh", "--output", str(out), "--num-images", "240", "--val-images", "40",
-         "--epochs", "6", "--input-size", "160"],
+        ["bash", "tools/demo.sh", "--output", str(out), "--num-images", "600", "--val-images", "40",
+         "--epochs", "14", "--input-size", "128"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ["anchors.txt", "evaluation.json", "evaluation_pr.png", "loss_curves.png",
@@ -51,6 +51,7 @@ def test_demo_writes_every_artefact_and_learns(tmp_path):
     assert "mAP@0.5      =" in proc.stdout and "mAP@0.5:0.95 =" in proc.stdout
     chance = _chance_map(out / "data" / "val.txt", classes=3)
     assert chance < 0.05
-    assert figures["mAP50"] > max(0.15, 5 * chance), (figures["mAP50"], chance)
+    # 600 images x 14 epochs at 128 px reach about 0.75 (3 min on 2 cores); the full demo 0.99
+    assert figures["mAP50"] > max(0.4, 5 * chance), (figures["mAP50"], chance)
     history = (out / "train" / "history.csv").read_text().splitlines()
-    assert len(history) == 1 + 6
+    assert len(history) == 1 + 14
