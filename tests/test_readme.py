@@ -28,6 +28,8 @@ def _shell_commands() -> list:
             while words and re.match(r"^[A-Z_]+=", words[0]):
                 words.pop(0)
             commands.append(words)
+    for inline in re.findall(r"`(python [^`]+)`", README):  # e.g. the commands of the figures table
+        commands.append(shlex.split(inline))
     return commands
 
 
@@ -62,7 +64,9 @@ def test_every_readme_tool_command_exists_and_accepts_its_flags():
     scripts = {script for script, _ in commands}
     assert {"train_multi_gpu.py", "tools/convert.py", "tools/detect.py", "tools/evaluate.py",
             "tools/export.py", "tools/kmeans.py", "tools/check_dataset.py",
-            "tools/voc_annotation.py", "tools/coco_annotation.py"} <= scripts
+            "tools/voc_annotation.py", "tools/coco_annotation.py", "tools/benchmark_training.py",
+            "tools/benchmark_data.py", "tools/benchmark_inference.py",
+            "tools/benchmark_convert.py"} <= scripts
     helps = {}
     for script, flags in commands:
         assert (REPO / script).is_file(), f"README runs {script}, which does not exist"
@@ -73,8 +77,14 @@ def test_every_readme_tool_command_exists_and_accepts_its_flags():
                 f"README passes {flag} to {script}, which does not accept it"
 
 
-def test_demo_options_in_readme_exist():
+def test_demo_options_in_readme_exist_with_their_defaults():
     demo = (REPO / "tools" / "demo.sh").read_text()
-    section = README[README.index("Options: `--num-images"):]
-    for flag in re.findall(r"--[a-z-]+", section[:200]):
+    start = README.index("Options (defaults): `--num-images")
+    section = README[start:README.index("\n\n", start)]
+    options = re.findall(r"`(--[a-z-]+) [A-Z]+` \(`?([\w.]+)`?", section)
+    assert len(options) == 7, options
+    for flag, default in options:
         assert f"{flag})" in demo, f"README names demo option {flag}, demo.sh does not parse it"
+        variable = re.search(rf"{re.escape(flag)}\) (\w+)=", demo).group(1)
+        assert re.search(rf"^{variable}={re.escape(default)}$", demo, flags=re.M), \
+            f"README says {flag} defaults to {default}; demo.sh sets {variable} otherwise"
