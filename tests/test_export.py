@@ -81,3 +81,13 @@ def test_saved_model_matches_keras_detector(exported):
         ref = det.detect(image)
         for res in (batch, floats):
             compare({k: v.numpy()[i:i + 1] for k, v in res.items()}, ref)
+
+
+def test_tflite_refuses_a_bfloat16_detector(exported, tmp_path):
+    from yolo3.detector import YOLO
+    from yolo3.export import export_tflite
+
+    half = YOLO(exported / "final.keras", input_size=INPUT, precision="bfloat16")
+    with pytest.raises(ValueError, match="float32 detector"):
+        export_tflite(half, tmp_path / "half.tflite")
+    assert not (tmp_path / "half.tflite").exists()

@@ -88,7 +88,7 @@ class YOLO:
 
     ``body`` is the loaded model; inference runs ``inference_body``, its batch-norm-folded copy.
     precision: ``"float32"`` (default, matches Darknet / OpenCV to ~1e-6) or ``"bfloat16"``: the
-    convolutions compute in bfloat16 (weights stay float32, outputs are cast back), about 1.6x faster
+    convolutions compute in bfloat16 (weights stay float32, outputs are cast back), about 1.7x faster
     on CPUs with AVX-512 BF16 or AMX (see :func:`yolo3.benchmarking.has_fast_bfloat16`) and on recent
     GPUs, at about 1% relative error on the raw maps; slower where bfloat16 is emulated.
 
@@ -191,15 +191,16 @@ class YOLO:
         self._fns: Dict[Tuple[str, bool], tf.types.experimental.GenericFunction] = {}
 
     # -- compiled pieces -------------------------------------------------------------------------
-    def _raw_outputs(self, x: tf.Tensor) -> List[tf.Tensor]:
-        """The inference body's maps for a letterboxed float32 batch, as float32 tensors."""
+    def raw_outputs(self, x: tf.Tensor) -> List[tf.Tensor]:
+        """The inference body's maps for a letterboxed float32 batch ``(B, in_h, in_w, 3)`` in [0, 1],
+        one ``(B, h, w, anchors * (5 + classes))`` float32 tensor per scale (TF ops; for export)."""
         outputs = self.inference_body(x, training=False)
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]
         return [tf.cast(o, tf.float32) for o in outputs]
 
     def _decode(self, x: tf.Tensor, image_hw: tf.Tensor):
-        outputs = self._raw_outputs(x)
+        outputs = self.raw_outputs(x)
         return yolo_eval(outputs, self.anchors, self.num_classes, image_hw, max_boxes=self.max_boxes,
                          score_threshold=self.score, iou_threshold=self.iou,
                          anchor_mask=self.anchor_mask, input_shape=self.input_hw)
@@ -237,7 +238,7 @@ class YOLO:
 
     # -- public API ------------------------------------------------------------------------------
     def _forward(self, x: tf.Tensor):
-        return self._raw_outputs(x)
+        return self.raw_outputs(x)
 
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
         """Raw body outputs for an already letterboxed float batch ``(B, in_h, in_w, 3)`` in [0, 1]."""

@@ -78,9 +78,7 @@ def _detection_fn(detector, dtype: tf.DType, builtin_batch: Optional[int] = None
 
     def fn(images):
         x = tf.cast(images, tf.float32) * scale
-        outputs = detector.inference_body(x, training=False)
-        if not isinstance(outputs, (list, tuple)):
-            outputs = [outputs]
+        outputs = detector.raw_outputs(x)
         if builtin_batch is not None:
             boxes, scores, classes, count = _builtin_eval(detector, outputs, builtin_batch)
             return {"boxes": boxes, "scores": scores, "classes": classes, "count": count}
@@ -114,7 +112,10 @@ def export_tflite(detector, out_path: PathLike, input_dtype: str = "uint8", batc
 
     Built-in ops only (per-class NMS by :func:`_class_aware_nms`, since combined NMS would need the
     Flex delegate, which the ``tensorflow`` pip package's interpreter lacks). Returns ``out_path``.
+    The detector must compute in float32 (TFLite quantises on its own terms).
     """
+    if detector.precision != "float32":
+        raise ValueError(f"TFLite export needs a float32 detector, got precision={detector.precision!r}")
     import tempfile
 
     import keras

@@ -18,6 +18,8 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.cli import add_precision_argument
+
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 
@@ -38,9 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="network input side (multiple of 32); default: the model's, else 416")
     p.add_argument("--model-type", choices=["yolov3", "tiny"], help="for .weights.h5 (default: from anchors)")
     p.add_argument("--batch-size", type=int, default=1, help="images per forward pass")
-    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
-                   help="inference precision: bfloat16 is about 1.6x faster on CPUs with AVX-512 BF16 / AMX "
-                        "and on recent GPUs, at ~1%% error on the raw maps")
+    add_precision_argument(p)
     p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
     p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
     p.add_argument("--no-draw", action="store_true", help="only write the JSON")

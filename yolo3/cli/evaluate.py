@@ -14,6 +14,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from yolo3.cli import add_precision_argument
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="yolo3-evaluate", description=__doc__.split("\n\n")[0],
@@ -29,9 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--score", type=float, default=0.001, help="score threshold for --model")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")
     p.add_argument("--batch-size", type=int, default=4, help="images per forward pass for --model")
-    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
-                   help="inference precision: bfloat16 is about 1.6x faster on CPUs with AVX-512 BF16 / AMX "
-                        "and on recent GPUs, at ~1%% error on the raw maps")
+    add_precision_argument(p)
     p.add_argument("--save-detections", help="with --model: also write the detection JSON here")
     p.add_argument("--image-dir", help="image folder for VOC / COCO annotations")
     p.add_argument("--max-dets", type=int, default=100, help="COCO maxDets per image and class")
