@@ -68,9 +68,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     import cv2
-    from PIL import Image
-
     import tensorflow as tf
+    from PIL import Image
 
     from yolo3.benchmarking import has_fast_bfloat16, matmul_peak_gflops
     from yolo3.darknet.cfg import parse_cfg
@@ -80,8 +79,9 @@ def main(argv=None) -> int:
     from yolo3.detector import YOLO
 
     size = args.input_size
+    cfg = parse_cfg(args.cfg)
     peak = matmul_peak_gflops()
-    gflop = parse_cfg(args.cfg).conv_flops(size, size) / 1e9
+    gflop = cfg.conv_flops(size, size) / 1e9
     with_bf16 = has_fast_bfloat16() or bool(tf.config.list_physical_devices("GPU"))
     with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
         weights = os.path.join(tmp, "random.weights")
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
             det16 = YOLO(model_path, input_size=size, score=args.score, precision="bfloat16")
             timed["bf16"] = lambda: det16.forward(x)
 
-        raw_names = [f"conv_{i}" for i in parse_cfg(args.cfg).output_indices()]
+        raw_names = [f"conv_{i}" for i in cfg.output_indices()]
         net.setInput(blob)
         reference = [np.asarray(o).transpose(0, 2, 3, 1) for o in net.forward(raw_names)]
         body_out = det.body(x, training=False)

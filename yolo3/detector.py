@@ -237,15 +237,12 @@ class YOLO:
         return image
 
     # -- public API ------------------------------------------------------------------------------
-    def _forward(self, x: tf.Tensor):
-        return self.raw_outputs(x)
-
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
         """Raw body outputs for an already letterboxed float batch ``(B, in_h, in_w, 3)`` in [0, 1]."""
         key = ("forward", True)
         if key not in self._fns:
             self._fns[key] = tf.function(
-                self._forward, autograph=False,
+                self.raw_outputs, autograph=False,
                 input_signature=[tf.TensorSpec([None, *self.input_hw, 3], tf.float32)])
         out = self._fns[key](tf.convert_to_tensor(x, tf.float32))
         return [o.numpy() for o in (out if isinstance(out, (list, tuple)) else [out])]
