@@ -3,7 +3,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="yolo3",
-    version="0.1.0",
+    version="0.2.0",
     description="YOLOv3 and tiny YOLOv3 for TensorFlow 2 / Keras 3: training (multi-GPU, "
     "tf.distribute), Darknet conversion, inference, evaluation and export.",
     long_description=open("README.md", encoding="utf-8").read(),
@@ -33,11 +33,19 @@ setup(
     },
     entry_points={
         "console_scripts": [
+            "yolo3=yolo3.cli:main",
             "yolo3-train=yolo3.cli.train:main",
-            "yolo3-convert=yolo3.cli.convert:main",
             "yolo3-detect=yolo3.cli.detect:main",
             "yolo3-evaluate=yolo3.cli.evaluate:main",
+            "yolo3-convert=yolo3.cli.convert:main",
             "yolo3-export=yolo3.cli.export:main",
+            "yolo3-kmeans=yolo3.cli.kmeans:main",
+            "yolo3-voc=yolo3.cli.voc_annotation:main",
+            "yolo3-coco=yolo3.cli.coco_annotation:main",
+            "yolo3-check=yolo3.cli.check_dataset:main",
+            "yolo3-plot=yolo3.cli.plot_history:main",
+            "yolo3-synth=yolo3.cli.make_synthetic_dataset:main",
+            "yolo3-benchmark=yolo3.cli.benchmark:main",
         ]
     },
 )

@@ -179,7 +179,7 @@ def test_cli_reports_errors_without_traceback(tmp_path, darknet_cfg_dir, capsys)
     missing = tmp_path / "missing.weights"
     rc = cli_main([str(darknet_cfg_dir / "yolov3-tiny.cfg"), str(missing), str(tmp_path / "o.keras")])
     err = capsys.readouterr().err
-    assert rc == 1 and "missing.weights: cannot read weights file" in err
+    assert rc == 2 and "missing.weights: cannot read weights file" in err  # bad input: exit 2
     assert "Traceback" not in err
 
 

@@ -93,4 +93,4 @@ def test_export_errors(tmp_path):
 def test_cli_export_of_missing_model(tmp_path, capsys):
     rc = cli_main([str(tmp_path / "none.keras"), str(tmp_path / "o.cfg"), str(tmp_path / "o.weights")])
     err = capsys.readouterr().err
-    assert rc == 1 and "none.keras" in err and "Traceback" not in err
+    assert rc == 2 and "none.keras" in err and "Traceback" not in err  # bad input: exit 2

@@ -9,6 +9,7 @@ from PIL import Image
 
 from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
 from yolo3.errors import FileFormatError
+from yolo3.letterbox import PAD_VALUE
 
 INPUT = 128
 CLASSES = ["cat", "dog", "bird"]
@@ -56,7 +57,7 @@ def numpy_detect(body, image, anchors, masks, num_classes, score, iou, max_boxes
         assert s == 1.0
     nh, nw = x.shape[:2]
     oy, ox = (INPUT - nh) // 2, (INPUT - nw) // 2
-    canvas = np.full((INPUT, INPUT, 3), 0.5)
+    canvas = np.full((INPUT, INPUT, 3), PAD_VALUE)  # the project's one letterbox gray (128/255)
     canvas[oy:oy + nh, ox:ox + nw] = x
     outputs = body(canvas[None].astype(np.float32), training=False)
     boxes, scores = [], []

@@ -7,11 +7,12 @@ import tensorflow as tf
 from PIL import Image, ImageOps
 
 from yolo3.anchors import TINY_YOLO_ANCHORS
-from yolo3.boxes import letterbox_geometry_np
 from yolo3.data.annotations import Record
 from yolo3.data.augment import AugmentConfig, distort_hsv
 from yolo3.data.images import load_image, probe_image
-from yolo3.data.pipeline import MultiScale, decode_image, letterbox_image, make_dataset
+from yolo3.data.pipeline import MultiScale, decode_image, make_dataset
+from yolo3.letterbox import geometry_np as letterbox_geometry_np
+from yolo3.letterbox import letterbox_np as letterbox_image
 
 NO_COLOUR = AugmentConfig(hue=0.0, saturation=1.0, value=1.0)
 

@@ -35,4 +35,4 @@ def test_bad_history_is_refused_with_location(tmp_path, text, reason):
     with pytest.raises(FileFormatError, match=reason) as info:
         read_history(str(history))
     assert str(history) in str(info.value)
-    assert main(["--history", str(history), "--out", str(tmp_path / "x.png")]) == 1
+    assert main(["--history", str(history), "--out", str(tmp_path / "x.png")]) == 2  # bad input

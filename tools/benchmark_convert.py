@@ -1,75 +1,7 @@
-"""Benchmark the Darknet -> Keras converter on a full-size random yolov3.weights (~248 MB).
-
-    python tools/benchmark_convert.py [--cfg PATH/yolov3.cfg] [--out-format keras|weights.h5]
-
-Writes random weights for the cfg in a temporary folder, then converts them in a fresh Python process
-(so its peak RSS is the converter's alone) and prints a table: file size, in-process conversion time
-(parse + read + build + load + save), the process's total wall time (including importing
-TensorFlow) and its peak RSS. The target is <= 15 s and <= 2 GB on a 2-core machine.
-"""
-from __future__ import annotations
-
-import argparse
-import json
-import resource
-import subprocess
+"""Thin wrapper: ``yolo3 benchmark convert`` (see ``yolo3.benchmarks.convert``)."""
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-_CHILD = """
-import json, sys, time
-t0 = time.perf_counter()
-from yolo3.darknet.convert import convert
-t1 = time.perf_counter()
-convert(sys.argv[1], sys.argv[2], sys.argv[3], progress=False)
-t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1}))
-"""
-
-
-def _default_cfg() -> Path:
-    return Path(__file__).resolve().parents[2] / "shared" / "darknet" / "yolov3.cfg"
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cfg", type=Path, default=_default_cfg(), help="Darknet cfg (default: yolov3)")
-    p.add_argument("--out-format", choices=["keras", "weights.h5"], default="keras")
-    args = p.parse_args(argv)
-    if not args.cfg.is_file():
-        p.error(f"cfg not found: {args.cfg} (pass --cfg PATH/yolov3.cfg)")
-    from yolo3.darknet.random_weights import write_random_weights
-    with tempfile.TemporaryDirectory() as tmp:
-        weights = Path(tmp) / "random.weights"
-        t = time.perf_counter()
-        write_random_weights(args.cfg, weights, seed=0)
-        gen_s = time.perf_counter() - t
-        out = Path(tmp) / f"converted.{args.out_format}"
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(args.cfg), str(weights), str(out)],
-                              capture_output=True, text=True)
-        wall_s = time.perf_counter() - t
-        if proc.returncode:
-            print(proc.stderr, file=sys.stderr)
-            return proc.returncode
-        times = json.loads(proc.stdout.strip().splitlines()[-1])
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
-        rows = [("cfg", str(args.cfg.name)),
-                ("weights size", f"{weights.stat().st_size / 1e6:.1f} MB"),
-                ("output", f"{out.name} ({out.stat().st_size / 1e6:.1f} MB)"),
-                ("random weights written in", f"{gen_s:.1f} s"),
-                ("import yolo3 + TF", f"{times['import_s']:.1f} s"),
-                ("convert (parse, read, build, load, save)", f"{times['convert_s']:.1f} s"),
-                ("converter process wall time", f"{wall_s:.1f} s"),
-                ("converter process peak RSS", f"{peak_mb:.0f} MB")]
-    width = max(len(k) for k, _ in rows)
-    print(f"{'measure':<{width}} | value\n{'-' * width}-+------")
-    for k, v in rows:
-        print(f"{k:<{width}} | {v}")
-    return 0
-
+from yolo3.cli.benchmark import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["convert", *sys.argv[1:]]))

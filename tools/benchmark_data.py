@@ -1,7 +1,7 @@
-"""Thin wrapper: see yolo3/cli/benchmark_data.py."""
+"""Thin wrapper: ``yolo3 benchmark data`` (see ``yolo3.benchmarks.data``)."""
 import sys
 
-from yolo3.cli.benchmark_data import main
+from yolo3.cli.benchmark import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["data", *sys.argv[1:]]))

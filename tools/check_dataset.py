@@ -1,4 +1,4 @@
-"""Thin wrapper: see yolo3/cli/check_dataset.py."""
+"""Thin wrapper over ``yolo3.cli.check_dataset`` (the same as ``yolo3 check``)."""
 import sys
 
 from yolo3.cli.check_dataset import main

@@ -1,4 +1,4 @@
-"""Thin wrapper: see yolo3/cli/coco_annotation.py."""
+"""Thin wrapper over ``yolo3.cli.coco_annotation`` (the same as ``yolo3 coco``)."""
 import sys
 
 from yolo3.cli.coco_annotation import main

@@ -1,3 +1,7 @@
-"""Darknet <-> Keras conversion; see ``yolo3.cli.convert`` (also the ``yolo3-convert`` command)."""
+"""Thin wrapper over ``yolo3.cli.convert`` (the same as ``yolo3 convert``)."""
+import sys
+
 from yolo3.cli.convert import main
-raise SystemExit(main())
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,3 +1,7 @@
-"""Detect objects in images, folders, globs, videos or a webcam (also ``yolo3-detect``); see ``yolo3.cli.detect``."""
+"""Thin wrapper over ``yolo3.cli.detect`` (the same as ``yolo3 detect``)."""
+import sys
+
 from yolo3.cli.detect import main
-raise SystemExit(main())
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,3 +1,7 @@
-"""VOC and COCO mAP of a model or a detection JSON; see ``yolo3.cli.evaluate``."""
+"""Thin wrapper over ``yolo3.cli.evaluate`` (the same as ``yolo3 evaluate``)."""
+import sys
+
 from yolo3.cli.evaluate import main
-raise SystemExit(main())
+
+if __name__ == "__main__":
+    sys.exit(main())

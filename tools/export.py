@@ -1,3 +1,7 @@
-"""Export a detector to SavedModel / TFLite with decoding and NMS inside; see ``yolo3.cli.export``."""
+"""Thin wrapper over ``yolo3.cli.export`` (the same as ``yolo3 export``)."""
+import sys
+
 from yolo3.cli.export import main
-raise SystemExit(main())
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Thin wrapper: see yolo3/cli/kmeans.py."""
+"""Thin wrapper over ``yolo3.cli.kmeans`` (the same as ``yolo3 kmeans``)."""
 import sys
 
 from yolo3.cli.kmeans import main

@@ -1,4 +1,4 @@
-"""Thin wrapper: see yolo3/cli/make_synthetic_dataset.py."""
+"""Thin wrapper over ``yolo3.cli.make_synthetic_dataset`` (the same as ``yolo3 synth``)."""
 import sys
 
 from yolo3.cli.make_synthetic_dataset import main

@@ -1,4 +1,4 @@
-"""Plot training/validation loss curves: see yolo3/cli/plot_history.py."""
+"""Thin wrapper over ``yolo3.cli.plot_history`` (the same as ``yolo3 plot``)."""
 import sys
 
 from yolo3.cli.plot_history import main

@@ -1,4 +1,4 @@
-"""Thin wrapper: see yolo3/cli/voc_annotation.py."""
+"""Thin wrapper over ``yolo3.cli.voc_annotation`` (the same as ``yolo3 voc``)."""
 import sys
 
 from yolo3.cli.voc_annotation import main

@@ -1,8 +1,28 @@
-"""yolo3: YOLOv3 and tiny YOLOv3 for TensorFlow 2 / Keras 3.
+"""yolo3: YOLOv3 object detectors for TensorFlow 2 / Keras 3.
 
-Importing ``yolo3`` registers its serializable Keras objects, so ``keras.models.load_model`` reads
-yolo3 ``.keras`` files without ``safe_mode=False``.
+``import yolo3`` is light (no TensorFlow). The heavy parts load on first use:
+``yolo3.YOLO`` (:class:`yolo3.detector.YOLO`), ``yolo3.build_body`` (:func:`yolo3.model.build_body`),
+``yolo3.get_spec`` (:func:`yolo3.specs.get_spec`). Loading a yolo3 ``.keras`` file through
+:func:`yolo3.saving.load_keras_model` (what the detector, the converter and the tools do) registers
+yolo3's serialisable Keras objects first.
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-from yolo3 import loss as _loss  # noqa: E402,F401  registers YoloLoss and identity_loss
+_LAZY = {
+    "YOLO": ("yolo3.detector", "YOLO"),
+    "build_body": ("yolo3.model", "build_body"),
+    "get_spec": ("yolo3.specs", "get_spec"),
+    "ModelInfo": ("yolo3.metadata", "ModelInfo"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'yolo3' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

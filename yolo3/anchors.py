@@ -6,30 +6,36 @@ lines of comma-separated numbers read as ``w,h`` pairs (``10,13,  16,30,  33,23`
 """
 from __future__ import annotations
 
-import os
 from typing import List, Optional, Sequence
 
 import numpy as np
 
 from yolo3.errors import FileFormatError, PathLike
+from yolo3.specs import get_spec
 
-# Darknet's COCO anchors for YOLOv3-416 and tiny YOLOv3 (identical to model_data/*.txt).
-YOLO_ANCHORS = np.array([[10, 13], [16, 30], [33, 23], [30, 61], [62, 45], [59, 119],
-                         [116, 90], [156, 198], [373, 326]], dtype=np.float32)
-TINY_YOLO_ANCHORS = np.array([[10, 14], [23, 27], [37, 58], [81, 82], [135, 169], [344, 319]],
-                             dtype=np.float32)
+# Darknet's COCO anchors for YOLOv3-416 and tiny YOLOv3 (identical to model_data/*.txt); the
+# registry (yolo3.specs) owns them.
+YOLO_ANCHORS = get_spec("yolov3").default_anchors()
+TINY_YOLO_ANCHORS = get_spec("tiny").default_anchors()
 
 
-def default_masks(num_anchors: int) -> List[List[int]]:
-    """Anchor indices used by each output scale, largest stride first.
+def default_masks(num_anchors: int, num_scales: Optional[int] = None) -> List[List[int]]:
+    """Anchor indices used by each output scale, largest stride first: the one mask rule.
 
-    9 anchors -> ``[[6, 7, 8], [3, 4, 5], [0, 1, 2]]`` (strides 32, 16, 8);
-    6 anchors -> ``[[3, 4, 5], [0, 1, 2]]`` (strides 32, 16). Any multiple of 3 works the same way.
+    The anchors (sorted by area) are split into ``num_scales`` consecutive groups, the largest on the
+    largest stride; ``num_scales`` defaults to ``num_anchors // 3`` (three anchors per scale).
+    9 anchors -> ``[[6, 7, 8], [3, 4, 5], [0, 1, 2]]``; 6 -> ``[[3, 4, 5], [0, 1, 2]]``.
     """
-    if num_anchors <= 0 or num_anchors % 3:
-        raise ValueError(f"default anchor masks need a positive multiple of 3 anchors, got {num_anchors}")
-    scales = num_anchors // 3
-    return [[3 * s + i for i in range(3)] for s in reversed(range(scales))]
+    if num_scales is None:
+        if num_anchors <= 0 or num_anchors % 3:
+            raise ValueError(f"default anchor masks need a positive multiple of 3 anchors, got "
+                             f"{num_anchors}")
+        num_scales = num_anchors // 3
+    if num_scales <= 0 or num_anchors <= 0 or num_anchors % num_scales:
+        raise ValueError(f"{num_anchors} anchors do not split evenly over {num_scales} output "
+                         "scales; give the anchor masks explicitly")
+    per = num_anchors // num_scales
+    return [[per * s + i for i in range(per)] for s in reversed(range(num_scales))]
 
 
 def validate_masks(masks: Sequence[Sequence[int]], num_anchors: int) -> List[List[int]]:
@@ -139,12 +145,8 @@ def write_classes(path: PathLike, names: Sequence[str]) -> None:
 
 
 def default_anchors(model: str) -> np.ndarray:
-    """Darknet's default COCO anchors for ``model`` in ``{'yolov3', 'tiny'}``."""
-    if model == "yolov3":
-        return YOLO_ANCHORS.copy()
-    if model == "tiny":
-        return TINY_YOLO_ANCHORS.copy()
-    raise ValueError(f"unknown model {model!r}: expected 'yolov3' or 'tiny'")
+    """Darknet's default COCO anchors for the variant ``model`` (see :mod:`yolo3.specs`)."""
+    return get_spec(model).default_anchors()
 
 
 # --------------------------------------------------------------------------------------- k-means

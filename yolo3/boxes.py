@@ -1,19 +1,18 @@
-"""Box formats, IoU and the letterbox transform (pure functions).
+"""Box formats and IoU (pure functions).
 
 Formats: ``xyxy`` = ``(x1, y1, x2, y2)`` corners; ``cxcywh`` = ``(cx, cy, w, h)`` centre and size.
-NumPy versions work in float64 when given float64; TF versions take tensors of any leading shape.
+NumPy versions work in float64 when given float64; TF versions (TensorFlow imported on first use)
+take tensors of any leading shape. The letterbox geometry lives in :mod:`yolo3.letterbox`.
 """
 from __future__ import annotations
 
-from typing import Tuple
-
 import numpy as np
-import tensorflow as tf
 
 
-def swap_last_pair(t) -> tf.Tensor:
+def swap_last_pair(t):
     """``(..., 2)`` ``(h, w)`` -> ``(w, h)`` (and back) without a negative-stride slice, which makes
     TF's layout optimiser log an error on every trace."""
+    import tensorflow as tf
     return tf.reverse(tf.convert_to_tensor(t), axis=[-1])
 
 
@@ -54,20 +53,25 @@ def wh_iou(wh1: np.ndarray, wh2: np.ndarray) -> np.ndarray:
     return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
-def wh_iou_tf(wh1: tf.Tensor, wh2: tf.Tensor) -> tf.Tensor:
-    """TF version of :func:`wh_iou`: ``(N, 2)`` x ``(M, 2)`` -> ``(N, M)``."""
+def wh_iou_tf(wh1, wh2):
+    """TF version of :func:`wh_iou` (same arithmetic, in the inputs' dtype): ``(N, 2)`` x ``(M, 2)``
+    -> ``(N, M)``, 0 where a union is empty or not a number (a NaN box matches nothing)."""
+    import tensorflow as tf
     wh1 = tf.expand_dims(wh1, -2)
     inter = tf.reduce_prod(tf.minimum(wh1, wh2), axis=-1)
     union = tf.reduce_prod(wh1, axis=-1) + tf.reduce_prod(wh2, axis=-1) - inter
-    return tf.math.divide_no_nan(inter, union)
+    positive = union > 0
+    return tf.where(positive, inter / tf.where(positive, union, tf.ones_like(union)),
+                    tf.zeros_like(union))
 
 
-def box_iou(b1: tf.Tensor, b2: tf.Tensor) -> tf.Tensor:
+def box_iou(b1, b2):
     """keras-yolo3's ``box_iou``: IoU of every box in ``b1`` with every box in ``b2``.
 
     b1: ``(i1, ..., iN, 4)`` as ``(cx, cy, w, h)``; b2: ``(j, 4)`` as ``(cx, cy, w, h)``.
     Returns ``(i1, ..., iN, j)``; 0 where a union is empty (never NaN).
     """
+    import tensorflow as tf
     b1 = tf.expand_dims(b1, -2)
     b1_xy, b1_wh = b1[..., :2], b1[..., 2:4]
     b1_min, b1_max = b1_xy - b1_wh / 2.0, b1_xy + b1_wh / 2.0
@@ -77,31 +81,3 @@ def box_iou(b1: tf.Tensor, b2: tf.Tensor) -> tf.Tensor:
     inter = inter_wh[..., 0] * inter_wh[..., 1]
     union = b1_wh[..., 0] * b1_wh[..., 1] + b2_wh[..., 0] * b2_wh[..., 1] - inter
     return tf.math.divide_no_nan(inter, union)
-
-
-def letterbox_geometry(image_hw, input_hw) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Where an image of size ``image_hw`` lands when letterboxed into ``input_hw``.
-
-    The image is resized with its aspect ratio kept to ``new_hw = round(image_hw * s)``,
-    ``s = min(input_hw / image_hw)``, and placed at ``offset_hw = (input_hw - new_hw) // 2``.
-    Works on ``(2,)`` or ``(batch, 2)`` tensors; returns float32 ``(new_hw, offset_hw, scale_hw)`` where
-    ``scale_hw = new_hw / image_hw`` is the exact per-axis factor mapping image pixels to input pixels
-    (``x_input = x_image * scale_w + offset_w``). Used by the validation pipeline, the detector and the
-    decoding, so all three agree to the pixel.
-    """
-    image_hw = tf.cast(image_hw, tf.float32)
-    input_hw = tf.cast(input_hw, tf.float32)
-    scale = tf.reduce_min(input_hw / image_hw, axis=-1, keepdims=True)
-    new_hw = tf.minimum(tf.maximum(tf.round(image_hw * scale), 1.0), input_hw)
-    offset_hw = tf.floor((input_hw - new_hw) / 2.0)
-    return new_hw, offset_hw, new_hw / image_hw
-
-
-def letterbox_geometry_np(image_hw, input_hw) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """NumPy twin of :func:`letterbox_geometry` (same rounding), float64."""
-    image_hw = np.asarray(image_hw, dtype=np.float64)
-    input_hw = np.asarray(input_hw, dtype=np.float64)
-    scale = np.min(input_hw / image_hw, axis=-1, keepdims=True)
-    new_hw = np.minimum(np.maximum(np.round(image_hw * scale), 1.0), input_hw)
-    offset_hw = np.floor((input_hw - new_hw) / 2.0)
-    return new_hw, offset_hw, new_hw / image_hw

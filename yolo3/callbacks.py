@@ -2,88 +2,39 @@
 
 Files in ``output_dir``:
 
-- ``best.weights.h5`` / ``best.keras``: the body with the lowest monitored loss so far;
+- ``best.weights.h5`` / ``best.keras``: the body with the best monitored value so far;
 - ``last.weights.h5`` / ``last.keras``: the body after the last completed epoch;
 - ``resume.json`` plus ``resume-<epoch>/`` (template weights, optimiser variables): the state
   ``--resume`` restores.
 
-Every file is written to a temporary name (``.tmp-*``) in the same folder, flushed to disk and
-renamed over the old one, so a crash (even SIGKILL) leaves either the old or the new file, never
-half of one; :func:`remove_stale_temporaries` deletes what a killed writer left behind.
+``.keras`` checkpoints carry the model's :class:`~yolo3.metadata.ModelInfo` (variant, anchors,
+masks, classes, input size). Every file is written atomically (:mod:`yolo3.saving`);
+:func:`remove_stale_temporaries` deletes what a killed writer left behind.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 import keras
 import numpy as np
-from keras.src.saving import saving_lib  # save_weights_only(objects_to_skip=...): no public equivalent
+
+from yolo3.history import truncate_history
+from yolo3.keras_compat import load_weights_without, save_weights_without
+from yolo3.metadata import ModelInfo
+from yolo3.saving import (TEMP_PREFIX, atomic_save_model, atomic_save_weights, atomic_write,
+                          fsync_dir, fsync_file)
 
 __all__ = ["atomic_write", "atomic_save_weights", "atomic_save_model", "TemplateCheckpoint",
            "ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
            "StopOnNaN", "remove_stale_temporaries", "truncate_history", "TEMP_PREFIX"]
 
-TEMP_PREFIX = ".tmp-"
-
 PathLike = Union[str, os.PathLike]
-
-
-def _fsync_file(path: PathLike) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: PathLike) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = "") -> Path:
-    """Call ``writer(tmp_path)`` with a temporary file beside ``path`` (ending in ``suffix``), then
-    flush it and rename it over ``path``. The temporary file is removed if ``writer`` fails."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", suffix=suffix, dir=path.parent)
-    os.close(fd)
-    os.unlink(tmp)  # Keras refuses to overwrite silently in some versions; let it create the file
-    try:
-        writer(tmp)
-        _fsync_file(tmp)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def atomic_save_weights(model: keras.Model, path: PathLike) -> Path:
-    """``model.save_weights(path)`` (a ``.weights.h5`` name), atomically."""
-    if not str(path).endswith(".weights.h5"):
-        raise ValueError(f"weights file name must end in .weights.h5, got {path}")
-    return atomic_write(path, lambda tmp: model.save_weights(tmp), suffix=".weights.h5")
-
-
-def atomic_save_model(model: keras.Model, path: PathLike) -> Path:
-    """``model.save(path)`` (a ``.keras`` name, without optimizer), atomically."""
-    if not str(path).endswith(".keras"):
-        raise ValueError(f"model file name must end in .keras, got {path}")
-    return atomic_write(path, lambda tmp: model.save(tmp, include_optimizer=False), suffix=".keras")
 
 
 def remove_stale_temporaries(output_dir: PathLike) -> int:
@@ -101,51 +52,18 @@ def remove_stale_temporaries(output_dir: PathLike) -> int:
     return removed
 
 
-def truncate_history(path: PathLike, epochs: int) -> None:
-    """Keep only the rows of epochs ``0 .. epochs - 1`` of the CSVLogger file ``path`` (atomically).
-
-    On resume the epochs after the restored state are trained again, so their rows (written before a
-    crash lost the matching checkpoint) must go: history.csv then lists every epoch exactly once.
-    Malformed rows (a line cut by a crash) are dropped too.
-    """
-    path = Path(path)
-    if not path.exists():
-        return
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        fields, rows = reader.fieldnames, list(reader)
-    if not fields:
-        return
-    keep = [r for r in rows if _row_epoch(r) is not None and _row_epoch(r) < epochs
-            and None not in r.values()]
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(keep)
-    atomic_write(path, write, suffix=".csv")
-
-
-def _row_epoch(row: Dict[str, str]) -> Optional[int]:
-    try:
-        return int(row.get("epoch") or "")
-    except ValueError:
-        return None
-
-
 def _save_weights_without_optimizer(model: keras.Model, path: Path) -> None:
     """``model.save_weights(path)`` without the optimiser variables a compiled model would add.
 
     Those go to ``optimizer.npz``; left in the weights file, loading it into a compiled model whose
     optimiser is not built yet warns "Skipping variable loading for optimizer".
     """
-    saving_lib.save_weights_only(model, str(path), objects_to_skip=_optimizer_of(model))
+    save_weights_without(model, str(path), skip=_optimizer_of(model))
 
 
 def _load_weights_without_optimizer(model: keras.Model, path: PathLike) -> None:
     """``model.load_weights(path)`` leaving a compiled model's optimiser alone (see optimizer.npz)."""
-    saving_lib.load_weights_only(model, str(path), objects_to_skip=_optimizer_of(model))
+    load_weights_without(model, str(path), skip=_optimizer_of(model))
 
 
 def _optimizer_of(model: keras.Model) -> Optional[list]:
@@ -170,7 +88,7 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
     tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{name}-", dir=output_dir))
     try:
         _save_weights_without_optimizer(template, tmp / "model.weights.h5")
-        _fsync_file(tmp / "model.weights.h5")
+        fsync_file(tmp / "model.weights.h5")
         if optimizer is not None and optimizer.built:
             store: Dict[str, np.ndarray] = {}
             optimizer.save_own_variables(store)
@@ -178,7 +96,7 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
                 np.savez(f, **store)
                 f.flush()
                 os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -234,26 +152,37 @@ class TemplateCheckpoint(keras.callbacks.Callback):
     """Save ``body`` (the template's body, not ``self.model``) as best and last, plus resume state.
 
     ``template`` is the single-device training model whose weights (and ``self.model``'s optimiser)
-    the resume state holds; ``epoch_offset`` is unused by Keras (epochs are absolute already).
+    the resume state holds. ``monitor`` is the value that picks ``best``: lower is better unless
+    ``mode="max"``; when it is missing from an epoch's logs, ``loss`` (minimised) stands in.
+    ``info`` is written into the ``.keras`` checkpoints.
     """
 
     def __init__(self, body: keras.Model, output_dir: PathLike, template: Optional[keras.Model] = None,
                  monitor: str = "val_loss", save_keras: bool = True, save_resume: bool = True,
-                 best: float = math.inf, verbose: int = 1):
+                 best: Optional[float] = None, verbose: int = 1, info: Optional[ModelInfo] = None,
+                 mode: str = "min"):
         super().__init__()
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
         self.body = body
         self.template = template
         self.output_dir = Path(output_dir)
         self.monitor = monitor
+        self.mode = mode
         self.save_keras = save_keras
         self.save_resume = save_resume and template is not None
-        self.best = math.inf if best is None else float(best)
+        worst = -math.inf if mode == "max" else math.inf
+        self.best = worst if best is None else float(best)
         self.verbose = verbose
+        self.info = info
 
     def _save(self, stem: str) -> None:
         atomic_save_weights(self.body, self.output_dir / f"{stem}.weights.h5")
         if self.save_keras:
-            atomic_save_model(self.body, self.output_dir / f"{stem}.keras")
+            atomic_save_model(self.body, self.output_dir / f"{stem}.keras", self.info)
+
+    def _improves(self, value: float) -> bool:
+        return value > self.best if self.mode == "max" else value < self.best
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         logs = logs or {}
@@ -262,7 +191,7 @@ class TemplateCheckpoint(keras.callbacks.Callback):
             return  # never overwrite a good checkpoint with a NaN model
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._save("last")
-        if float(value) < self.best:
+        if self._improves(float(value)):
             if self.verbose:
                 print(f"\nEpoch {epoch + 1}: {self.monitor} improved from {self.best:.5g} to "
                       f"{float(value):.5g}, saving {self.output_dir / 'best.weights.h5'}")

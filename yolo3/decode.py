@@ -12,7 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.anchors import default_masks
-from yolo3.boxes import letterbox_geometry, swap_last_pair
+from yolo3.boxes import swap_last_pair
+from yolo3.letterbox import geometry as letterbox_geometry
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
@@ -49,7 +50,7 @@ def yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape):
     """Map input-relative ``(cx, cy)``/``(w, h)`` to ``(x1, y1, x2, y2)`` pixels of the original image.
 
     box_xy, box_wh: ``(batch, ..., 2)``; input_shape: ``(h, w)``; image_shape: ``(h, w)`` shared by the
-    batch or ``(batch, 2)`` per image. Undoes the letterbox of :func:`yolo3.boxes.letterbox_geometry`.
+    batch or ``(batch, 2)`` per image. Undoes the letterbox of :mod:`yolo3.letterbox`.
     """
     box_xy = tf.convert_to_tensor(box_xy)
     dtype = box_xy.dtype

@@ -4,87 +4,36 @@ Images are NumPy RGB arrays ``(H, W, 3)``: uint8 in 0..255, or floating point al
 Detections are ``boxes`` ``(N, 4)`` float32 ``(x1, y1, x2, y2)`` in original image pixels (continuous
 coordinates: a box covering the whole image is ``(0, 0, W, H)``), ``scores`` ``(N,)`` float32 and
 ``classes`` ``(N,)`` int32, sorted by score (highest first).
+
+Construction: ``YOLO(model_path, ...)`` (= :meth:`YOLO.from_files`) reads a model file and what it
+says about itself (:mod:`yolo3.metadata`); :meth:`YOLO.from_body` takes a body in memory and its
+:class:`~yolo3.metadata.ModelInfo`. The graph surgery (batch-norm folding, compute dtype) is
+:mod:`yolo3.graph_surgery`'s.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import keras
 import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from yolo3.anchors import default_masks, read_anchors, read_classes, validate_masks
-from yolo3.boxes import letterbox_geometry
 from yolo3.data.images import load_image  # noqa: F401  (re-exported for convenience)
 from yolo3.decode import yolo_eval
-from yolo3.errors import FileFormatError, PathLike
+from yolo3.errors import PathLike
+from yolo3.graph_surgery import fold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
+from yolo3.letterbox import letterbox_tf
+from yolo3.metadata import ModelInfo
+from yolo3.precision import PRECISIONS
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
-PRECISIONS = ("float32", "bfloat16")
-
-
-def letterbox_tf(image: tf.Tensor, input_hw: Tuple[int, int]) -> tf.Tensor:
-    """Letterbox one ``(H, W, 3)`` image to ``input_hw``: resize (bilinear) keeping the aspect ratio to
-    :func:`yolo3.boxes.letterbox_geometry`'s ``new_hw`` and pad with 0.5 gray. uint8 input is scaled
-    to [0, 1]; float input is taken as [0, 1]. Returns float32 ``(in_h, in_w, 3)``.
-    """
-    scale = 1.0 / 255.0 if image.dtype == tf.uint8 else 1.0
-    x = tf.cast(image, tf.float32)
-    new_hw, offset_hw, _ = letterbox_geometry(tf.shape(image)[:2], input_hw)
-    new_hw = tf.cast(new_hw, tf.int32)
-    offset = tf.cast(offset_hw, tf.int32)
-    x = tf.image.resize(x[tf.newaxis], new_hw, method="bilinear")[0] * scale
-    pads = tf.stack([tf.stack([offset[0], input_hw[0] - new_hw[0] - offset[0]]),
-                     tf.stack([offset[1], input_hw[1] - new_hw[1] - offset[1]]),
-                     tf.constant([0, 0])])
-    x = tf.pad(x, pads, constant_values=0.5)
-    return tf.ensure_shape(x, [input_hw[0], input_hw[1], 3])
-
-
-def _sidecars(model_path: str) -> Dict[str, str]:
-    """Anchors / masks / classes files written beside a model by the converter or the trainer."""
-    from yolo3.darknet.convert import sidecar_paths
-
-    found: Dict[str, str] = {}
-    anchors_file, masks_file = sidecar_paths(model_path)
-    for key, p in (("anchors", anchors_file), ("masks", masks_file)):
-        if os.path.isfile(p):
-            found[key] = os.fspath(p)
-    folder = os.path.dirname(os.path.abspath(model_path))
-    for key, name in (("anchors", "anchors.txt"), ("classes", "classes.txt")):
-        p = os.path.join(folder, name)
-        if key not in found and os.path.isfile(p):
-            found[key] = p
-    return found
-
-
-def _read_masks(path: str, num_anchors: int) -> List[List[int]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise FileFormatError(path, f"cannot read anchor masks JSON: {e}")
-    if isinstance(data, dict):
-        data = data.get("masks", data.get("anchor_mask"))
-    try:
-        return validate_masks(data, num_anchors)
-    except (TypeError, ValueError) as e:
-        raise FileFormatError(path, f"bad anchor masks: {e}")
-
-
-def _as_hw(size: InputSize) -> Tuple[int, int]:
-    hw = (int(size), int(size)) if np.ndim(size) == 0 else (int(size[0]), int(size[1]))
-    if hw[0] <= 0 or hw[1] <= 0 or hw[0] % 32 or hw[1] % 32:
-        raise ValueError(f"input size {hw} must be positive multiples of 32")
-    return hw
+DEFAULT_INPUT_SIZE = 416
 
 
 class YOLO:
-    """A YOLOv3 / tiny YOLOv3 detector.
+    """A YOLOv3 detector (any registered variant, or a converted Darknet model).
 
     ``body`` is the loaded model; inference runs ``inference_body``, its batch-norm-folded copy.
     precision: ``"float32"`` (default, matches Darknet / OpenCV to ~1e-6) or ``"bfloat16"``: the
@@ -92,12 +41,12 @@ class YOLO:
     on CPUs with AVX-512 BF16 or AMX (see :func:`yolo3.benchmarking.has_fast_bfloat16`) and on recent
     GPUs, at about 1% relative error on the raw maps; slower where bfloat16 is emulated.
 
-    model_path: a ``.keras`` body (template from training, or a converted Darknet model) or
-    ``.weights.h5`` template weights (the body is built from ``model_type``, the anchors and classes).
-    anchors_path / classes_path default to the files written beside the model (converter sidecars,
-    training's ``anchors.txt`` / ``classes.txt``). anchor_mask defaults to the converter's masks JSON
-    when present, else :func:`yolo3.anchors.default_masks`. input_size: int or ``(h, w)``; None means
-    the model's fixed input size, or 416 for a size-agnostic body.
+    model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
+    masks, classes and input size) or ``.weights.h5`` template weights (the body is built from
+    ``model_type``, the anchors and the classes). anchors_path / classes_path / anchor_mask override
+    what the model carries; for older models they default to the side files beside it.
+    input_size: int or ``(h, w)``; None means the model's fixed input size, else the size it was
+    trained or converted at, else 416.
     """
 
     def __init__(self, model_path: PathLike, anchors_path: Optional[PathLike] = None,
@@ -105,89 +54,49 @@ class YOLO:
                  input_size: InputSize = None, model_type: Optional[str] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
                  precision: str = "float32"):
-        import yolo3  # noqa: F401  (registers serializable objects)
-        from yolo3.model import build_body
+        from yolo3.saving import load_body
+        _check_precision(precision)
+        body, info = load_body(model_path, anchors_path=anchors_path, classes_path=classes_path,
+                               model_type=model_type, anchor_mask=anchor_mask)
+        self.model_path: Optional[str] = os.fspath(model_path)
+        self._setup(body, info, score, iou, input_size, max_boxes, precision)
 
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        self.precision = precision
-        model_path = os.fspath(model_path)
-        if not os.path.isfile(model_path):
-            raise FileFormatError(model_path, "model file not found")
-        side = _sidecars(model_path)
-        anchors_path = os.fspath(anchors_path) if anchors_path is not None else side.get("anchors")
-        if anchors_path is None:
-            raise FileFormatError(model_path, "no anchors file given and none found beside the model")
-        self.anchors = read_anchors(anchors_path)
-        if classes_path is None:
-            classes_path = side.get("classes")
-        self.class_names: Optional[List[str]] = (read_classes(classes_path)
-                                                 if classes_path is not None else None)
-        self.score = float(score)
-        self.iou = float(iou)
-        self.max_boxes = int(max_boxes)
+    @classmethod
+    def from_files(cls, model_path: PathLike, **kwargs) -> "YOLO":
+        """The detector of a model file (see the class docstring for the arguments)."""
+        return cls(model_path, **kwargs)
 
-        if model_path.endswith(".weights.h5"):
-            if self.class_names is None:
-                raise FileFormatError(model_path, "building a body from .weights.h5 needs a classes file")
-            if model_type is None:
-                model_type = {9: "yolov3", 6: "tiny"}.get(len(self.anchors))
-                if model_type is None:
-                    raise FileFormatError(anchors_path, f"{len(self.anchors)} anchors: cannot infer "
-                                          "model_type (9 -> yolov3, 6 -> tiny); pass model_type")
-            scales = 3 if model_type == "yolov3" else 2
-            body = build_body(model_type, len(self.class_names), len(self.anchors) // scales)
-            try:
-                body.load_weights(model_path)
-            except Exception as e:  # noqa: BLE001 - Keras raises many types for a wrong file
-                raise FileFormatError(model_path, f"weights do not fit a {model_type} body for "
-                                      f"{len(self.class_names)} classes: {e}")
-        else:
-            try:
-                body = keras.models.load_model(model_path, compile=False)
-            except Exception as e:  # noqa: BLE001
-                raise FileFormatError(model_path, f"cannot load Keras model: {e}")
-        self.body = body
+    @classmethod
+    def from_body(cls, body, info: ModelInfo, score: float = 0.3, iou: float = 0.45,
+                  input_size: InputSize = None, max_boxes: int = 100,
+                  precision: str = "float32") -> "YOLO":
+        """The detector of a body in memory, described by ``info``."""
+        _check_precision(precision)
+        detector = cls.__new__(cls)
+        detector.model_path = None
+        detector._setup(body, info, score, iou, input_size, max_boxes, precision)
+        return detector
+
+    def _setup(self, body, info: ModelInfo, score: float, iou: float, input_size: InputSize,
+               max_boxes: int, precision: str) -> None:
+        from yolo3.errors import FileFormatError
+        from yolo3.specs import check_input_size
+        self.body, self.info, self.precision = body, info, precision
+        self.anchors = info.anchors
+        self.anchor_mask = info.masks
+        self.num_classes = info.num_classes
+        self.class_names: List[str] = info.names()
+        self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
+        fixed = tuple(body.inputs[0].shape[1:3])
+        if input_size is None:
+            input_size = (fixed if None not in fixed else info.input_size) or DEFAULT_INPUT_SIZE
+        self.input_hw = check_input_size(input_size)
+        if None not in fixed and tuple(int(v) for v in fixed) != self.input_hw:
+            raise FileFormatError(self.model_path, f"model input is fixed at {fixed}, not the "
+                                                   f"requested {self.input_hw}")
         self.inference_body = fold_batch_norms(body)
         if precision == "bfloat16":
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
-
-        outputs = list(body.outputs)
-        if anchor_mask is None and "masks" in side:
-            anchor_mask = _read_masks(side["masks"], len(self.anchors))
-        if anchor_mask is None:
-            if len(self.anchors) % len(outputs):
-                raise FileFormatError(anchors_path, f"{len(self.anchors)} anchors do not split over "
-                                      f"{len(outputs)} outputs; pass anchor_mask")
-            per = len(self.anchors) // len(outputs)
-            anchor_mask = [[s * per + i for i in range(per)] for s in reversed(range(len(outputs)))]
-            if per == 3:
-                anchor_mask = default_masks(len(self.anchors))
-        self.anchor_mask = validate_masks(anchor_mask, len(self.anchors))
-        if len(self.anchor_mask) != len(outputs):
-            raise FileFormatError(model_path, f"{len(outputs)} outputs but {len(self.anchor_mask)} "
-                                  "anchor masks")
-        channels = [int(o.shape[-1]) for o in outputs]
-        a0 = len(self.anchor_mask[0])
-        num_classes = channels[0] // a0 - 5
-        for c, m in zip(channels, self.anchor_mask):
-            if c != len(m) * (num_classes + 5):
-                raise FileFormatError(model_path, f"output channels {channels} do not fit anchor masks "
-                                      f"{self.anchor_mask}")
-        if self.class_names is None:
-            self.class_names = [str(i) for i in range(num_classes)]
-        if len(self.class_names) != num_classes:
-            raise FileFormatError(classes_path, f"{len(self.class_names)} classes but the model "
-                                  f"predicts {num_classes}")
-        self.num_classes = num_classes
-
-        fixed = body.inputs[0].shape[1:3]
-        if input_size is None:
-            input_size = (int(fixed[0]), int(fixed[1])) if None not in tuple(fixed) else 416
-        self.input_hw = _as_hw(input_size)
-        if None not in tuple(fixed) and tuple(int(v) for v in fixed) != self.input_hw:
-            raise FileFormatError(model_path, f"model input is fixed at {tuple(fixed)}, "
-                                  f"not the requested {self.input_hw}")
         self._fns: Dict[Tuple[str, bool], tf.types.experimental.GenericFunction] = {}
 
     # -- compiled pieces -------------------------------------------------------------------------
@@ -281,67 +190,7 @@ class YOLO:
         return draw_detections(rgb, boxes, scores, classes, self.class_names)
 
 
-def with_compute_dtype(model: keras.Model, policy: str) -> keras.Model:
-    """A copy of functional ``model`` whose layers use the Keras dtype ``policy`` (e.g.
-    ``"mixed_bfloat16"``: float32 variables, bfloat16 computation), with the same weight values."""
-    def clone(layer):
-        config = layer.get_config()
-        config["dtype"] = policy
-        return layer.__class__.from_config(config)
-
-    copy = keras.models.clone_model(model, clone_function=clone)
-    for layer in model.layers:
-        if layer.weights:
-            copy.get_layer(layer.name).set_weights(layer.get_weights())
-    return copy
-
-
-class FoldedBatchNorm(keras.layers.Layer):
-    """Identity standing in for a BatchNormalization folded into the preceding convolution."""
-
-    def call(self, inputs, training=None, mask=None):
-        return inputs
-
-
-def fold_batch_norms(body: keras.Model) -> keras.Model:
-    """An inference copy of ``body`` with every ``Conv2D -> BatchNormalization`` pair folded into one
-    biased convolution (``w * g / sqrt(v + eps)``, ``beta + (b - mean) * g / sqrt(v + eps)``) and the
-    BN layer replaced by an identity. Other layers are shared with ``body``. Outputs equal ``body``'s
-    (``training=False``) up to float rounding; about 10% faster on CPU.
-    """
-    pairs: Dict[str, object] = {}
-    for layer in body.layers:
-        if not isinstance(layer, keras.layers.BatchNormalization) or len(layer._inbound_nodes) != 1:
-            continue
-        axis = layer.axis if isinstance(layer.axis, int) else layer.axis[0]
-        src = layer._inbound_nodes[0].input_tensors[0]._keras_history.operation
-        if (isinstance(src, keras.layers.Conv2D) and axis in (-1, 3) and len(src._outbound_nodes) == 1
-                and len(src._inbound_nodes) == 1 and src.activation is keras.activations.linear):
-            pairs[src.name] = layer
-    if not pairs:
-        return body
-    bn_names = {bn.name for bn in pairs.values()}
-
-    def clone(layer):
-        if layer.name in pairs:
-            config = layer.get_config()
-            config["use_bias"] = True
-            return keras.layers.Conv2D.from_config(config)
-        if layer.name in bn_names:
-            return FoldedBatchNorm(name=layer.name)
-        return layer
-
-    folded = keras.models.clone_model(body, clone_function=clone)
-    for conv_name, bn in pairs.items():
-        conv = body.get_layer(conv_name)
-        weights = conv.get_weights()
-        kernel = weights[0].astype(np.float64)
-        bias = weights[1].astype(np.float64) if conv.use_bias else np.zeros(kernel.shape[-1])
-        values = dict(zip([w.path.split("/")[-1] for w in bn.weights], bn.get_weights()))
-        gamma = values.get("gamma", np.ones_like(bias))
-        beta = values.get("beta", np.zeros_like(bias))
-        factor = gamma / np.sqrt(values["moving_variance"].astype(np.float64) + bn.epsilon)
-        folded.get_layer(conv_name).set_weights([
-            (kernel * factor).astype(np.float32),
-            (beta + (bias - values["moving_mean"]) * factor).astype(np.float32)])
-    return folded
+def _check_precision(precision: str) -> None:
+    from yolo3.errors import ArgumentError
+    if precision not in PRECISIONS:
+        raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")

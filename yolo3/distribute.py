@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import List, Optional
 
 import tensorflow as tf
 
+from yolo3.errors import Yolo3Error
+from yolo3.keras_compat import build_from_element_spec, replace_step
+
 __all__ = ["STRATEGIES", "configure_logical_cpus", "replica_devices", "make_strategy",
-           "is_chief", "num_workers", "prepare_fit"]
+           "is_chief", "num_workers", "task_index", "cluster_task", "ClusterTask", "prepare_fit"]
 
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 
@@ -57,20 +61,47 @@ def replica_devices(gpus: Optional[int] = None, cpu_replicas: Optional[int] = No
     return []
 
 
+@dataclass(frozen=True)
+class ClusterTask:
+    """This process's place in a ``TF_CONFIG`` cluster (one worker, index 0, chief, without one)."""
+
+    num_workers: int = 1
+    task_type: Optional[str] = None
+    index: int = 0
+    is_chief: bool = True
+
+
+def cluster_task() -> ClusterTask:
+    """Read ``TF_CONFIG`` (the one reader); a single process without it. Malformed JSON is refused
+    with a message naming the variable."""
+    raw = os.environ.get("TF_CONFIG", "") or "{}"
+    try:
+        config = json.loads(raw)
+        cluster = config.get("cluster", {})
+        task = config.get("task", {})
+        workers = len(cluster.get("worker", []))
+        index = int(task.get("index", 0))
+    except (ValueError, AttributeError, TypeError) as e:
+        raise Yolo3Error(f"TF_CONFIG is not a cluster description ({e}): {raw[:200]}") from None
+    task_type = task.get("type")
+    chief = (not task or task_type == "chief"
+             or (task_type == "worker" and index == 0 and "chief" not in cluster))
+    return ClusterTask(max(1, workers), task_type, index, chief)
+
+
 def num_workers() -> int:
     """Number of workers in ``TF_CONFIG`` (1 without it)."""
-    config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
-    return max(1, len(config.get("cluster", {}).get("worker", [])))
+    return cluster_task().num_workers
 
 
 def is_chief() -> bool:
     """True for the process that writes outputs: worker 0 (or the chief) or a single process."""
-    config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
-    task = config.get("task", {})
-    if not task:
-        return True
-    return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index", 0) == 0
-                                           and "chief" not in config.get("cluster", {}))
+    return cluster_task().is_chief
+
+
+def task_index() -> int:
+    """This worker's index in ``TF_CONFIG`` (0 without it)."""
+    return cluster_task().index
 
 
 def make_strategy(name: str, devices: Optional[List[str]] = None) -> Optional[tf.distribute.Strategy]:
@@ -103,10 +134,9 @@ def prepare_fit(model, dataset: tf.data.Dataset, strategy: Optional[tf.distribut
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return
     with strategy.scope():
-        model._symbolic_build(data_batch=dataset.element_spec)
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    model.train_step = _rank1_logs(model.train_step)
-    model.test_step = _rank1_logs(model.test_step)
+        build_from_element_spec(model, dataset.element_spec)
+    replace_step(model, "train_step", _rank1_logs)
+    replace_step(model, "test_step", _rank1_logs)
 
 
 def _rank1_logs(step):

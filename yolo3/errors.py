@@ -38,3 +38,12 @@ class AnnotationError(FileFormatError):
 
 class DarknetError(FileFormatError):
     """A Darknet cfg or weights file that cannot be read, or that does not fit its cfg."""
+
+
+class ArgumentError(Yolo3Error, ValueError):
+    """An argument value that cannot work (an unknown choice, a size the model cannot take ...)."""
+
+
+class CommandFailed(Yolo3Error):
+    """Work that was started failed (some inputs unreadable, a check that did not pass ...): the
+    command line reports it and exits with status 1, where bad input exits with 2."""

@@ -21,6 +21,8 @@ from typing import List, Optional, Sequence
 import keras
 import tensorflow as tf
 
+from yolo3.keras_compat import all_layers
+
 __all__ = ["ReplicaWrapper", "multi_gpu_model", "resolve_devices", "split_sizes"]
 
 
@@ -74,7 +76,7 @@ def split_sizes(batch, parts: int):
 def _batch_norm_moving_variables(model: keras.Model) -> list:
     """The moving mean/variance variables of every BatchNormalization layer in ``model`` (nested too)."""
     out = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in all_layers(model):
         if isinstance(layer, keras.layers.BatchNormalization):
             out.extend([layer.moving_mean, layer.moving_variance])
     return out

@@ -18,7 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.anchors import default_masks, strides_for, validate_masks
-from yolo3.boxes import wh_iou
+from yolo3.boxes import wh_iou, wh_iou_tf
+from yolo3.specs import check_input_size
 
 Masks = Optional[Sequence[Sequence[int]]]
 
@@ -28,13 +29,6 @@ def _masks_and_strides(anchors, anchor_mask: Masks) -> Tuple[np.ndarray, List[Li
     masks = default_masks(len(anchors)) if anchor_mask is None else anchor_mask
     masks = validate_masks(masks, len(anchors))
     return anchors, masks, strides_for(len(masks))
-
-
-def _check_input_shape(input_shape) -> Tuple[int, int]:
-    h, w = (int(v) for v in input_shape)
-    if h <= 0 or w <= 0 or h % 32 or w % 32:
-        raise ValueError(f"input shape {(h, w)} must be positive multiples of 32")
-    return h, w
 
 
 def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], anchors: np.ndarray,
@@ -49,7 +43,7 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
     true_boxes = np.asarray(true_boxes, dtype=np.float64)
     if true_boxes.ndim != 3 or true_boxes.shape[-1] != 5:
         raise ValueError(f"true_boxes must be (batch, max_boxes, 5), got shape {true_boxes.shape}")
-    h, w = _check_input_shape(input_shape)
+    h, w = check_input_size(input_shape)
     anchors, masks, strides = _masks_and_strides(anchors, anchor_mask)
     batch, max_boxes = true_boxes.shape[:2]
     flat = true_boxes.reshape(-1, 5)
@@ -92,7 +86,7 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
 def _tf_input_hw(input_shape) -> tf.Tensor:
     if isinstance(input_shape, (tuple, list, np.ndarray)) and all(
             isinstance(v, (int, np.integer)) for v in input_shape):
-        return tf.constant(_check_input_shape(input_shape), tf.int32)
+        return tf.constant(check_input_size(input_shape), tf.int32)
     hw = tf.cast(tf.convert_to_tensor(input_shape), tf.int32)
     tf.debugging.assert_equal(hw % 32, 0, message="input shape must be multiples of 32")
     return hw
@@ -128,7 +122,7 @@ def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np
     check = tf.debugging.assert_equal(tf.reduce_all(in_range | ~valid), True,
                                       message=f"box class outside [0, {num_classes})")
     with tf.control_dependencies([check]):
-        iou = _wh_iou_f64(size, tf.constant(anchors_np))
+        iou = wh_iou_tf(size, tf.constant(anchors_np))  # float64, as the NumPy version
     # Deterministic argmax: the first anchor with the maximum IoU (as np.argmax).
     n = len(anchors_np)
     is_max = tf.equal(iou, tf.reduce_max(iou, axis=-1, keepdims=True))
@@ -163,14 +157,6 @@ def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np
             out = tf.ensure_shape(out, [None, gh, gw, len(mask), 5 + num_classes])
         y_true.append(out[0] if single else out)
     return tuple(y_true)
-
-
-def _wh_iou_f64(wh1: tf.Tensor, wh2: tf.Tensor) -> tf.Tensor:
-    """Same arithmetic as :func:`yolo3.boxes.wh_iou` (float64), ``(N, 2)`` x ``(M, 2)`` -> ``(N, M)``."""
-    wh1 = wh1[:, tf.newaxis, :]
-    inter = tf.reduce_prod(tf.minimum(wh1, wh2), axis=-1)
-    union = tf.reduce_prod(wh1, axis=-1) + tf.reduce_prod(wh2, axis=-1) - inter
-    return tf.where(union > 0, inter / tf.where(union > 0, union, 1.0), 0.0)
 
 
 def _last_unique(key: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:

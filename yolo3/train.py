@@ -1,14 +1,19 @@
 """Training: two stages (heads only, then all layers), optimiser and schedule, checkpoints, logging.
 
-:func:`train` takes a :class:`TrainConfig` (the CLI ``yolo3-train`` / ``train_multi_gpu.py`` is a
-thin parser over it). Layers are frozen by name: stage 1 trains every layer whose name does not start
-with ``backbone_``; stage 2 trains all. ``epochs`` is the total epoch count (stage 2 runs epochs
+:func:`train` takes a :class:`TrainConfig` (the CLI ``yolo3 train`` / ``train_multi_gpu.py`` is a
+thin parser over it) and runs a short sequence of named steps, each testable alone:
+:func:`prepare_data` (classes, anchors, records, validation split), :func:`prepare_output`
+(folders, side files), :func:`pick_strategy` (devices, replicas, global batch),
+:func:`build_models` (body, training template, initial weights), :func:`restore_state` (resume),
+:func:`make_datasets`, then :func:`run_stage` per stage and :func:`finish`.
+
+Layers are frozen by name: stage 1 trains every layer whose name does not start with
+``backbone_``; stage 2 trains all. ``epochs`` is the total epoch count (stage 2 runs epochs
 ``freeze_epochs .. epochs``). Outputs go to ``config.output`` (see :class:`TrainResult`).
 """
 from __future__ import annotations
 
-import csv
-import math
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,19 +23,25 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import default_anchors, read_anchors, read_classes, write_anchors, write_classes
-from yolo3.callbacks import (StopOnNaN, TemplateCheckpoint, atomic_save_model, atomic_save_weights,
-                             load_resume_state, remove_stale_temporaries, restore_resume_state,
-                             truncate_history)
-from yolo3.distribute import is_chief, make_strategy, prepare_fit, replica_devices
-from yolo3.errors import Yolo3Error
-from yolo3.model import BACKBONE_PREFIX, build_body
+from yolo3.anchors import read_anchors, read_classes, write_anchors, write_classes
+from yolo3.architectures import BACKBONE_PREFIX
+from yolo3.callbacks import (StopOnNaN, TemplateCheckpoint, load_resume_state,
+                             remove_stale_temporaries, restore_resume_state, truncate_history)
+from yolo3.distribute import ClusterTask, cluster_task, make_strategy, prepare_fit, replica_devices
+from yolo3.errors import ArgumentError, Yolo3Error
+from yolo3.history import completed_epochs
+from yolo3.metadata import ModelInfo
+from yolo3.saving import atomic_save_model, atomic_save_weights
+from yolo3.schedules import WarmupCosine
+from yolo3.specs import ModelSpec, get_spec
 
 __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
-           "validate_config", "ConfigError", "shard_by_data"]
+           "validate_config", "ConfigError", "shard_by_data", "prepare_data", "prepare_output",
+           "pick_strategy", "build_models", "restore_state", "make_datasets", "run_stage",
+           "stages", "TrainData", "Placement", "RunFolder", "Stage"]
 
 
-class ConfigError(Yolo3Error, ValueError):
+class ConfigError(ArgumentError):
     """A training argument that cannot work (missing file, bad size, class ids beyond the list)."""
 
 
@@ -80,57 +91,66 @@ class TrainResult:
     skipped_layers: List[Tuple[str, str]] = field(default_factory=list)
 
 
-@keras.saving.register_keras_serializable(package="yolo3")
-class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up from 0 to ``lr`` over ``warmup_steps``, then cosine decay to ``lr * final``."""
+# ----------------------------------------------------------------------------------- the steps
 
-    def __init__(self, lr: float, total_steps: int, warmup_steps: int = 0, final: float = 0.01):
-        self.lr, self.total_steps = float(lr), max(1, int(total_steps))
-        self.warmup_steps, self.final = max(0, int(warmup_steps)), float(final)
+@dataclass
+class TrainData:
+    """What the data step decides: the variant, classes, anchors, masks and the two record sets."""
 
-    def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        warm = self.lr * (step + 1.0) / max(1, self.warmup_steps)
-        span = float(max(1, self.total_steps - self.warmup_steps))
-        t = tf.clip_by_value((step - self.warmup_steps) / span, 0.0, 1.0)
-        cos = self.lr * (self.final + (1 - self.final) * 0.5 * (1 + tf.cos(math.pi * t)))
-        return tf.where(step < self.warmup_steps, warm, cos)
+    spec: ModelSpec
+    class_names: List[str]
+    anchors: np.ndarray
+    masks: List[List[int]]
+    records: list
+    val_records: list
 
-    def get_config(self) -> dict:
-        return {"lr": self.lr, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,
-                "final": self.final}
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
 
-
-def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:
-    """Freeze (or unfreeze) the ``backbone_*`` layers by name; returns the number frozen.
-
-    ``freeze_bn`` also freezes every BatchNormalization layer, which Keras then runs in inference
-    mode (moving statistics, no update): small per-replica batches no longer give noisy statistics,
-    and N replicas x B/N images take exactly the step of one device x B images.
-    """
-    frozen = 0
-    for layer in body.layers:
-        freeze = (freeze_backbone and layer.name.startswith(BACKBONE_PREFIX)) or (
-            freeze_bn and isinstance(layer, keras.layers.BatchNormalization))
-        layer.trainable = not freeze
-        frozen += int(freeze and bool(layer.weights))
-    return frozen
+    def info(self, input_size: int) -> ModelInfo:
+        """The facts every saved body of this run carries."""
+        return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
+                         class_names=self.class_names, variant=self.spec.name,
+                         input_size=(input_size, input_size))
 
 
-def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """Let a tf.distribute strategy split each global batch between workers and replicas.
+@dataclass
+class RunFolder:
+    """Where this process writes: the output folder (chief) or its worker folder."""
 
-    Every worker reads the same (seeded) stream; the DATA policy hands worker ``i`` its slice of
-    each global batch, so N workers x B/N images see exactly the batches of one process x B.
-    """
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return dataset.with_options(options)
+    output: Path
+    write_dir: Path
+    chief: bool
 
 
-def _task_index() -> int:
-    import json
-    return int(json.loads(os.environ.get("TF_CONFIG", "{}") or "{}").get("task", {}).get("index", 0))
+@dataclass
+class Placement:
+    """Devices and strategy: ``devices`` for the replica wrapper, or a tf.distribute strategy."""
+
+    strategy: Optional[tf.distribute.Strategy]
+    devices: List[str]
+    replicas: int
+    global_batch: int
+    steps: int
+    task: ClusterTask
+
+    def scope(self):
+        """A fresh strategy scope (one cannot be entered twice), or a no-op without a strategy."""
+        return self.strategy.scope() if self.strategy else _NullScope()
+
+    @property
+    def uses_wrapper(self) -> bool:
+        return self.strategy is None and len(self.devices) >= 2
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Epochs ``first .. last - 1`` (absolute), with the backbone frozen or not."""
+
+    first: int
+    last: int
+    frozen: bool
 
 
 def _check_file(path: Optional[str], what: str) -> None:
@@ -145,10 +165,14 @@ def validate_config(config: TrainConfig) -> None:
     _check_file(config.classes, "--classes")
     _check_file(config.anchors, "--anchors")
     _check_file(config.weights, "--weights")
-    if config.model not in ("yolov3", "tiny"):
-        raise ConfigError(f"--model must be 'yolov3' or 'tiny', got {config.model!r}")
-    if config.input_size <= 0 or config.input_size % 32:
-        raise ConfigError(f"--input-size must be a positive multiple of 32, got {config.input_size}")
+    try:
+        spec = get_spec(config.model)
+    except Yolo3Error as e:
+        raise ConfigError(f"--model: {e}") from None
+    try:
+        spec.check_input_size(config.input_size)
+    except Yolo3Error as e:
+        raise ConfigError(f"--input-size: {e}") from None
     if config.batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {config.batch_size}")
     if config.epochs < 1 or not 0 <= config.freeze_epochs <= config.epochs:
@@ -177,53 +201,16 @@ def _load_records(path: str, class_names: Sequence[str]):
     return records
 
 
-def _make_dataset(records, config: TrainConfig, anchors, num_classes: int, batch: int, training: bool):
-    from yolo3.data.augment import AugmentConfig
-    from yolo3.data.pipeline import make_dataset
-    size = (config.input_size, config.input_size)
-    return make_dataset(records, size, anchors, num_classes, batch, training=training,
-                        max_boxes=config.max_boxes, seed=config.seed,
-                        augment=AugmentConfig.preset(config.augment) if training else None)
-
-
-def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.optimizers.Optimizer:
-    if config.schedule == "plateau":
-        return keras.optimizers.Adam(config.lr)
-    total = max(1, steps * stage_epochs)
-    warm = int(round(config.warmup_epochs * steps))
-    return keras.optimizers.Adam(WarmupCosine(config.lr, total, min(warm, total - 1)))
-
-
-def _read_csv_history(path: Path) -> Dict[str, List[float]]:
-    if not path.exists():
-        return {}
-    out: Dict[str, List[float]] = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            for k, v in row.items():
-                if k != "epoch":
-                    try:
-                        out.setdefault(k, []).append(float(v))
-                    except (TypeError, ValueError):
-                        pass
-    return out
-
-
-def train(config: TrainConfig) -> TrainResult:
-    """Train as configured; returns the written paths and the loss history.
-
-    With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them first thing;
-    :func:`yolo3.distribute.configure_logical_cpus`).
-    """
-    validate_config(config)
-    from yolo3.loss import identity_loss, yolo_training_model
-    from yolo3.parallel import multi_gpu_model
-    from yolo3.weights import load_weights_by_name
-
-    keras.utils.set_random_seed(config.seed)
+def prepare_data(config: TrainConfig) -> TrainData:
+    """Classes, anchors (the variant's defaults without ``--anchors``), masks, and the training and
+    validation records (``--val-annotations``, else a seeded ``--val-split`` of the annotations)."""
+    spec = get_spec(config.model)
     class_names = read_classes(config.classes)
-    anchors = read_anchors(config.anchors) if config.anchors else default_anchors(config.model)
-    num_classes = len(class_names)
+    anchors = read_anchors(config.anchors) if config.anchors else spec.default_anchors()
+    try:
+        masks = spec.default_masks(len(anchors))
+    except ValueError as e:
+        raise ConfigError(f"--anchors {config.anchors}: {e}") from None
     records = _load_records(config.annotations, class_names)
     if config.val_annotations:
         val_records = _load_records(config.val_annotations, class_names)
@@ -235,126 +222,238 @@ def train(config: TrainConfig) -> TrainResult:
                               f"--val-split {config.val_split}")
         val_records = [records[i] for i in order[:n_val]]
         records = [records[i] for i in order[n_val:]]
+    return TrainData(spec, class_names, anchors, masks, records, val_records)
 
+
+def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> RunFolder:
+    """Make the output folder; non-chief workers of a cluster write to ``.worker-<i>/`` (same code
+    path, nothing clobbered). Removes what a killed run half-wrote; the chief writes
+    ``anchors.txt`` and ``classes.txt``."""
     out = Path(config.output)
-    chief = is_chief()
-    # non-chief workers of a cluster write to their own folder (same code path, nothing clobbered)
-    write_dir = out if chief else out / f".worker-{_task_index()}"
+    write_dir = out if task.is_chief else out / f".worker-{task.index}"
     write_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(write_dir)  # half-written files of a killed run
-    if chief:
-        write_anchors(out / "anchors.txt", anchors)
-        write_classes(out / "classes.txt", class_names)
+    remove_stale_temporaries(write_dir)
+    if task.is_chief:
+        write_anchors(out / "anchors.txt", data.anchors)
+        write_classes(out / "classes.txt", data.class_names)
+    return RunFolder(out, write_dir, task.is_chief)
 
+
+def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterTask] = None
+                  ) -> Placement:
+    """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
+    per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
+    first thing: :func:`yolo3.distribute.configure_logical_cpus`)."""
     devices = replica_devices(config.gpus or None, config.cpu_replicas or None)
     strategy = make_strategy(config.strategy, devices if config.strategy == "mirrored" else None)
     replicas = strategy.num_replicas_in_sync if strategy else max(1, len(devices))
     global_batch = config.batch_size * replicas
-    if len(records) < global_batch:
-        raise ConfigError(f"{len(records)} training images are fewer than one global batch "
+    if num_records < global_batch:
+        raise ConfigError(f"{num_records} training images are fewer than one global batch "
                           f"({config.batch_size} x {replicas} replicas)")
-    steps = config.steps_per_epoch or len(records) // global_batch
+    steps = config.steps_per_epoch or num_records // global_batch
+    if config.strategy != "wrapper":
+        devices = []
+    return Placement(strategy, devices, replicas, global_batch, steps, task or cluster_task())
 
-    def scope():  # a strategy scope object cannot be entered twice: a fresh one each time
-        return strategy.scope() if strategy else _null_scope()
-    with scope():
-        body = build_body(config.model, num_classes, len(anchors) // len(_masks_for(config.model)),
-                          (config.input_size, config.input_size))
-        template = yolo_training_model(body, anchors, num_classes)
+
+def build_models(config: TrainConfig, data: TrainData, placement: Placement
+                 ) -> Tuple[keras.Model, keras.Model, List[Tuple[str, str]]]:
+    """``(body, template, skipped layers)``: the body and its training model (output: the loss), in
+    the strategy's scope, with ``--weights`` loaded by name (skipped layers listed)."""
+    from yolo3.loss import yolo_training_model
+    from yolo3.weights import load_weights_by_name
+    with placement.scope():
+        body = data.spec.build(data.num_classes, len(data.masks[0]),
+                               (config.input_size, config.input_size))
+        template = yolo_training_model(body, data.anchors, data.num_classes,
+                                       anchor_mask=data.masks)
     skipped: List[Tuple[str, str]] = []
     if config.weights:
-        skipped = load_weights_by_name(body, config.weights, model_type=config.model).skipped
+        skipped = load_weights_by_name(body, config.weights, model_type=data.spec.name).skipped
+    return body, template, skipped
 
-    state = load_resume_state(out) if config.resume else None  # the chief's: one epoch for all
+
+def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
+    """``(state, start epoch, best)``: with ``--resume`` the chief's last complete state (one epoch
+    for all workers), its weights loaded into ``template``; history rows of epochs that will be
+    trained again are dropped (multi-worker runs: from the BackupAndRestore epoch)."""
+    state = load_resume_state(run.output) if config.resume else None
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
     if state:
         print(f"resuming from {state['path']} after epoch {start_epoch}")
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
-    if config.resume:  # epochs after the state are trained again: drop their rows
-        truncate_history(write_dir / "history.csv", start_epoch)
-    elif config.strategy == "multiworker" and (write_dir / "backup").exists():
-        truncate_history(write_dir / "history.csv", _backup_epoch(write_dir / "backup"))
+    if config.resume:
+        truncate_history(run.write_dir / "history.csv", start_epoch)
+    elif config.strategy == "multiworker" and (run.write_dir / "backup").exists():
+        truncate_history(run.write_dir / "history.csv", _backup_epoch(run.write_dir / "backup"))
+    return state, start_epoch, best
 
-    train_ds = _make_dataset(records, config, anchors, num_classes, global_batch, True)
-    val_ds = _make_dataset(val_records, config, anchors, num_classes, global_batch, False)
+
+def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Let a tf.distribute strategy split each global batch between workers and replicas.
+
+    Every worker reads the same (seeded) stream; the DATA policy hands worker ``i`` its slice of
+    each global batch, so N workers x B/N images see exactly the batches of one process x B.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
+                  ) -> Tuple[tf.data.Dataset, tf.data.Dataset]:
+    """Training (augmented, shuffled) and validation (letterboxed) batches of the global batch."""
+    from yolo3.data.augment import AugmentConfig
+    from yolo3.data.pipeline import make_dataset
+    size = (config.input_size, config.input_size)
+
+    def dataset(records, training: bool) -> tf.data.Dataset:
+        return make_dataset(records, size, data.anchors, data.num_classes, placement.global_batch,
+                            training=training, anchor_mask=data.masks, max_boxes=config.max_boxes,
+                            seed=config.seed,
+                            augment=AugmentConfig.preset(config.augment) if training else None)
+
+    train_ds, val_ds = dataset(data.records, True), dataset(data.val_records, False)
     if config.steps_per_epoch:
         train_ds = train_ds.repeat()
-    if strategy is not None:
+    if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
+    return train_ds, val_ds
 
-    stages = [(0, config.freeze_epochs, True), (config.freeze_epochs, config.epochs, False)]
-    history: Dict[str, List[float]] = {}
-    nan_stop = StopOnNaN()
-    ckpt = TemplateCheckpoint(body, write_dir, template=template,
-                              best=math.inf if best is None else best, verbose=config.verbose)
-    for first, last, frozen in stages:
-        if last <= first or last <= start_epoch:
-            continue
-        with scope():
-            frozen_count = set_stage_trainable(body, frozen, config.freeze_bn)
-            model = multi_gpu_model(template, devices=devices) if (
-                config.strategy == "wrapper" and len(devices) >= 2) else template
-            optimizer = _optimizer(config, steps, last - first)
-            model.compile(optimizer=optimizer, loss=identity_loss, jit_compile=False)
-        prepare_fit(model, train_ds, strategy)
-        # one line per stage, also with --quiet
-        print(f"stage {'1 (heads only, ' + str(frozen_count) + ' layers frozen)' if frozen else '2 (all layers)'}"
-              f": epochs {max(first, start_epoch) + 1}..{last}, {replicas} replica(s), "
-              f"global batch {global_batch}, {config.strategy}")
-        if state and start_epoch > first:
-            with scope():
-                restore_resume_state(state, template, optimizer, model.trainable_variables)
-        # the history row before the checkpoint: a crash between them repeats the epoch (its row
-        # is dropped on resume) instead of leaving a gap in history.csv
-        callbacks = [nan_stop, keras.callbacks.CSVLogger(str(write_dir / "history.csv"), append=True),
-                     ckpt]
-        if _has_tensorboard():
-            callbacks.append(keras.callbacks.TensorBoard(str(write_dir / "logs")))
-        elif config.verbose:
-            print("TensorBoard is not installed (pip install tensorboard): no logs/ written")
-        if config.schedule == "plateau":
-            callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.verbose))
-        if config.strategy == "multiworker":
-            # one folder per worker: Keras 3 writes the backup on every worker (HDF5 locks clash)
-            callbacks.append(keras.callbacks.BackupAndRestore(str(write_dir / "backup")))
-        h = model.fit(train_ds, validation_data=val_ds, epochs=last, initial_epoch=max(first, start_epoch),
-                      steps_per_epoch=steps if config.steps_per_epoch else None,
-                      validation_steps=config.validation_steps, callbacks=callbacks,
-                      shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
-                      verbose=config.verbose)
-        for k, v in h.history.items():
-            history.setdefault(k, []).extend(float(x) for x in v)
-        if nan_stop.stopped:
-            break
 
-    last_ok = write_dir / "last.weights.h5"
+def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:
+    """Freeze (or unfreeze) the ``backbone_*`` layers by name; returns the number frozen.
+
+    ``freeze_bn`` also freezes every BatchNormalization layer, which Keras then runs in inference
+    mode (moving statistics, no update): small per-replica batches no longer give noisy statistics,
+    and N replicas x B/N images take exactly the step of one device x B images.
+    """
+    frozen = 0
+    for layer in body.layers:
+        freeze = (freeze_backbone and layer.name.startswith(BACKBONE_PREFIX)) or (
+            freeze_bn and isinstance(layer, keras.layers.BatchNormalization))
+        layer.trainable = not freeze
+        frozen += int(freeze and bool(layer.weights))
+    return frozen
+
+
+def stages(config: TrainConfig, start_epoch: int) -> List[Stage]:
+    """The stages still to run after ``start_epoch`` completed epochs."""
+    planned = [Stage(0, config.freeze_epochs, True), Stage(config.freeze_epochs, config.epochs, False)]
+    return [s for s in planned if s.last > s.first and s.last > start_epoch]
+
+
+def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.optimizers.Optimizer:
+    if config.schedule == "plateau":
+        return keras.optimizers.Adam(config.lr)
+    total = max(1, steps * stage_epochs)
+    warm = int(round(config.warmup_epochs * steps))
+    return keras.optimizers.Adam(WarmupCosine(config.lr, total, min(warm, total - 1)))
+
+
+def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoint,
+               nan_stop: StopOnNaN) -> list:
+    # the history row before the checkpoint: a crash between them repeats the epoch (its row is
+    # dropped on resume) instead of leaving a gap in history.csv
+    callbacks = [nan_stop, keras.callbacks.CSVLogger(str(run.write_dir / "history.csv"), append=True),
+                 checkpoint]
+    if _has_tensorboard():
+        callbacks.append(keras.callbacks.TensorBoard(str(run.write_dir / "logs")))
+    elif config.verbose:
+        print("TensorBoard is not installed (pip install tensorboard): no logs/ written")
+    if config.schedule == "plateau":
+        callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.verbose))
+    if config.strategy == "multiworker":
+        # one folder per worker: Keras 3 writes the backup on every worker (HDF5 locks clash)
+        callbacks.append(keras.callbacks.BackupAndRestore(str(run.write_dir / "backup")))
+    return callbacks
+
+
+def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: keras.Model,
+              placement: Placement, datasets: Tuple[tf.data.Dataset, tf.data.Dataset],
+              callbacks: list, start_epoch: int = 0, state=None) -> Dict[str, List[float]]:
+    """Compile and fit one stage (the wrapper over ``placement.devices``, a strategy, or the
+    template itself); restores the optimiser of ``state`` when resuming inside this stage.
+    Returns the stage's Keras history."""
+    from yolo3.loss import identity_loss
+    from yolo3.parallel import multi_gpu_model
+    train_ds, val_ds = datasets
+    with placement.scope():
+        frozen_count = set_stage_trainable(body, stage.frozen, config.freeze_bn)
+        model = (multi_gpu_model(template, devices=placement.devices) if placement.uses_wrapper
+                 else template)
+        optimizer = _optimizer(config, placement.steps, stage.last - stage.first)
+        model.compile(optimizer=optimizer, loss=identity_loss, jit_compile=False)
+    prepare_fit(model, train_ds, placement.strategy)
+    name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
+    print(f"stage {name}: epochs {max(stage.first, start_epoch) + 1}..{stage.last}, "
+          f"{placement.replicas} replica(s), global batch {placement.global_batch}, "
+          f"{config.strategy}")  # one line per stage, also with --quiet
+    if state and start_epoch > stage.first:
+        with placement.scope():
+            restore_resume_state(state, template, optimizer, model.trainable_variables)
+    history = model.fit(train_ds, validation_data=val_ds, epochs=stage.last,
+                        initial_epoch=max(stage.first, start_epoch),
+                        steps_per_epoch=placement.steps if config.steps_per_epoch else None,
+                        validation_steps=config.validation_steps, callbacks=callbacks,
+                        shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
+                        verbose=config.verbose)
+    return {k: [float(x) for x in v] for k, v in history.history.items()}
+
+
+def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnNaN
+           ) -> Tuple[Path, Path]:
+    """Save the final body (the last good checkpoint after a NaN stop): ``final.weights.h5`` in the
+    write folder (non-chief workers: their own copy, to compare) and ``final.keras`` (chief)."""
+    last_ok = run.write_dir / "last.weights.h5"
     if nan_stop.stopped and last_ok.exists():
         body.load_weights(str(last_ok))
-    final_model, final_weights = out / "final.keras", out / "final.weights.h5"
-    atomic_save_weights(body, write_dir / "final.weights.h5")  # non-chief: its own copy, to compare
-    if chief:
-        atomic_save_model(body, final_model)
-    done = len(_read_csv_history(write_dir / "history.csv").get("loss", []))
-    return TrainResult(str(out), str(final_model), str(final_weights), history, done,
-                       nan_stop.stopped, nan_stop.message, skipped)
+    final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
+    atomic_save_weights(body, run.write_dir / "final.weights.h5")
+    if run.chief:
+        atomic_save_model(body, final_model, info)
+    return final_model, final_weights
+
+
+def train(config: TrainConfig) -> TrainResult:
+    """Train as configured; returns the written paths and the loss history."""
+    validate_config(config)
+    keras.utils.set_random_seed(config.seed)
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+    run = prepare_output(config, data, placement.task)
+    body, template, skipped = build_models(config, data, placement)
+    state, start_epoch, best = restore_state(config, run, template)
+    datasets = make_datasets(config, data, placement)
+    info = data.info(config.input_size)
+    nan_stop = StopOnNaN()
+    checkpoint = TemplateCheckpoint(body, run.write_dir, template=template, best=best,
+                                    verbose=config.verbose, info=info)
+    callbacks = _callbacks(config, run, checkpoint, nan_stop)
+    history: Dict[str, List[float]] = {}
+    for stage in stages(config, start_epoch):
+        for k, v in run_stage(stage, config, body, template, placement, datasets, callbacks,
+                              start_epoch, state).items():
+            history.setdefault(k, []).extend(v)
+        if nan_stop.stopped:
+            break
+    final_model, final_weights = finish(run, body, info, nan_stop)
+    return TrainResult(str(run.output), str(final_model), str(final_weights), history,
+                       completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
+                       nan_stop.message, skipped)
 
 
 def _backup_epoch(backup_dir: Path) -> int:
     """Epochs completed according to a Keras BackupAndRestore folder (0 when it has none)."""
-    import json
     try:
         return int(json.loads((backup_dir / "training_metadata.json").read_text())["epoch"])
     except (OSError, ValueError, KeyError):
         return 0
 
 
-def _masks_for(model: str) -> List[List[int]]:
-    from yolo3.anchors import default_masks
-    return default_masks(9 if model == "yolov3" else 6)
-
-
-class _null_scope:
+class _NullScope:
     def __enter__(self):
         return self
 

@@ -45,9 +45,11 @@ def _font(image_size: Tuple[int, int]) -> ImageFont.ImageFont:
         return ImageFont.load_default()
 
 
-def draw_detections(image: Image.Image, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
-                    class_names: Sequence[str], colors: Optional[Sequence[Color]] = None) -> Image.Image:
-    """Return a copy of ``image`` with boxes and ``"name 0.87"`` labels drawn.
+def draw_detections(image: Image.Image, boxes: np.ndarray, scores: Optional[np.ndarray],
+                    classes: np.ndarray, class_names: Sequence[str],
+                    colors: Optional[Sequence[Color]] = None) -> Image.Image:
+    """Return a copy of ``image`` with boxes and ``"name 0.87"`` labels drawn: the one box drawer
+    (detections, and ground truth with ``scores=None``: labels without a score).
 
     boxes: ``(N, 4)`` ``(x1, y1, x2, y2)`` pixels of ``image``; scores ``(N,)``; classes ``(N,)`` ids
     into ``class_names``. Labels sit above the box, or inside it at the top when there is no room.
@@ -59,13 +61,14 @@ def draw_detections(image: Image.Image, boxes: np.ndarray, scores: np.ndarray, c
     width, height = image.size
     thickness = max(1, int(round((width + height) / 600)))
     # Draw low scores first so the most confident labels end up on top.
-    for i in np.argsort(np.asarray(scores), kind="stable"):
+    order = range(len(boxes)) if scores is None else np.argsort(np.asarray(scores), kind="stable")
+    for i in order:
         x1, y1, x2, y2 = [float(v) for v in boxes[i]]
         cls = int(classes[i])
         name = class_names[cls] if 0 <= cls < len(class_names) else str(cls)
         color = colors[cls % len(colors)]
         draw.rectangle([x1, y1, x2, y2], outline=color, width=thickness)
-        label = f"{name} {float(scores[i]):.2f}"
+        label = name if scores is None else f"{name} {float(scores[i]):.2f}"
         left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
         tw, th = right - left, bottom - top
         pad = 2

@@ -8,9 +8,10 @@ copied layer by layer into the target by name. Typical use: pretrained COCO weig
 another class count, where the ``output_s*`` layers are skipped.
 
 A model converted from Darknet (:mod:`yolo3.darknet.convert`: layers ``conv_<i>``, ``bn_<i>`` named
-by cfg index) is renamed to yolo3 names first, through :func:`yolo3.darknet.export.body_to_cfg_index`
-(the same table the exporter writes cfgs from): yolov3.cfg or yolov3-tiny.cfg into the matching body,
-or darknet53.cfg (or any cfg starting with Darknet-53, e.g. yolov3-spp) into a yolov3 backbone.
+by cfg index) is renamed to yolo3 names first, through :func:`yolo3.darknet.layout.body_to_cfg_index`
+(derived from the same architecture as the bodies and the exporter's cfgs): a variant's own cfg into
+its body, or a backbone cfg (darknet53.cfg, or any cfg starting with Darknet-53) into the
+``backbone_*`` layers of the variants built on it (:attr:`yolo3.specs.ModelSpec.darknet_sources`).
 """
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import keras
 import numpy as np
 
+from yolo3.darknet.layout import (LAYOUT_KINDS, block_layer_names, body_to_cfg_index,
+                                  converted_layer)
 from yolo3.errors import Yolo3Error
+from yolo3.keras_compat import all_layers
+from yolo3.specs import get_spec, spec_of_layers, spec_names
 
 __all__ = ["LoadReport", "load_weights_by_name", "read_layer_weights"]
 
@@ -51,7 +56,7 @@ class LoadReport:
 
 
 def _layers_with_weights(model: keras.Model) -> Dict[str, keras.layers.Layer]:
-    return {layer.name: layer for layer in model._flatten_layers(include_self=False, recursive=True)
+    return {layer.name: layer for layer in all_layers(model)
             if layer.weights and not isinstance(layer, keras.Model)}
 
 
@@ -88,46 +93,40 @@ def _output_filters(path: str) -> List[int]:
 
 
 def _rebuild_body(path: str, model_types: Sequence[str], num_anchors: int) -> keras.Model:
-    from yolo3.model import build_body
+    from yolo3.saving import build_from_weights
     filters = _output_filters(path)
     if not filters or filters[0] % num_anchors or filters[0] // num_anchors <= 5:
         raise WeightsError(f"{path}: not a yolo3 body weights file (no output convolutions found)")
     num_classes = filters[0] // num_anchors - 5
-    errors = []
-    for model_type in model_types:
-        body = build_body(model_type, num_classes, num_anchors)
-        try:
-            body.load_weights(path)
-            return body
-        except Exception as e:  # architecture mismatch: try the next type
-            errors.append(f"{model_type}: {e}")
-    raise WeightsError(f"{path}: does not fit a yolo3 body ({'; '.join(errors)})")
+    candidates = [get_spec(t) for t in model_types]
+    try:
+        body, _ = build_from_weights(path, num_classes, candidates, num_anchors,
+                                     anchors_per_scale=num_anchors)
+    except Yolo3Error as e:
+        raise WeightsError(f"{path}: does not fit a yolo3 body ({e.reason})") from None
+    return body
 
 
-def read_layer_weights(path: os.PathLike, model_types: Sequence[str] = ("yolov3", "tiny"),
+def read_layer_weights(path: os.PathLike, model_types: Optional[Sequence[str]] = None,
                        num_anchors: int = 3) -> Dict[str, List[np.ndarray]]:
     """``{layer name: [arrays]}`` from a ``.keras``, yolo3 ``.weights.h5`` or legacy ``.h5`` file."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise WeightsError(f"{path}: weights file not found")
     if path.endswith(".keras") or zipfile.is_zipfile(path):
-        source = keras.models.load_model(path, compile=False)
+        from yolo3.saving import load_keras_model
+        source, _ = load_keras_model(path)
     else:
         legacy = _legacy_h5(path)
         if legacy is not None:
             return legacy
-        source = _rebuild_body(path, model_types, num_anchors)
+        source = _rebuild_body(path, model_types or spec_names(), num_anchors)
     return {name: [np.asarray(w) for w in layer.get_weights()]
             for name, layer in _layers_with_weights(source).items()}
 
 
-# target body kind -> converted Darknet layouts it accepts, best first
-_ACCEPTED_LAYOUTS = {"yolov3": ("yolov3", "darknet53"), "tiny": ("tiny",)}
-
-
 def _converted_conv_indices(source: Dict[str, List[np.ndarray]]) -> Optional[Set[int]]:
     """cfg indices of the ``conv_<i>`` layers when ``source`` is a converted Darknet model, else None."""
-    from yolo3.darknet.export import converted_layer
     parsed = [converted_layer(name) for name in source]
     if not parsed or any(p is None for p in parsed):
         return None
@@ -137,15 +136,13 @@ def _converted_conv_indices(source: Dict[str, List[np.ndarray]]) -> Optional[Set
 
 def _layout_fits(kind: str, conv_indices: Set[int]) -> bool:
     """Whether the converted convs up to the layout's last one are exactly the layout's convs."""
-    from yolo3.darknet.export import body_to_cfg_index
     wanted = set(body_to_cfg_index(kind).values())
     return wanted == {i for i in conv_indices if i <= max(wanted)}
 
 
 def _darknet_layout(path: str, target: str, conv_indices: Set[int]) -> str:
     """The Darknet layout of a converted source that fits a ``target`` body, or WeightsError."""
-    from yolo3.darknet.export import LAYOUT_KINDS
-    for kind in _ACCEPTED_LAYOUTS[target]:
+    for kind in get_spec(target).darknet_sources:
         if _layout_fits(kind, conv_indices):
             return kind
     found = [k for k in LAYOUT_KINDS if _layout_fits(k, conv_indices)]
@@ -156,21 +153,20 @@ def _darknet_layout(path: str, target: str, conv_indices: Set[int]) -> str:
 
 
 def _target_kind(model: keras.Model, path: str) -> Optional[str]:
-    """``'yolov3'`` / ``'tiny'`` for yolo3 bodies, None for a converted target (names match as is)."""
-    from yolo3.darknet.export import model_kind
-    from yolo3.errors import DarknetError
-    try:
-        kind = model_kind(model)
-    except DarknetError:
-        raise WeightsError(f"{path}: a converted Darknet model maps only onto a yolo3 body or "
-                           f"another converted model, not {model.name!r}") from None
-    return None if kind == "converted" else kind
+    """The variant of a yolo3 body, None for a converted target (names match as they are)."""
+    names = [layer.name for layer in model.layers]
+    spec = spec_of_layers(names)
+    if spec is not None:
+        return spec.name
+    if "conv_0" in names:
+        return None
+    raise WeightsError(f"{path}: a converted Darknet model maps only onto a yolo3 body or "
+                       f"another converted model, not {model.name!r}")
 
 
 def _rename_converted(source: Dict[str, List[np.ndarray]], layout: str, target_names: Set[str]
                       ) -> Tuple[Dict[str, List[np.ndarray]], List[str]]:
     """``conv_<i>`` / ``bn_<i>`` -> yolo3 layer names; returns (renamed, unmapped source names)."""
-    from yolo3.darknet.export import block_layer_names, body_to_cfg_index
     rename: Dict[str, str] = {}
     for block, index in body_to_cfg_index(layout).items():
         conv, bn = block_layer_names(block, target_names)
@@ -182,7 +178,6 @@ def _rename_converted(source: Dict[str, List[np.ndarray]], layout: str, target_n
 
 
 def _cfg_order(name: str) -> Tuple[int, str]:
-    from yolo3.darknet.export import converted_layer
     kind, index = converted_layer(name)
     return index, kind
 
@@ -196,8 +191,9 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, model_type: Opti
     module docstring); its layers without a yolo3 name are listed as ``unmapped``. Raises
     ``WeightsError`` when no layer at all matches, or when a converted source fits no known layout.
     """
-    types = [model_type] + [t for t in ("yolov3", "tiny") if t != model_type] if model_type else \
-        ["yolov3", "tiny"]
+    types = spec_names()
+    if model_type:
+        types = [get_spec(model_type).name] + [t for t in types if t != get_spec(model_type).name]
     source = read_layer_weights(path, types, num_anchors)
     report = LoadReport()
     targets = _layers_with_weights(model)

@@ -1,10 +1,58 @@
-"""Command-line entry points. Each module parses arguments and calls the library; tools/*.py and the
-console scripts are thin wrappers over ``main()``."""
+"""The command line: ``yolo3 <command> ...``, and one console script ``yolo3-<command>`` per command.
+
+Each command module (``yolo3.cli.<module>``) has ``NAME``, ``DESCRIPTION``, ``add_arguments(parser)``,
+``run(args) -> exit code`` and ``main(argv)``; ``tools/*.py`` and ``train_multi_gpu.py`` are thin
+wrappers over them. Errors and exit codes are handled in one place, :mod:`yolo3.cli.common`.
+Nothing here imports TensorFlow until a command runs.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Dict, List, Optional
+
+from yolo3.cli.common import add_precision_argument, execute, make_parser  # noqa: F401
+
+# command name -> module (the console script yolo3-<name> is <module>:main)
+COMMANDS: Dict[str, str] = {
+    "train": "yolo3.cli.train",
+    "detect": "yolo3.cli.detect",
+    "evaluate": "yolo3.cli.evaluate",
+    "convert": "yolo3.cli.convert",
+    "export": "yolo3.cli.export",
+    "kmeans": "yolo3.cli.kmeans",
+    "voc": "yolo3.cli.voc_annotation",
+    "coco": "yolo3.cli.coco_annotation",
+    "check": "yolo3.cli.check_dataset",
+    "plot": "yolo3.cli.plot_history",
+    "synth": "yolo3.cli.make_synthetic_dataset",
+    "benchmark": "yolo3.cli.benchmark",
+}
 
 
-def add_precision_argument(parser) -> None:
-    """``--precision {float32,bfloat16}`` for the programs that run a :class:`yolo3.detector.YOLO`."""
-    parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
-                        help="inference precision: bfloat16 is about 1.7x faster on CPUs with AVX-512 "
-                             "BF16 / AMX and on recent GPUs, at ~1%% error on the raw maps (slower "
-                             "where bfloat16 is emulated)")
+def build_parser() -> argparse.ArgumentParser:
+    from yolo3 import __version__
+    parser = argparse.ArgumentParser(
+        prog="yolo3", description="YOLOv3 for TensorFlow 2 / Keras 3: train, convert, detect, "
+                                  "evaluate, export. 'yolo3 COMMAND --help' for a command's flags.")
+    parser.add_argument("--version", action="version", version=f"yolo3 {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, path in COMMANDS.items():
+        module = importlib.import_module(path)
+        p = sub.add_parser(name, help=module.DESCRIPTION)
+        make_parser(name, module.DESCRIPTION, parser=p)
+        module.add_arguments(p)
+        p.set_defaults(command_run=module.run, command_parser=p)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``yolo3 <command> ...``: parse and run one command."""
+    args = build_parser().parse_args(argv)
+    args.parser = args.command_parser
+    return execute(args.command, args.command_run, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

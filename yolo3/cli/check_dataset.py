@@ -1,6 +1,7 @@
-"""Check a dataset: read every annotation and image header, print statistics and every problem.
+"""``yolo3 check`` (``yolo3-check``, ``tools/check_dataset.py``): read every annotation and image
+header, print statistics and every problem.
 
-    python tools/check_dataset.py --annotations train.txt --classes classes.txt [--draw 8 --draw-dir out]
+    yolo3 check --annotations train.txt --classes classes.txt [--draw 8 --draw-dir out]
 
 Exits 1 when there is any problem (each printed as FILE:LINE: REASON), else 0.
 """
@@ -13,33 +14,30 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from yolo3.anchors import read_classes
-from yolo3.data.annotations import Record, coco_class_names, detect_format, scan_annotations
-from yolo3.errors import FileFormatError
+from yolo3.cli.common import run_command
+from yolo3.data.annotations import Record
 
-_COLOURS = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
-            (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212)]
+NAME = "check"
+DESCRIPTION = ("Check a dataset: read every annotation and image header, print statistics and every "
+               "problem as FILE:LINE: REASON (exit 1 when there is any), draw a few images.")
 
 
 def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) -> List[str]:
     """Draw each record's boxes and class names on its image; write ``out_dir/<n>_<stem>.png``."""
-    from PIL import Image, ImageDraw
+    from PIL import Image
 
     from yolo3.data.images import load_image
+    from yolo3.visualize import draw_detections
 
     os.makedirs(out_dir, exist_ok=True)
     written = []
     for k, rec in enumerate(records):
-        img = Image.fromarray(load_image(rec.path))
-        draw = ImageDraw.Draw(img)
-        for x1, y1, x2, y2, c in rec.boxes:
-            colour = _COLOURS[int(c) % len(_COLOURS)]
-            draw.rectangle([x1, y1, x2 - 1, y2 - 1], outline=colour, width=2)
-            label = names[int(c)] if int(c) < len(names) else str(int(c))
-            draw.text((x1 + 2, max(0, y1 - 11)), label, fill=colour)
+        boxes = np.asarray(rec.boxes, np.float32).reshape(-1, 5)
+        drawn = draw_detections(Image.fromarray(load_image(rec.path)), boxes[:, :4], None,
+                                boxes[:, 4].astype(int), names)
         stem = os.path.splitext(os.path.basename(rec.path))[0]
         path = os.path.join(out_dir, f"{k:03d}_{stem}.png")
-        img.save(path)
+        drawn.save(path)
         written.append(path)
     return written
 
@@ -69,29 +67,30 @@ def _stats(records: Sequence[Record], names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--annotations", required=True, help="text / VOC / COCO annotations")
-    ap.add_argument("--classes", help="classes file (COCO files bring their own)")
-    ap.add_argument("--images", help="image folder (COCO; default: guessed from the JSON path)")
-    ap.add_argument("--include-difficult", action="store_true")
-    ap.add_argument("--include-crowd", action="store_true")
-    ap.add_argument("--draw", type=int, default=0, help="draw the boxes of N random images")
-    ap.add_argument("--draw-dir", default="dataset_check", help="folder for the drawn PNG files")
-    ap.add_argument("--seed", type=int, default=0, help="seed choosing the images to draw")
-    args = ap.parse_args(argv)
-    try:
-        if args.classes:
-            names = read_classes(args.classes)
-        elif detect_format(args.annotations) == "coco":
-            names = coco_class_names(args.annotations)
-        else:
-            names = None
-        res = scan_annotations(args.annotations, names, include_difficult=args.include_difficult,
-                               include_crowd=args.include_crowd, image_dir=args.images)
-    except FileFormatError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--annotations", required=True, help="text / VOC / COCO annotations")
+    p.add_argument("--classes", help="classes file (COCO files bring their own)")
+    p.add_argument("--images", help="image folder (COCO; default: guessed from the JSON path)")
+    p.add_argument("--include-difficult", action="store_true")
+    p.add_argument("--include-crowd", action="store_true")
+    p.add_argument("--draw", type=int, default=0, help="draw the boxes of N random images")
+    p.add_argument("--draw-dir", default="dataset_check", help="folder for the drawn PNG files")
+    p.add_argument("--seed", type=int, default=0, help="seed choosing the images to draw")
+
+
+def run(args: argparse.Namespace) -> int:
+    from yolo3.anchors import read_classes
+    from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
+    from yolo3.errors import CommandFailed
+
+    if args.classes:
+        names = read_classes(args.classes)
+    elif detect_format(args.annotations) == "coco":
+        names = coco_class_names(args.annotations)
+    else:
+        names = None
+    res = scan_annotations(args.annotations, names, include_difficult=args.include_difficult,
+                           include_crowd=args.include_crowd, image_dir=args.images)
     if names is None:
         top = max([int(r.boxes[:, 4].max()) for r in res.records if len(r.boxes)] + [-1])
         names = [str(i) for i in range(top + 1)]
@@ -108,7 +107,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     for p in res.problems:
         print(f"problem: {p}", file=sys.stderr)
     if res.problems:
-        print(f"{len(res.problems)} problems", file=sys.stderr)
-        return 1
+        raise CommandFailed(f"{len(res.problems)} problems")
     print("no problems")
     return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

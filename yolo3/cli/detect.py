@@ -1,4 +1,5 @@
-"""``yolo3-detect`` / ``tools/detect.py``: detect objects in images, folders, globs, videos or a webcam.
+"""``yolo3 detect`` (``yolo3-detect``, ``tools/detect.py``): detect objects in images, folders,
+globs, videos or a webcam.
 
 Writes annotated images (same file names) or an annotated video (same frame rate) into ``--output``
 and, with ``--json``, a list with one object per image or video frame::
@@ -18,37 +19,36 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.cli import add_precision_argument
+from yolo3.cli.common import add_model_arguments, add_precision_argument, run_command
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 
+NAME = "detect"
+DESCRIPTION = ("Detect objects in images, folders, globs, videos or a webcam: annotated copies "
+               "in --output, detections in --json.")
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="yolo3-detect", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", required=True, help=".keras body or .weights.h5 template weights")
-    p.add_argument("--anchors", help="anchors file (default: the one beside the model)")
-    p.add_argument("--classes", help="classes file (default: the one beside the model)")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p, "a .keras model (it carries its anchors and classes) or .weights.h5 "
+                           "template weights")
     p.add_argument("--input", required=True,
                    help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
     p.add_argument("--output", required=True, help="folder for annotated images / video")
     p.add_argument("--json", help="write detections to this JSON file")
-    p.add_argument("--score", type=float, default=0.3, help="score threshold")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
-    p.add_argument("--input-size", type=int, default=None,
-                   help="network input side (multiple of 32); default: the model's, else 416")
-    p.add_argument("--model-type", choices=["yolov3", "tiny"], help="for .weights.h5 (default: from anchors)")
-    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass")
+    p.add_argument("--score", type=float, default=0.3, help="score threshold (default 0.3)")
+    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
+    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass (default 1)")
     add_precision_argument(p)
     p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
     p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
     p.add_argument("--no-draw", action="store_true", help="only write the JSON")
-    return p
 
 
 def classify_input(spec: str) -> Tuple[str, List[str]]:
-    """``('webcam', [index]) | ('video', [path]) | ('images', [paths])``; raises ValueError if empty."""
+    """``('webcam', [index]) | ('video', [path]) | ('images', [paths])``; raises ArgumentError when
+    nothing matches."""
+    from yolo3.errors import ArgumentError
     if spec.isdigit() and not os.path.exists(spec):
         return "webcam", [spec]
     if os.path.isdir(spec):
@@ -56,7 +56,7 @@ def classify_input(spec: str) -> Tuple[str, List[str]]:
                        if os.path.splitext(n)[1].lower() in IMAGE_EXTENSIONS | VIDEO_EXTENSIONS)
         images = [p for p in paths if os.path.splitext(p)[1].lower() in IMAGE_EXTENSIONS]
         if not images:
-            raise ValueError(f"{spec}: folder has no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})")
+            raise ArgumentError(f"{spec}: folder has no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})")
         return "images", images
     if os.path.isfile(spec):
         if os.path.splitext(spec)[1].lower() in VIDEO_EXTENSIONS:
@@ -64,7 +64,7 @@ def classify_input(spec: str) -> Tuple[str, List[str]]:
         return "images", [spec]
     matches = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
     if not matches:
-        raise ValueError(f"{spec}: no such file or folder, and no file matches it as a glob")
+        raise ArgumentError(f"{spec}: no such file or folder, and no file matches it as a glob")
     return "images", matches
 
 
@@ -103,7 +103,7 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                     loaded.append((path, name, load_image(path)))
                 except Exception as e:  # noqa: BLE001 - report any unreadable input and go on
                     failures += 1
-                    tqdm.write(f"error: {e}", file=sys.stderr)
+                    tqdm.write(f"yolo3 detect: error: {e}", file=sys.stderr)
                     bar.update(1)
             if not loaded:
                 continue
@@ -117,7 +117,8 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                                         detector.class_names).save(out)
                     except (OSError, ValueError) as e:
                         failures += 1
-                        tqdm.write(f"error: {out}: cannot write annotated image: {e}", file=sys.stderr)
+                        tqdm.write(f"yolo3 detect: error: {out}: cannot write annotated image: {e}",
+                                   file=sys.stderr)
                 bar.update(1)
     return failures
 
@@ -126,13 +127,13 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     import cv2
     from tqdm import tqdm
 
+    from yolo3.errors import CommandFailed
     from yolo3.evaluation import detection_entry
     from yolo3.visualize import draw_on_array
 
     cap = cv2.VideoCapture(int(source) if is_webcam else source)
     if not cap.isOpened():
-        print(f"error: {source}: cannot open {'webcam' if is_webcam else 'video'}", file=sys.stderr)
-        return 1
+        raise CommandFailed(f"{source}: cannot open {'webcam' if is_webcam else 'video'}")
     fps = cap.get(cv2.CAP_PROP_FPS)
     fps = fps if fps and fps > 0 and np.isfinite(fps) else 25.0
     total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if not is_webcam else 0
@@ -161,9 +162,8 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
                         writer = cv2.VideoWriter(out_path, cv2.VideoWriter_fourcc(*args.fourcc[:4]),
                                                  fps, (w, h))
                         if not writer.isOpened():
-                            print(f"error: {out_path}: cannot open a video writer ({args.fourcc})",
-                                  file=sys.stderr)
-                            return 1
+                            raise CommandFailed(f"{out_path}: cannot open a video writer "
+                                                f"({args.fourcc})")
                     drawn = draw_on_array(rgb, boxes, scores, classes, detector.class_names)
                     writer.write(np.ascontiguousarray(drawn[:, :, ::-1]))
                 frame_index += 1
@@ -175,31 +175,20 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
         if writer is not None:
             writer.release()
     if frame_index == 0:
-        print(f"error: {source}: no frame could be read", file=sys.stderr)
-        return 1
+        raise CommandFailed(f"{source}: no frame could be read")
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    from yolo3.errors import Yolo3Error
-
-    try:
-        kind, items = classify_input(args.input)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
+    kind, items = classify_input(args.input)
     os.makedirs(args.output, exist_ok=True)
     from yolo3.detector import YOLO
     from yolo3.evaluation import save_detection_json
 
-    try:
-        detector = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-                        input_size=args.input_size, model_type=args.model_type,
-                        precision=args.precision)
-    except (Yolo3Error, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    detector = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
+                    input_size=args.input_size, model_type=args.model_type,
+                    precision=args.precision)
     entries: list = []
     if kind == "images":
         failures = run_images(detector, items, args, entries)
@@ -212,6 +201,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"output in {args.output}" + (f", detections in {args.json}" if args.json else ""),
           file=sys.stderr)
     return 1 if failures else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

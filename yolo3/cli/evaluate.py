@@ -1,4 +1,5 @@
-"""``tools/evaluate.py``: VOC and COCO mAP of a model or of a detection JSON against ground truth.
+"""``yolo3 evaluate`` (``yolo3-evaluate``, ``tools/evaluate.py``): VOC and COCO mAP of a model or
+of a detection JSON against ground truth.
 
 Prints a table per class and writes ``--out`` (JSON: ``mAP50``, ``mAP75``, ``mAP50_95`` (COCO,
 as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal VOC) and ``per_class``) plus a
@@ -14,20 +15,24 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli import add_precision_argument
+from yolo3.cli.common import add_precision_argument, model_choices, run_command, warn
+
+NAME = "evaluate"
+DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
+               "against ground truth.")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="yolo3-evaluate", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--annotations", required=True, help="ground truth: text rows, VOC XML or COCO JSON")
-    p.add_argument("--classes", required=True, help="classes file (one name per line)")
+    p.add_argument("--classes", help="classes file (default: the class names --model carries; "
+                                     "required with --detections)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--detections", help="detection JSON written by tools/detect.py --json")
-    src.add_argument("--model", help=".keras body or .weights.h5 weights to run on the images")
-    p.add_argument("--anchors", help="anchors file for --model (default: beside the model)")
-    p.add_argument("--input-size", type=int, default=None, help="network input side for --model")
-    p.add_argument("--model-type", choices=["yolov3", "tiny"], help="for .weights.h5")
+    src.add_argument("--detections", help="detection JSON written by yolo3 detect --json")
+    src.add_argument("--model", help=".keras model or .weights.h5 weights to run on the images")
+    p.add_argument("--anchors", help="anchors file for --model (default: what the model carries)")
+    p.add_argument("--input-size", type=int, default=None, help="network input side for --model "
+                                                                "(default: the model's)")
+    p.add_argument("--model-type", choices=model_choices(), help="variant of a .weights.h5 --model")
     p.add_argument("--score", type=float, default=0.001, help="score threshold for --model")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")
     p.add_argument("--batch-size", type=int, default=4, help="images per forward pass for --model")
@@ -37,24 +42,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-dets", type=int, default=100, help="COCO maxDets per image and class")
     p.add_argument("--out", required=True, help="write the figures to this JSON file")
     p.add_argument("--no-plot", action="store_true", help="skip the precision-recall PNG")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from yolo3.cli.common import make_parser
+    p = make_parser(NAME, DESCRIPTION)
+    add_arguments(p)
     return p
 
 
-def _detect_records(args, records, class_names) -> tuple:
-    """Run the model on every record's image; returns (dets by path, entries, failed paths)."""
+def _detector(args):
+    from yolo3.detector import YOLO
+    return YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
+                input_size=args.input_size, model_type=args.model_type,
+                max_boxes=max(args.max_dets, 100), precision=args.precision)
+
+
+def _detect_records(det, records, class_names, batch_size: int) -> tuple:
+    """Run detector ``det`` on every record's image; returns (dets by path, entries, failed paths)."""
     from tqdm import tqdm
 
     from yolo3.data.images import load_image
-    from yolo3.detector import YOLO
     from yolo3.evaluation import detection_entry
-
-    det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-               input_size=args.input_size, model_type=args.model_type,
-               max_boxes=max(args.max_dets, 100), precision=args.precision)
     dets: Dict[str, tuple] = {}
     entries, failed = [], []
     paths = list(dict.fromkeys(r.path for r in records))
-    step = max(1, args.batch_size)
+    step = max(1, batch_size)
     with tqdm(total=len(paths), desc="detect", unit="img", file=sys.stderr) as bar:
         for i in range(0, len(paths), step):
             loaded = []
@@ -63,7 +76,7 @@ def _detect_records(args, records, class_names) -> tuple:
                     loaded.append((p, load_image(p)))
                 except Exception as e:  # noqa: BLE001 - report, skip, go on
                     failed.append(p)
-                    tqdm.write(f"error: {e}", file=sys.stderr)
+                    tqdm.write(f"yolo3 evaluate: error: {e}", file=sys.stderr)
             for (p, _), (b, s, c) in zip(loaded, det.detect_batch([im for _, im in loaded])):
                 dets[p] = (b, s, c)
                 entries.append(detection_entry(p, b, s, c, class_names))
@@ -71,45 +84,46 @@ def _detect_records(args, records, class_names) -> tuple:
     return dets, entries, failed
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     from yolo3.anchors import read_classes
     from yolo3.data.annotations import load_annotations
-    from yolo3.errors import Yolo3Error
+    from yolo3.errors import ArgumentError
     from yolo3.evaluation import (align_image_keys, evaluate_detections, format_table,
                                   load_detection_json, save_detection_json)
 
-    try:
+    det = _detector(args) if args.model else None
+    if args.classes:
         class_names = read_classes(args.classes)
-        records = load_annotations(args.annotations, class_names, image_dir=args.image_dir,
-                                   check_images=args.model is not None)
-        gt: Dict[str, np.ndarray] = {}
-        for r in records:
-            boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)
-            gt[r.path] = np.concatenate([gt[r.path], boxes]) if r.path in gt else boxes
-        if args.detections:
-            raw = load_detection_json(args.detections, num_classes=len(class_names))
-            mapping = align_image_keys(list(gt), list(raw))
-            unmatched = [p for p in raw if p not in mapping]
-            if unmatched:
-                print(f"warning: {len(unmatched)} images in {args.detections} are not in "
-                      f"{args.annotations} and are ignored (first: {unmatched[0]})", file=sys.stderr)
-            dets = {}
-            for d, g in mapping.items():
-                b, s, c = raw[d]
-                if g in dets:
-                    ob, os_, oc = dets[g]
-                    b, s, c = np.concatenate([ob, b]), np.concatenate([os_, s]), np.concatenate([oc, c])
-                dets[g] = (b, s, c)
-        else:
-            dets, entries, failed = _detect_records(args, records, class_names)
-            for p in failed:
-                gt.pop(p, None)  # an image that could not be read is left out, not counted as misses
-            if args.save_detections:
-                save_detection_json(args.save_detections, entries)
-    except (Yolo3Error, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    elif det is not None:
+        class_names = det.class_names
+    else:
+        raise ArgumentError("--classes is required with --detections")
+    records = load_annotations(args.annotations, class_names, image_dir=args.image_dir,
+                               check_images=det is not None)
+    gt: Dict[str, np.ndarray] = {}
+    for r in records:
+        boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)
+        gt[r.path] = np.concatenate([gt[r.path], boxes]) if r.path in gt else boxes
+    if det is None:
+        raw = load_detection_json(args.detections, num_classes=len(class_names))
+        mapping = align_image_keys(list(gt), list(raw))
+        unmatched = [p for p in raw if p not in mapping]
+        if unmatched:
+            warn(NAME, f"{len(unmatched)} images in {args.detections} are not in "
+                       f"{args.annotations} and are ignored (first: {unmatched[0]})")
+        dets = {}
+        for d, g in mapping.items():
+            b, s, c = raw[d]
+            if g in dets:
+                ob, os_, oc = dets[g]
+                b, s, c = np.concatenate([ob, b]), np.concatenate([os_, s]), np.concatenate([oc, c])
+            dets[g] = (b, s, c)
+    else:
+        dets, entries, failed = _detect_records(det, records, class_names, args.batch_size)
+        for p in failed:
+            gt.pop(p, None)  # an image that could not be read is left out, not counted as misses
+        if args.save_detections:
+            save_detection_json(args.save_detections, entries)
     result = evaluate_detections(gt, dets, len(class_names), class_names, max_dets=args.max_dets,
                                  with_curves=True)
     curves = result.pop("pr_curves")
@@ -125,8 +139,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             plot_pr_curves(curves, class_names, png)
             print(f"precision-recall plot: {png}", file=sys.stderr)
         except ImportError:
-            print("warning: matplotlib is not installed; no precision-recall plot", file=sys.stderr)
+            warn(NAME, "matplotlib is not installed; no precision-recall plot")
     return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

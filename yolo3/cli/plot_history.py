@@ -1,44 +1,24 @@
-"""Plot training and validation loss curves from a Keras CSVLogger file to a PNG.
+"""``yolo3 plot`` (``yolo3-plot``, ``tools/plot_history.py``): training and validation curves from
+a training run's ``history.csv`` to a PNG.
 
-    python tools/plot_history.py --history OUTPUT/history.csv --out loss_curves.png
+    yolo3 plot --history OUTPUT/history.csv --out loss_curves.png
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import math
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
-from yolo3.errors import FileFormatError
+from yolo3.cli.common import run_command
+from yolo3.history import read_history  # noqa: F401  (the one reader, re-exported)
 
-
-def read_history(path: str) -> Dict[str, List[float]]:
-    """Columns of a CSVLogger file as float lists (``epoch`` renumbered 1..N in file order)."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise FileFormatError(path, f"cannot read history: {e.strerror or e}")
-    if not rows:
-        raise FileFormatError(path, "history file has no epochs")
-    columns: Dict[str, List[float]] = {}
-    for line_no, row in enumerate(rows, start=2):
-        for key, value in row.items():
-            if key is None or key == "epoch":
-                continue
-            try:
-                columns.setdefault(key, []).append(float(value) if value not in ("", None) else math.nan)
-            except ValueError:
-                raise FileFormatError(path, f"column {key!r}: {value!r} is not a number", line=line_no)
-    if "loss" not in columns:
-        raise FileFormatError(path, "history file has no 'loss' column")
-    columns["epoch"] = [float(i) for i in range(1, len(rows) + 1)]
-    return columns
+NAME = "plot"
+DESCRIPTION = "Plot the loss (and validation loss, mAP when logged) per epoch of a training run."
 
 
 def plot_history(history_path: str, out_path: str, title: Optional[str] = None) -> None:
-    """Write the loss (and val_loss when present) per epoch, log scale, to ``out_path``."""
+    """Write the loss (and val_loss when present) per epoch, log scale, to ``out_path``; mAP
+    columns, when the run logged them, on a second axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -52,26 +32,38 @@ def plot_history(history_path: str, out_path: str, title: Optional[str] = None) 
     ax.set_ylabel("loss (per image)")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    lines, labels = ax.get_legend_handles_labels()
+    maps = [k for k in ("mAP50", "mAP50_95") if k in columns]
+    if maps:
+        ax2 = ax.twinx()
+        for key, style in zip(maps, ("^-", "v-")):
+            ax2.plot(columns["epoch"], columns[key], style, ms=3, color="tab:green",
+                     alpha=1.0 if key == "mAP50_95" else 0.5, label=key)
+        ax2.set_ylabel("mAP")
+        ax2.set_ylim(0, 1)
+        more = ax2.get_legend_handles_labels()
+        lines, labels = lines + more[0], labels + more[1]
+    ax.legend(lines, labels)
     ax.set_title(title or "YOLOv3 training")
     fig.tight_layout()
     fig.savefig(out_path)
     plt.close(fig)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--history", required=True, help="CSV written by training (history.csv)")
-    parser.add_argument("--out", required=True, help="PNG file to write")
-    parser.add_argument("--title", default=None, help="plot title")
-    args = parser.parse_args(argv)
-    try:
-        plot_history(args.history, args.out, args.title)
-    except FileFormatError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", required=True, help="CSV written by training (history.csv)")
+    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--title", default=None, help="plot title")
+
+
+def run(args: argparse.Namespace) -> int:
+    plot_history(args.history, args.out, args.title)
     print(f"wrote {args.out}")
     return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

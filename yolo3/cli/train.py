@@ -1,19 +1,27 @@
-"""``yolo3-train`` / ``train_multi_gpu.py``: parse flags into a TrainConfig and run yolo3.train."""
+"""``yolo3 train`` / ``yolo3-train`` / ``train_multi_gpu.py``: flags -> TrainConfig -> yolo3.train."""
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import List, Optional
 
-__all__ = ["build_parser", "main"]
+from yolo3.cli.common import model_choices, run_command
+
+__all__ = ["add_arguments", "run", "main", "build_parser"]
+
+NAME = "train"
+DESCRIPTION = ("Train a YOLOv3 variant on one device, several GPUs or logical CPUs (replica wrapper "
+               "or MirroredStrategy), or a cluster (multi-worker, TF_CONFIG).")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="yolo3-train",
-        description="Train YOLOv3 / tiny YOLOv3 on one device, several GPUs or logical CPUs "
-                    "(replica wrapper or MirroredStrategy), or a cluster (multi-worker, TF_CONFIG).")
+    from yolo3.cli.common import make_parser
+    p = make_parser(NAME, DESCRIPTION)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     a = p.add_argument
     a("--annotations", required=True, help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
       "a VOC folder/XML or a COCO JSON")
@@ -22,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
       "when --val-annotations is not given (default 0.1)")
     a("--classes", required=True, help="class list file, one name per line (class id = line index)")
     a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --model)")
-    a("--model", choices=["yolov3", "tiny"], default="yolov3", help="architecture (default yolov3)")
+    a("--model", choices=model_choices(), default="yolov3",
+      help="architecture, a registered variant (default yolov3)")
     a("--input-size", type=int, default=416, help="square input size, a multiple of 32 (default 416)")
     a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
       "(.keras / .weights.h5 / .h5); layers are matched by name, mismatched heads skipped and listed")
@@ -55,22 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
     a("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in inference mode "
       "(pretrained statistics): for small per-replica batches; replicas then match one device exactly")
     a("--quiet", action="store_true", help="no progress bars")
-    return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """Parse ``argv`` and train. Returns 0 on success, 1 on a NaN stop, 2 on a bad argument."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Train; 0 on success, 1 on a NaN stop (bad arguments raise, exit 2)."""
+    from yolo3.errors import ArgumentError, CommandFailed
+    from yolo3.specs import check_input_size
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.cpu_replicas and args.gpus:
-        parser.error("give either --gpus or --cpu-replicas, not both")
-    if args.input_size <= 0 or args.input_size % 32:
-        parser.error(f"--input-size must be a positive multiple of 32, got {args.input_size}")
+        args.parser.error("give either --gpus or --cpu-replicas, not both")
+    try:
+        check_input_size(args.input_size)
+    except ArgumentError as e:
+        args.parser.error(f"--input-size: {e}")
     if args.cpu_replicas:  # first thing: before TensorFlow initialises its devices
         from yolo3.distribute import configure_logical_cpus
         configure_logical_cpus(args.cpu_replicas)
-    from yolo3.errors import Yolo3Error
     from yolo3.train import TrainConfig, train
 
     config = TrainConfig(
@@ -82,17 +91,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
         steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
         augment=args.augment, freeze_bn=args.freeze_bn, verbose=0 if args.quiet else 1)
-    try:
-        result = train(config)
-    except (Yolo3Error, FileNotFoundError) as e:
-        print(f"yolo3-train: error: {e}", file=sys.stderr)
-        return 2
+    result = train(config)
     if result.stopped_on_nan:
-        print(f"yolo3-train: {result.message}", file=sys.stderr)
-        return 1
-    print(f"yolo3-train: wrote {result.final_model} and {result.final_weights}")
+        raise CommandFailed(result.message)
+    print(f"yolo3 train: wrote {result.final_model} and {result.final_weights}")
     return 0
 
 
+def main(argv: Optional[List[str]] = None) -> int:
+    """Parse ``argv`` and train. Returns 0 on success, 1 on a NaN stop, 2 on a bad argument."""
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -9,53 +9,31 @@ order; a cfg without ``[yolo]`` (a backbone) outputs its last layer.
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.blocks import BlockNames, activation_layer, conv_block
 from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec,
                                UpsampleSpec, parse_cfg)
 from yolo3.darknet.weights import ConvWeights, Header, read_weights
 from yolo3.errors import DarknetError, PathLike
-
-BN_EPSILON = 1e-6  # Darknet's normalize_cpu epsilon
-LEAKY_SLOPE = 0.1
-MASKS_SUFFIX = ".masks.json"
-ANCHORS_SUFFIX = ".anchors.txt"
-
-
-def _activation_layer(act: str, index: int):
-    from keras import layers
-    if act == "leaky":
-        return layers.LeakyReLU(negative_slope=LEAKY_SLOPE, name=f"leaky_{index}")
-    if act == "relu":
-        return layers.ReLU(name=f"relu_{index}")
-    if act == "mish":
-        return layers.Activation("mish", name=f"mish_{index}")
-    if act == "logistic":
-        return layers.Activation("sigmoid", name=f"logistic_{index}")
-    return None  # linear
+from yolo3.metadata import (ModelInfo, embed_info, read_sidecars, sidecar_paths,  # noqa: F401
+                            write_sidecars as _write_sidecar_files)
 
 
 def _conv_block(x, layer: Layer, kernel_initializer: str):
-    from keras import layers
     s: ConvSpec = layer.spec
     i = layer.index
     same = s.stride == 1 and s.size % 2 == 1 and s.pad == s.size // 2
-    if not same and s.pad:
-        # Darknet pads both sides and floors the output size: symmetric zero padding + 'valid'.
-        x = layers.ZeroPadding2D(s.pad, name=f"pad_{i}")(x)
-    x = layers.Conv2D(s.filters, s.size, strides=s.stride, padding="same" if same else "valid",
-                      use_bias=not s.batch_normalize, kernel_initializer=kernel_initializer,
-                      name=f"conv_{i}")(x)
-    if s.batch_normalize:
-        x = layers.BatchNormalization(epsilon=BN_EPSILON, momentum=0.99, name=f"bn_{i}")(x)
-    act = _activation_layer(s.activation, i)
-    return act(x) if act is not None else x
+    # Darknet pads both sides and floors the output size: symmetric zero padding + 'valid'.
+    padding = "same" if same else (s.pad if s.pad else "valid")
+    names = BlockNames(conv=f"conv_{i}", bn=f"bn_{i}", act=f"{s.activation}_{i}", pad=f"pad_{i}")
+    return conv_block(x, s.filters, s.size, names, stride=s.stride, padding=padding,
+                      batch_normalize=s.batch_normalize, activation=s.activation,
+                      kernel_initializer=kernel_initializer)
 
 
 def build_model(cfg: DarknetCfg, input_shape: Tuple[Optional[int], Optional[int]] = (None, None),
@@ -77,7 +55,7 @@ def build_model(cfg: DarknetCfg, input_shape: Tuple[Optional[int], Optional[int]
             y = _conv_block(x, layer, kernel_initializer)
         elif isinstance(s, ShortcutSpec):
             y = layers.Add(name=f"shortcut_{i}")([outs[s.source], x])
-            act = _activation_layer(s.activation, i)
+            act = activation_layer(s.activation, f"{s.activation}_{i}")
             y = act(y) if act is not None else y
         elif isinstance(s, RouteSpec):
             srcs = [outs[j] for j in s.sources]
@@ -141,21 +119,6 @@ def conv_weights_from_model(model, cfg: DarknetCfg, layer: Layer,
     return ConvWeights(bias=params[1], kernel=kernel)
 
 
-def sidecar_paths(out_path: PathLike) -> Tuple[Path, Path]:
-    """``(anchors file, masks JSON)`` written beside a converted model ``out_path``.
-
-    ``model.keras`` -> ``model.anchors.txt``, ``model.masks.json``; ``model.weights.h5`` likewise.
-    The JSON holds ``masks``, ``num_classes``, ``input_size`` ``[h, w]`` and the weights ``header``.
-    """
-    out = Path(out_path)
-    name = out.name
-    for ext in (".weights.h5", ".keras", ".h5", ".weights"):
-        if name.endswith(ext):
-            name = name[: -len(ext)]
-            break
-    return out.with_name(name + ANCHORS_SUFFIX), out.with_name(name + MASKS_SUFFIX)
-
-
 @dataclass
 class ConvertResult:
     """What :func:`convert` wrote and read."""
@@ -185,51 +148,55 @@ class ConvertResult:
 
 def write_sidecars(out_path: PathLike, cfg: DarknetCfg, header: Header
                    ) -> Tuple[Optional[Path], Path]:
-    """Write the anchors file (if the cfg has [yolo] layers) and the masks JSON beside ``out_path``."""
-    from yolo3.anchors import write_anchors
+    """Write the anchors file (if the cfg has [yolo] layers) and the masks JSON beside ``out_path``
+    (:func:`yolo3.metadata.write_sidecars`): for ``.weights.h5`` outputs, and for tools that read
+    them; ``.keras`` outputs also carry the same facts inside."""
     anchors, masks, num_classes = cfg.yolo_info()
-    anchors_path, masks_path = sidecar_paths(out_path)
-    if anchors is not None:
-        write_anchors(anchors_path, anchors)
-    meta = {"masks": masks, "num_classes": num_classes, "input_size": [cfg.height, cfg.width],
-            "header": header.as_list()}
-    masks_path.write_text(json.dumps(meta) + "\n", encoding="utf-8")
-    return (anchors_path if anchors is not None else None), masks_path
+    return _write_sidecar_files(out_path, anchors, masks, num_classes, (cfg.height, cfg.width),
+                                header.as_list())
+
+
+def model_info(cfg: DarknetCfg, header: Header,
+               class_names: Optional[Sequence[str]] = None) -> Optional[ModelInfo]:
+    """The :class:`~yolo3.metadata.ModelInfo` of a converted cfg (None for a backbone without
+    ``[yolo]`` layers). ``class_names`` must have the cfg's class count."""
+    anchors, masks, num_classes = cfg.yolo_info()
+    if anchors is None:
+        return None
+    if class_names is not None and len(class_names) != num_classes:
+        raise DarknetError(cfg.path, f"{len(class_names)} class names for the {num_classes} classes "
+                                     "of the cfg's [yolo] layers")
+    return ModelInfo(anchors=anchors, masks=masks, num_classes=num_classes,
+                     class_names=list(class_names) if class_names is not None else None,
+                     input_size=(cfg.height, cfg.width), darknet_header=header.as_list())
 
 
 def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
-            progress: bool = True) -> ConvertResult:
-    """Convert Darknet ``cfg_path`` + ``weights_path`` to ``out_path`` (``.keras`` or ``.weights.h5``)."""
+            progress: bool = True, class_names: Optional[Sequence[str]] = None) -> ConvertResult:
+    """Convert Darknet ``cfg_path`` + ``weights_path`` to ``out_path`` (``.keras`` or ``.weights.h5``).
+
+    A ``.keras`` output carries its anchors, masks, class count (and ``class_names`` when given),
+    input size and weights header (:mod:`yolo3.metadata`); side files are written beside it too.
+    Nothing is written when the inputs are bad.
+    """
+    from yolo3.keras_compat import producing_layer
+    from yolo3.saving import atomic_save_model, atomic_save_weights
     out = Path(out_path)
     if not (out.name.endswith(".keras") or out.name.endswith(".weights.h5")):
         raise DarknetError(out, "output must end with .keras (model) or .weights.h5 (weights only)")
     cfg = parse_cfg(cfg_path)
     header, blocks = read_weights(weights_path, cfg, progress=progress)
+    info = model_info(cfg, header, class_names)
     model = build_model(cfg, kernel_initializer="zeros")
     load_darknet_weights(model, cfg, blocks)
     del blocks
-    out.parent.mkdir(parents=True, exist_ok=True)
     if out.name.endswith(".keras"):
-        model.save(out)
+        atomic_save_model(model, out, info)
     else:
-        model.save_weights(out)
+        atomic_save_weights(model, out)
     anchors_path, masks_path = write_sidecars(out, cfg, header)
     anchors, masks, num_classes = cfg.yolo_info()
-    names = [t._keras_history.operation.name for t in model.outputs]
+    names = [producing_layer(t).name for t in model.outputs]
     return ConvertResult(out_path=out, anchors_path=anchors_path, masks_path=masks_path,
                          anchors=anchors, masks=masks, num_classes=num_classes,
                          input_size=(cfg.height, cfg.width), header=header, output_names=names)
-
-
-def read_sidecars(model_path: PathLike) -> dict:
-    """The masks JSON beside ``model_path`` plus ``anchors`` (array or None); {} if there is none."""
-    from yolo3.anchors import read_anchors
-    anchors_path, masks_path = sidecar_paths(model_path)
-    if not masks_path.is_file():
-        return {}
-    try:
-        meta = json.loads(masks_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DarknetError(masks_path, f"cannot read masks JSON: {e}") from None
-    meta["anchors"] = read_anchors(anchors_path) if anchors_path.is_file() else None
-    return meta

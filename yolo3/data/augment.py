@@ -12,9 +12,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from yolo3.boxes import letterbox_geometry
-
-PAD_VALUE = 128.0 / 255.0  # gray of the letterbox / canvas padding (keras-yolo3's (128, 128, 128))
+from yolo3.letterbox import PAD_VALUE, boxes_to_input, letterbox_tf
 
 
 @dataclass(frozen=True)
@@ -198,15 +196,8 @@ def mosaic(images: Sequence[tf.Tensor], boxes: Sequence[tf.Tensor], input_hw: tf
 
 
 def letterbox(image: tf.Tensor, boxes: tf.Tensor, input_hw) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Plain letterbox (validation / inference): keep aspect, centre, pad gray; map boxes alike.
-
-    Uses :func:`yolo3.boxes.letterbox_geometry` so the detector and the decoder agree to the pixel.
-    """
-    input_hw = tf.cast(input_hw, tf.int32)
+    """Plain letterbox (validation): :func:`yolo3.letterbox.letterbox_tf` for the image, the boxes
+    mapped alike (:func:`yolo3.letterbox.boxes_to_input`); boxes left empty are dropped."""
     image_hw = tf.shape(image)[:2]
-    new_hw, offset_hw, _ = letterbox_geometry(image_hw, input_hw)
-    new_hw = tf.cast(new_hw, tf.int32)
-    offset_hw = tf.cast(offset_hw, tf.int32)
-    out = place_on_canvas(image, new_hw, offset_hw, input_hw)
-    b = transform_boxes(boxes, image_hw, new_hw, offset_hw, input_hw, False, 0.0)
-    return out, b
+    out = letterbox_tf(image, input_hw)
+    return out, clip_and_filter(boxes_to_input(boxes, image_hw, input_hw), 0.0)

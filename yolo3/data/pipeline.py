@@ -64,19 +64,6 @@ def pad_boxes(boxes: tf.Tensor, max_boxes: int) -> tf.Tensor:
     return tf.ensure_shape(out, [max_boxes, 5])
 
 
-def letterbox_image(image: np.ndarray, input_shape: Tuple[int, int]) -> np.ndarray:
-    """Letterbox a ``(h, w, 3)`` uint8 (or [0, 1] float) image to ``input_shape`` ``(h, w)``.
-
-    Returns float32 ``(H, W, 3)`` in ``[0, 1]``, gray-padded: the same pixels as the validation
-    pipeline (same TF ops and :func:`yolo3.boxes.letterbox_geometry`).
-    """
-    image = np.asarray(image)
-    x = tf.convert_to_tensor(image)
-    x = tf.cast(x, tf.float32) / 255.0 if image.dtype == np.uint8 else tf.cast(x, tf.float32)
-    out, _ = letterbox(x, tf.zeros((0, 5), tf.float32), tf.constant(input_shape, tf.int32))
-    return out.numpy()
-
-
 def _no_autograph(fn):
     return tf.autograph.experimental.do_not_convert(fn)
 
@@ -205,5 +192,5 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
     return ds.prefetch(AUTOTUNE)
 
 
-__all__ = ["make_dataset", "MultiScale", "AugmentConfig", "letterbox_image", "load_image",
+__all__ = ["make_dataset", "MultiScale", "AugmentConfig", "load_image",
            "decode_image", "apply_orientation", "pad_boxes"]

@@ -1,6 +1,7 @@
 """Throughput of the tf.data pipeline vs the classic Python generator, on the same annotation file.
 
-    python tools/benchmark_data.py [--annotations train.txt --classes classes.txt] [--batches 20]
+    yolo3 benchmark data [--annotations train.txt --classes classes.txt] [--batches 20]
+    (or python tools/benchmark_data.py ...)
 
 Both produce training batches (decode + augment + encode y_true) of ``--batch-size`` at ``--size``.
 The generator is keras-yolo3's recipe: per image PIL open, random resize, placement on a gray canvas,
@@ -13,7 +14,7 @@ import argparse
 import os
 import tempfile
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, Tuple
 
 import numpy as np
 
@@ -92,8 +93,12 @@ def _time(it, batches: int, warmup: int) -> float:
     return time.perf_counter() - t0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+NAME = "data"
+DESCRIPTION = ("Throughput of the tf.data pipeline vs the classic Python generator (decode, augment, "
+               "encode y_true) on the same annotation file.")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--annotations", help="annotation file (default: a temporary synthetic dataset)")
     ap.add_argument("--classes", help="classes file")
     ap.add_argument("--num-images", type=int, default=96, help="synthetic images to write")
@@ -102,10 +107,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--batches", type=int, default=15, help="timed batches per contender")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
 
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from yolo3.anchors import YOLO_ANCHORS, read_classes
     from yolo3.data.annotations import load_annotations
     from yolo3.data.pipeline import make_dataset
@@ -130,9 +135,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     t_gen = _time(gen, args.batches, args.warmup)
     n = args.batches * args.batch_size
     ips_pipe, ips_gen = n / t_pipe, n / t_gen
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+    print(machine_line(matmul_peak_gflops()))
     print(f"{len(records)} images from {ann}; batches of {args.batch_size} at {args.size}x{args.size}; "
-          f"{args.batches} timed batches each; {cores} CPU cores; TF {tf.__version__}")
+          f"{args.batches} timed batches each")
     print(f"| loader | images/s | s/batch |\n|---|---|---|")
     print(f"| tf.data pipeline (yolo3.data.pipeline) | {ips_pipe:.1f} | {t_pipe / args.batches:.3f} |")
     print(f"| classic Python generator (PIL + NumPy) | {ips_gen:.1f} | {t_gen / args.batches:.3f} |")

@@ -1,21 +1,17 @@
-"""Measuring helpers shared by the benchmark tools (``tools/benchmark_*.py``)."""
+"""Numeric precision: the choices, and what this machine computes natively. No TensorFlow here.
+
+bfloat16 halves the bytes moved and, on CPUs with AVX-512 BF16 or AMX (and on recent GPUs),
+multiplies about twice as fast as float32; on CPUs without them (AVX2 only) oneDNN emulates it and
+it is many times slower. So the hardware is read from the CPU flags, never from what TensorFlow
+accepts.
+"""
 from __future__ import annotations
 
-import time
 from typing import Set
 
+PRECISIONS = ("float32", "bfloat16")
 
-def matmul_peak_gflops(n: int = 4096, repeats: int = 5, dtype: str = "float32") -> float:
-    """Achieved GFLOP/s of an ``n x n`` matrix product (2 n^3 FLOP) in ``dtype``: the machine's
-    practical peak, the yardstick for convolution-heavy work."""
-    import tensorflow as tf
-    a = tf.cast(tf.random.normal((n, n)), dtype)
-    product = tf.function(lambda x: tf.matmul(x, x))
-    product(a).numpy()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        product(a).numpy()
-    return repeats * 2 * n ** 3 / (time.perf_counter() - start) / 1e9
+__all__ = ["PRECISIONS", "cpu_flags", "has_fast_bfloat16"]
 
 
 def cpu_flags() -> Set[str]:

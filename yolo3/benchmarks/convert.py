@@ -1,0 +1,85 @@
+"""Benchmark the Darknet -> Keras converter on a full-size random yolov3.weights (~248 MB).
+
+    yolo3 benchmark convert [--cfg PATH/yolov3.cfg | --model yolov3] [--out-format keras|weights.h5]
+    (or python tools/benchmark_convert.py ...)
+
+Without ``--cfg`` the cfg of ``--model`` is written from the registry. Writes random weights for the cfg in a temporary folder, then converts them in a fresh Python process
+(so its peak RSS is the converter's alone) and prints a table: file size, in-process conversion time
+(parse + read + build + load + save), the process's total wall time (including importing
+TensorFlow) and its peak RSS. The target is <= 15 s and <= 2 GB on a 2-core machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from yolo3.darknet.convert import convert
+t1 = time.perf_counter()
+convert(sys.argv[1], sys.argv[2], sys.argv[3], progress=False)
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1}))
+"""
+
+
+NAME = "convert"
+DESCRIPTION = ("Darknet -> Keras converter on full-size random weights: conversion time, process wall "
+               "time and peak memory (target <= 15 s, <= 2 GB).")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cfg", type=Path, help="Darknet cfg (default: the cfg of --model, written "
+                                            "from the registry)")
+    p.add_argument("--model", default="yolov3", help="variant whose cfg to use without --cfg "
+                                                     "(default yolov3)")
+    p.add_argument("--out-format", choices=["keras", "weights.h5"], default="keras")
+
+
+def run(args: argparse.Namespace) -> int:
+    from yolo3.errors import ArgumentError
+    if args.cfg is not None and not args.cfg.is_file():
+        raise ArgumentError(f"cfg not found: {args.cfg}")
+    from yolo3.darknet.random_weights import write_random_weights
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.cfg is None:
+            from yolo3.darknet.layout import layout_cfg_text
+            args.cfg = Path(tmp) / f"{args.model}.cfg"
+            args.cfg.write_text(layout_cfg_text(args.model), encoding="utf-8")
+        weights = Path(tmp) / "random.weights"
+        t = time.perf_counter()
+        write_random_weights(args.cfg, weights, seed=0)
+        gen_s = time.perf_counter() - t
+        out = Path(tmp) / f"converted.{args.out_format}"
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _CHILD, str(args.cfg), str(weights), str(out)],
+                              capture_output=True, text=True)
+        wall_s = time.perf_counter() - t
+        if proc.returncode:
+            from yolo3.errors import CommandFailed
+            raise CommandFailed(f"the converter process failed ({proc.returncode}):\n"
+                                f"{proc.stderr[-3000:]}")
+        times = json.loads(proc.stdout.strip().splitlines()[-1])
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+        rows = [("cfg", str(args.cfg.name)),
+                ("weights size", f"{weights.stat().st_size / 1e6:.1f} MB"),
+                ("output", f"{out.name} ({out.stat().st_size / 1e6:.1f} MB)"),
+                ("random weights written in", f"{gen_s:.1f} s"),
+                ("import yolo3 + TF", f"{times['import_s']:.1f} s"),
+                ("convert (parse, read, build, load, save)", f"{times['convert_s']:.1f} s"),
+                ("converter process wall time", f"{wall_s:.1f} s"),
+                ("converter process peak RSS", f"{peak_mb:.0f} MB")]
+    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+    print(machine_line(matmul_peak_gflops()))
+    width = max(len(k) for k, _ in rows)
+    print(f"{'measure':<{width}} | value\n{'-' * width}-+------")
+    for k, v in rows:
+        print(f"{k:<{width}} | {v}")
+    return 0

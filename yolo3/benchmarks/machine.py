@@ -1,0 +1,59 @@
+"""What the benchmarks measure against: the machine's float32 matmul peak, its CPU and flags."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+from yolo3.precision import cpu_flags, has_fast_bfloat16
+
+__all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "cpu_flags", "has_fast_bfloat16",
+           "cores"]
+
+_SHOWN_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def matmul_peak_gflops(n: int = 4096, repeats: int = 5, dtype: str = "float32") -> float:
+    """Achieved GFLOP/s of an ``n x n`` matrix product (2 n^3 FLOP) in ``dtype``: the machine's
+    practical peak, the yardstick for convolution-heavy work."""
+    import tensorflow as tf
+    a = tf.cast(tf.random.normal((n, n)), dtype)
+    product = tf.function(lambda x: tf.matmul(x, x))
+    product(a).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        product(a).numpy()
+    return repeats * 2 * n ** 3 / (time.perf_counter() - start) / 1e9
+
+
+def cpu_model() -> str:
+    """The CPU model name of ``/proc/cpuinfo`` (else the platform's processor string)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def machine_line(peak_gflops: float) -> str:
+    """One line naming the machine: CPU, cores, the SIMD flags that matter, bfloat16 support, the
+    float32 matmul peak, and the GPUs when there are any."""
+    import tensorflow as tf
+    flags = cpu_flags()
+    shown = [f for f in _SHOWN_FLAGS if f in flags]
+    gpus = tf.config.list_physical_devices("GPU")
+    gpu = ""
+    if gpus:
+        names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+        gpu = f"; GPU: {', '.join(names)}"
+    flags_text = " ".join(shown) if shown else "none of " + ", ".join(_SHOWN_FLAGS)
+    return (f"machine: {cpu_model()}, {cores()} cores; CPU flags: {flags_text}; bfloat16 "
+            f"{'native' if has_fast_bfloat16() else 'emulated (no AVX-512 BF16 / AMX)'}; "
+            f"float32 matmul peak {peak_gflops:.1f} GFLOP/s; TF {tf.__version__}{gpu}")

@@ -1,0 +1,94 @@
+"""The training history file (``history.csv``, Keras ``CSVLogger``): the one reader and its repair.
+
+Columns are ``epoch`` plus one per logged value (``loss``, ``val_loss``, ``lr``, ``mAP50`` ...);
+each row is one epoch. A second training stage restarts Keras's epoch counter only when it is
+started without ``initial_epoch``; yolo3 numbers epochs absolutely.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple, Union
+
+from yolo3.errors import FileFormatError
+
+PathLike = Union[str, os.PathLike]
+
+__all__ = ["read_history", "read_rows", "truncate_history", "completed_epochs"]
+
+
+def read_rows(path: PathLike) -> Tuple[List[str], List[Dict[str, str]]]:
+    """``(field names, rows)`` of a history file as text; ``([], [])`` when it does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return [], []
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            return list(reader.fieldnames or []), list(reader)
+    except (OSError, UnicodeDecodeError) as e:
+        raise FileFormatError(path, f"cannot read history: {e}") from None
+
+
+def read_history(path: PathLike) -> Dict[str, List[float]]:
+    """Columns of a history file as float lists; ``epoch`` is renumbered 1..N in file order.
+
+    Empty cells read as NaN. Raises :class:`FileFormatError` (file and line) for a missing file, no
+    rows, no ``loss`` column, or a cell that is not a number.
+    """
+    if not Path(path).exists():
+        raise FileFormatError(path, "history file not found")
+    fields, rows = read_rows(path)
+    if not rows:
+        raise FileFormatError(path, "history file has no epochs")
+    columns: Dict[str, List[float]] = {}
+    for line_no, row in enumerate(rows, start=2):
+        for key, value in row.items():
+            if key is None or key == "epoch":
+                continue
+            try:
+                columns.setdefault(key, []).append(float(value) if value not in ("", None) else math.nan)
+            except ValueError:
+                raise FileFormatError(path, f"column {key!r}: {value!r} is not a number",
+                                      line=line_no) from None
+    if "loss" not in columns:
+        raise FileFormatError(path, "history file has no 'loss' column")
+    columns["epoch"] = [float(i) for i in range(1, len(rows) + 1)]
+    return columns
+
+
+def _row_epoch(row: Dict[str, str]) -> Optional[int]:
+    try:
+        return int(row.get("epoch") or "")
+    except ValueError:
+        return None
+
+
+def completed_epochs(path: PathLike) -> int:
+    """Number of complete epoch rows in a history file (0 when there is none)."""
+    _, rows = read_rows(path)
+    return sum(1 for r in rows if _row_epoch(r) is not None and None not in r.values())
+
+
+def truncate_history(path: PathLike, epochs: int) -> None:
+    """Keep only the rows of epochs ``0 .. epochs - 1`` of the history file ``path`` (atomically).
+
+    On resume the epochs after the restored state are trained again, so their rows (written before a
+    crash lost the matching checkpoint) must go: history.csv then lists every epoch exactly once.
+    Malformed rows (a line cut by a crash) are dropped too.
+    """
+    from yolo3.saving import atomic_write
+    fields, rows = read_rows(path)
+    if not fields:
+        return
+    keep = [r for r in rows if _row_epoch(r) is not None and _row_epoch(r) < epochs
+            and None not in r.values()]
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(keep)
+    atomic_write(path, write, suffix=".csv")

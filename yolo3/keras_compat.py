@@ -1,0 +1,66 @@
+"""Every use of a private Keras API, in one place (``tests/test_keras_compat.py`` checks each one).
+
+Keras 3 has no public way to walk a functional graph backwards, to list the layers of nested
+models, to save weights without a compiled model's optimiser, or to build a compiled model's
+metrics from a dataset's element spec. yolo3 needs all four; when a Keras release changes one of
+these internals, only this module (and its test, which then fails loudly) has to change.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+import keras
+
+__all__ = ["producing_layer", "inbound_tensors", "node_counts", "all_layers",
+           "save_weights_without", "load_weights_without", "build_from_element_spec",
+           "replace_step"]
+
+
+def producing_layer(tensor) -> keras.layers.Layer:
+    """The layer (operation) whose call produced the symbolic ``tensor`` (``_keras_history``)."""
+    return tensor._keras_history.operation
+
+
+def inbound_tensors(layer: keras.layers.Layer, node: int = 0) -> List:
+    """The symbolic tensors ``layer`` was called on at its ``node``-th call (``_inbound_nodes``)."""
+    return list(layer._inbound_nodes[node].input_tensors)
+
+
+def node_counts(layer: keras.layers.Layer) -> tuple:
+    """``(times called, times its output was consumed)`` in the functional graphs it belongs to."""
+    return len(layer._inbound_nodes), len(layer._outbound_nodes)
+
+
+def all_layers(model: keras.Model) -> List[keras.layers.Layer]:
+    """Every layer of ``model``, nested models' layers included, without ``model`` itself."""
+    return list(model._flatten_layers(include_self=False, recursive=True))
+
+
+def _saving_lib():
+    from keras.src.saving import saving_lib  # save_weights_only(objects_to_skip=...): not public
+    return saving_lib
+
+
+def save_weights_without(model: keras.Model, path: str, skip: Optional[Sequence] = None) -> None:
+    """``model.save_weights(path)`` leaving out the objects in ``skip`` (e.g. its optimiser)."""
+    _saving_lib().save_weights_only(model, str(path), objects_to_skip=list(skip) if skip else None)
+
+
+def load_weights_without(model: keras.Model, path: str, skip: Optional[Sequence] = None) -> None:
+    """``model.load_weights(path)`` leaving the objects in ``skip`` (e.g. its optimiser) alone."""
+    _saving_lib().load_weights_only(model, str(path), objects_to_skip=list(skip) if skip else None)
+
+
+def build_from_element_spec(model: keras.Model, element_spec) -> None:
+    """Build a compiled ``model``'s loss and metrics from a dataset's ``element_spec`` and stop
+    ``fit``/``evaluate`` from building them again from the first (distributed) batch."""
+    model._symbolic_build(data_batch=element_spec)
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+
+
+def replace_step(model: keras.Model, name: str, wrap: Callable[[Callable], Callable]) -> None:
+    """Replace ``model.train_step`` / ``test_step`` (``name``) by ``wrap(original)``: Keras's
+    ``fit`` and ``evaluate`` look the step up on the instance when they build their functions."""
+    if name not in ("train_step", "test_step"):
+        raise ValueError(f"can only replace train_step or test_step, not {name!r}")
+    setattr(model, name, wrap(getattr(model, name)))

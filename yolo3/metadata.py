@@ -1,0 +1,299 @@
+"""What a saved model says about itself: variant, anchors, masks, class names, input size.
+
+A ``.keras`` file written by training or by the converter carries a :class:`ModelInfo` as the
+archive entry ``yolo3.json`` beside Keras's own ``config.json`` and weights. Keras ignores entries
+it does not know, so the file still loads with plain ``keras.models.load_model`` in a process that
+never imported yolo3 (and gives the inference body); yolo3 reads the entry back with
+:func:`read_info`. ``.weights.h5`` files hold weights only: they still need the variant, anchors
+and classes from elsewhere.
+
+Models written before carry their facts in side files, still read as a fallback
+(:func:`read_side_files`): the converter's ``MODEL.anchors.txt`` + ``MODEL.masks.json`` and
+training's ``anchors.txt`` + ``classes.txt`` beside the model. :func:`resolve_info` decides, in one
+place, which source wins: explicit arguments, then the embedded info, then side files, then the
+variant's defaults. No TensorFlow here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from yolo3.anchors import default_masks, read_anchors, read_classes, validate_masks, write_anchors
+from yolo3.errors import FileFormatError, PathLike
+
+INFO_NAME = "yolo3.json"
+FORMAT = "yolo3-model-info"
+VERSION = 1
+MASKS_SUFFIX = ".masks.json"
+ANCHORS_SUFFIX = ".anchors.txt"
+TRAINING_ANCHORS = "anchors.txt"
+TRAINING_CLASSES = "classes.txt"
+
+__all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
+           "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME"]
+
+
+@dataclass
+class ModelInfo:
+    """Facts a detector needs beyond the weights.
+
+    anchors ``(N, 2)`` float32 ``(w, h)`` input pixels; masks: anchor indices per output, largest
+    stride first; class_names: None when unknown (a converted model without a classes file);
+    variant: the registered variant (None for a converted model of another cfg); input_size:
+    ``(h, w)`` the model was trained or converted at (the detector's default), None if any size;
+    darknet_header: ``[major, minor, revision, seen]`` of converted Darknet weights (kept for
+    exporting back).
+    """
+
+    anchors: np.ndarray
+    masks: List[List[int]]
+    num_classes: int
+    class_names: Optional[List[str]] = None
+    variant: Optional[str] = None
+    input_size: Optional[Tuple[int, int]] = None
+    darknet_header: Optional[List[int]] = None
+    sources: Dict[str, str] = field(default_factory=dict, compare=False)  # fact -> where it came from
+
+    def __post_init__(self):
+        self.anchors = np.asarray(self.anchors, dtype=np.float32).reshape(-1, 2)
+        self.masks = validate_masks(self.masks, len(self.anchors))
+        self.num_classes = int(self.num_classes)
+        if self.class_names is not None:
+            self.class_names = [str(n) for n in self.class_names]
+            if len(self.class_names) != self.num_classes:
+                raise ValueError(f"{len(self.class_names)} class names for {self.num_classes} "
+                                 "classes")
+        if self.input_size is not None:
+            self.input_size = (int(self.input_size[0]), int(self.input_size[1]))
+
+    def names(self) -> List[str]:
+        """Class names, or ``'0'``, ``'1'``, ... when unknown."""
+        return list(self.class_names) if self.class_names else [str(i) for i in range(self.num_classes)]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "variant": self.variant,
+                "anchors": self.anchors.tolist(), "masks": self.masks,
+                "num_classes": self.num_classes, "class_names": self.class_names,
+                "input_size": None if self.input_size is None else list(self.input_size),
+                "darknet_header": self.darknet_header}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], path: Optional[PathLike] = None) -> "ModelInfo":
+        where = INFO_NAME
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise FileFormatError(path, f"{where} is not yolo3 model info", where=where)
+        if int(data.get("version", 0)) > VERSION:
+            raise FileFormatError(path, f"model info version {data['version']} is newer than this "
+                                        f"yolo3 reads ({VERSION}): upgrade yolo3", where=where)
+        try:
+            return cls(anchors=data["anchors"], masks=data["masks"], num_classes=data["num_classes"],
+                       class_names=data.get("class_names"), variant=data.get("variant"),
+                       input_size=data.get("input_size"),
+                       darknet_header=data.get("darknet_header"),
+                       sources={k: f"{os.fspath(path)} ({INFO_NAME})" for k in
+                                ("anchors", "masks", "classes")} if path else {})
+        except (KeyError, TypeError, ValueError) as e:
+            raise FileFormatError(path, f"bad model info: {e}", where=where) from None
+
+
+# -- inside a .keras archive -------------------------------------------------------------------
+
+def read_info(path: PathLike) -> Optional[ModelInfo]:
+    """The :class:`ModelInfo` inside a ``.keras`` file, or None when it has none (or is not one)."""
+    path = os.fspath(path)
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if INFO_NAME not in archive.namelist():
+                return None
+            data = json.loads(archive.read(INFO_NAME).decode("utf-8"))
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
+        raise FileFormatError(path, f"cannot read {INFO_NAME}: {e}") from None
+    return ModelInfo.from_dict(data, path)
+
+
+def embed_info(path: PathLike, info: ModelInfo) -> None:
+    """Write ``info`` into the ``.keras`` archive ``path`` (replacing an earlier one).
+
+    Call it on the temporary file of an atomic save (:func:`yolo3.saving.atomic_save_model`)."""
+    path = os.fspath(path)
+    text = json.dumps(info.to_dict(), indent=1)
+    with zipfile.ZipFile(path) as archive:
+        present = INFO_NAME in archive.namelist()
+    if not present:
+        with zipfile.ZipFile(path, "a") as archive:
+            archive.writestr(INFO_NAME, text)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-info-", suffix=".keras", dir=os.path.dirname(path) or ".")
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w") as dst:
+            for item in src.infolist():
+                if item.filename != INFO_NAME:
+                    dst.writestr(item, src.read(item.filename))
+            dst.writestr(INFO_NAME, text)
+        shutil.move(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+# -- side files (models written before) --------------------------------------------------------
+
+def sidecar_paths(out_path: PathLike) -> Tuple[Path, Path]:
+    """``(anchors file, masks JSON)`` written beside a converted model ``out_path``.
+
+    ``model.keras`` -> ``model.anchors.txt``, ``model.masks.json``; ``model.weights.h5`` likewise.
+    The JSON holds ``masks``, ``num_classes``, ``input_size`` ``[h, w]`` and the weights ``header``.
+    """
+    out = Path(out_path)
+    name = out.name
+    for ext in (".weights.h5", ".keras", ".h5", ".weights"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    return out.with_name(name + ANCHORS_SUFFIX), out.with_name(name + MASKS_SUFFIX)
+
+
+def write_sidecars(out_path: PathLike, anchors: Optional[np.ndarray], masks: List[List[int]],
+                   num_classes: Optional[int], input_size: Tuple[int, int],
+                   header: List[int]) -> Tuple[Optional[Path], Path]:
+    """Write the converter's side files beside ``out_path``: the anchors file (when there are
+    anchors) and the masks JSON. Returns their paths (anchors None without anchors)."""
+    anchors_path, masks_path = sidecar_paths(out_path)
+    if anchors is not None:
+        write_anchors(anchors_path, anchors)
+    meta = {"masks": masks, "num_classes": num_classes, "input_size": list(input_size),
+            "header": list(header)}
+    masks_path.write_text(json.dumps(meta) + "\n", encoding="utf-8")
+    return (anchors_path if anchors is not None else None), masks_path
+
+
+def read_sidecars(model_path: PathLike) -> dict:
+    """The masks JSON beside ``model_path`` plus ``anchors`` (array or None); {} if there is none."""
+    anchors_path, masks_path = sidecar_paths(model_path)
+    if not masks_path.is_file():
+        return {}
+    try:
+        meta = json.loads(masks_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise FileFormatError(masks_path, f"cannot read masks JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise FileFormatError(masks_path, "expected a JSON object with 'masks'")
+    meta["anchors"] = read_anchors(anchors_path) if anchors_path.is_file() else None
+    meta["anchors_path"] = str(anchors_path)
+    meta["masks_path"] = str(masks_path)
+    return meta
+
+
+def read_side_files(model_path: PathLike) -> Dict[str, Any]:
+    """Facts found in side files beside ``model_path``: ``anchors``, ``masks``, ``class_names``,
+    ``input_size``, ``darknet_header`` (each only when found) and ``sources`` (fact -> file)."""
+    found: Dict[str, Any] = {"sources": {}}
+    side = read_sidecars(model_path)
+    if side.get("anchors") is not None:
+        found["anchors"] = side["anchors"]
+        found["sources"]["anchors"] = side["anchors_path"]
+    if side.get("masks"):
+        found["masks"] = side["masks"]
+        found["sources"]["masks"] = side["masks_path"]
+    if side.get("input_size"):
+        found["input_size"] = tuple(side["input_size"])
+    if side.get("header"):
+        found["darknet_header"] = list(side["header"])
+    folder = os.path.dirname(os.path.abspath(os.fspath(model_path)))
+    anchors_file = os.path.join(folder, TRAINING_ANCHORS)
+    if "anchors" not in found and os.path.isfile(anchors_file):
+        found["anchors"] = read_anchors(anchors_file)
+        found["sources"]["anchors"] = anchors_file
+    classes_file = os.path.join(folder, TRAINING_CLASSES)
+    if os.path.isfile(classes_file):
+        found["class_names"] = read_classes(classes_file)
+        found["sources"]["classes"] = classes_file
+    return found
+
+
+# -- deciding ------------------------------------------------------------------------------------
+
+def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
+                 anchors_path: Optional[PathLike] = None, classes_path: Optional[PathLike] = None,
+                 anchor_mask: Optional[Sequence[Sequence[int]]] = None,
+                 variant: Optional[str] = None, embedded: Optional[ModelInfo] = None,
+                 default_anchors: Optional[np.ndarray] = None) -> ModelInfo:
+    """The facts of the body saved at ``model_path`` with outputs of ``output_channels`` channels.
+
+    Each fact comes from, in order: the explicit argument (``anchors_path``, ``classes_path``,
+    ``anchor_mask``, ``variant``), the ``embedded`` info (read from the file), side files beside
+    the model, then ``default_anchors`` and the default masks. The class count is the output
+    channels over the anchors per output, minus 5. Raises :class:`FileFormatError` naming the file
+    whose facts do not fit the model.
+    """
+    model_path = os.fspath(model_path)
+    side = read_side_files(model_path) if embedded is None else {}
+    sources: Dict[str, str] = dict(embedded.sources) if embedded is not None else {}
+    sources.update(side.get("sources", {}))
+
+    if anchors_path is not None:
+        anchors, sources["anchors"] = read_anchors(anchors_path), os.fspath(anchors_path)
+    elif embedded is not None:
+        anchors, sources["anchors"] = embedded.anchors, f"{model_path} ({INFO_NAME})"
+    elif "anchors" in side:
+        anchors = side["anchors"]
+    elif default_anchors is not None:
+        anchors, sources["anchors"] = default_anchors, "the variant's default anchors"
+    else:
+        raise FileFormatError(model_path, "no anchors: the model carries none, none were found "
+                                          "beside it, and no anchors file was given")
+    anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
+    anchors_source = sources.get("anchors", model_path)
+
+    if anchor_mask is not None:
+        masks = anchor_mask
+    elif embedded is not None:
+        masks = embedded.masks
+    elif "masks" in side:
+        masks = side["masks"]
+    else:
+        try:
+            masks = default_masks(len(anchors), len(output_channels))
+        except ValueError as e:
+            raise FileFormatError(anchors_source, f"{e} ({len(output_channels)} outputs)") from None
+    try:
+        masks = validate_masks(masks, len(anchors))
+    except (TypeError, ValueError) as e:
+        raise FileFormatError(sources.get("masks", anchors_source), f"bad anchor masks: {e}") from None
+    if len(masks) != len(output_channels):
+        raise FileFormatError(model_path, f"{len(output_channels)} outputs but {len(masks)} anchor "
+                                          f"masks {masks}")
+    num_classes = int(output_channels[0]) // len(masks[0]) - 5
+    for channels, mask in zip(output_channels, masks):
+        if num_classes < 1 or channels != len(mask) * (num_classes + 5):
+            raise FileFormatError(sources.get("masks", anchors_source),
+                                  f"output channels {list(output_channels)} do not fit anchor "
+                                  f"masks {masks}")
+
+    if classes_path is not None:
+        class_names, sources["classes"] = read_classes(classes_path), os.fspath(classes_path)
+    elif embedded is not None and embedded.class_names:
+        class_names = embedded.class_names
+    else:
+        class_names = side.get("class_names")
+    if class_names is not None and len(class_names) != num_classes:
+        raise FileFormatError(sources.get("classes", model_path),
+                              f"{len(class_names)} classes but the model predicts {num_classes}")
+    input_size = embedded.input_size if embedded is not None else side.get("input_size")
+    header = embedded.darknet_header if embedded is not None else side.get("darknet_header")
+    if variant is None and embedded is not None:
+        variant = embedded.variant
+    return ModelInfo(anchors=anchors, masks=masks, num_classes=num_classes,
+                     class_names=class_names, variant=variant, input_size=input_size,
+                     darknet_header=header, sources=sources)
