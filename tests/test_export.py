@@ -91,3 +91,38 @@ def test_tflite_refuses_a_bfloat16_detector(exported, tmp_path):
     with pytest.raises(ValueError, match="float32 detector"):
         export_tflite(half, tmp_path / "half.tflite")
     assert not (tmp_path / "half.tflite").exists()
+
+
+def _full_size_images():
+    from PIL import Image
+    out = []
+    for name in ("dog.jpg", "person.jpg"):
+        with Image.open(SHARED_IMAGES / name) as im:
+            out.append(np.asarray(im.convert("RGB")))
+    return out
+
+
+def _same(got, ref, atol=1e-3):
+    boxes, scores, classes = ref
+    assert len(got[0]) == len(boxes) > 0
+    np.testing.assert_allclose(got[1], scores, atol=1e-4)
+    np.testing.assert_array_equal(got[2], classes)
+    np.testing.assert_allclose(got[0], boxes, atol=atol)
+
+
+def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_path):
+    """SavedModel ``serve_image`` and ``TFLiteDetector.detect_image`` take images of any size and
+    letterbox them with the detector's letterbox: the same detections, in the image's pixels."""
+    from yolo3.detector import YOLO
+    from yolo3.export import TFLiteDetector, export_tflite
+
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT)
+    loaded = tf.saved_model.load(str(exported / "saved"))
+    export_tflite(det, tmp_path / "f.tflite", input_dtype="float32")
+    lite = TFLiteDetector(tmp_path / "f.tflite")
+    for image in _full_size_images():
+        ref = det.detect(image)
+        out = {k: v.numpy() for k, v in loaded.serve_image(image=tf.constant(image)).items()}
+        n = int(out["count"][0])
+        _same((out["boxes"][0, :n], out["scores"][0, :n], out["classes"][0, :n]), ref)
+        _same(lite.detect_image(image), ref)

@@ -146,6 +146,11 @@ class YOLO:
         return image
 
     # -- public API ------------------------------------------------------------------------------
+    def preprocess(self, image: np.ndarray) -> np.ndarray:
+        """The network input for one ``(H, W, 3)`` image: float32 ``(in_h, in_w, 3)`` in [0, 1],
+        letterboxed by :func:`yolo3.letterbox.letterbox_tf` (what ``detect`` feeds the network)."""
+        return letterbox_tf(tf.convert_to_tensor(self._check(image)), self.input_hw).numpy()
+
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
         """Raw body outputs for an already letterboxed float batch ``(B, in_h, in_w, 3)`` in [0, 1]."""
         key = ("forward", True)

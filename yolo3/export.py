@@ -7,8 +7,11 @@ The exported models are letterbox-free: they take images already at the fixed in
 - ``scores`` ``(batch, max_boxes)`` float32, ``classes`` ``(batch, max_boxes)`` int32,
 - ``count`` ``(batch,)`` int32: the number of valid rows (the rest is zero padding).
 
-SavedModel signatures: ``serving_default`` takes uint8 RGB 0..255, ``serve_float`` float32 RGB in [0, 1].
-TFLite models take uint8 (default) or float32 with a fixed batch (default 1).
+SavedModel signatures: ``serving_default`` takes uint8 RGB 0..255, ``serve_float`` float32 RGB in [0, 1];
+``serve_image`` takes one uint8 image of any size, letterboxes it inside (:mod:`yolo3.letterbox`, the
+detector's and the training pipeline's letterbox) and returns boxes in that image's pixels.
+TFLite models take uint8 (default) or float32 with a fixed batch (default 1);
+:meth:`TFLiteDetector.detect_image` letterboxes an image of any size for them.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import tensorflow as tf
 
 from yolo3.decode import yolo_boxes_and_scores, yolo_eval
 from yolo3.errors import PathLike
+from yolo3.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
 
 OUTPUT_KEYS = ("boxes", "scores", "classes", "count")
 
@@ -91,6 +95,19 @@ def _detection_fn(detector, dtype: tf.DType, builtin_batch: Optional[int] = None
     return fn
 
 
+def _image_fn(detector):
+    """``image (H, W, 3)`` uint8 of any size -> boxes in its pixels (letterboxed inside)."""
+    def fn(image):
+        x = letterbox_tf(image, detector.input_hw)[tf.newaxis]
+        boxes, scores, classes, count = yolo_eval(
+            detector.raw_outputs(x), detector.anchors, detector.num_classes, tf.shape(image)[:2],
+            max_boxes=detector.max_boxes, score_threshold=detector.score,
+            iou_threshold=detector.iou, anchor_mask=detector.anchor_mask,
+            input_shape=detector.input_hw)
+        return {"boxes": boxes, "scores": scores, "classes": classes, "count": count}
+    return fn
+
+
 def export_saved_model(detector, out_dir: PathLike) -> str:
     """Write a SavedModel of ``detector`` (a :class:`yolo3.detector.YOLO`) to ``out_dir``."""
     import keras
@@ -102,6 +119,8 @@ def export_saved_model(detector, out_dir: PathLike) -> str:
                          input_signature=[tf.TensorSpec([None, h, w, 3], tf.uint8, name="images")])
     archive.add_endpoint("serve_float", _detection_fn(detector, tf.float32),
                          input_signature=[tf.TensorSpec([None, h, w, 3], tf.float32, name="images")])
+    archive.add_endpoint("serve_image", _image_fn(detector),
+                         input_signature=[tf.TensorSpec([None, None, 3], tf.uint8, name="image")])
     out_dir = os.fspath(out_dir)
     archive.write_out(out_dir, verbose=False)
     return out_dir
@@ -163,3 +182,23 @@ class TFLiteDetector:
             raise ValueError(f"TFLite model takes images of shape {self.input_shape}, got {images.shape}")
         out = self.runner(images=images)
         return {k: np.asarray(out[k]) for k in OUTPUT_KEYS}
+
+    def prepare(self, image: np.ndarray) -> np.ndarray:
+        """One ``(H, W, 3)`` image (uint8, or float in [0, 1]) letterboxed to the model's input:
+        float32 in [0, 1] (:func:`yolo3.letterbox.letterbox_np`)."""
+        return letterbox_np(image, self.input_shape[1:3])
+
+    def detect_image(self, image: np.ndarray):
+        """Detect in one image of any size: ``(boxes (N, 4) x1, y1, x2, y2 image pixels, scores,
+        classes)`` (letterboxed like the Keras detector; a uint8 model gets the letterboxed
+        pixels rounded back to 0..255)."""
+        if self.input_shape[0] != 1:
+            raise ValueError(f"detect_image runs one image; this model takes batches of "
+                             f"{self.input_shape[0]}")
+        x = self.prepare(image)
+        if self.input_dtype == np.uint8:
+            x = np.clip(np.round(x * 255.0), 0, 255)
+        out = self.detect(x.astype(self.input_dtype))
+        n = int(out["count"][0])
+        boxes = boxes_to_image_np(out["boxes"][0, :n], np.shape(image)[:2], self.input_shape[1:3])
+        return boxes, out["scores"][0, :n], out["classes"][0, :n]

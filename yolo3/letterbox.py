@@ -20,7 +20,7 @@ import tensorflow as tf
 PAD_VALUE = 128.0 / 255.0
 
 __all__ = ["PAD_VALUE", "geometry", "geometry_np", "letterbox_tf", "letterbox_np",
-           "boxes_to_input", "to_float_image"]
+           "boxes_to_input", "boxes_to_image_np", "to_float_image"]
 
 
 def geometry(image_hw, input_hw) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -84,3 +84,13 @@ def boxes_to_input(boxes: tf.Tensor, image_hw, input_hw) -> tf.Tensor:
                      tf.clip_by_value(boxes[:, 2] * sx + ox, 0.0, hw[1]),
                      tf.clip_by_value(boxes[:, 3] * sy + oy, 0.0, hw[0]),
                      boxes[:, 4]], axis=1)
+
+
+def boxes_to_image_np(boxes: np.ndarray, image_hw, input_hw) -> np.ndarray:
+    """``(n, 4)`` boxes ``x1, y1, x2, y2`` on the letterboxed input -> the original image's pixels,
+    clipped to it (the inverse of :func:`boxes_to_input`), float32."""
+    _, offset, scale = geometry_np(image_hw, input_hw)
+    oy, ox, sy, sx = offset[0], offset[1], scale[0], scale[1]
+    out = (np.asarray(boxes, np.float64).reshape(-1, 4) - [ox, oy, ox, oy]) / [sx, sy, sx, sy]
+    h, w = image_hw[0], image_hw[1]
+    return np.clip(out, 0, [w, h, w, h]).astype(np.float32)

@@ -1,0 +1,94 @@
+"""Each private Keras API yolo3 uses (all behind yolo3.keras_compat), exercised on its own: when a
+Keras release changes one, the matching test here fails with the function's name."""
+from __future__ import annotations
+
+import warnings
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from yolo3 import keras_compat
+
+
+def _branchy_model():
+    inputs = keras.Input((4,), name="x")
+    a = keras.layers.Dense(3, name="a")(inputs)
+    b = keras.layers.Dense(3, name="b")(inputs)
+    added = keras.layers.Add(name="add")([a, b])
+    out = keras.layers.Dense(2, name="out")(added)
+    return keras.Model(inputs, out, name="branchy")
+
+
+def test_producing_layer_and_inbound_tensors_walk_the_graph():
+    model = _branchy_model()
+    assert keras_compat.producing_layer(model.outputs[0]) is model.get_layer("out")
+    inbound = keras_compat.inbound_tensors(model.get_layer("add"))
+    assert [keras_compat.producing_layer(t).name for t in inbound] == ["a", "b"]
+
+
+def test_node_counts():
+    model = _branchy_model()
+    assert keras_compat.node_counts(model.get_layer("a")) == (1, 1)
+    assert keras_compat.node_counts(model.get_layer("out"))[0] == 1
+
+
+def test_all_layers_includes_nested_models():
+    inner = _branchy_model()
+    inputs = keras.Input((4,))
+    outer = keras.Model(inputs, keras.layers.Dense(1, name="head")(inner(inputs)), name="outer")
+    names = {layer.name for layer in keras_compat.all_layers(outer)}
+    assert {"branchy", "a", "b", "add", "out", "head"} <= names and "outer" not in names
+
+
+def _compiled(seed=0):
+    keras.utils.set_random_seed(seed)
+    model = _branchy_model()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
+    return model
+
+
+def test_weights_without_the_optimizer(tmp_path):
+    x, y = np.random.default_rng(0).normal(size=(8, 4)), np.zeros((8, 2))
+    model = _compiled()
+    model.fit(x, y, epochs=1, verbose=0)  # builds the optimiser
+    path = tmp_path / "m.weights.h5"
+    keras_compat.save_weights_without(model, path, skip=[model.optimizer])
+    with h5py.File(path) as f:
+        groups = []
+        f.visit(groups.append)
+    assert groups and not [g for g in groups if "optimizer" in g]
+    fresh = _compiled(seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Skipping variable loading for optimizer" would fail here
+        keras_compat.load_weights_without(fresh, path, skip=[fresh.optimizer])
+    for a, b in zip(model.get_weights(), fresh.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_build_from_element_spec_then_fit():
+    model = _compiled()
+    ds = tf.data.Dataset.from_tensor_slices((np.ones((8, 4), np.float32),
+                                             np.zeros((8, 2), np.float32))).batch(4)
+    keras_compat.build_from_element_spec(model, ds.element_spec)
+    assert model._compile_loss.built and model.optimizer.built  # built from the spec, not a batch
+    history = model.fit(ds, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_replace_step_is_used_by_fit():
+    model = _compiled()
+    calls = []
+
+    def wrap(step):
+        def wrapped(data):
+            calls.append(1)
+            return step(data)
+        return wrapped
+    keras_compat.replace_step(model, "train_step", wrap)
+    model.fit(np.ones((4, 4)), np.zeros((4, 2)), epochs=1, batch_size=4, verbose=0)
+    assert calls  # traced through the replaced step
+    with pytest.raises(ValueError, match="train_step or test_step"):
+        keras_compat.replace_step(model, "predict_step", wrap)
