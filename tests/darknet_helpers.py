@@ -106,3 +106,14 @@ def spp_cfg_text(yolov3_cfg_text: str) -> str:
 
 def shapes(arrays: Sequence[np.ndarray]) -> List[tuple]:
     return [a.shape for a in arrays]
+
+
+def randomise_batch_norms(model, rng: np.random.Generator) -> None:
+    """Non-trivial batch-norm statistics (a fresh body has mean 0 / var 1), so that exporting or
+    folding all four of them is checked."""
+    import keras
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            n = layer.gamma.shape[0]
+            layer.set_weights([rng.uniform(0.5, 1.5, n), rng.normal(0, 0.2, n),
+                               rng.normal(0, 0.2, n), rng.uniform(0.5, 2.0, n)])

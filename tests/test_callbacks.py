@@ -1,7 +1,6 @@
 """Atomic checkpoint writes, resume state, NaN stop, name-based weight loading."""
 from __future__ import annotations
 
-import json
 import os
 
 import keras

@@ -11,7 +11,8 @@ import pytest
 from darknet_helpers import keras_forward, opencv_forward, random_images, rel_err, spp_cfg_text
 from yolo3.cli.convert import main as cli_main
 from yolo3.darknet.cfg import parse_cfg
-from yolo3.darknet.convert import build_model, convert, read_sidecars, sidecar_paths
+from yolo3.darknet.convert import build_model, convert
+from yolo3.metadata import read_sidecars, sidecar_paths
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.errors import DarknetError
 

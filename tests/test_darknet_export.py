@@ -1,13 +1,13 @@
 """Keras -> Darknet export: round trips and OpenCV loading exported yolo3 bodies."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 
-from darknet_helpers import keras_forward, opencv_forward, random_images, rel_err
+from darknet_helpers import (keras_forward, opencv_forward, random_images, randomise_batch_norms,
+                             rel_err)
 from yolo3.cli.convert import main as cli_main
 from yolo3.darknet.cfg import equivalent, parse_cfg
 from yolo3.darknet.export import export_darknet
@@ -17,15 +17,6 @@ from yolo3.model import build_body
 
 TOLERANCE = 1e-5
 CUSTOM_ANCHORS = np.array([[6, 9], [14, 20], [30, 26], [52, 70], [120, 96], [260, 210]], np.float32)
-
-
-def _randomise_batch_norms(model, rng):
-    """Non-trivial BN statistics (a fresh body has mean 0 / var 1) so the export of all four is checked."""
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            n = layer.gamma.shape[0]
-            layer.set_weights([rng.uniform(0.5, 1.5, n), rng.normal(0, 0.2, n),
-                               rng.normal(0, 0.2, n), rng.uniform(0.5, 2.0, n)])
 
 
 @pytest.mark.parametrize("name", ["yolov3-tiny", "darknet53", "yolov3"])
@@ -57,7 +48,7 @@ def test_opencv_runs_exported_body(tmp_path, kind, h, w):
     """A fresh 3-class body (tiny: custom anchors) exported: OpenCV's outputs match Keras's."""
     rng = np.random.default_rng(7)
     body = build_body(kind, 3)
-    _randomise_batch_norms(body, rng)
+    randomise_batch_norms(body, rng)
     anchors = CUSTOM_ANCHORS if kind == "tiny" else None
     cfg_out, weights_out = tmp_path / "e.cfg", tmp_path / "e.weights"
     export_darknet(body, cfg_out, weights_out, anchors=anchors, num_classes=3)

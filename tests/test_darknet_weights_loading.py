@@ -11,7 +11,7 @@ from darknet_helpers import keras_forward, random_images, rel_err
 from yolo3.cli.train import main as train_main
 from yolo3.darknet.cfg import ConvSpec, parse_cfg, parse_cfg_text
 from yolo3.darknet.convert import build_model, convert
-from yolo3.darknet.export import block_layer_names, body_to_cfg_index
+from yolo3.darknet.layout import block_layer_names, body_to_cfg_index
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.model import build_body

@@ -161,7 +161,7 @@ def test_weights_h5_builds_the_same_body(tiny_files, detector):
 def test_converter_masks_sidecar_is_used(tiny_files, tmp_path):
     import shutil
 
-    from yolo3.darknet.convert import sidecar_paths
+    from yolo3.metadata import sidecar_paths
     from yolo3.detector import YOLO
 
     model = tmp_path / "old_tiny.keras"

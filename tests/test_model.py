@@ -5,7 +5,6 @@ import keras
 import numpy as np
 import pytest
 
-import yolo3  # noqa: F401  registers YoloLoss / identity_loss for loading
 from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 from yolo3.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.model import BN_EPSILON, build_body, output_layer_names

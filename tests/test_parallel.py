@@ -4,7 +4,6 @@ Multi-device checks run in fresh subprocesses with 2 or 3 logical CPU devices (m
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from multidevice_helpers import run_with_devices

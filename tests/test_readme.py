@@ -39,6 +39,37 @@ def _script_commands():
             yield words[1], [w.split("=", 1)[0] for w in words[2:] if w.startswith("--")]
 
 
+def _yolo3_commands():
+    """``(command words, flags)`` of every ``yolo3 COMMAND ...`` line (``yolo3 benchmark NAME``)."""
+    for words in _shell_commands():
+        if len(words) >= 2 and words[0] == "yolo3":
+            depth = 3 if words[1] == "benchmark" else 2
+            yield words[1:depth], [w.split("=", 1)[0] for w in words[depth:] if w.startswith("--")]
+
+
+def _cli_help(command) -> str:
+    from yolo3.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as info:
+        main([*command, "--help"])
+    assert info.value.code == 0
+    return out.getvalue()
+
+
+def test_every_readme_yolo3_command_exists_and_accepts_its_flags():
+    commands = list(_yolo3_commands())
+    assert {c[0] for c, _ in commands} >= {"train", "convert", "detect", "evaluate", "export",
+                                           "kmeans", "check", "voc", "coco"}
+    helps = {}
+    for command, flags in commands:
+        key = tuple(command)
+        if key not in helps:
+            helps[key] = _cli_help(command)
+        for flag in flags:
+            assert re.search(rf"{re.escape(flag)}\b", helps[key]), \
+                f"README passes {flag} to yolo3 {' '.join(command)}, which does not accept it"
+
+
 def _help_text(script: str) -> str:
     out = io.StringIO()
     argv = sys.argv
@@ -62,11 +93,11 @@ def test_readme_shows_the_two_commands_test_first():
 def test_every_readme_tool_command_exists_and_accepts_its_flags():
     commands = list(_script_commands())
     scripts = {script for script, _ in commands}
-    assert {"train_multi_gpu.py", "tools/convert.py", "tools/detect.py", "tools/evaluate.py",
-            "tools/export.py", "tools/kmeans.py", "tools/check_dataset.py",
-            "tools/voc_annotation.py", "tools/coco_annotation.py", "tools/benchmark_training.py",
-            "tools/benchmark_data.py", "tools/benchmark_inference.py",
-            "tools/benchmark_convert.py"} <= scripts
+    assert {"train_multi_gpu.py", "tools/benchmark_training.py", "tools/benchmark_data.py",
+            "tools/benchmark_inference.py", "tools/benchmark_convert.py"} <= scripts
+    table = README[README.index("## The command line"):README.index("## A 5-minute tour")]
+    for script in REPO.glob("tools/*.py"):  # every tool script is named in the command table
+        assert f"tools/{script.name}" in table or script.name.startswith("benchmark_"), script.name
     helps = {}
     for script, flags in commands:
         assert (REPO / script).is_file(), f"README runs {script}, which does not exist"

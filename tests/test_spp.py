@@ -8,7 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from darknet_helpers import keras_forward, opencv_forward, random_images, rel_err, spp_cfg_text
+from darknet_helpers import (keras_forward, opencv_forward, random_images, randomise_batch_norms,
+                             rel_err, spp_cfg_text)
 from yolo3.darknet.cfg import equivalent, parse_cfg, parse_cfg_text
 from yolo3.darknet.convert import convert
 from yolo3.darknet.export import export_darknet
@@ -49,18 +50,10 @@ def test_parameter_count_matches_the_cfg(spp_cfg):
     assert get_spec("yolov3-spp").build(80).count_params() == floats
 
 
-def _randomise_batch_norms(model, rng):
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            n = layer.gamma.shape[0]
-            layer.set_weights([rng.uniform(0.5, 1.5, n), rng.normal(0, 0.2, n),
-                               rng.normal(0, 0.2, n), rng.uniform(0.5, 2.0, n)])
-
-
 def test_exported_spp_body_runs_in_opencv(tmp_path):
     rng = np.random.default_rng(4)
     body = get_spec("yolov3-spp").build(3)
-    _randomise_batch_norms(body, rng)
+    randomise_batch_norms(body, rng)
     cfg_out, weights_out = tmp_path / "spp.cfg", tmp_path / "spp.weights"
     export_darknet(body, cfg_out, weights_out, num_classes=3)
     cfg = parse_cfg(cfg_out)

@@ -156,7 +156,6 @@ def _check_checkpoints_readable(out, classes):
 
     Returns the epoch of the resume state (0 without one)."""
     import keras
-    import yolo3  # noqa: F401  (registers the custom layers)
     from yolo3.anchors import default_anchors
     from yolo3.callbacks import TEMP_PREFIX, load_resume_state
     from yolo3.loss import yolo_training_model

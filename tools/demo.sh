@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job end to end, on the built-in synthetic shapes dataset:
 #   generate data -> k-means anchors -> train tiny YOLOv3 from scratch through the loss-summing
-#   wrapper on 2 replicas -> load the saved template into a fresh detector -> evaluate and draw.
+#   wrapper on 2 replicas -> load the saved model (it carries its anchors, classes, input size)
+#   into a fresh detector -> evaluate and draw.
 #
 #   bash tools/demo.sh [--output DIR] [--num-images N] [--val-images N] [--epochs N]
 #                      [--input-size S] [--batch-size B] [--seed S]
@@ -57,18 +58,17 @@ echo "== 3/5 training tiny YOLOv3 from scratch on 2 replicas (${REPLICAS[*]})"
   --anchors "$OUTPUT/anchors.txt" --input-size "$INPUT_SIZE" --batch-size "$BATCH_SIZE" \
   --augment light --freeze-epochs 0 --epochs "$EPOCHS" --seed "$SEED" --output "$OUTPUT/train"
 
-echo "== 4/5 evaluation of the saved template weights in a fresh detector"
-"$PY" tools/evaluate.py --annotations "$DATA/val.txt" --classes "$DATA/classes.txt" \
-  --model "$OUTPUT/train/final.weights.h5" --anchors "$OUTPUT/anchors.txt" --model-type tiny \
-  --input-size "$INPUT_SIZE" --out "$OUTPUT/evaluation.json"
+echo "== 4/5 evaluation of the saved model in a fresh detector"
+# final.keras carries its variant, anchors, masks, class names and input size: no other flags.
+"$PY" tools/evaluate.py --annotations "$DATA/val.txt" --model "$OUTPUT/train/final.keras" \
+  --out "$OUTPUT/evaluation.json"
 
 echo "== 5/5 drawings and loss curves"
 # A few held-out images (the first 8 of val.txt) drawn with their detections.
 mkdir -p "$OUTPUT/val_samples"
 head -n 8 "$DATA/val.txt" | while read -r image _; do cp "$DATA/$image" "$OUTPUT/val_samples/"; done
-"$PY" tools/detect.py --model "$OUTPUT/train/final.weights.h5" --anchors "$OUTPUT/anchors.txt" \
-  --classes "$DATA/classes.txt" --model-type tiny --input-size "$INPUT_SIZE" \
-  --input "$OUTPUT/val_samples" --output "$OUTPUT/detections" --json "$OUTPUT/detections.json"
+"$PY" tools/detect.py --model "$OUTPUT/train/final.keras" --input "$OUTPUT/val_samples" \
+  --output "$OUTPUT/detections" --json "$OUTPUT/detections.json"
 "$PY" tools/plot_history.py --history "$OUTPUT/train/history.csv" --out "$OUTPUT/loss_curves.png"
 
 "$PY" - "$OUTPUT/evaluation.json" "$start" <<'PYEOF'

@@ -19,7 +19,6 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from yolo3.data.images import load_image  # noqa: F401  (re-exported for convenience)
 from yolo3.decode import yolo_eval
 from yolo3.errors import PathLike
 from yolo3.graph_surgery import fold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
@@ -38,7 +37,7 @@ class YOLO:
     ``body`` is the loaded model; inference runs ``inference_body``, its batch-norm-folded copy.
     precision: ``"float32"`` (default, matches Darknet / OpenCV to ~1e-6) or ``"bfloat16"``: the
     convolutions compute in bfloat16 (weights stay float32, outputs are cast back), about 1.7x faster
-    on CPUs with AVX-512 BF16 or AMX (see :func:`yolo3.benchmarking.has_fast_bfloat16`) and on recent
+    on CPUs with AVX-512 BF16 or AMX (see :func:`yolo3.precision.has_fast_bfloat16`) and on recent
     GPUs, at about 1% relative error on the raw maps; slower where bfloat16 is emulated.
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,

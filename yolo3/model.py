@@ -20,7 +20,6 @@ from typing import List, Optional, Sequence, Tuple
 import keras
 from keras import layers
 
-from yolo3 import architectures
 from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.blocks import BN_EPSILON, LEAKY_SLOPE, BlockNames, conv_block
 from yolo3.boxes import box_iou

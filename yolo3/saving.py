@@ -83,9 +83,9 @@ def atomic_save_model(model, path: PathLike, info: Optional[ModelInfo] = None) -
 def register_serializables() -> None:
     """Import the modules that register yolo3's Keras objects (loss layer, schedule, folded batch
     norm), so that ``keras.models.load_model`` reads any yolo3 ``.keras`` file."""
-    import yolo3.graph_surgery  # noqa: F401
-    import yolo3.loss  # noqa: F401
-    import yolo3.schedules  # noqa: F401
+    import yolo3.graph_surgery  # noqa: F401  (FoldedBatchNorm)
+    import yolo3.loss  # noqa: F401  (YoloLoss, identity_loss)
+    import yolo3.schedules  # noqa: F401  (WarmupCosine)
 
 
 def load_keras_model(path: PathLike) -> Tuple[object, Optional[ModelInfo]]:

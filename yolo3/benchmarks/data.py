@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     print(machine_line(matmul_peak_gflops()))
     print(f"{len(records)} images from {ann}; batches of {args.batch_size} at {args.size}x{args.size}; "
           f"{args.batches} timed batches each")
-    print(f"| loader | images/s | s/batch |\n|---|---|---|")
+    print("| loader | images/s | s/batch |\n|---|---|---|")
     print(f"| tf.data pipeline (yolo3.data.pipeline) | {ips_pipe:.1f} | {t_pipe / args.batches:.3f} |")
     print(f"| classic Python generator (PIL + NumPy) | {ips_gen:.1f} | {t_gen / args.batches:.3f} |")
     print(f"speed-up: {ips_pipe / ips_gen:.2f}x")

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Dict, List, Optional
 
-from yolo3.cli.common import add_precision_argument, execute, make_parser  # noqa: F401
+from yolo3.cli.common import execute, make_parser
 
 # command name -> module (the console script yolo3-<name> is <module>:main)
 COMMANDS: Dict[str, str] = {

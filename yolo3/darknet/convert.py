@@ -20,8 +20,8 @@ from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, Layer, MaxpoolSpec, RouteSp
                                UpsampleSpec, parse_cfg)
 from yolo3.darknet.weights import ConvWeights, Header, read_weights
 from yolo3.errors import DarknetError, PathLike
-from yolo3.metadata import (ModelInfo, embed_info, read_sidecars, sidecar_paths,  # noqa: F401
-                            write_sidecars as _write_sidecar_files)
+from yolo3.metadata import ModelInfo
+from yolo3.metadata import write_sidecars as _write_sidecar_files
 
 
 def _conv_block(x, layer: Layer, kernel_initializer: str):

@@ -23,8 +23,7 @@ from yolo3.anchors import default_masks
 from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
                                YoloSpec, format_cfg, parse_cfg_text)
 from yolo3.darknet.convert import conv_weights_from_model
-from yolo3.darknet.layout import (CONVERTED_NAME, LAYOUT_KINDS, block_layer_names,  # noqa: F401
-                                  body_to_cfg_index, converted_layer, layout_layers)
+from yolo3.darknet.layout import CONVERTED_NAME, block_layer_names, layout_layers
 from yolo3.darknet.weights import Header, write_weights
 from yolo3.errors import DarknetError, PathLike
 

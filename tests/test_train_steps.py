@@ -1,0 +1,90 @@
+"""The named steps of yolo3.train, each on its own (the end-to-end runs are in test_train_cli)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from yolo3.anchors import read_anchors, read_classes, write_anchors
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.distribute import ClusterTask
+from yolo3.train import (ConfigError, Stage, TrainConfig, build_models, pick_strategy, prepare_data,
+                         prepare_output, stages, validate_config)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    d = tmp_path_factory.mktemp("steps")
+    ann, classes = make_synthetic_dataset(str(d), 10, (64, 64), val_fraction=0.2)
+    return Path(ann), classes
+
+
+def _config(dataset, tmp_path, **kw):
+    ann, classes = dataset
+    base = dict(annotations=str(ann), classes=classes, output=str(tmp_path / "out"), model="tiny",
+                input_size=64, batch_size=2, epochs=5, freeze_epochs=2, seed=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_validate_config_names_the_argument(dataset, tmp_path):
+    with pytest.raises(ConfigError, match="--model: unknown model 'yolo9'"):
+        validate_config(_config(dataset, tmp_path, model="yolo9"))
+    with pytest.raises(ConfigError, match="--input-size: .*multiple of 32"):
+        validate_config(_config(dataset, tmp_path, input_size=70))
+    with pytest.raises(ConfigError, match="--freeze-epochs"):
+        validate_config(_config(dataset, tmp_path, freeze_epochs=9))
+
+
+def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_path):
+    data = prepare_data(_config(dataset, tmp_path, val_split=0.3))
+    again = prepare_data(_config(dataset, tmp_path, val_split=0.3))
+    assert len(data.val_records) == 3 and len(data.records) == 7
+    assert [r.path for r in data.val_records] == [r.path for r in again.val_records]
+    other = prepare_data(_config(dataset, tmp_path, val_split=0.3, seed=4))
+    assert [r.path for r in other.val_records] != [r.path for r in data.val_records]
+    np.testing.assert_array_equal(data.anchors, data.spec.default_anchors())
+    assert data.masks == [[3, 4, 5], [0, 1, 2]] and data.class_names == ["circle", "square", "triangle"]
+    info = data.info(64)
+    assert info.variant == "tiny" and info.input_size == (64, 64) and info.num_classes == 3
+    bad = tmp_path / "five.txt"
+    write_anchors(bad, np.ones((5, 2)))
+    with pytest.raises(ConfigError, match="5 anchors do not split evenly over 2"):
+        prepare_data(_config(dataset, tmp_path, anchors=str(bad)))
+
+
+def test_stages_after_a_resume(dataset, tmp_path):
+    config = _config(dataset, tmp_path)
+    assert stages(config, 0) == [Stage(0, 2, True), Stage(2, 5, False)]
+    assert stages(config, 3) == [Stage(2, 5, False)]
+    assert stages(config, 5) == []
+    assert stages(_config(dataset, tmp_path, freeze_epochs=0), 0) == [Stage(0, 5, False)]
+
+
+def test_prepare_output_chief_and_worker(dataset, tmp_path):
+    config = _config(dataset, tmp_path)
+    data = prepare_data(config)
+    out = Path(config.output)
+    out.mkdir(parents=True)
+    (out / ".tmp-last.keras-x").write_text("half written")
+    run = prepare_output(config, data, ClusterTask())
+    assert run.chief and run.write_dir == out and not (out / ".tmp-last.keras-x").exists()
+    assert read_classes(out / "classes.txt") == data.class_names
+    np.testing.assert_array_equal(read_anchors(out / "anchors.txt"), data.anchors)
+    worker = prepare_output(config, data, ClusterTask(num_workers=2, task_type="worker", index=1,
+                                                      is_chief=False))
+    assert not worker.chief and worker.write_dir == out / ".worker-1"
+
+
+def test_pick_strategy_and_build_models(dataset, tmp_path):
+    config = _config(dataset, tmp_path)
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+    assert (placement.replicas, placement.global_batch, placement.steps) == (1, 2, 4)
+    assert placement.strategy is None and not placement.uses_wrapper
+    with pytest.raises(ConfigError, match="fewer than one global batch"):
+        pick_strategy(_config(dataset, tmp_path, batch_size=16), len(data.records))
+    body, template, skipped = build_models(config, data, placement)
+    assert body.input_shape == (None, 64, 64, 3) and skipped == []
+    assert [t.name for t in template.inputs] == ["image", "y_true_s32", "y_true_s16"]
