@@ -257,3 +257,25 @@ def test_coco_invalid_json_names_line(tmp_path):
     with pytest.raises(AnnotationError) as info:
         load_annotations(path)
     assert info.value.line == 2
+
+
+def test_lenient_reading_drops_invalid_boxes_and_keeps_their_lines(tmp_path):
+    from PIL import Image as _Image
+
+    from yolo3.errors import InvalidBoxError
+    _Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(tmp_path / "a.png")
+    ann = tmp_path / "ann.txt"
+    ann.write_text("a.png 5,5,1,9,0 1,2,10,12,1\n"        # x2 <= x1: dropped, the other box kept
+                   "a.png 60,1,70,9,0\t\n"                  # outside the 50x40 image; trailing tab
+                   "a.png -3,-2,10,12,1 8,8,8,20,0\n")      # negative: clipped; zero width: dropped
+    strict = scan_annotations(ann, ["a", "b"])
+    assert [p.line for p in strict.problems] == [1, 2, 3]
+    res = scan_annotations(ann, ["a", "b"], drop_invalid_boxes=True)
+    assert res.problems == [] and len(res.records) == 3
+    assert [r.boxes.tolist() for r in res.records] == [[[1, 2, 10, 12, 1]], [], [[0, 0, 10, 12, 1]]]
+    assert [(type(e), e.line) for e in res.dropped_boxes] == [(InvalidBoxError, 1),
+                                                              (InvalidBoxError, 2),
+                                                              (InvalidBoxError, 3)]
+    assert "outside the 50x40 image" in str(res.dropped_boxes[1]) and res.clipped_boxes == 1
+    unchecked = scan_annotations(ann, ["a", "b"], drop_invalid_boxes=True, check_images=False)
+    assert unchecked.records[2].boxes.tolist() == [[0, 0, 10, 12, 1]]

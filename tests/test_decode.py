@@ -1,4 +1,4 @@
-"""Decoding (yolo_head, yolo_correct_boxes, yolo_eval) against float64 NumPy references."""
+"""Batched decoding (yolo_head, correct_boxes, decode_detections) against float64 NumPy references."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,9 @@ import pytest
 import tensorflow as tf
 
 from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
-from yolo3.decode import yolo_correct_boxes, yolo_eval, yolo_head
+from yolo3.decode import correct_boxes as yolo_correct_boxes
+from yolo3.decode import decode_detections as yolo_eval
+from yolo3.decode import yolo_head
 
 
 def sigmoid(x):

@@ -178,7 +178,8 @@ def test_yolo_loss_layer_equals_function_and_round_trips_config(rng):
     assert tuple(value.shape) == (1,) and value.dtype == tf.float32
     want = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 2, [[3, 4, 5], [1, 2, 3]], .6)
     assert abs(float(value[0]) - want) <= 1e-4 * want
-    fn = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 2, .6, [[3, 4, 5], [1, 2, 3]]))
+    fn = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 2, .6,
+                         anchor_mask=[[3, 4, 5], [1, 2, 3]]))
     assert abs(fn - float(value[0])) <= 1e-6 * fn
     config = layer.get_config()
     assert config["anchors"] == TINY_YOLO_ANCHORS.tolist() and config["anchor_mask"] == [[3, 4, 5], [1, 2, 3]]

@@ -139,7 +139,7 @@ _SAVE = _SETUP + """
 import os, tempfile
 from yolo3.loss import identity_loss
 from yolo3.callbacks import TemplateCheckpoint
-from yolo3.decode import yolo_eval
+from yolo3.decode import decode_detections
 out_dir = tempfile.mkdtemp()
 wrapper = multi_gpu_model(tmpl, devices=["/cpu:0", "/cpu:1"])
 wrapper.compile(keras.optimizers.Adam(1e-3), loss=identity_loss, jit_compile=False)
@@ -153,7 +153,7 @@ loaded = keras.models.load_model(os.path.join(out_dir, "last.keras"), compile=Fa
 img = xs[0][:2]
 ref = [o.numpy() for o in body(img, training=False)]
 def dets(outs):
-    b, s, c, *_ = yolo_eval([tf.constant(o[:1]) for o in outs], anchors, 2, (64, 64), score_threshold=0.0)
+    b, s, c, *_ = decode_detections([tf.constant(o[:1]) for o in outs], anchors, 2, (64, 64), score_threshold=0.0)
     return np.asarray(b).tolist(), np.asarray(s).tolist()
 result = {"files": sorted(os.listdir(out_dir)),
           "w_diff": max(float(np.abs(a - b.numpy()).max()) for a, b in zip(ref, fresh(img, training=False))),

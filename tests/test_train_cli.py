@@ -273,3 +273,22 @@ def test_multiworker_restarts_from_backup_after_a_worker_dies(dataset, tmp_path)
     assert _history(out) == list(range(total))
     assert (out / "final.keras").exists() and (out / ".worker-1" / "final.weights.h5").exists()
     assert not (out / "backup" / "training_metadata.json").exists()  # deleted once training ends
+
+
+def test_invalid_boxes_are_dropped_with_a_warning_unless_strict(dataset, tmp_path, capsys):
+    d, classes = dataset
+    lines = (d / "train.txt").read_text().splitlines()
+    lines[0] += " 9,9,2,20,0"        # x2 <= x1
+    lines[2] += " 500,500,600,600,1"  # outside the 96x96 image
+    bad = tmp_path / "train_bad.txt"
+    bad.write_text("\n".join(os.path.join(str(d), l) for l in lines) + "\n")
+    args = ["--annotations", str(bad), "--val-annotations", str(d / "val.txt"), "--classes",
+            classes, "--model", "tiny", "--input-size", "64", "--batch-size", "2", "--epochs", "1",
+            "--steps-per-epoch", "1", "--validation-steps", "1", "--no-augment", "--quiet"]
+    assert main(args + ["--output", str(tmp_path / "lenient")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {bad}:1: box '9,9,2,20,0': x2 <= x1 (2 <= 9) (box dropped)" in err
+    assert f"warning: {bad}:3: box 500,500,600,600,1 lies outside the 96x96 image" in err
+    assert f"{bad}: 2 invalid boxes dropped" in err
+    assert main(args + ["--output", str(tmp_path / "strict"), "--strict"]) == 2
+    assert f"yolo3 train: error: {bad}:1: box '9,9,2,20,0': x2 <= x1" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 
 ``import yolo3`` is light (no TensorFlow). The heavy parts load on first use:
 ``yolo3.YOLO`` (:class:`yolo3.detector.YOLO`), ``yolo3.build_body`` (:func:`yolo3.model.build_body`),
-``yolo3.get_spec`` (:func:`yolo3.specs.get_spec`). Loading a yolo3 ``.keras`` file through
+``yolo3.get_spec`` (:func:`yolo3.specs.get_spec`), ``yolo3.detect_video`` (keras-yolo3's, see
+:func:`yolo3.video.detect_video`). Loading a yolo3 ``.keras`` file through
 :func:`yolo3.saving.load_keras_model` (what the detector, the converter and the tools do) registers
 yolo3's serialisable Keras objects first.
 """
@@ -13,6 +14,7 @@ _LAZY = {
     "build_body": ("yolo3.model", "build_body"),
     "get_spec": ("yolo3.specs", "get_spec"),
     "ModelInfo": ("yolo3.metadata", "ModelInfo"),
+    "detect_video": ("yolo3.video", "detect_video"),  # keras-yolo3's yolo.detect_video
 }
 
 

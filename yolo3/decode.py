@@ -1,4 +1,6 @@
-"""Decoding raw YOLO outputs into boxes (keras-yolo3's yolo_head / yolo_correct_boxes / yolo_eval).
+"""Decoding raw YOLO outputs into boxes, batched, corners in x-first order (what the detector and
+the exported models run). keras-yolo3's one-image, y-first versions under its own names
+(``yolo_eval``, ``yolo_correct_boxes``, ``yolo_boxes_and_scores``) are in :mod:`yolo3.keras_yolo3`.
 
 Raw output of one scale: ``(batch, gh, gw, A * (5 + C))`` logits ``tx, ty, tw, th, to, classes...``
 per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
@@ -46,7 +48,7 @@ def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = F
     return box_xy, box_wh, box_confidence, box_class_probs
 
 
-def yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape):
+def correct_boxes(box_xy, box_wh, input_shape, image_shape):
     """Map input-relative ``(cx, cy)``/``(w, h)`` to ``(x1, y1, x2, y2)`` pixels of the original image.
 
     box_xy, box_wh: ``(batch, ..., 2)``; input_shape: ``(h, w)``; image_shape: ``(h, w)`` shared by the
@@ -70,20 +72,20 @@ def yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape):
     return tf.concat([centre - half, centre + half], axis=-1)
 
 
-def yolo_boxes_and_scores(feats, anchors, num_classes: int, input_shape, image_shape):
+def boxes_and_scores(feats, anchors, num_classes: int, input_shape, image_shape):
     """Boxes ``(batch, N, 4)`` xyxy image pixels and scores ``(batch, N, C)`` of one output scale."""
     box_xy, box_wh, box_confidence, box_class_probs = yolo_head(feats, anchors, num_classes, input_shape)
-    boxes = yolo_correct_boxes(box_xy, box_wh, input_shape, image_shape)
+    boxes = correct_boxes(box_xy, box_wh, input_shape, image_shape)
     batch = tf.shape(feats)[0]
     boxes = tf.reshape(boxes, [batch, -1, 4])
     scores = tf.reshape(box_confidence * box_class_probs, [batch, -1, num_classes])
     return boxes, scores
 
 
-def yolo_eval(yolo_outputs: Sequence, anchors, num_classes: int, image_shape, max_boxes: int = 20,
-              score_threshold: float = .6, iou_threshold: float = .5,
-              anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None
-              ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
+                      max_boxes: int = 20, score_threshold: float = .6, iou_threshold: float = .5,
+                      anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None
+                      ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """Raw outputs of a batch -> detections after score threshold and per-class NMS.
 
     yolo_outputs: list of ``(batch, gh, gw, A * (5 + C))`` tensors, largest stride first;
@@ -91,9 +93,8 @@ def yolo_eval(yolo_outputs: Sequence, anchors, num_classes: int, image_shape, ma
     ``(batch, 2)``; input_shape defaults to the first output's grid times 32.
     Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
     to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
-    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding.
-    (keras-yolo3 returned ``(y1, x1, y2, x2)`` for one image; this returns corners in x-first order
-    for a whole batch.)
+    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
+    :func:`yolo3.anchors.default_masks`.
     """
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))
@@ -104,7 +105,7 @@ def yolo_eval(yolo_outputs: Sequence, anchors, num_classes: int, image_shape, ma
     scores_all: List[tf.Tensor] = []
     for feats, mask in zip(yolo_outputs, masks):
         feats = tf.cast(feats, tf.float32)
-        b, s = yolo_boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
+        b, s = boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
         boxes_all.append(b)
         scores_all.append(s)
     boxes = tf.concat(boxes_all, axis=1)

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from yolo3.decode import yolo_eval
+from yolo3.decode import decode_detections
 from yolo3.errors import PathLike
 from yolo3.graph_surgery import fold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
 from yolo3.letterbox import letterbox_tf
@@ -41,24 +41,45 @@ class YOLO:
     GPUs, at about 1% relative error on the raw maps; slower where bfloat16 is emulated.
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
-    masks, classes and input size) or ``.weights.h5`` template weights (the body is built from
-    ``model_type``, the anchors and the classes). anchors_path / classes_path / anchor_mask override
-    what the model carries; for older models they default to the side files beside it.
-    input_size: int or ``(h, w)``; None means the model's fixed input size, else the size it was
-    trained or converted at, else 416.
+    masks, classes and input size), ``.weights.h5`` template weights (the body is built from
+    ``model_type``, the anchors and the classes) or a keras-yolo3 ``.h5`` file. anchors_path /
+    classes_path / anchor_mask override what the model carries; for older models they default to
+    the side files beside it. input_size: int or ``(h, w)``; None means the model's fixed input
+    size, else the size it was trained or converted at, else 416.
+
+    keras-yolo3 scripts work unchanged: ``YOLO()`` (its ``model_data/`` defaults),
+    ``YOLO(model_path=..., anchors_path=..., classes_path=..., score=..., iou=...,
+    model_image_size=(416, 416), gpu_num=1)`` and ``YOLO(**vars(FLAGS))`` of its ``yolo_video.py``
+    (``model``, ``anchors``, ``classes``; ``image``, ``input``, ``output`` are ignored);
+    ``detect_image``, ``close_session`` and :func:`yolo3.detect_video` keep its contracts.
     """
 
-    def __init__(self, model_path: PathLike, anchors_path: Optional[PathLike] = None,
+    _defaults = None  # keras-yolo3's YOLO._defaults (see get_defaults), filled below the class
+
+    def __init__(self, model_path: Optional[PathLike] = None, anchors_path: Optional[PathLike] = None,
                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
                  input_size: InputSize = None, model_type: Optional[str] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
-                 precision: str = "float32"):
+                 precision: str = "float32", *, model_image_size=None, gpu_num: int = 1,
+                 **flags):
+        from yolo3.keras_yolo3 import resolve_yolo_kwargs
         from yolo3.saving import load_body
         _check_precision(precision)
+        model_path, anchors_path, classes_path, input_size = resolve_yolo_kwargs(
+            model_path, anchors_path, classes_path, input_size, model_image_size, flags)
+        self.gpu_num = int(gpu_num)  # accepted for keras-yolo3 scripts: inference uses one device
         body, info = load_body(model_path, anchors_path=anchors_path, classes_path=classes_path,
                                model_type=model_type, anchor_mask=anchor_mask)
         self.model_path: Optional[str] = os.fspath(model_path)
         self._setup(body, info, score, iou, input_size, max_boxes, precision)
+
+    @classmethod
+    def get_defaults(cls, n: str):
+        """keras-yolo3's ``YOLO.get_defaults``: the default of setting ``n``."""
+        from yolo3.keras_yolo3 import KERAS_YOLO3_DEFAULTS
+        if n in KERAS_YOLO3_DEFAULTS:
+            return KERAS_YOLO3_DEFAULTS[n]
+        return "Unrecognized attribute name '" + n + "'"
 
     @classmethod
     def from_files(cls, model_path: PathLike, **kwargs) -> "YOLO":
@@ -87,6 +108,13 @@ class YOLO:
         self.class_names: List[str] = info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
         fixed = tuple(body.inputs[0].shape[1:3])
+        # keras-yolo3's model_image_size=(None, None): each image at its own size (multiple of 32)
+        self.fit_to_image = isinstance(input_size, str) and input_size == "image"
+        if self.fit_to_image:
+            if None not in fixed:
+                raise FileFormatError(self.model_path, f"model input is fixed at {fixed}: it "
+                                                       "cannot take each image at its own size")
+            input_size = None
         if input_size is None:
             input_size = (fixed if None not in fixed else info.input_size) or DEFAULT_INPUT_SIZE
         self.input_hw = check_input_size(input_size)
@@ -96,7 +124,7 @@ class YOLO:
         self.inference_body = fold_batch_norms(body)
         if precision == "bfloat16":
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
-        self._fns: Dict[Tuple[str, bool], tf.types.experimental.GenericFunction] = {}
+        self._fns: Dict[tuple, tf.types.experimental.GenericFunction] = {}
 
     # -- compiled pieces -------------------------------------------------------------------------
     def raw_outputs(self, x: tf.Tensor) -> List[tf.Tensor]:
@@ -107,33 +135,42 @@ class YOLO:
             outputs = [outputs]
         return [tf.cast(o, tf.float32) for o in outputs]
 
-    def _decode(self, x: tf.Tensor, image_hw: tf.Tensor):
-        outputs = self.raw_outputs(x)
-        return yolo_eval(outputs, self.anchors, self.num_classes, image_hw, max_boxes=self.max_boxes,
-                         score_threshold=self.score, iou_threshold=self.iou,
-                         anchor_mask=self.anchor_mask, input_shape=self.input_hw)
+    def _decode(self, x: tf.Tensor, image_hw: tf.Tensor, input_hw: Tuple[int, int]):
+        return decode_detections(self.raw_outputs(x), self.anchors, self.num_classes, image_hw,
+                                 max_boxes=self.max_boxes, score_threshold=self.score,
+                                 iou_threshold=self.iou, anchor_mask=self.anchor_mask,
+                                 input_shape=input_hw)
 
-    def _function(self, dtype: tf.DType, batched: bool):
-        key = (dtype.name, batched)
+    def _function(self, dtype: tf.DType, batched: bool, input_hw: Tuple[int, int]):
+        """The compiled letterbox -> forward -> decode -> NMS for ``dtype`` images at ``input_hw``."""
+        key = (dtype.name, batched, input_hw)
         if key in self._fns:
             return self._fns[key]
         if batched:
             def run(images, sizes):
                 def one(args):
                     image, hw = args
-                    return letterbox_tf(image[:hw[0], :hw[1]], self.input_hw)
+                    return letterbox_tf(image[:hw[0], :hw[1]], input_hw)
                 x = tf.map_fn(one, (images, sizes),
-                              fn_output_signature=tf.TensorSpec([*self.input_hw, 3], tf.float32))
-                return self._decode(x, sizes)
+                              fn_output_signature=tf.TensorSpec([*input_hw, 3], tf.float32))
+                return self._decode(x, sizes, input_hw)
             sig = [tf.TensorSpec([None, None, None, 3], dtype), tf.TensorSpec([None, 2], tf.int32)]
         else:
             def run(image):
-                x = letterbox_tf(image, self.input_hw)[tf.newaxis]
-                return self._decode(x, tf.shape(image)[:2])
+                x = letterbox_tf(image, input_hw)[tf.newaxis]
+                return self._decode(x, tf.shape(image)[:2], input_hw)
             sig = [tf.TensorSpec([None, None, 3], dtype)]
         fn = tf.function(run, input_signature=sig, autograph=False)
         self._fns[key] = fn
         return fn
+
+    def input_hw_for(self, image_hw) -> Tuple[int, int]:
+        """The network input size for an image of ``image_hw``: :attr:`input_hw`, or with
+        keras-yolo3's ``model_image_size=(None, None)`` the image's size rounded down to a multiple
+        of 32 (at least 32)."""
+        if not self.fit_to_image:
+            return self.input_hw
+        return tuple(max(32, int(v) - int(v) % 32) for v in image_hw[:2])
 
     @staticmethod
     def _check(image) -> np.ndarray:
@@ -148,7 +185,8 @@ class YOLO:
     def preprocess(self, image: np.ndarray) -> np.ndarray:
         """The network input for one ``(H, W, 3)`` image: float32 ``(in_h, in_w, 3)`` in [0, 1],
         letterboxed by :func:`yolo3.letterbox.letterbox_tf` (what ``detect`` feeds the network)."""
-        return letterbox_tf(tf.convert_to_tensor(self._check(image)), self.input_hw).numpy()
+        image = self._check(image)
+        return letterbox_tf(tf.convert_to_tensor(image), self.input_hw_for(image.shape)).numpy()
 
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
         """Raw body outputs for an already letterboxed float batch ``(B, in_h, in_w, 3)`` in [0, 1]."""
@@ -163,7 +201,7 @@ class YOLO:
     def detect(self, image: np.ndarray) -> Detections:
         """Detect objects in one ``(H, W, 3)`` RGB image; returns ``(boxes, scores, classes)``."""
         image = self._check(image)
-        fn = self._function(tf.as_dtype(image.dtype), batched=False)
+        fn = self._function(tf.as_dtype(image.dtype), False, self.input_hw_for(image.shape))
         boxes, scores, classes, valid = fn(tf.convert_to_tensor(image))
         n = int(valid[0])
         return boxes[0, :n].numpy(), scores[0, :n].numpy(), classes[0, :n].numpy()
@@ -173,6 +211,8 @@ class YOLO:
         arrays = [self._check(im) for im in images]
         if not arrays:
             return []
+        if self.fit_to_image:  # one input size per image: one call each
+            return [self.detect(a) for a in arrays]
         dtype = np.uint8 if all(a.dtype == np.uint8 for a in arrays) else np.float32
         if dtype == np.float32:
             arrays = [a.astype(np.float32) / 255.0 if a.dtype == np.uint8 else a for a in arrays]
@@ -182,16 +222,23 @@ class YOLO:
         for i, a in enumerate(arrays):
             batch[i, :a.shape[0], :a.shape[1]] = a
         sizes = np.array([a.shape[:2] for a in arrays], dtype=np.int32)
-        boxes, scores, classes, valid = self._function(tf.as_dtype(dtype), batched=True)(batch, sizes)
+        fn = self._function(tf.as_dtype(dtype), True, self.input_hw)
+        boxes, scores, classes, valid = fn(batch, sizes)
         boxes, scores, classes, valid = boxes.numpy(), scores.numpy(), classes.numpy(), valid.numpy()
         return [(boxes[i, :n], scores[i, :n], classes[i, :n]) for i, n in enumerate(valid)]
 
     def detect_image(self, image: Image.Image) -> Image.Image:
-        """Detect in a PIL image; returns a copy with boxes and labels drawn (one colour per class)."""
+        """Detect in a PIL image; returns a copy with boxes and ``"name 0.87"`` labels drawn (one
+        stable colour per class). keras-yolo3's ``model_image_size=(None, None)`` detects at the
+        image's own size rounded down to a multiple of 32."""
         from yolo3.visualize import draw_detections
         rgb = image.convert("RGB")
         boxes, scores, classes = self.detect(np.asarray(rgb))
         return draw_detections(rgb, boxes, scores, classes, self.class_names)
+
+    def close_session(self) -> None:
+        """keras-yolo3's ``close_session``: drops the compiled functions (TF 2 has no session)."""
+        self._fns.clear()
 
 
 def _check_precision(precision: str) -> None:

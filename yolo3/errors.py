@@ -47,3 +47,8 @@ class ArgumentError(Yolo3Error, ValueError):
 class CommandFailed(Yolo3Error):
     """Work that was started failed (some inputs unreadable, a check that did not pass ...): the
     command line reports it and exits with status 1, where bad input exits with 2."""
+
+
+class InvalidBoxError(AnnotationError):
+    """A box without area (``x2 <= x1`` or ``y2 <= y1``) or lying outside its image: an error when
+    annotations are read strictly, dropped with a warning when training reads them leniently."""

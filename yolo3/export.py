@@ -21,7 +21,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from yolo3.decode import yolo_boxes_and_scores, yolo_eval
+from yolo3.decode import boxes_and_scores, decode_detections
 from yolo3.errors import PathLike
 from yolo3.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
 
@@ -54,11 +54,11 @@ def _class_aware_nms(boxes: tf.Tensor, scores: tf.Tensor, max_boxes: int, iou: f
 
 
 def _builtin_eval(detector, outputs, batch: int):
-    """yolo_eval's decoding with :func:`_class_aware_nms` per image (static ``batch``)."""
+    """decode_detections's decoding with :func:`_class_aware_nms` per image (static ``batch``)."""
     hw = detector.input_hw
     boxes_all, scores_all = [], []
     for feats, mask in zip(outputs, detector.anchor_mask):
-        b, s = yolo_boxes_and_scores(tf.cast(feats, tf.float32), detector.anchors[mask],
+        b, s = boxes_and_scores(tf.cast(feats, tf.float32), detector.anchors[mask],
                                      detector.num_classes, hw, tf.constant(hw, tf.int32))
         boxes_all.append(b)
         scores_all.append(s)
@@ -86,7 +86,7 @@ def _detection_fn(detector, dtype: tf.DType, builtin_batch: Optional[int] = None
         if builtin_batch is not None:
             boxes, scores, classes, count = _builtin_eval(detector, outputs, builtin_batch)
             return {"boxes": boxes, "scores": scores, "classes": classes, "count": count}
-        boxes, scores, classes, count = yolo_eval(
+        boxes, scores, classes, count = decode_detections(
             outputs, detector.anchors, detector.num_classes, tf.constant(hw, tf.int32),
             max_boxes=detector.max_boxes, score_threshold=detector.score,
             iou_threshold=detector.iou, anchor_mask=detector.anchor_mask, input_shape=hw)
@@ -99,7 +99,7 @@ def _image_fn(detector):
     """``image (H, W, 3)`` uint8 of any size -> boxes in its pixels (letterboxed inside)."""
     def fn(image):
         x = letterbox_tf(image, detector.input_hw)[tf.newaxis]
-        boxes, scores, classes, count = yolo_eval(
+        boxes, scores, classes, count = decode_detections(
             detector.raw_outputs(x), detector.anchors, detector.num_classes, tf.shape(image)[:2],
             max_boxes=detector.max_boxes, score_threshold=detector.score,
             iou_threshold=detector.iou, anchor_mask=detector.anchor_mask,

@@ -15,7 +15,7 @@ used only the same scale's) is below ``ignore_thresh``. Computed in float32 what
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -49,9 +49,10 @@ def gather_true_boxes(y_true: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.concat([boxes, pad], axis=1)
 
 
-def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
-              anchor_mask: Masks = None) -> tf.Tensor:
-    """Scalar loss of a batch.
+def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
+               anchor_mask: Masks = None) -> Dict[str, tf.Tensor]:
+    """The batch-mean loss terms: ``xy``, ``wh``, ``confidence``, ``class`` (scalars summed over the
+    scales) and ``ignored`` (predictions whose objectness loss the ignore mask dropped).
 
     args: ``[*outputs, *y_true]``; outputs raw ``(batch, gh, gw, A * (5 + C))`` largest stride first,
     y_true ``(batch, gh, gw, A, 5 + C)`` from :mod:`yolo3.targets`; anchors ``(N, 2)`` pixels.
@@ -70,7 +71,7 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
     batch = tf.cast(tf.shape(outputs[0])[0], tf.float32)
     true_boxes = gather_true_boxes(y_true)[:, tf.newaxis, tf.newaxis, tf.newaxis]  # (b,1,1,1,T,4)
     bce = tf.nn.sigmoid_cross_entropy_with_logits
-    total = tf.constant(0.0, tf.float32)
+    terms = {k: tf.constant(0.0, tf.float32) for k in ("xy", "wh", "confidence", "class", "ignored")}
     for feats, y, mask in zip(outputs, y_true, masks):
         layer_anchors = anchors[mask]
         grid, raw_pred, pred_xy, pred_wh = yolo_head(feats, layer_anchors, num_classes, input_hw,
@@ -93,9 +94,28 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
         conf_bce = bce(object_mask, raw_pred[..., 4:5])
         confidence_loss = object_mask * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
         class_loss = object_mask * bce(y[..., 5:], raw_pred[..., 5:])
-        total += (tf.reduce_sum(xy_loss) + tf.reduce_sum(wh_loss) + tf.reduce_sum(confidence_loss)
-                  + tf.reduce_sum(class_loss))
-    return total / batch
+        terms["xy"] += tf.reduce_sum(xy_loss) / batch
+        terms["wh"] += tf.reduce_sum(wh_loss) / batch
+        terms["confidence"] += tf.reduce_sum(confidence_loss) / batch
+        terms["class"] += tf.reduce_sum(class_loss) / batch
+        terms["ignored"] += tf.reduce_sum((1.0 - object_mask) * (1.0 - ignore_mask))
+    return terms
+
+
+def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
+              print_loss: bool = False, *, anchor_mask: Masks = None) -> tf.Tensor:
+    """Scalar batch-mean loss: the sum of :func:`loss_terms` (``xy + wh + confidence + class``).
+
+    keras-yolo3's argument order (``print_loss`` prints the total and the terms with ``tf.print``);
+    ``anchor_mask`` defaults to :func:`yolo3.anchors.default_masks` (keras-yolo3's own masks are
+    the default of :func:`yolo3.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
+    """
+    terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask)
+    total = terms["xy"] + terms["wh"] + terms["confidence"] + terms["class"]
+    if print_loss:
+        tf.print("loss:", total, terms["xy"], terms["wh"], terms["confidence"], terms["class"],
+                 terms["ignored"])
+    return total
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
@@ -120,7 +140,7 @@ class YoloLoss(keras.layers.Layer):
 
     def call(self, inputs):
         loss = yolo_loss(list(inputs), self.anchors, self.num_classes, self.ignore_thresh,
-                         self.anchor_mask)
+                         anchor_mask=self.anchor_mask)
         return tf.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):

@@ -1,4 +1,9 @@
-"""The Keras bodies of the registered variants, and the keras-yolo3 public names.
+"""The Keras bodies of the registered variants, and keras-yolo3's public names.
+
+keras-yolo3's ``yolo3.model`` names keep their contracts here: ``yolo_body``, ``tiny_yolo_body``,
+``yolo_head``, ``box_iou`` and, from :mod:`yolo3.keras_yolo3`, ``yolo_eval`` (one image, boxes
+y1, x1, y2, x2), ``yolo_correct_boxes``, ``yolo_boxes_and_scores``, ``yolo_loss`` and
+``preprocess_true_boxes`` with keras-yolo3's default masks.
 
 Bodies are built from :mod:`yolo3.architectures` by :class:`KerasNet` (the same description the
 Darknet cfgs are written from), so every layer has a name and parts are reached by name, never by
@@ -23,7 +28,9 @@ from keras import layers
 from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.blocks import BN_EPSILON, LEAKY_SLOPE, BlockNames, conv_block
 from yolo3.boxes import box_iou
-from yolo3.decode import yolo_boxes_and_scores, yolo_correct_boxes, yolo_eval, yolo_head
+from yolo3.decode import yolo_head
+from yolo3.keras_yolo3 import (preprocess_true_boxes, yolo_boxes_and_scores, yolo_correct_boxes,
+                               yolo_eval, yolo_loss)
 from yolo3.keras_compat import producing_layer
 from yolo3.specs import ModelSpec, get_spec
 
@@ -129,18 +136,6 @@ def build_body(model, num_classes: int, num_anchors: int = 3,
 def output_layer_names(body: keras.Model) -> List[str]:
     """Names of the layers producing the body's outputs (``output_s32`` ...), in output order."""
     return [producing_layer(t).name for t in body.outputs]
-
-
-def preprocess_true_boxes(true_boxes, input_shape, anchors, num_classes, anchor_mask=None):
-    """See :func:`yolo3.targets.preprocess_true_boxes`."""
-    from yolo3.targets import preprocess_true_boxes as impl
-    return impl(true_boxes, input_shape, anchors, num_classes, anchor_mask=anchor_mask)
-
-
-def yolo_loss(args, anchors, num_classes, ignore_thresh=.5, anchor_mask=None):
-    """See :func:`yolo3.loss.yolo_loss`."""
-    from yolo3.loss import yolo_loss as impl
-    return impl(args, anchors, num_classes, ignore_thresh=ignore_thresh, anchor_mask=anchor_mask)
 
 
 def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thresh: float = .5,

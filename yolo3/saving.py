@@ -133,7 +133,8 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
               anchor_mask: Optional[Sequence[Sequence[int]]] = None):
     """``(body, info)`` for the model file ``path``.
 
-    A ``.keras`` file gives its body and the facts it carries (or, for files written before, the
+    A keras-yolo3 ``.h5`` (Keras 2 HDF5) is migrated by :func:`load_keras_yolo3`. A ``.keras`` file
+    gives its body and the facts it carries (or, for files written before, the
     side files beside it); ``.weights.h5`` weights need the variant (``model_type``, else every
     variant whose default anchor count is the anchors' is tried), anchors and classes (arguments or
     side files). Explicit arguments override what the file says (:func:`yolo3.metadata.resolve_info`).
@@ -143,6 +144,9 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileFormatError(path, "model file not found")
+    if path.endswith(".h5") and not path.endswith(".weights.h5"):
+        return load_keras_yolo3(path, anchors_path=anchors_path, classes_path=classes_path,
+                                model_type=model_type, anchor_mask=anchor_mask)
     if not path.endswith(".weights.h5"):
         body, embedded = load_keras_model(path)
         spec = spec_of_layers([layer.name for layer in body.layers])
@@ -170,4 +174,56 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
                                     len(anchor_mask[0]) if anchor_mask is not None else None)
     info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                         classes_path=classes_path, anchor_mask=anchor_mask, variant=spec.name)
+    return body, info
+
+
+def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
+                     classes_path: Optional[PathLike] = None, model_type: Optional[str] = None,
+                     anchor_mask: Optional[Sequence[Sequence[int]]] = None, verbose: bool = False):
+    """``(body, info)`` of a keras-yolo3 ``.h5`` file: a whole Keras 2 model (its ``convert.py``'s
+    ``model_data/yolo.h5``) or ``save_weights`` of its training model.
+
+    The variant comes from the number of convolutions (or ``model_type``), the class count from the
+    output filters; anchors default to the side files, then to the variant's (= keras-yolo3's
+    ``model_data``) anchors; masks to keras-yolo3's (tiny: ``[[3, 4, 5], [1, 2, 3]]``); class names
+    to ``classes_path`` or the side files (numbers without them). The weights are mapped by
+    :func:`yolo3.weights.load_weights_by_name` (creation order, batch-norm epsilon).
+    """
+    from yolo3.anchors import read_anchors
+    from yolo3.keras_yolo3 import keras_yolo3_masks
+    from yolo3.weights import (WeightsError, keras_yolo3_order, keras_yolo3_spec,
+                               load_weights_by_name, read_layer_weights)
+    path = os.fspath(path)
+    try:
+        source = read_layer_weights(path)
+    except (OSError, ValueError) as e:
+        raise FileFormatError(path, f"cannot read HDF5 weights: {e}") from None
+    order = keras_yolo3_order(source)
+    if order is None:
+        raise FileFormatError(path, "not a keras-yolo3 .h5 file (layers named conv2d_N / "
+                                    "batch_normalization_N); yolo3 models are .keras or .weights.h5")
+    try:
+        spec = keras_yolo3_spec(path, order, model_type)
+    except WeightsError as e:
+        raise FileFormatError(path, str(e).split(": ", 1)[1]) from None
+    side = read_side_files(path)
+    anchors = (read_anchors(anchors_path) if anchors_path is not None
+               else side.get("anchors", spec.default_anchors()))
+    masks = [list(m) for m in anchor_mask] if anchor_mask is not None else \
+        keras_yolo3_masks(spec.num_scales)
+    out_filters = int(source[order[0][-1]][0].shape[-1])
+    per = len(masks[0])
+    if out_filters % per or out_filters // per <= 5:
+        raise FileFormatError(path, f"output filters {out_filters} do not fit {per} anchors per "
+                                    "scale")
+    body = spec.build(out_filters // per - 5, per)
+    try:
+        report = load_weights_by_name(body, path, model_type=spec.name, verbose=verbose)
+    except WeightsError as e:
+        raise FileFormatError(path, str(e).split(": ", 1)[-1]) from None
+    if report.skipped:
+        raise FileFormatError(path, f"layers not loaded: {report.skipped[:3]}")
+    info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
+                        classes_path=classes_path, anchor_mask=masks, variant=spec.name,
+                        default_anchors=anchors)
     return body, info

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -74,6 +75,7 @@ class TrainConfig:
     max_boxes: int = 100
     augment: str = "full"  # AugmentConfig preset: full, light or none
     freeze_bn: bool = False
+    strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
     verbose: int = 1
 
 
@@ -188,9 +190,20 @@ def validate_config(config: TrainConfig) -> None:
         raise ConfigError("give either --gpus or --cpu-replicas, not both")
 
 
-def _load_records(path: str, class_names: Sequence[str]):
-    from yolo3.data.annotations import load_annotations
-    records = load_annotations(path, class_names)
+def _load_records(path: str, class_names: Sequence[str], strict: bool = False):
+    """Records of an annotation file. Invalid boxes (no area, outside the image) are dropped with
+    one warning each naming FILE:LINE and a summary line, unless ``strict`` (then they are errors)."""
+    from yolo3.data.annotations import scan_annotations
+    result = scan_annotations(path, class_names, strict=True, drop_invalid_boxes=not strict)
+    for problem in result.dropped_boxes:
+        print(f"warning: {problem} (box dropped)", file=sys.stderr)
+    if result.dropped_boxes:
+        print(f"warning: {path}: {len(result.dropped_boxes)} invalid boxes dropped "
+              "(--strict refuses them instead)", file=sys.stderr)
+    if result.clipped_boxes:
+        print(f"warning: {path}: {result.clipped_boxes} boxes extend past their image and were "
+              "clipped", file=sys.stderr)
+    records = result.records
     if not records:
         raise ConfigError(f"{path}: no annotated images")
     for r in records:
@@ -211,9 +224,9 @@ def prepare_data(config: TrainConfig) -> TrainData:
         masks = spec.default_masks(len(anchors))
     except ValueError as e:
         raise ConfigError(f"--anchors {config.anchors}: {e}") from None
-    records = _load_records(config.annotations, class_names)
+    records = _load_records(config.annotations, class_names, config.strict)
     if config.val_annotations:
-        val_records = _load_records(config.val_annotations, class_names)
+        val_records = _load_records(config.val_annotations, class_names, config.strict)
     else:
         order = np.random.default_rng(config.seed).permutation(len(records))
         n_val = max(1, int(round(len(records) * config.val_split)))

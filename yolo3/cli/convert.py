@@ -1,10 +1,13 @@
-"""``yolo3 convert`` (``yolo3-convert``, ``tools/convert.py``): Darknet -> Keras, or a Keras body ->
-Darknet.
+"""``yolo3 convert`` (``yolo3-convert``, ``tools/convert.py``): Darknet -> Keras, a Keras body ->
+Darknet, or a keras-yolo3 .h5 -> a yolo3 .keras.
 
-Import:  yolo3 convert CFG WEIGHTS OUT.keras|OUT.weights.h5 [--classes FILE]
-Export:  yolo3 convert MODEL.keras OUT.cfg OUT.weights [--anchors FILE] [--masks 6,7,8/3,4,5/0,1,2]
-         [--num-classes N]  (anchors, masks, classes, input size and the weights header default to
-         what MODEL carries (or, for older files, its side files), else to the variant's defaults)
+Import:   yolo3 convert CFG WEIGHTS OUT.keras|OUT.weights.h5 [--classes FILE]
+Export:   yolo3 convert MODEL.keras OUT.cfg OUT.weights [--anchors FILE] [--masks 6,7,8/3,4,5/0,1,2]
+          [--num-classes N]  (anchors, masks, classes, input size and the weights header default to
+          what MODEL carries (or, for older files, its side files), else to the variant's defaults)
+Migrate:  yolo3 convert KERAS_YOLO3.h5 OUT.keras [--anchors FILE] [--classes FILE] [--model-type T]
+          (keras-yolo3's model_data/yolo.h5 or a trained_weights_*.h5; anchors default to the
+          variant's COCO anchors, masks to keras-yolo3's)
 """
 from __future__ import annotations
 
@@ -12,22 +15,28 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import run_command
+from yolo3.cli.common import model_choices, run_command
 
 NAME = "convert"
 DESCRIPTION = ("Convert Darknet cfg+weights to a Keras body (CFG WEIGHTS OUT.keras|OUT.weights.h5), "
-               "or a yolo3/converted Keras body to Darknet (MODEL.keras OUT.cfg OUT.weights).")
+               "a yolo3/converted Keras body to Darknet (MODEL.keras OUT.cfg OUT.weights), or a "
+               "keras-yolo3 .h5 to a yolo3 model (IN.h5 OUT.keras).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("src", help="Darknet .cfg (import) or Keras .keras model (export)")
-    p.add_argument("second", help="Darknet .weights (import) or output .cfg (export)")
-    p.add_argument("out", help=".keras / .weights.h5 (import) or output .weights (export)")
+    p.add_argument("src", help="Darknet .cfg (import), Keras .keras model (export) or keras-yolo3 "
+                               ".h5 (migrate)")
+    p.add_argument("second", help="Darknet .weights (import), output .cfg (export) or output "
+                                  ".keras (migrate)")
+    p.add_argument("out", nargs="?", help=".keras / .weights.h5 (import) or output .weights "
+                                          "(export)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar while reading")
-    p.add_argument("--classes", help="import: class names to store in the .keras model (one per "
-                                     "line, as many as the cfg's classes)")
-    p.add_argument("--anchors", help="export: anchors file (default: what the model carries, else "
-                                     "the variant's COCO anchors)")
+    p.add_argument("--classes", help="import / migrate: class names to store in the .keras model "
+                                     "(one per line, as many as the model's classes)")
+    p.add_argument("--anchors", help="export / migrate: anchors file (default: what the model "
+                                     "carries, else the variant's COCO anchors)")
+    p.add_argument("--model-type", choices=model_choices(), help="migrate: the variant of the "
+                                                                 ".h5 (default: from its layers)")
     p.add_argument("--masks", help="export: masks per output, largest stride first, e.g. "
                                    "'3,4,5/0,1,2' (default: what the model carries, else the "
                                    "default masks)")
@@ -78,13 +87,32 @@ def _export(args) -> int:
     return 0
 
 
+def _migrate(args) -> int:
+    from yolo3.errors import ArgumentError
+    from yolo3.saving import atomic_save_model, load_keras_yolo3
+    if args.out is not None or not args.second.endswith(".keras"):
+        raise ArgumentError("a keras-yolo3 .h5 converts to one .keras file: IN.h5 OUT.keras")
+    body, info = load_keras_yolo3(args.src, anchors_path=args.anchors, classes_path=args.classes,
+                                  model_type=args.model_type, verbose=True)
+    atomic_save_model(body, args.second, info)
+    print(f"wrote {args.second}: {info.variant}, {info.num_classes} classes, masks {info.masks}, "
+          f"anchors from {info.sources.get('anchors', 'the variant')}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from yolo3.errors import ArgumentError
+    if args.src.endswith(".h5") and not args.src.endswith(".weights.h5"):
+        return _migrate(args)
+    if args.out is None:
+        raise ArgumentError("give three paths: CFG WEIGHTS OUT (import) or MODEL.keras OUT.cfg "
+                            "OUT.weights (export)")
     if args.src.endswith(".cfg"):
         return _import(args)
     if args.src.endswith(".keras"):
         return _export(args)
-    raise ArgumentError(f"{args.src}: expected a Darknet .cfg (import) or a .keras model (export)")
+    raise ArgumentError(f"{args.src}: expected a Darknet .cfg (import), a .keras model (export) "
+                        "or a keras-yolo3 .h5 (migrate)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

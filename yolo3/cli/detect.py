@@ -17,8 +17,6 @@ import os
 import sys
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from yolo3.cli.common import add_model_arguments, add_precision_argument, run_command
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
@@ -124,54 +122,38 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
 
 
 def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
-    import cv2
     from tqdm import tqdm
 
     from yolo3.errors import CommandFailed
     from yolo3.evaluation import detection_entry
+    from yolo3.video import VideoWriter, open_video
     from yolo3.visualize import draw_on_array
 
-    cap = cv2.VideoCapture(int(source) if is_webcam else source)
-    if not cap.isOpened():
-        raise CommandFailed(f"{source}: cannot open {'webcam' if is_webcam else 'video'}")
-    fps = cap.get(cv2.CAP_PROP_FPS)
-    fps = fps if fps and fps > 0 and np.isfinite(fps) else 25.0
-    total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if not is_webcam else 0
+    video = open_video(source)
+    total = video.frame_count
     if args.max_frames:
         total = min(total, args.max_frames) if total > 0 else args.max_frames
     stem = f"webcam{source}" if is_webcam else os.path.splitext(os.path.basename(source))[0]
     ext = ".avi" if args.fourcc.upper() in ("MJPG", "XVID") else ".mp4"
-    out_path = os.path.join(args.output, stem + ext)
-    writer = None
+    writer = None if args.no_draw else VideoWriter(os.path.join(args.output, stem + ext),
+                                                   args.fourcc, video.fps)
     frame_index = 0
     try:
         with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
                   file=sys.stderr) as bar:
-            while not args.max_frames or frame_index < args.max_frames:
-                ok, bgr = cap.read()
-                if not ok:
-                    break
-                rgb = np.ascontiguousarray(bgr[:, :, ::-1])
+            for rgb in video.frames(args.max_frames):
                 boxes, scores, classes = detector.detect(rgb)
                 entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)
                 entry["frame"] = frame_index
                 entries.append(entry)
-                if not args.no_draw:
-                    if writer is None:
-                        h, w = rgb.shape[:2]
-                        writer = cv2.VideoWriter(out_path, cv2.VideoWriter_fourcc(*args.fourcc[:4]),
-                                                 fps, (w, h))
-                        if not writer.isOpened():
-                            raise CommandFailed(f"{out_path}: cannot open a video writer "
-                                                f"({args.fourcc})")
-                    drawn = draw_on_array(rgb, boxes, scores, classes, detector.class_names)
-                    writer.write(np.ascontiguousarray(drawn[:, :, ::-1]))
+                if writer is not None:
+                    writer.write(draw_on_array(rgb, boxes, scores, classes, detector.class_names))
                 frame_index += 1
                 bar.update(1)
     except KeyboardInterrupt:
         print(f"stopped after {frame_index} frames", file=sys.stderr)
     finally:
-        cap.release()
+        video.release()
         if writer is not None:
             writer.release()
     if frame_index == 0:

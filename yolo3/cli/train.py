@@ -63,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="same as --augment none")
     a("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in inference mode "
       "(pretrained statistics): for small per-replica batches; replicas then match one device exactly")
+    a("--strict", action="store_true", help="refuse annotation files with invalid boxes (no area, "
+      "outside the image); by default such boxes are dropped with a warning naming FILE:LINE")
     a("--quiet", action="store_true", help="no progress bars")
 
 
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         gpus=args.gpus, cpu_replicas=args.cpu_replicas, strategy=args.strategy, lr=args.lr,
         schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
         steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
-        augment=args.augment, freeze_bn=args.freeze_bn, verbose=0 if args.quiet else 1)
+        augment=args.augment, freeze_bn=args.freeze_bn, strict=args.strict,
+        verbose=0 if args.quiet else 1)
     result = train(config)
     if result.stopped_on_nan:
         raise CommandFailed(result.message)

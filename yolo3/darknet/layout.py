@@ -23,7 +23,7 @@ from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, Shortcut
 from yolo3.errors import DarknetError
 from yolo3.specs import UnknownModelError, layout, layout_names
 
-__all__ = ["DarknetNet", "body_to_cfg_index", "layout_layers", "layout_cfg_text",
+__all__ = ["DarknetNet", "body_to_cfg_index", "layout_blocks", "layout_layers", "layout_cfg_text",
            "block_layer_names", "converted_layer", "CONVERTED_NAME", "LAYOUT_KINDS"]
 
 CONVERTED_NAME = re.compile(r"^(pad|conv|bn|leaky|relu|mish|logistic|shortcut|route|upsample|"
@@ -110,6 +110,11 @@ def body_to_cfg_index(kind: str) -> Dict[str, int]:
     """
     net = _run(kind, DarknetNet(), 0)
     return {block: index for index, block in net.blocks.items()}
+
+
+def layout_blocks(kind: str) -> List[str]:
+    """The convolution blocks of layout ``kind`` in cfg order (a variant's: ``spec.blocks()``)."""
+    return [block for block, _ in sorted(body_to_cfg_index(kind).items(), key=lambda kv: kv[1])]
 
 
 def layout_layers(kind: str, anchors: np.ndarray, masks: Sequence[Sequence[int]], classes: int,

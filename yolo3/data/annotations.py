@@ -9,7 +9,10 @@ Boxes are float32 pixels ``x1, y1, x2, y2, class`` in the displayed (EXIF-transp
 pixel-edge coordinates: a box covering pixel columns 3..7 is ``x1 = 3, x2 = 8``.
 
 Every malformed input raises :class:`~yolo3.errors.AnnotationError` naming the file, the line (or the
-XML file / JSON object) and the reason. :func:`scan_annotations` collects all problems instead.
+XML file / JSON object) and the reason. :func:`scan_annotations` collects all problems instead, and
+with ``drop_invalid_boxes`` drops boxes without area or outside their image (each reported as an
+:class:`~yolo3.errors.InvalidBoxError` in ``dropped_boxes``; negative coordinates are clipped), as
+keras-yolo3's generator effectively did, instead of refusing their lines.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from yolo3.data.images import probe_images
-from yolo3.errors import AnnotationError, PathLike
+from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
                "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
@@ -51,22 +54,35 @@ class ScanResult:
 
     records: List[Record] = field(default_factory=list)
     problems: List[AnnotationError] = field(default_factory=list)
+    dropped_boxes: List[InvalidBoxError] = field(default_factory=list)
     clipped_boxes: int = 0
     skipped_difficult: int = 0
     skipped_crowd: int = 0
 
 
 class _Sink:
-    """Raises the first problem (strict) or collects them all."""
+    """Raises the first problem (strict) or collects them all; drops invalid boxes when asked."""
 
-    def __init__(self, strict: bool):
+    def __init__(self, strict: bool, drop_invalid_boxes: bool = False):
         self.strict = strict
+        self.drop_invalid_boxes = drop_invalid_boxes
         self.problems: List[AnnotationError] = []
+        self.dropped: List[InvalidBoxError] = []
 
     def report(self, err: AnnotationError) -> None:
         if self.strict:
             raise err
         self.problems.append(err)
+
+    def keep(self, make_box):
+        """``make_box()`` (a parsed box), or None when it is invalid and dropped."""
+        try:
+            return make_box()
+        except InvalidBoxError as e:
+            if not self.drop_invalid_boxes:
+                raise
+            self.dropped.append(e)
+            return None
 
 
 # ----------------------------------------------------------------------------------------- text
@@ -95,7 +111,8 @@ def _split_line(line: str, path: PathLike, line_no: int) -> Tuple[str, List[str]
     return image, fields
 
 
-def _parse_box(text: str, num_classes: Optional[int], path: PathLike, line_no: int) -> np.ndarray:
+def _parse_box(text: str, num_classes: Optional[int], path: PathLike, line_no: int,
+               negative_ok: bool = False) -> np.ndarray:
     parts = text.split(",")
     if len(parts) != 5:
         raise AnnotationError(path, f"box {text!r} has {len(parts)} fields, expected 5 "
@@ -109,24 +126,26 @@ def _parse_box(text: str, num_classes: Optional[int], path: PathLike, line_no: i
         if not math.isfinite(v):
             raise AnnotationError(path, f"box {text!r}: {name} {part!r} is not finite", line=line_no)
         values.append(v)
-    x1, y1, x2, y2, cls = values
-    _check_box(x1, y1, x2, y2, cls, num_classes, lambda r: AnnotationError(
-        path, f"box {text!r}: {r}", line=line_no))
+    _check_box(*values, num_classes, lambda r, kind=AnnotationError: kind(
+        path, f"box {text!r}: {r}", line=line_no), negative_ok)
     return np.asarray(values, dtype=np.float32)
 
 
-def _check_box(x1, y1, x2, y2, cls, num_classes, make_error) -> None:
+def _check_box(x1, y1, x2, y2, cls, num_classes, make_error, negative_ok: bool = False) -> None:
+    """Refuse a box: ``make_error(reason)`` for a bad class or coordinate, ``make_error(reason,
+    InvalidBoxError)`` for a box without area. ``negative_ok``: negative coordinates are left for
+    clipping (lenient reading)."""
     if cls != int(cls):
         raise make_error(f"class id {cls:g} is not an integer")
-    if min(x1, y1, x2, y2) < 0:
-        raise make_error("negative coordinate")
-    if x2 <= x1:
-        raise make_error(f"x2 <= x1 ({x2:g} <= {x1:g})")
-    if y2 <= y1:
-        raise make_error(f"y2 <= y1 ({y2:g} <= {y1:g})")
     if cls < 0 or (num_classes is not None and cls >= num_classes):
         limit = f"0..{num_classes - 1}" if num_classes is not None else ">= 0"
         raise make_error(f"class id {int(cls)} is outside the class list ({limit})")
+    if min(x1, y1, x2, y2) < 0 and not negative_ok:
+        raise make_error("negative coordinate")
+    if x2 <= x1:
+        raise make_error(f"x2 <= x1 ({x2:g} <= {x1:g})", InvalidBoxError)
+    if y2 <= y1:
+        raise make_error(f"y2 <= y1 ({y2:g} <= {y1:g})", InvalidBoxError)
 
 
 def _read_text(path: PathLike) -> str:
@@ -152,14 +171,16 @@ def parse_text_annotations(text: str, path: PathLike, num_classes: Optional[int]
     base = os.path.dirname(os.path.abspath(os.fspath(path)))
     rows = []
     for line_no, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip("\r\n ")
-        if not line.strip() or line.lstrip().startswith("#"):
+        line = raw.strip()  # trailing tabs too: a tab there must not make the line a path
+        if not line or line.startswith("#"):
             continue
         try:
             if "\x00" in line:
                 raise AnnotationError(path, "NUL character in line", line=line_no)
-            image, fields = _split_line(line.lstrip(" "), path, line_no)
-            boxes = [_parse_box(f, num_classes, path, line_no) for f in fields]
+            image, fields = _split_line(line, path, line_no)
+            boxes = [sink.keep(lambda f=f: _parse_box(f, num_classes, path, line_no,
+                                                     sink.drop_invalid_boxes)) for f in fields]
+            boxes = [b for b in boxes if b is not None]
         except AnnotationError as e:
             sink.report(e)
             continue
@@ -182,13 +203,15 @@ def _voc_text(node: ET.Element, tag: str, xml_path: str) -> str:
 
 
 def parse_voc_xml(xml_path: PathLike, class_names: Sequence[str], image_dir: Optional[str] = None,
-                  include_difficult: bool = False) -> Tuple[str, np.ndarray, int]:
+                  include_difficult: bool = False, sink: Optional[_Sink] = None
+                  ) -> Tuple[str, np.ndarray, int]:
     """One Pascal VOC XML file -> ``(image path, boxes (N, 5), skipped difficult count)``.
 
     The image is ``image_dir/<filename>`` (default: ``../JPEGImages`` beside the XML folder).
     VOC coordinates are used as written (as keras-yolo3's ``voc_annotation.py`` does).
     """
     xml_path = os.fspath(xml_path)
+    sink = sink or _Sink(strict=True)
     try:
         root = ET.parse(xml_path).getroot()
     except FileNotFoundError:
@@ -224,9 +247,12 @@ def parse_voc_xml(xml_path: PathLike, class_names: Sequence[str], image_dir: Opt
                 raise AnnotationError(xml_path, f"<{tag}> {text!r} is not a number", where=where)
             if not math.isfinite(vals[-1]):
                 raise AnnotationError(xml_path, f"<{tag}> {text!r} is not finite", where=where)
-        _check_box(*vals, index[name], len(class_names),
-                   lambda r: AnnotationError(xml_path, r, where=where))
-        boxes.append(vals + [index[name]])
+        box = sink.keep(lambda: _check_box(
+            *vals, index[name], len(class_names),
+            lambda r, kind=AnnotationError: kind(xml_path, r, where=where),
+            sink.drop_invalid_boxes) or vals + [index[name]])
+        if box is not None:
+            boxes.append(box)
     arr = np.asarray(boxes, np.float32).reshape(-1, 5)
     return os.path.normpath(os.path.join(image_dir, fname.strip())), arr, skipped
 
@@ -344,9 +370,12 @@ def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: b
                 raise AnnotationError(path, f"bbox {bbox!r} has a non-numeric value", where=where)
             x, y, w, h = (float(v) for v in bbox)
             cls = cat_index[ann["category_id"]]
-            _check_box(x, y, x + w, y + h, cls, len(cats),
-                       lambda r: AnnotationError(path, f"bbox {bbox!r}: {r}", where=where))
-            images[ann["image_id"]][1].append([x, y, x + w, y + h, cls])
+            box = sink.keep(lambda: _check_box(
+                x, y, x + w, y + h, cls, len(cats),
+                lambda r, kind=AnnotationError: kind(path, f"bbox {bbox!r}: {r}", where=where),
+                sink.drop_invalid_boxes) or [x, y, x + w, y + h, cls])
+            if box is not None:
+                images[ann["image_id"]][1].append(box)
         except AnnotationError as e:
             sink.report(e)
     out = [(images[k][0], np.asarray(images[k][1], np.float32).reshape(-1, 5), f"image id {k}")
@@ -369,35 +398,47 @@ def detect_format(path: PathLike) -> str:
     return "text"
 
 
-def _clip_to_image(boxes: np.ndarray, hw: Tuple[int, int], make_error) -> Tuple[np.ndarray, int]:
-    """Clip boxes to ``[0, w] x [0, h]``; count clipped; a box entirely outside is an error."""
-    h, w = hw
+def _clip_to_image(boxes: np.ndarray, hw: Optional[Tuple[int, int]], make_error, sink: _Sink
+                   ) -> Tuple[np.ndarray, int]:
+    """Clip boxes to ``[0, w] x [0, h]`` (without the image size: to ``>= 0``); returns the kept
+    boxes and how many were clipped. A box left without area lies outside the image: an
+    :class:`InvalidBoxError` (raised, or dropped by a lenient ``sink``)."""
     if boxes.size == 0:
         return boxes, 0
     out = boxes.copy()
-    out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, w)
-    out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, h)
+    upper = [np.inf, np.inf] if hw is None else [hw[1], hw[0]]
+    out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, upper[0])
+    out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, upper[1])
+    keep = np.ones(len(out), bool)
     for k in range(len(out)):
         if out[k, 2] <= out[k, 0] or out[k, 3] <= out[k, 1]:
             b = boxes[k]
-            raise make_error(f"box {b[0]:g},{b[1]:g},{b[2]:g},{b[3]:g},{int(b[4])} lies outside "
-                             f"the {w}x{h} image")
-    clipped = int(np.any(out[:, :4] != boxes[:, :4], axis=1).sum())
-    return out, clipped
+            size = "" if hw is None else f" the {hw[1]}x{hw[0]} image"
+            keep[k] = sink.keep(lambda: _raise(make_error(
+                f"box {b[0]:g},{b[1]:g},{b[2]:g},{b[3]:g},{int(b[4])} lies outside{size}",
+                InvalidBoxError))) is not None
+    clipped = int(np.any(out[keep, :4] != boxes[keep, :4], axis=1).sum())
+    return out[keep], clipped
+
+
+def _raise(error: Exception):
+    raise error
 
 
 def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None, *,
                      include_difficult: bool = False, include_crowd: bool = False,
                      check_images: bool = True, image_dir: Optional[str] = None,
-                     strict: bool = False) -> ScanResult:
+                     strict: bool = False, drop_invalid_boxes: bool = False) -> ScanResult:
     """Read annotations of any format, collecting every problem (or raising the first if ``strict``).
 
     ``class_names`` bounds the class ids of text files and maps VOC names (default: the 20 VOC
     classes); COCO files bring their own. With ``check_images`` every image header is read: missing or
     unreadable images are problems, and boxes partly outside the image are clipped (and counted).
+    ``drop_invalid_boxes``: boxes without area, or outside their image, are dropped (listed in
+    ``dropped_boxes``) instead of being problems; negative coordinates are clipped.
     """
     path = os.fspath(path)
-    sink = _Sink(strict)
+    sink = _Sink(strict, drop_invalid_boxes)
     result = ScanResult()
     fmt = detect_format(path)
     rows: List[Tuple[str, np.ndarray, str, Optional[int]]] = []  # (image, boxes, file, line)
@@ -415,7 +456,7 @@ def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
         for xml in files:
             try:
                 image, boxes, skipped = parse_voc_xml(xml, names, image_dir or voc_images,
-                                                      include_difficult)
+                                                      include_difficult, sink)
             except AnnotationError as e:
                 sink.report(e)
                 continue
@@ -436,15 +477,21 @@ def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
                                             where=where if line is None else None))
                 continue
             try:
-                boxes, n = _clip_to_image(boxes, hw, lambda r: AnnotationError(
-                    file, r, line=line, where=where if line is None else None))
+                boxes, n = _clip_to_image(boxes, hw, lambda r, kind=AnnotationError: kind(
+                    file, r, line=line, where=where if line is None else None), sink)
             except AnnotationError as e:
                 sink.report(e)
                 continue
             result.clipped_boxes += n
             result.records.append(Record(image, boxes, tuple(int(v) for v in hw), int(orient)))
     else:
-        result.records = [Record(image, boxes) for image, boxes, _, _ in rows]
+        for image, boxes, file, line in rows:
+            if drop_invalid_boxes:  # negative coordinates read leniently: clip them at 0
+                boxes, n = _clip_to_image(boxes, None, lambda r, kind=AnnotationError: kind(
+                    file, r, line=line), sink)
+                result.clipped_boxes += n
+            result.records.append(Record(image, boxes))
+    result.dropped_boxes = sorted(sink.dropped, key=lambda e: (e.path or "", e.line or 0))
     result.problems = sorted(sink.problems, key=lambda e: (e.path or "", e.line or 0))
     return result
 
