@@ -1,12 +1,27 @@
 """yolo3: train and run YOLOv3 detectors on TensorFlow 2 / Keras 3."""
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+HERE = Path(__file__).resolve().parent
+VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "yolo3" / "__init__.py").read_text(),
+                    flags=re.M).group(1)
+EXPORT = [
+    # ONNX export (tf2onnx 1.17 converts TF 2.21 / Keras 3 functions) and running exported models
+    "tf2onnx>=1.17",
+    "onnx>=1.16",
+    "onnxruntime>=1.18",
+    # LiteRT runs TFLite models (TensorFlow's own tf.lite.Interpreter is deprecated)
+    "ai-edge-litert>=1.2",
+]
 
 setup(
     name="yolo3",
-    version="0.2.0",
-    description="YOLOv3 and tiny YOLOv3 for TensorFlow 2 / Keras 3: training (multi-GPU, "
-    "tf.distribute), Darknet conversion, inference, evaluation and export.",
-    long_description=open("README.md", encoding="utf-8").read(),
+    version=VERSION,
+    description="YOLOv3, YOLOv3-SPP and tiny YOLOv3 for TensorFlow 2 / Keras 3: training "
+    "(multi-GPU, tf.distribute), Darknet conversion, inference, evaluation and export.",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["yolo3", "yolo3.*"]),
@@ -22,12 +37,14 @@ setup(
         "tensorboard",
     ],
     extras_require={
+        "export": EXPORT,
         "test": [
             "pytest>=7",
             "pytest-timeout",
             "hypothesis",
             "pycocotools",
             "matplotlib",
+            *EXPORT,
         ],
         "plot": ["matplotlib"],
     },

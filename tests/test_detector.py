@@ -38,7 +38,8 @@ def tiny_files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def detector(tiny_files):
     from yolo3.detector import YOLO
-    return YOLO(tiny_files / "final.keras", score=0.3, iou=0.45, input_size=INPUT)
+    return YOLO(tiny_files / "final.keras", score=0.3, iou=0.45, input_size=INPUT,
+                precision="float32")
 
 
 def sigmoid(x):
@@ -144,7 +145,7 @@ def test_weights_h5_builds_the_same_body(tiny_files, detector):
     from yolo3.detector import YOLO
 
     from_h5 = YOLO(tiny_files / "final.weights.h5", tiny_files / "anchors.txt", tiny_files / "classes.txt",
-                   score=0.3, input_size=INPUT)
+                   score=0.3, input_size=INPUT, precision="float32")
     assert from_h5.class_names == CLASSES and from_h5.anchor_mask == [[3, 4, 5], [0, 1, 2]]
     image = np.random.default_rng(5).integers(0, 256, (100, 120, 3), dtype=np.uint8)
     a, b = detector.detect(image), from_h5.detect(image)

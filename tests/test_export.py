@@ -58,9 +58,9 @@ def compare(result, reference, atol=1e-4):
 
 def test_tflite_matches_keras_detector(exported):
     from yolo3.detector import YOLO
-    from yolo3.export import TFLiteDetector
+    from yolo3.runtimes import TFLiteDetector
 
-    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT)
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     lite = TFLiteDetector(exported / "model.tflite")
     assert lite.input_shape == (1, INPUT, INPUT, 3) and lite.input_dtype == np.uint8
     for image in sample_images():
@@ -72,7 +72,7 @@ def test_tflite_matches_keras_detector(exported):
 def test_saved_model_matches_keras_detector(exported):
     from yolo3.detector import YOLO
 
-    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT)
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     loaded = tf.saved_model.load(str(exported / "saved"))
     images = sample_images()
     batch = loaded.signatures["serving_default"](images=tf.constant(np.stack(images)))
@@ -114,9 +114,10 @@ def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_pat
     """SavedModel ``serve_image`` and ``TFLiteDetector.detect_image`` take images of any size and
     letterbox them with the detector's letterbox: the same detections, in the image's pixels."""
     from yolo3.detector import YOLO
-    from yolo3.export import TFLiteDetector, export_tflite
+    from yolo3.export import export_tflite
+    from yolo3.runtimes import TFLiteDetector
 
-    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT)
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     loaded = tf.saved_model.load(str(exported / "saved"))
     export_tflite(det, tmp_path / "f.tflite", input_dtype="float32")
     lite = TFLiteDetector(tmp_path / "f.tflite")

@@ -198,7 +198,7 @@ def test_keras_yolo3_train_flow_runs(tmp_path, line_image):
     write_anchors(tmp_path / "anchors.txt", anchors)
     write_classes(tmp_path / "classes.txt", ["a", "b"])
     det = YOLO(tmp_path / "trained_weights_final.weights.h5", tmp_path / "anchors.txt",
-               tmp_path / "classes.txt", input_size=64)
+               tmp_path / "classes.txt", input_size=64, precision="float32")
     x = np.random.default_rng(0).uniform(0, 1, (1, 64, 64, 3)).astype(np.float32)
     for ours, theirs in zip(det.forward(x), outputs(body, x)):
         assert rel_err(ours, theirs) < 1e-5
@@ -300,7 +300,8 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
     from yolo3.metadata import read_info
     kind, classes, folder, _, reference, images = keras_yolo3_files
     write_classes(tmp_path / "classes.txt", [f"c{i}" for i in range(classes)])
-    det = YOLO(folder / "yolo.h5", classes_path=tmp_path / "classes.txt", input_size=(96, 128))
+    det = YOLO(folder / "yolo.h5", classes_path=tmp_path / "classes.txt", input_size=(96, 128),
+               precision="float32")
     masks = [[3, 4, 5], [1, 2, 3]] if kind == "tiny" else [[6, 7, 8], [3, 4, 5], [0, 1, 2]]
     assert det.anchor_mask == masks and det.info.variant == kind and det.num_classes == classes
     assert max(rel_err(o, r) for o, r in zip(det.forward(images), reference)) <= 1e-5
@@ -309,7 +310,7 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
                          str(tmp_path / "classes.txt")]) == 0
     info = read_info(out)
     assert info.masks == masks and info.class_names == [f"c{i}" for i in range(classes)]
-    again = YOLO(out, input_size=(96, 128))
+    again = YOLO(out, input_size=(96, 128), precision="float32")
     for a, b in zip(again.forward(images), det.forward(images)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 

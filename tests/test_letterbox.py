@@ -41,11 +41,12 @@ def detector(tmp_path_factory):
     spec = get_spec("tiny")
     body = spec.build(2)
     info = ModelInfo(spec.default_anchors(), spec.default_masks(), 2, ["a", "b"], spec.name, INPUT)
-    return YOLO.from_body(body, info)
+    return YOLO.from_body(body, info, precision="float32")
 
 
 def test_pipeline_detector_and_export_feed_identical_pixels(images, detector, tmp_path):
-    from yolo3.export import TFLiteDetector, export_tflite
+    from yolo3.export import export_tflite
+    from yolo3.runtimes import TFLiteDetector
     records = [Record(path, np.zeros((0, 5), np.float32)) for path, _ in images]
     tflite = tmp_path / "m.tflite"
     export_tflite(detector, tflite, input_dtype="float32")

@@ -24,7 +24,7 @@ from yolo3.errors import PathLike
 from yolo3.graph_surgery import fold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
 from yolo3.letterbox import letterbox_tf
 from yolo3.metadata import ModelInfo
-from yolo3.precision import PRECISIONS
+from yolo3.precision import resolve_precision
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
@@ -35,10 +35,12 @@ class YOLO:
     """A YOLOv3 detector (any registered variant, or a converted Darknet model).
 
     ``body`` is the loaded model; inference runs ``inference_body``, its batch-norm-folded copy.
-    precision: ``"float32"`` (default, matches Darknet / OpenCV to ~1e-6) or ``"bfloat16"``: the
-    convolutions compute in bfloat16 (weights stay float32, outputs are cast back), about 1.7x faster
-    on CPUs with AVX-512 BF16 or AMX (see :func:`yolo3.precision.has_fast_bfloat16`) and on recent
-    GPUs, at about 1% relative error on the raw maps; slower where bfloat16 is emulated.
+    precision: ``"auto"`` (default: :func:`yolo3.precision.resolve_precision`, bfloat16 where the
+    hardware computes it natively, float32 elsewhere), ``"float32"`` (matches Darknet / OpenCV to
+    ~1e-6) or ``"bfloat16"``: the convolutions compute in bfloat16 (weights stay float32, outputs
+    are cast back), about 1.7x faster on CPUs with AVX-512 BF16 or AMX and on recent GPUs, at about
+    1% relative error on the raw maps; many times slower where bfloat16 is emulated.
+    ``self.precision`` is the one in use.
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
     masks, classes and input size), ``.weights.h5`` template weights (the body is built from
@@ -60,11 +62,11 @@ class YOLO:
                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
                  input_size: InputSize = None, model_type: Optional[str] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
-                 precision: str = "float32", *, model_image_size=None, gpu_num: int = 1,
+                 precision: str = "auto", *, model_image_size=None, gpu_num: int = 1,
                  **flags):
         from yolo3.keras_yolo3 import resolve_yolo_kwargs
         from yolo3.saving import load_body
-        _check_precision(precision)
+        precision = resolve_precision(precision)
         model_path, anchors_path, classes_path, input_size = resolve_yolo_kwargs(
             model_path, anchors_path, classes_path, input_size, model_image_size, flags)
         self.gpu_num = int(gpu_num)  # accepted for keras-yolo3 scripts: inference uses one device
@@ -89,9 +91,9 @@ class YOLO:
     @classmethod
     def from_body(cls, body, info: ModelInfo, score: float = 0.3, iou: float = 0.45,
                   input_size: InputSize = None, max_boxes: int = 100,
-                  precision: str = "float32") -> "YOLO":
+                  precision: str = "auto") -> "YOLO":
         """The detector of a body in memory, described by ``info``."""
-        _check_precision(precision)
+        precision = resolve_precision(precision)
         detector = cls.__new__(cls)
         detector.model_path = None
         detector._setup(body, info, score, iou, input_size, max_boxes, precision)
@@ -240,8 +242,3 @@ class YOLO:
         """keras-yolo3's ``close_session``: drops the compiled functions (TF 2 has no session)."""
         self._fns.clear()
 
-
-def _check_precision(precision: str) -> None:
-    from yolo3.errors import ArgumentError
-    if precision not in PRECISIONS:
-        raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")

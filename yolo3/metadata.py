@@ -1,7 +1,9 @@
 """What a saved model says about itself: variant, anchors, masks, class names, input size.
 
 A ``.keras`` file written by training or by the converter carries a :class:`ModelInfo` as the
-archive entry ``yolo3.json`` beside Keras's own ``config.json`` and weights. Keras ignores entries
+archive entry ``yolo3.json`` beside Keras's own ``config.json`` and weights; exported models carry
+it too (a TFLite flatbuffer's ``yolo3`` metadata, an ONNX model's ``yolo3`` metadata property, a
+SavedModel folder's ``yolo3.json``). Keras ignores entries
 it does not know, so the file still loads with plain ``keras.models.load_model`` in a process that
 never imported yolo3 (and gives the inference body); yolo3 reads the entry back with
 :func:`read_info`. ``.weights.h5`` files hold weights only: they still need the variant, anchors
@@ -38,7 +40,11 @@ TRAINING_ANCHORS = "anchors.txt"
 TRAINING_CLASSES = "classes.txt"
 
 __all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
-           "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME"]
+           "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME", "info_json",
+           "embed_info_tflite", "TFLITE_METADATA_NAME", "ONNX_METADATA_KEY"]
+
+TFLITE_METADATA_NAME = "yolo3"
+ONNX_METADATA_KEY = "yolo3"
 
 
 @dataclass
@@ -60,6 +66,7 @@ class ModelInfo:
     variant: Optional[str] = None
     input_size: Optional[Tuple[int, int]] = None
     darknet_header: Optional[List[int]] = None
+    export: Optional[Dict[str, Any]] = None  # exported models: format, quantisation, input, ...
     sources: Dict[str, str] = field(default_factory=dict, compare=False)  # fact -> where it came from
 
     def __post_init__(self):
@@ -83,7 +90,7 @@ class ModelInfo:
                 "anchors": self.anchors.tolist(), "masks": self.masks,
                 "num_classes": self.num_classes, "class_names": self.class_names,
                 "input_size": None if self.input_size is None else list(self.input_size),
-                "darknet_header": self.darknet_header}
+                "darknet_header": self.darknet_header, "export": self.export}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], path: Optional[PathLike] = None) -> "ModelInfo":
@@ -97,7 +104,7 @@ class ModelInfo:
             return cls(anchors=data["anchors"], masks=data["masks"], num_classes=data["num_classes"],
                        class_names=data.get("class_names"), variant=data.get("variant"),
                        input_size=data.get("input_size"),
-                       darknet_header=data.get("darknet_header"),
+                       darknet_header=data.get("darknet_header"), export=data.get("export"),
                        sources={k: f"{os.fspath(path)} ({INFO_NAME})" for k in
                                 ("anchors", "masks", "classes")} if path else {})
         except (KeyError, TypeError, ValueError) as e:
@@ -106,19 +113,75 @@ class ModelInfo:
 
 # -- inside a .keras archive -------------------------------------------------------------------
 
+def info_json(info: ModelInfo) -> str:
+    """The JSON text of ``info`` (what every format stores)."""
+    return json.dumps(info.to_dict(), indent=1)
+
+
 def read_info(path: PathLike) -> Optional[ModelInfo]:
-    """The :class:`ModelInfo` inside a ``.keras`` file, or None when it has none (or is not one)."""
+    """The :class:`ModelInfo` a model file carries, or None when it carries none: a ``.keras``
+    archive's ``yolo3.json``, a ``.tflite``'s ``yolo3`` metadata, an ``.onnx``'s ``yolo3``
+    metadata property, a SavedModel folder's ``yolo3.json``."""
     path = os.fspath(path)
-    if not zipfile.is_zipfile(path):
-        return None
     try:
-        with zipfile.ZipFile(path) as archive:
-            if INFO_NAME not in archive.namelist():
-                return None
-            data = json.loads(archive.read(INFO_NAME).decode("utf-8"))
+        if os.path.isdir(path):
+            text = _read_file(os.path.join(path, INFO_NAME))
+        elif path.endswith(".tflite"):
+            text = _read_tflite_metadata(path)
+        elif path.endswith(".onnx"):
+            text = _read_onnx_metadata(path)
+        elif zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                text = (archive.read(INFO_NAME).decode("utf-8")
+                        if INFO_NAME in archive.namelist() else None)
+        else:
+            return None
+        data = None if text is None else json.loads(text)
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
         raise FileFormatError(path, f"cannot read {INFO_NAME}: {e}") from None
-    return ModelInfo.from_dict(data, path)
+    return None if data is None else ModelInfo.from_dict(data, path)
+
+
+def _read_file(path: str) -> Optional[str]:
+    return open(path, encoding="utf-8").read() if os.path.isfile(path) else None
+
+
+def _read_tflite_metadata(path: str) -> Optional[str]:
+    """The ``yolo3`` metadata buffer of a TFLite flatbuffer (read in place, nothing unpacked)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    with open(path, "rb") as f:
+        data = f.read()
+    model = schema.Model.GetRootAs(data, 0)
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        if entry.Name() and entry.Name().decode() == TFLITE_METADATA_NAME:
+            return model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode("utf-8")
+    return None
+
+
+def _read_onnx_metadata(path: str) -> Optional[str]:
+    try:
+        import onnx
+    except ImportError:
+        raise FileFormatError(path, "reading ONNX models needs the onnx package: "
+                                    "pip install 'yolo3[export]'") from None
+    model = onnx.load(path, load_external_data=False)
+    return next((p.value for p in model.metadata_props if p.key == ONNX_METADATA_KEY), None)
+
+
+def embed_info_tflite(flatbuffer: bytes, info: ModelInfo) -> bytes:
+    """A TFLite flatbuffer with ``info`` added as its ``yolo3`` metadata."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flatbuffer))
+    buffer = schema.BufferT()
+    buffer.data = list(info_json(info).encode("utf-8"))
+    model.buffers.append(buffer)
+    entry = schema.MetadataT()
+    entry.name = TFLITE_METADATA_NAME
+    entry.buffer = len(model.buffers) - 1
+    model.metadata = (model.metadata or []) + [entry]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
 def embed_info(path: PathLike, info: ModelInfo) -> None:
@@ -126,7 +189,7 @@ def embed_info(path: PathLike, info: ModelInfo) -> None:
 
     Call it on the temporary file of an atomic save (:func:`yolo3.saving.atomic_save_model`)."""
     path = os.fspath(path)
-    text = json.dumps(info.to_dict(), indent=1)
+    text = info_json(info)
     with zipfile.ZipFile(path) as archive:
         present = INFO_NAME in archive.namelist()
     if not present:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Set
 
-PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("auto", "float32", "bfloat16")
 
-__all__ = ["PRECISIONS", "cpu_flags", "has_fast_bfloat16"]
+__all__ = ["PRECISIONS", "cpu_flags", "has_fast_bfloat16", "gpu_has_bfloat16",
+           "resolve_precision"]
 
 
 def cpu_flags() -> Set[str]:
@@ -30,3 +31,29 @@ def has_fast_bfloat16() -> bool:
     """Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX), so that oneDNN runs
     bfloat16 convolutions faster than float32 ones. Without it bfloat16 is emulated and slower."""
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def gpu_has_bfloat16() -> bool:
+    """Whether TensorFlow sees a GPU that computes bfloat16 natively (NVIDIA compute capability 8.0
+    or newer: A100, H100, RTX 30xx ...). Imports TensorFlow."""
+    import tensorflow as tf
+    for gpu in tf.config.list_physical_devices("GPU"):
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        if capability and tuple(capability) >= (8, 0):
+            return True
+    return False
+
+
+def resolve_precision(precision: str) -> str:
+    """``float32`` or ``bfloat16`` for a requested precision: ``auto`` is bfloat16 where the hardware
+    computes it natively (a GPU that does, or a CPU with AVX-512 BF16 / AMX), float32 elsewhere (on
+    an AVX2-only CPU bfloat16 is emulated and many times slower)."""
+    from yolo3.errors import ArgumentError
+    if precision not in PRECISIONS:
+        raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    import tensorflow as tf
+    if tf.config.list_physical_devices("GPU"):
+        return "bfloat16" if gpu_has_bfloat16() else "float32"
+    return "bfloat16" if has_fast_bfloat16() else "float32"

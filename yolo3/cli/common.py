@@ -112,9 +112,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_help: str,
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
-    """``--precision {float32,bfloat16}`` for the programs that run a :class:`yolo3.detector.YOLO`."""
+    """``--precision {auto,float32,bfloat16}`` for the programs that run a
+    :class:`yolo3.detector.YOLO`."""
     from yolo3.precision import PRECISIONS
-    parser.add_argument("--precision", choices=list(PRECISIONS), default="float32",
-                        help="inference precision: bfloat16 is about 1.7x faster on CPUs with "
-                             "AVX-512 BF16 / AMX and on recent GPUs, at ~1%% error on the raw maps "
-                             "(slower where bfloat16 is emulated)")
+    parser.add_argument("--precision", choices=list(PRECISIONS), default="auto",
+                        help="inference precision of a Keras model: auto (default) is bfloat16 "
+                             "where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
+                             "recent GPUs: about 1.7x faster, ~1%% error on the raw maps), float32 "
+                             "elsewhere")

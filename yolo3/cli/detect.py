@@ -28,8 +28,9 @@ DESCRIPTION = ("Detect objects in images, folders, globs, videos or a webcam: an
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p, "a .keras model (it carries its anchors and classes) or .weights.h5 "
-                           "template weights")
+    add_model_arguments(p, "a .keras model (it carries its anchors and classes), .weights.h5 "
+                           "template weights, a keras-yolo3 .h5, or an exported .tflite, .onnx or "
+                           "SavedModel folder")
     p.add_argument("--input", required=True,
                    help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
     p.add_argument("--output", required=True, help="folder for annotated images / video")
@@ -165,12 +166,12 @@ def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
     kind, items = classify_input(args.input)
     os.makedirs(args.output, exist_ok=True)
-    from yolo3.detector import YOLO
     from yolo3.evaluation import save_detection_json
+    from yolo3.runtimes import load_detector
 
-    detector = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-                    input_size=args.input_size, model_type=args.model_type,
-                    precision=args.precision)
+    detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
+                             iou=args.iou, input_size=args.input_size, model_type=args.model_type,
+                             precision=args.precision)
     entries: list = []
     if kind == "images":
         failures = run_images(detector, items, args, entries)

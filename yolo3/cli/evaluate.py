@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                      "required with --detections)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--detections", help="detection JSON written by yolo3 detect --json")
-    src.add_argument("--model", help=".keras model or .weights.h5 weights to run on the images")
+    src.add_argument("--model", help="a model to run on the images: .keras, .weights.h5, keras-yolo3 "
+                                     ".h5, or an exported .tflite, .onnx or SavedModel folder")
     p.add_argument("--anchors", help="anchors file for --model (default: what the model carries)")
     p.add_argument("--input-size", type=int, default=None, help="network input side for --model "
                                                                 "(default: the model's)")
@@ -52,10 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _detector(args):
-    from yolo3.detector import YOLO
-    return YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-                input_size=args.input_size, model_type=args.model_type,
-                max_boxes=max(args.max_dets, 100), precision=args.precision)
+    from yolo3.runtimes import load_detector
+    return load_detector(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
+                         input_size=args.input_size, model_type=args.model_type,
+                         max_boxes=max(args.max_dets, 100), precision=args.precision)
 
 
 def _detect_records(det, records, class_names, batch_size: int) -> tuple:

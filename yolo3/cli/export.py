@@ -1,50 +1,91 @@
-"""``yolo3 export`` (``yolo3-export``, ``tools/export.py``): export a detector as a SavedModel
-and/or TFLite model.
+"""``yolo3 export`` (``yolo3-export``, ``tools/export.py``): export a detector as a SavedModel,
+TFLite (float32, float16, int8) and/or ONNX model, each checked against the Keras model.
 
-Both take images already resized to the fixed input size (no letterbox) and return ``boxes``
-(x1, y1, x2, y2 input pixels), ``scores``, ``classes`` and ``count``; see :mod:`yolo3.export`.
+Exported models take images letterboxed to the fixed input size and return the raw maps and (unless
+``--raw``) boxes (x1, y1, x2, y2 input pixels), scores, classes and a count, with decoding and NMS
+inside; they carry the class names, anchors and input size, so ``yolo3 detect`` and
+``yolo3 evaluate`` run them with ``--model`` like a ``.keras`` model. See :mod:`yolo3.export`.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
 from yolo3.cli.common import add_model_arguments, run_command
 
 NAME = "export"
-DESCRIPTION = "Export a detector (decoding and NMS inside) as a SavedModel and/or a TFLite model."
+DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX), "
+               "decoding and NMS inside, each run once and checked against the Keras model.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p, "a .keras model or .weights.h5 template weights")
+    add_model_arguments(p, "a .keras model, .weights.h5 template weights or a keras-yolo3 .h5")
     p.add_argument("--score", type=float, default=0.3, help="score threshold baked into the model")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold baked into the model")
     p.add_argument("--max-boxes", type=int, default=100, help="detections per image")
     p.add_argument("--saved-model", help="write a SavedModel to this folder")
     p.add_argument("--tflite", help="write a TFLite model to this file")
-    p.add_argument("--tflite-input", choices=["uint8", "float32"], default="uint8",
-                   help="TFLite input type (float32: RGB in [0, 1])")
+    p.add_argument("--quantize", choices=["none", "float16", "int8"], default="none",
+                   help="TFLite weights: none (float32), float16, or int8 (full-integer weights "
+                        "and activations, calibrated on --calibration)")
+    p.add_argument("--calibration", help="int8 calibration images: an annotation file (text, VOC, "
+                                         "COCO) or a folder of images; also the export check's "
+                                         "images")
+    p.add_argument("--calibration-images", type=int, default=100,
+                   help="at most this many calibration images (a seeded sample)")
+    p.add_argument("--tflite-input", choices=["uint8", "int8", "float32"], default="uint8",
+                   help="TFLite input type: uint8 RGB 0..255 (default), int8 (int8 models), "
+                        "float32 RGB in [0, 1]")
     p.add_argument("--tflite-batch", type=int, default=1, help="fixed TFLite batch size")
+    p.add_argument("--onnx", help="write an ONNX model to this file (opset 17, needs "
+                                  "yolo3[export])")
+    p.add_argument("--onnx-input", choices=["uint8", "float32"], default="uint8",
+                   help="ONNX input type")
+    p.add_argument("--raw", action="store_true", help="only the raw maps as outputs (no decoding)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.saved_model and not args.tflite:
-        args.parser.error("give --saved-model DIR and/or --tflite FILE")
+    if not (args.saved_model or args.tflite or args.onnx):
+        args.parser.error("give --saved-model DIR, --tflite FILE and/or --onnx FILE")
     from yolo3.detector import YOLO
-    from yolo3.export import export_saved_model, export_tflite
+    from yolo3.errors import ArgumentError
+    from yolo3.export import export_onnx, export_saved_model, export_tflite, verify_export
+    from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
 
+    if args.quantize == "int8" and not args.calibration:
+        raise ArgumentError("--quantize int8 needs --calibration FILE_OR_DIR (representative images)")
+    if args.quantize != "none" and not args.tflite:
+        raise ArgumentError("--quantize applies to --tflite")
+    paths = (calibration_paths(args.calibration, args.calibration_images)
+             if args.calibration else None)
     det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-               input_size=args.input_size, model_type=args.model_type, max_boxes=args.max_boxes)
+               input_size=args.input_size, model_type=args.model_type, max_boxes=args.max_boxes,
+               precision="float32")
     h, w = det.input_hw
+    images = calibration_images(paths, det.input_hw) if paths else None
+    check = images[:8] if images else sample_images(det.input_hw)
+
+    def done(path: str, what: str, quantize: str = "none") -> None:
+        report = verify_export(path, det, check, quantize)
+        size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs) \
+            if os.path.isdir(path) else os.path.getsize(path)
+        print(f"wrote {what} {path} ({size / 1e6:.1f} MB); {report.summary()}", file=sys.stderr)
+
     if args.saved_model:
         export_saved_model(det, args.saved_model)
-        print(f"wrote SavedModel {args.saved_model} (input (batch, {h}, {w}, 3) uint8; "
-              "'serve_float': float32 in [0, 1])", file=sys.stderr)
+        done(args.saved_model, f"SavedModel (input (batch, {h}, {w}, 3) uint8; 'serve_float', "
+                               f"'serve_image')")
     if args.tflite:
-        export_tflite(det, args.tflite, input_dtype=args.tflite_input, batch=args.tflite_batch)
-        print(f"wrote TFLite {args.tflite} (input ({args.tflite_batch}, {h}, {w}, 3) "
-              f"{args.tflite_input})", file=sys.stderr)
+        export_tflite(det, args.tflite, input_dtype=args.tflite_input, batch=args.tflite_batch,
+                      quantize=args.quantize, calibration=images, raw=args.raw)
+        done(args.tflite, f"TFLite {args.quantize if args.quantize != 'none' else 'float32'} "
+                          f"(input ({args.tflite_batch}, {h}, {w}, 3) {args.tflite_input})",
+             args.quantize)
+    if args.onnx:
+        export_onnx(det, args.onnx, input_dtype=args.onnx_input, raw=args.raw)
+        done(args.onnx, f"ONNX opset 17 (input (1, {h}, {w}, 3) {args.onnx_input})")
     return 0
 
 

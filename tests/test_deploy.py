@@ -1,0 +1,223 @@
+"""Deployment: TFLite float32 / float16 / int8 and ONNX exports round-trip against the Keras model,
+exported models are scored with the same commands, bad input gets a message, and the detector's
+``auto`` precision is chosen from the hardware."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from yolo3.anchors import TINY_YOLO_ANCHORS
+from yolo3.data.synthetic import make_synthetic_dataset
+
+INPUT = (96, 128)
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+
+
+def rel_err(a, ref):
+    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny model whose outputs vary (its output kernels scaled up), saved as .keras, and a small
+    synthetic dataset (annotation file and image folder) for calibration and evaluation."""
+    import keras
+
+    from yolo3.detector import YOLO
+    from yolo3.metadata import ModelInfo
+    from yolo3.saving import atomic_save_model
+    from yolo3.specs import get_spec
+    keras.utils.set_random_seed(3)
+    root = tmp_path_factory.mktemp("deploy")
+    spec = get_spec("tiny")
+    body = spec.build(3)
+    for name in ("output_s32", "output_s16"):
+        layer = body.get_layer(name)
+        w, b = layer.get_weights()
+        layer.set_weights([w * 6.0, b])
+    info = ModelInfo(TINY_YOLO_ANCHORS, spec.default_masks(), 3, ["circle", "square", "triangle"],
+                     "tiny", INPUT)
+    atomic_save_model(body, root / "model.keras", info)
+    ann, _ = make_synthetic_dataset(str(root / "ds"), 12, (120, 160), seed=4)
+    det = YOLO(root / "model.keras", score=0.2, precision="float32")
+    return root, det, Path(ann)
+
+
+def _images(setup):
+    from yolo3.export.calibration import calibration_images, calibration_paths
+    root, det, ann = setup
+    return calibration_images(calibration_paths(ann, 6), det.input_hw)
+
+
+@pytest.mark.parametrize("fmt, quantize, limit", [("tflite", "none", 1e-4), ("tflite", "float16", 1e-2),
+                                                  ("tflite", "int8", 0.1), ("onnx", "none", 1e-4)])
+def test_export_round_trips(setup, tmp_path, fmt, quantize, limit):
+    from yolo3.export import export_onnx, export_tflite, verify_export
+    from yolo3.runtimes import ExportedDetector
+    root, det, ann = setup
+    images = _images(setup)
+    path = tmp_path / f"m.{fmt}"
+    if fmt == "tflite":
+        export_tflite(det, path, quantize=quantize, calibration=images)
+    else:
+        export_onnx(det, path)
+    report = verify_export(path, det, images, quantize)
+    assert max(report.raw_errors) <= limit and report.detections_checked > 0
+    exported = ExportedDetector(path, score=0.2)
+    assert exported.class_names == det.class_names and exported.input_hw == INPUT
+    x = np.stack([np.round(im * 255) / 255 for im in images]).astype(np.float32)
+    errors = [rel_err(a, b) for a, b in zip(exported.raw_outputs(x), det.forward(x))]
+    assert max(errors) <= limit, errors
+    if quantize == "none":  # the same detections (an image at the input size: 8-bit exact input)
+        image = np.random.default_rng(1).integers(0, 256, (*INPUT, 3), dtype=np.uint8)
+        got, ref = exported.detect(image), det.detect(image)
+        order = [np.lexsort((d[0][:, 0], -np.round(d[1], 4))) for d in (got, ref)]
+        for a, b in zip(got, ref):
+            np.testing.assert_allclose(a[order[0]], b[order[1]], atol=2e-3)
+
+
+def test_int8_is_smaller_and_calibrates_from_a_folder_or_an_annotation_file(setup, tmp_path):
+    from yolo3.cli.export import main
+    root, det, ann = setup
+    common = ["--model", str(root / "model.keras"), "--score", "0.2"]
+    assert main(common + ["--tflite", str(tmp_path / "f32.tflite")]) == 0
+    assert main(common + ["--tflite", str(tmp_path / "a.tflite"), "--quantize", "int8",
+                          "--calibration", str(ann), "--calibration-images", "8"]) == 0
+    assert main(common + ["--tflite", str(tmp_path / "b.tflite"), "--quantize", "int8",
+                          "--calibration", str(root / "ds" / "images"), "--tflite-input", "int8"]) == 0
+    size = (tmp_path / "f32.tflite").stat().st_size
+    assert (tmp_path / "a.tflite").stat().st_size <= 0.3 * size
+    from yolo3.runtimes import ExportedDetector
+    b = ExportedDetector(tmp_path / "b.tflite")
+    assert b.runner.input_dtype == np.int8 and b.info.export["quantize"] == "int8"
+
+
+def test_exported_models_are_scored_like_keras_models(setup, tmp_path):
+    from yolo3.cli import main
+    from yolo3.export import export_onnx, export_saved_model, export_tflite
+    root, det, ann = setup
+    export_tflite(det, tmp_path / "m.tflite")
+    export_onnx(det, tmp_path / "m.onnx", raw=True)
+    export_saved_model(det, tmp_path / "saved")
+    figures = {}
+    for name in ("m.tflite", "m.onnx", "saved"):
+        assert main(["evaluate", "--annotations", str(ann), "--model", str(tmp_path / name),
+                     "--out", str(tmp_path / f"{name}.json"), "--save-detections",
+                     str(tmp_path / f"{name}.dets.json"), "--no-plot"]) == 0
+        assert main(["evaluate", "--annotations", str(ann), "--classes",
+                     str(root / "ds" / "classes.txt"), "--detections",
+                     str(tmp_path / f"{name}.dets.json"), "--out", str(tmp_path / f"{name}.2.json"),
+                     "--no-plot"]) == 0
+        a = json.loads((tmp_path / f"{name}.json").read_text())
+        b = json.loads((tmp_path / f"{name}.2.json").read_text())
+        assert a["mAP50_95"] == pytest.approx(b["mAP50_95"], abs=1e-6) and a["mAP50"] == b["mAP50"]
+        figures[name] = a["mAP50_95"]
+    assert main(["evaluate", "--annotations", str(ann), "--model", str(root / "model.keras"),
+                 "--out", str(tmp_path / "keras.json"), "--no-plot", "--precision", "float32"]) == 0
+    keras_map = json.loads((tmp_path / "keras.json").read_text())["mAP50_95"]
+    assert all(v == pytest.approx(keras_map, abs=1e-3) for v in figures.values()), (figures, keras_map)
+    assert main(["detect", "--model", str(tmp_path / "m.onnx"), "--input", str(root / "ds" / "images"),
+                 "--output", str(tmp_path / "d"), "--json", str(tmp_path / "d.json"), "--score", "0.2"]) == 0
+    entries = json.loads((tmp_path / "d.json").read_text())
+    assert len(entries) == 12 and all(set(e["names"]) <= set(det.class_names) for e in entries)
+
+
+def test_saved_model_carries_its_info(setup, tmp_path):
+    from yolo3.export import export_saved_model
+    from yolo3.metadata import read_info
+    root, det, _ = setup
+    export_saved_model(det, tmp_path / "saved")
+    info = read_info(tmp_path / "saved")
+    assert info.class_names == det.class_names and info.export["format"] == "saved_model"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tflite", "{tmp}/x.tflite", "--quantize", "int8", "--calibration", "{tmp}/empty"],
+     "folder has no images"),
+    (["--tflite", "{tmp}/x.tflite", "--quantize", "int8"], "needs --calibration"),
+    (["--onnx", "{tmp}/x.onnx", "--quantize", "float16"], "--quantize applies to --tflite"),
+    (["--tflite", "{tmp}/x.tflite", "--quantize", "int8", "--calibration", "{tmp}/missing.txt"],
+     "calibration source not found"),
+])
+def test_bad_export_input(setup, tmp_path, capsys, argv, message):
+    from yolo3.cli.export import main
+    root, _, _ = setup
+    (tmp_path / "empty").mkdir()
+    assert main(["--model", str(root / "model.keras"), *[a.format(tmp=tmp_path) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.tflite").exists() and not (tmp_path / "x.onnx").exists()
+
+
+def test_unknown_model_file_and_missing_packages(setup, tmp_path, capsys, monkeypatch):
+    from yolo3.cli import main
+    from yolo3.export import export_onnx
+    root, det, ann = setup
+    (tmp_path / "m.xyz").write_bytes(b"nonsense")
+    assert main(["detect", "--model", str(tmp_path / "m.xyz"), "--input", str(ann),
+                 "--output", str(tmp_path / "o")]) == 2
+    assert "m.xyz" in capsys.readouterr().err
+    export_onnx(det, tmp_path / "m.onnx")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    assert main(["evaluate", "--annotations", str(ann), "--model", str(tmp_path / "m.onnx"),
+                 "--out", str(tmp_path / "e.json")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'yolo3[export]'" in err and "Traceback" not in err
+    monkeypatch.setitem(sys.modules, "tf2onnx", None)
+    assert main(["export", "--model", str(root / "model.keras"), "--onnx", str(tmp_path / "n.onnx")]) == 2
+    assert "pip install 'yolo3[export]'" in capsys.readouterr().err
+
+
+def test_an_export_that_does_not_match_is_refused_and_removed(setup, tmp_path):
+    from yolo3.detector import YOLO
+    from yolo3.export import ExportError, export_tflite, verify_export
+    root, det, _ = setup
+    export_tflite(det, tmp_path / "m.tflite")
+    other = YOLO(root / "model.keras", score=0.2, precision="float32")
+    layer = other.inference_body.get_layer("output_s32")
+    w, b = layer.get_weights()
+    layer.set_weights([w * 1.5, b])
+    with pytest.raises(ExportError, match="raw maps differ from the Keras model"):
+        verify_export(tmp_path / "m.tflite", other, _images(setup))
+    assert not (tmp_path / "m.tflite").exists()
+
+
+def test_auto_precision_follows_the_hardware(monkeypatch):
+    import yolo3.precision as precision
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512f"})
+    assert precision.resolve_precision("auto") == "float32"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    assert precision.resolve_precision("auto") == "bfloat16"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"amx_bf16"})
+    assert precision.resolve_precision("auto") == "bfloat16"
+    assert precision.resolve_precision("float32") == "float32"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        precision.resolve_precision("float16")
+
+
+@pytest.mark.slow  # bfloat16 is emulated (slow) on CPUs without AVX-512 BF16
+def test_bfloat16_finds_the_float32_detections_on_real_weights(tmp_path):
+    """What ``auto`` picks on bfloat16 hardware finds what float32 finds: the same class and
+    IoU >= 0.9 for every float32 detection above 0.3, on the real tiny weights and photos."""
+    from yolo3.boxes import iou_xyxy
+    from yolo3.darknet.convert import convert
+    from yolo3.data.images import load_image
+    from yolo3.detector import YOLO
+    convert(SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights",
+            tmp_path / "tiny.keras", progress=False)
+    f32 = YOLO(tmp_path / "tiny.keras", score=0.3, precision="float32")
+    b16 = YOLO(tmp_path / "tiny.keras", score=0.2, precision="bfloat16")
+    found = 0
+    for photo in sorted((SHARED / "images").glob("*.jpg")):
+        image = load_image(photo)
+        (fb, fs, fc), (bb, bs, bc) = f32.detect(image), b16.detect(image)
+        found += len(fb)
+        for box, cls in zip(fb, fc):
+            same = bc == cls
+            assert same.any() and iou_xyxy(box[None], bb[same]).max() >= 0.9, (photo.name, cls)
+    assert found >= 10

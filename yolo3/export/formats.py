@@ -1,0 +1,202 @@
+"""Writing a detector in deployment formats: SavedModel, TFLite (float32, float16, int8) and ONNX.
+
+Every file carries the detector's :class:`~yolo3.metadata.ModelInfo` (variant, anchors, masks,
+classes, input size) plus what the export was (format, quantisation, input type, batch, the baked
+thresholds), so that :mod:`yolo3.runtimes` runs it with no other file. Writes are atomic: a file
+that fails its conversion or its check (:mod:`yolo3.export.verify`) is not left behind.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from typing import Iterable, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from yolo3.errors import ArgumentError, PathLike
+from yolo3.export.graph import image_function, model_function
+from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, embed_info_tflite, info_json
+from yolo3.saving import atomic_write
+
+QUANTIZATIONS = ("none", "float16", "int8")
+ONNX_OPSET = 17
+
+__all__ = ["QUANTIZATIONS", "ONNX_OPSET", "export_saved_model", "export_tflite", "export_onnx",
+           "exported_info"]
+
+
+def exported_info(detector, fmt: str, **details):
+    """The detector's info with an ``export`` entry describing the exported model."""
+    export = dict(format=fmt, score=detector.score, iou=detector.iou,
+                  max_boxes=detector.max_boxes, input_size=list(detector.input_hw), **details)
+    return dataclasses.replace(detector.info, input_size=detector.input_hw, export=export)
+
+
+def _check_float32(detector, what: str) -> None:
+    if detector.precision != "float32":
+        raise ArgumentError(f"{what} export needs a float32 detector, got "
+                            f"precision={detector.precision!r}")
+
+
+def _archive(detector, endpoints):
+    """A Keras ExportArchive tracking the inference body, with ``{name: (fn, signature)}``."""
+    import keras
+    archive = keras.export.ExportArchive()
+    archive.track(detector.inference_body)
+    for name, (fn, signature) in endpoints.items():
+        archive.add_endpoint(name, fn, input_signature=signature)
+    return archive
+
+
+def export_saved_model(detector, out_dir: PathLike) -> str:
+    """Write a SavedModel folder: ``serving_default`` (uint8 batch at the input size),
+    ``serve_float`` (float32 in [0, 1]), ``serve_image`` (one uint8 image of any size, letterboxed
+    inside, boxes in its pixels), and ``yolo3.json`` (its info). Returns ``out_dir``."""
+    _check_float32(detector, "SavedModel")
+    h, w = detector.input_hw
+    archive = _archive(detector, {
+        "serving_default": (model_function(detector, tf.uint8),
+                            [tf.TensorSpec([None, h, w, 3], tf.uint8, name="images")]),
+        "serve_float": (model_function(detector, tf.float32),
+                        [tf.TensorSpec([None, h, w, 3], tf.float32, name="images")]),
+        "serve_image": (image_function(detector),
+                        [tf.TensorSpec([None, None, 3], tf.uint8, name="image")]),
+    })
+    out_dir = os.fspath(out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-saved-", dir=parent)
+    try:
+        archive.write_out(tmp, verbose=False)
+        with open(os.path.join(tmp, INFO_NAME), "w", encoding="utf-8") as f:
+            f.write(info_json(exported_info(detector, "saved_model")))
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def export_tflite(detector, out_path: PathLike, input_dtype: str = "uint8", batch: int = 1,
+                  quantize: str = "none", calibration: Optional[Iterable[np.ndarray]] = None,
+                  raw: bool = False) -> str:
+    """Convert ``detector`` to a TFLite flatbuffer at ``out_path``; returns ``out_path``.
+
+    Built-in ops only, a fixed ``batch`` (per-class NMS by
+    :func:`yolo3.export.graph.class_aware_nms`: combined NMS would need the Flex delegate).
+    quantize: ``none`` (float32), ``float16`` (float16 weights, float32 compute) or ``int8``
+    (full-integer network: int8 weights and activations, calibrated on ``calibration``, letterboxed
+    float32 RGB images ``(in_h, in_w, 3)`` in [0, 1]; decoding and NMS stay float32).
+    input_dtype: ``uint8`` (RGB 0..255), ``int8`` (RGB - 128, -128..127) or ``float32`` ([0, 1]).
+    raw: only the raw maps as outputs.
+    """
+    _check_float32(detector, "TFLite")
+    if quantize not in QUANTIZATIONS:
+        raise ArgumentError(f"--quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
+    if input_dtype not in ("uint8", "float32", "int8"):
+        raise ArgumentError(f"TFLite input must be uint8, int8 or float32, got {input_dtype!r}")
+    if quantize == "int8" and input_dtype == "float32":
+        raise ArgumentError("an int8 model takes uint8 or int8 input, not float32")
+    h, w = detector.input_hw
+    dtype = tf.as_dtype(input_dtype)
+    archive = _archive(detector, {"serving_default": (
+        model_function(detector, dtype, batch=batch, raw=raw),
+        [tf.TensorSpec([batch, h, w, 3], dtype, name="images")])})
+    with tempfile.TemporaryDirectory(prefix="yolo3_tflite_") as tmp:
+        archive.write_out(tmp, verbose=False)
+
+        def converter():
+            c = tf.lite.TFLiteConverter.from_saved_model(tmp, signature_keys=["serving_default"])
+            c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+            return c
+        if quantize == "int8":
+            flatbuffer = _int8_flatbuffer(detector, converter, calibration, batch, dtype)
+        else:
+            c = converter()
+            if quantize == "float16":
+                c.optimizations = [tf.lite.Optimize.DEFAULT]
+                c.target_spec.supported_types = [tf.float16]
+            flatbuffer = c.convert()
+    info = exported_info(detector, "tflite", quantize=quantize, input_dtype=input_dtype,
+                         batch=batch, raw=raw)
+    flatbuffer = embed_info_tflite(flatbuffer, info)
+    atomic_write(out_path, lambda tmp: _write_bytes(tmp, flatbuffer), suffix=".tflite")
+    return os.fspath(out_path)
+
+
+def _int8_flatbuffer(detector, converter, calibration, batch: int, dtype: tf.DType) -> bytes:
+    """Full-integer quantisation of the network (int8 weights and activations, calibrated on
+    ``calibration``), the decoding and NMS kept in float32 (quantised, the box coordinates and
+    scores would lose their precision): every tensor outside the inference body is denylisted for
+    TFLite's quantiser (``tf.lite.experimental.QuantizationDebugger``). The input stays ``dtype``
+    (uint8 or int8 pixels), quantised to int8 inside."""
+    if calibration is None:
+        raise ArgumentError("int8 quantisation needs calibration images (--calibration)")
+    images = [np.asarray(x, np.float32) for x in calibration]
+    if not images:
+        raise ArgumentError("no calibration images")
+    pixels = [np.round(x * 255.0) - (128.0 if dtype == tf.int8 else 0.0) for x in images]
+
+    def representative():
+        for x in pixels:
+            yield [np.repeat(x[np.newaxis], batch, 0).astype(dtype.as_numpy_dtype)]
+
+    from ai_edge_litert.interpreter import Interpreter
+    names = [d["name"] for d in Interpreter(model_content=converter().convert())
+             .get_tensor_details()]
+    body = re.compile(rf"^{re.escape(detector.inference_body.name)}(_\d+)?/")  # its op scope
+    denylist = [n for n in names if not any(body.match(part) for part in n.split(";"))
+                and not n.startswith(("serving_default", "arith.constant", "Const"))]
+    c = converter()
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.representative_dataset = representative
+    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                   tf.lite.OpsSet.TFLITE_BUILTINS]
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=denylist)
+    with warnings.catch_warnings():  # the debugger's own use of tf.lite.Interpreter warns
+        warnings.simplefilter("ignore", UserWarning)
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            converter=c, debug_dataset=representative, debug_options=options)
+        return debugger.get_nondebug_quantized_model()
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def export_onnx(detector, out_path: PathLike, input_dtype: str = "uint8",
+                batch: Optional[int] = 1, raw: bool = False, opset: int = ONNX_OPSET) -> str:
+    """Convert ``detector`` to ONNX (opset ``opset``, via tf2onnx) at ``out_path``.
+
+    Input ``images (batch, in_h, in_w, 3)`` ``uint8`` or ``float32``; the outputs of
+    :mod:`yolo3.export.graph` (NMS with built-in ops for a fixed ``batch``). Needs the
+    ``[export]`` extra (tf2onnx, onnx).
+    """
+    _check_float32(detector, "ONNX")
+    try:
+        import onnx
+        import tf2onnx
+    except ImportError:
+        raise ArgumentError("ONNX export needs tf2onnx and onnx: pip install 'yolo3[export]'") from None
+    if input_dtype not in ("uint8", "float32"):
+        raise ArgumentError(f"ONNX input must be uint8 or float32, got {input_dtype!r}")
+    h, w = detector.input_hw
+    dtype = tf.as_dtype(input_dtype)
+    signature = (tf.TensorSpec([batch, h, w, 3], dtype, name="images"),)
+    function = tf.function(model_function(detector, dtype, batch=batch, raw=raw),
+                           input_signature=signature)
+    proto, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
+    info = exported_info(detector, "onnx", input_dtype=input_dtype, batch=batch, raw=raw,
+                         opset=opset)
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = ONNX_METADATA_KEY, info_json(info)
+    atomic_write(out_path, lambda tmp: onnx.save(proto, tmp), suffix=".onnx")
+    return os.fspath(out_path)
