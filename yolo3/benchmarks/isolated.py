@@ -1,0 +1,63 @@
+"""Timing contenders each in a fresh process, interleaved over rounds.
+
+Two runtimes in one process disturb each other (their thread pools spin after their work, their
+weights evict each other's from the caches); a user runs one of them. So each contender is timed in
+its own process (:func:`run_child`), and the contenders take turns over ``rounds`` so that slow
+drifts of the machine hit all of them alike (:func:`interleaved`). Medians are reported.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Tuple
+
+_MARK = "@@YOLO3-BENCHMARK@@"
+
+__all__ = ["run_child", "timed_runs", "interleaved", "median"]
+
+
+def timed_runs(fn: Callable[[], object], runs: int, warmup: int) -> List[float]:
+    """Milliseconds of ``runs`` calls of ``fn`` after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000.0)
+    return times
+
+
+def run_child(target: str, payload: dict, timeout: float = 1800) -> dict:
+    """``module:function(payload)`` in a fresh Python process; returns the dict it returns."""
+    module, function = target.split(":")
+    code = (f"import json, sys\nfrom {module} import {function}\n"
+            f"print({_MARK!r} + json.dumps({function}(json.loads(sys.argv[1]))))\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(payload)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_MARK) and proc.returncode == 0:
+            return json.loads(line[len(_MARK):])
+    from yolo3.errors import CommandFailed
+    raise CommandFailed(f"benchmark child {target} failed ({proc.returncode}):\n"
+                        f"{proc.stderr[-3000:]}")
+
+
+def interleaved(contenders: Dict[str, Tuple[str, dict]], rounds: int = 2) -> Dict[str, List[float]]:
+    """``{name: all times (ms)}``: each contender ``(target, payload)`` run in its own process,
+    ``rounds`` times in turn. A child returns ``{"times": [...]}`` (and anything else, kept in the
+    first round's ``extra``)."""
+    times: Dict[str, List[float]] = {name: [] for name in contenders}
+    for _ in range(max(1, rounds)):
+        for name, (target, payload) in contenders.items():
+            times[name] += run_child(target, payload)["times"]
+    return times
+
+
+def median(values: List[float]) -> float:
+    return statistics.median(values)
