@@ -37,6 +37,7 @@ from yolo3.model import build_body
 from yolo3.loss import yolo_training_model, identity_loss
 from yolo3.anchors import default_anchors
 from yolo3.targets import preprocess_true_boxes
+keras.config.set_dtype_policy("POLICY")
 anchors = default_anchors("tiny")
 rng = np.random.default_rng(0)
 x = rng.uniform(0, 1, (4, 64, 64, 3)).astype("float32")
@@ -58,14 +59,24 @@ def one_step(strategy):
 single = one_step(tf.distribute.OneDeviceStrategy("/cpu:0"))
 mirrored = one_step(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
 rel = max(float(np.linalg.norm(a - b) / max(np.linalg.norm(a), 1e-12)) for a, b in zip(single, mirrored))
-result = {"rel": rel, "norm": float(sum(np.linalg.norm(a) for a in single))}
+flat = lambda u: np.concatenate([np.ravel(v) for v in u])
+rel_all = float(np.linalg.norm(flat(single) - flat(mirrored)) / np.linalg.norm(flat(single)))
+result = {"rel": rel, "rel_all": rel_all, "norm": float(sum(np.linalg.norm(a) for a in single))}
 """
 
 
 def test_mirrored_two_replicas_match_single_device_update():
-    r = run_with_devices(2, _MIRRORED)
+    r = run_with_devices(2, _MIRRORED.replace("POLICY", "float32"))
     assert r["norm"] > 0
     assert r["rel"] <= 1e-4, r  # an N-times gradient bug would give rel ~ 1
+
+
+def test_mirrored_two_replicas_match_single_device_in_mixed_bfloat16():
+    """The same step in mixed_bfloat16: bfloat16 rounds per replica slice differently from the
+    whole batch (see test_parallel's documented tolerance, 3e-2 for all gradients together)."""
+    r = run_with_devices(2, _MIRRORED.replace("POLICY", "mixed_bfloat16"))
+    assert r["norm"] > 0
+    assert r["rel_all"] <= 3e-2, r
 
 
 # Each worker: one SGD step of the training model under MultiWorkerMirroredStrategy on its half of a

@@ -92,3 +92,20 @@ def test_replace_step_is_used_by_fit():
     assert calls  # traced through the replaced step
     with pytest.raises(ValueError, match="train_step or test_step"):
         keras_compat.replace_step(model, "predict_step", wrap)
+
+
+def test_swap_ema_weights():
+    model = _compiled()
+    model.compile(optimizer=keras.optimizers.Adam(1e-1, use_ema=True, ema_momentum=0.5), loss="mse")
+    x, y = np.random.default_rng(1).normal(size=(8, 4)), np.ones((8, 2))
+    model.fit(x, y, epochs=3, batch_size=4, verbose=0)  # fit's end copies the averages in
+    model.train_on_batch(x, y)                            # now weights and averages differ
+    optimizer = model.optimizer
+    weights = [v.numpy().copy() for v in optimizer._trainable_variables]
+    averages = [v.numpy().copy() for v in optimizer._model_variables_moving_average]
+    assert any(not np.allclose(a, b) for a, b in zip(weights, averages))
+    keras_compat.swap_ema_weights(optimizer)
+    for v, a in zip(optimizer._trainable_variables, averages):
+        np.testing.assert_array_equal(v.numpy(), a)
+    for v, w in zip(optimizer._model_variables_moving_average, weights):
+        np.testing.assert_array_equal(v.numpy(), w)

@@ -87,4 +87,4 @@ def test_pick_strategy_and_build_models(dataset, tmp_path):
         pick_strategy(_config(dataset, tmp_path, batch_size=16), len(data.records))
     body, template, skipped = build_models(config, data, placement)
     assert body.input_shape == (None, 64, 64, 3) and skipped == []
-    assert [t.name for t in template.inputs] == ["image", "y_true_s32", "y_true_s16"]
+    assert [t.name for t in template.inputs] == ["image", "y_true_s32", "y_true_s16", "true_boxes"]

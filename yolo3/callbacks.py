@@ -18,21 +18,24 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import keras
 import numpy as np
 
 from yolo3.history import truncate_history
-from yolo3.keras_compat import load_weights_without, save_weights_without
+from yolo3.keras_compat import (load_weights_without, save_weights_without, swap_ema_weights,
+                                 uses_ema)
 from yolo3.metadata import ModelInfo
 from yolo3.saving import (TEMP_PREFIX, atomic_save_model, atomic_save_weights, atomic_write,
                           fsync_dir, fsync_file)
 
 __all__ = ["atomic_write", "atomic_save_weights", "atomic_save_model", "TemplateCheckpoint",
            "ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
-           "StopOnNaN", "remove_stale_temporaries", "truncate_history", "TEMP_PREFIX"]
+           "StopOnNaN", "MapEvaluation", "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body",
+           "remove_stale_temporaries", "truncate_history", "TEMP_PREFIX"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -76,9 +79,12 @@ class ResumeState(dict):
 
 
 def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
-                      optimizer: Optional[keras.optimizers.Optimizer], best: float) -> Path:
+                      optimizer: Optional[keras.optimizers.Optimizer], best: float,
+                      ema_in_model: bool = False) -> Path:
     """Write ``resume-<epoch>/`` (weights + optimiser variables), then switch ``resume.json`` to it.
 
+    ``ema_in_model``: the model holds the EMA weights and the optimiser's averages the trained ones
+    (``keras.callbacks.SwapEMAWeights`` swapped them for the epoch's end); restoring swaps back.
     The pointer file is replaced atomically after the folder is complete, so a crash at any moment
     leaves a readable previous or new state; older folders are removed afterwards.
     """
@@ -104,7 +110,7 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     state = {"epoch": int(epoch), "best": None if not math.isfinite(best) else float(best),
-             "dir": name}
+             "dir": name, "ema_in_model": bool(ema_in_model)}
     atomic_write(output_dir / "resume.json",
                  lambda p: Path(p).write_text(json.dumps(state), encoding="utf-8"), suffix=".json")
     for old in output_dir.glob("resume-*"):
@@ -146,6 +152,8 @@ def restore_resume_state(state: ResumeState, template: keras.Model,
             raise ValueError(f"optimiser state in {opt_file} has {len(store)} variables, the "
                              f"optimiser has {len(optimizer.variables)}: different trainable layers?")
         optimizer.load_own_variables(store)
+        if state.get("ema_in_model") and uses_ema(optimizer):
+            swap_ema_weights(optimizer)  # back to training weights in the model, EMA in averages
 
 
 class TemplateCheckpoint(keras.callbacks.Callback):
@@ -153,14 +161,17 @@ class TemplateCheckpoint(keras.callbacks.Callback):
 
     ``template`` is the single-device training model whose weights (and ``self.model``'s optimiser)
     the resume state holds. ``monitor`` is the value that picks ``best``: lower is better unless
-    ``mode="max"``; when it is missing from an epoch's logs, ``loss`` (minimised) stands in.
-    ``info`` is written into the ``.keras`` checkpoints.
+    ``mode="max"``; with ``mode="min"`` and the value missing from an epoch's logs, ``loss`` stands
+    in; with ``mode="max"`` (e.g. ``mAP50_95``) epochs without the value (NaN: not evaluated) keep the
+    best as it is. ``last`` is written every epoch whose loss is finite. ``info`` is written into the
+    ``.keras`` checkpoints, which always compute in float32 (a mixed-precision body is saved as a
+    float32 copy with the same weights).
     """
 
     def __init__(self, body: keras.Model, output_dir: PathLike, template: Optional[keras.Model] = None,
                  monitor: str = "val_loss", save_keras: bool = True, save_resume: bool = True,
                  best: Optional[float] = None, verbose: int = 1, info: Optional[ModelInfo] = None,
-                 mode: str = "min"):
+                 mode: str = "min", ema: bool = False):
         super().__init__()
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
@@ -175,31 +186,185 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         self.best = worst if best is None else float(best)
         self.verbose = verbose
         self.info = info
+        self.ema = ema  # SwapEMAWeights runs before: the body holds the EMA weights at epoch end
 
     def _save(self, stem: str) -> None:
         atomic_save_weights(self.body, self.output_dir / f"{stem}.weights.h5")
         if self.save_keras:
-            atomic_save_model(self.body, self.output_dir / f"{stem}.keras", self.info)
+            atomic_save_model(float32_body(self.body), self.output_dir / f"{stem}.keras", self.info)
 
     def _improves(self, value: float) -> bool:
         return value > self.best if self.mode == "max" else value < self.best
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         logs = logs or {}
-        value = logs.get(self.monitor, logs.get("loss"))
-        if value is None or not math.isfinite(float(value)):
+        loss = logs.get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
             return  # never overwrite a good checkpoint with a NaN model
+        value = logs.get(self.monitor, None if self.mode == "max" else loss)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._save("last")
-        if self._improves(float(value)):
+        if value is not None and math.isfinite(float(value)) and self._improves(float(value)):
             if self.verbose:
                 print(f"\nEpoch {epoch + 1}: {self.monitor} improved from {self.best:.5g} to "
                       f"{float(value):.5g}, saving {self.output_dir / 'best.weights.h5'}")
             self.best = float(value)
             self._save("best")
         if self.save_resume:
-            save_resume_state(self.output_dir, epoch + 1, self.template,
-                              getattr(self.model, "optimizer", None), self.best)
+            optimizer = getattr(self.model, "optimizer", None)
+            save_resume_state(self.output_dir, epoch + 1, self.template, optimizer, self.best,
+                              ema_in_model=self.ema and uses_ema(optimizer))
+
+
+def float32_body(body: keras.Model) -> keras.Model:
+    """``body`` itself when it computes in float32, else a float32 copy with its weights (what a
+    checkpoint of a mixed-precision run holds, so that detectors compute in float32 by default)."""
+    if all(layer.dtype_policy.name == "float32" for layer in body.layers):
+        return body
+    from yolo3.graph_surgery import with_compute_dtype
+    return with_compute_dtype(body, "float32")
+
+
+class MapEvaluation(keras.callbacks.Callback):
+    """Evaluate ``body`` on the validation records every ``every`` epochs (and at the last one):
+    COCO mAP@0.5 and mAP@0.5:0.95 (:mod:`yolo3.evaluation`) go into the epoch's logs as ``mAP50``
+    and ``mAP50_95`` (NaN on epochs without evaluation), hence to ``history.csv``, the progress line
+    and TensorBoard; ``draw`` validation images with their detections go to TensorBoard
+    (``logs_dir``). Runs before the checkpoint callback, which then picks ``best`` by ``mAP50_95``.
+
+    In a cluster only the chief evaluates (``evaluate=False`` elsewhere); ``share`` (a function
+    ``[mAP50, mAP50_95] -> the chief's values``, called by every worker) gives all workers the
+    chief's figures, so that they log and stop alike.
+    """
+
+    def __init__(self, body: keras.Model, info: ModelInfo, records: Sequence, every: int = 1,
+                 batch_size: int = 8, logs_dir: Optional[PathLike] = None, draw: int = 4,
+                 verbose: int = 1, evaluate: bool = True,
+                 share: Optional[Callable[[Sequence[float]], Sequence[float]]] = None):
+        super().__init__()
+        self.body, self.info, self.records = body, info, list(records)
+        self.every, self.batch_size, self.draw, self.verbose = max(1, int(every)), batch_size, draw, verbose
+        self.logs_dir = None if logs_dir is None else str(logs_dir)
+        self.evaluates, self.share = evaluate, share
+        self._images = None
+        self._detector = None
+
+    def _due(self, epoch: int) -> bool:
+        last = self.params.get("epochs") if self.params else None
+        return (epoch + 1) % self.every == 0 or (last is not None and epoch + 1 == last)
+
+    def evaluate(self) -> dict:
+        """The figures of ``body`` as it is now (float32, score threshold 0.001, IoU 0.45)."""
+        from yolo3.data.images import load_image
+        from yolo3.detector import YOLO
+        from yolo3.evaluation import evaluate_detections
+        if self._images is None:
+            self._images = [load_image(r.path) for r in self.records]
+        if self._detector is None:  # built once: its compiled function serves every evaluation
+            self._detector = YOLO.from_body(float32_body(self.body), self.info, score=0.001,
+                                            iou=0.45, precision="float32")
+        else:
+            if self._detector.body is not self.body:  # the float32 copy of a mixed-precision body
+                self._detector.body.set_weights(self.body.get_weights())
+            self._detector.sync_weights()
+        detector = self._detector
+        gt, dets = {}, {}
+        for start in range(0, len(self._images), self.batch_size):
+            results = detector.detect_batch(self._images[start:start + self.batch_size])
+            for k, result in enumerate(results, start=start):
+                gt[k] = np.asarray(self.records[k].boxes, np.float64).reshape(-1, 5)
+                dets[k] = result
+        figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names())
+        figures["detections"] = dets
+        return figures
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        if logs is None:
+            return
+        if not self._due(epoch):
+            logs["mAP50"] = logs["mAP50_95"] = float("nan")
+            return
+        figures = self.evaluate() if self.evaluates else {"mAP50": 0.0, "mAP50_95": 0.0}
+        values = [float(figures["mAP50"] or 0.0), float(figures["mAP50_95"] or 0.0)]
+        if self.share is not None:
+            values = list(self.share(values))
+        logs["mAP50"], logs["mAP50_95"] = values
+        if self.verbose and self.evaluates:
+            print(f"\nEpoch {epoch + 1}: validation mAP@0.5 {values[0]:.4f}, mAP@0.5:0.95 "
+                  f"{values[1]:.4f} ({len(self.records)} images)")
+        if self.evaluates and self.logs_dir and self.draw:
+            self._tensorboard_images(epoch, figures["detections"])
+
+    def _tensorboard_images(self, epoch: int, dets: dict) -> None:
+        import tensorflow as tf
+
+        from yolo3.visualize import draw_on_array
+        writer = tf.summary.create_file_writer(os.path.join(self.logs_dir, "validation_images"))
+        drawn = [draw_on_array(self._images[k], *dets[k], self.info.names())
+                 for k in range(min(self.draw, len(self._images)))]
+        size = min(min(d.shape[0] for d in drawn), 256)
+        stack = np.stack([np.asarray(tf.image.resize(d, (size, size)), np.uint8) for d in drawn])
+        with writer.as_default():
+            tf.summary.image("detections", stack, step=epoch, max_outputs=len(stack))
+        writer.flush()
+
+
+class EmaAfterBackupRestore(keras.callbacks.Callback):
+    """Put ``keras.callbacks.BackupAndRestore`` (multi-worker) and EMA together. The backup is
+    written at an epoch's end, when ``SwapEMAWeights`` has put the averaged weights into the model
+    and the trained ones into the optimiser's averages; after a restore from ``backup_dir`` this
+    swaps them back before training goes on. Place it right after ``BackupAndRestore``."""
+
+    def __init__(self, backup_dir: PathLike):
+        super().__init__()
+        self.backup_dir = Path(backup_dir)
+
+    def on_train_begin(self, logs: Optional[dict] = None) -> None:
+        optimizer = getattr(self.model, "optimizer", None)
+        restored = (self.backup_dir / "latest.weights.h5").exists()
+        if restored and uses_ema(optimizer) and optimizer.built:
+            swap_ema_weights(optimizer)
+
+
+class EarlyStopOnPlateau(keras.callbacks.Callback):
+    """Stop training when ``monitor`` (higher is better) has not improved for ``patience``
+    evaluations; epochs where it is NaN (not evaluated) do not count. ``best`` resumes a run."""
+
+    def __init__(self, patience: int, monitor: str = "mAP50_95", best: Optional[float] = None,
+                 verbose: int = 1):
+        super().__init__()
+        self.patience, self.monitor, self.verbose = int(patience), monitor, verbose
+        self.best = -math.inf if best is None else float(best)
+        self.wait = 0
+        self.stopped_epoch: Optional[int] = None
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        value = (logs or {}).get(self.monitor)
+        if value is None or not math.isfinite(float(value)):
+            return
+        if float(value) > self.best:
+            self.best, self.wait = float(value), 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.verbose:
+                print(f"\nEpoch {epoch + 1}: {self.monitor} has not improved on {self.best:.4f} "
+                      f"for {self.wait} evaluations: stopping early")
+
+
+class EpochClock(keras.callbacks.Callback):
+    """Put the epoch's duration in seconds (its training steps and validation loss, not what later
+    callbacks do: mAP evaluation, checkpoints) into the logs as ``seconds``, hence ``history.csv``:
+    accuracy against training time. Place it first."""
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        if logs is not None and hasattr(self, "_start"):
+            logs["seconds"] = time.perf_counter() - self._start
 
 
 class StopOnNaN(keras.callbacks.Callback):

@@ -21,7 +21,8 @@ from PIL import Image
 
 from yolo3.decode import decode_detections
 from yolo3.errors import PathLike
-from yolo3.graph_surgery import fold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
+from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
+                                  with_compute_dtype)
 from yolo3.letterbox import letterbox_tf
 from yolo3.metadata import ModelInfo
 from yolo3.precision import resolve_precision
@@ -127,6 +128,15 @@ class YOLO:
         if precision == "bfloat16":
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
         self._fns: Dict[tuple, tf.types.experimental.GenericFunction] = {}
+
+    def sync_weights(self) -> None:
+        """Take up the body's current weights (after training steps changed them) in the
+        inference copy, keeping the compiled functions (a float32 detector) or rebuilding it."""
+        if self.precision == "bfloat16":
+            self.inference_body = with_compute_dtype(fold_batch_norms(self.body), "mixed_bfloat16")
+            self._fns.clear()
+        else:
+            refold_batch_norms(self.body, self.inference_body)
 
     # -- compiled pieces -------------------------------------------------------------------------
     def raw_outputs(self, x: tf.Tensor) -> List[tf.Tensor]:

@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from yolo3.errors import Yolo3Error
 from yolo3.keras_compat import build_from_element_spec, replace_step
 
 __all__ = ["STRATEGIES", "configure_logical_cpus", "replica_devices", "make_strategy",
-           "is_chief", "num_workers", "task_index", "cluster_task", "ClusterTask", "prepare_fit"]
+           "is_chief", "num_workers", "task_index", "cluster_task", "ClusterTask", "prepare_fit",
+           "broadcast_from_chief"]
 
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 
@@ -146,3 +148,18 @@ def _rank1_logs(step):
         return {k: tf.reshape(v, [1]) if tf.is_tensor(v) and v.shape.rank == 0 else v
                 for k, v in logs.items()}
     return wrapped
+
+
+def broadcast_from_chief(strategy: tf.distribute.Strategy, values: Sequence[float],
+                         is_chief_worker: bool) -> List[float]:
+    """The chief's ``values`` on every worker: a SUM all-reduce to which only the chief's first
+    replica contributes (the others add zeros). Every worker must call it at the same point."""
+    mine = np.asarray(values, np.float32) if is_chief_worker else np.zeros(len(values), np.float32)
+
+    def contribution():
+        context = tf.distribute.get_replica_context()
+        first = tf.equal(context.replica_id_in_sync_group, 0)
+        return tf.where(first, tf.constant(mine), tf.zeros_like(mine))
+
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribution), axis=None)
+    return [float(v) for v in np.asarray(total)]

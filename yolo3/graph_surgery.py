@@ -11,7 +11,7 @@ import numpy as np
 
 from yolo3.keras_compat import inbound_tensors, node_counts, producing_layer
 
-__all__ = ["FoldedBatchNorm", "fold_batch_norms", "with_compute_dtype"]
+__all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype"]
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
@@ -61,6 +61,19 @@ def fold_batch_norms(body: keras.Model) -> keras.Model:
         return layer
 
     folded = keras.models.clone_model(body, clone_function=clone)
+    _fold_weights(body, folded, pairs)
+    return folded
+
+
+def refold_batch_norms(body: keras.Model, folded: keras.Model) -> None:
+    """Bring ``folded`` (made by :func:`fold_batch_norms` from ``body``) up to date with
+    ``body``'s current weights, e.g. after training steps; no new model, nothing retraced."""
+    if folded is not body:
+        _fold_weights(body, folded, _foldable_pairs(body))
+
+
+def _fold_weights(body: keras.Model, folded: keras.Model,
+                  pairs: Dict[str, keras.layers.BatchNormalization]) -> None:
     for conv_name, bn in pairs.items():
         conv = body.get_layer(conv_name)
         weights = conv.get_weights()
@@ -73,7 +86,6 @@ def fold_batch_norms(body: keras.Model) -> keras.Model:
         folded.get_layer(conv_name).set_weights([
             (kernel * factor).astype(np.float32),
             (beta + (bias - values["moving_mean"]) * factor).astype(np.float32)])
-    return folded
 
 
 def with_compute_dtype(model: keras.Model, policy: str) -> keras.Model:

@@ -13,7 +13,7 @@ import keras
 
 __all__ = ["producing_layer", "inbound_tensors", "node_counts", "all_layers",
            "save_weights_without", "load_weights_without", "build_from_element_spec",
-           "replace_step"]
+           "replace_step", "swap_ema_weights", "uses_ema"]
 
 
 def producing_layer(tensor) -> keras.layers.Layer:
@@ -64,3 +64,20 @@ def replace_step(model: keras.Model, name: str, wrap: Callable[[Callable], Calla
     if name not in ("train_step", "test_step"):
         raise ValueError(f"can only replace train_step or test_step, not {name!r}")
     setattr(model, name, wrap(getattr(model, name)))
+
+
+def swap_ema_weights(optimizer) -> None:
+    """Swap the values of an EMA optimizer's trainable variables and their moving averages
+    (``_trainable_variables``, ``_model_variables_moving_average``; a loss-scale optimizer's inner
+    one), as ``keras.callbacks.SwapEMAWeights`` does."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    for variable, average in zip(optimizer._trainable_variables,
+                                 optimizer._model_variables_moving_average):
+        value = variable.numpy()
+        variable.assign(average)
+        average.assign(value)
+
+
+def uses_ema(optimizer) -> bool:
+    """Whether ``optimizer`` (or a loss-scale optimizer's inner one) keeps an EMA of the weights."""
+    return bool(getattr(getattr(optimizer, "inner_optimizer", optimizer), "use_ema", False))

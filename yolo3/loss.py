@@ -1,20 +1,31 @@
-"""The YOLOv3 loss (keras-yolo3 formulation), the YoloLoss layer and the training model.
+"""The YOLOv3 loss, the YoloLoss layer and the training model.
 
 Per scale, with ``m = y_true[..., 4:5]`` (objectness) and raw predictions ``t`` of
-``(batch, gh, gw, A, 5 + C)``:
+``(batch, gh, gw, A, 5 + C)``, box weight ``s = 2 - w * h`` (w, h of the true box relative to the
+input):
 
-- xy: ``m * (2 - w * h) * BCE_logits(y_xy * grid - cell, t_xy)``
-- wh: ``m * (2 - w * h) * 0.5 * (log(y_wh / anchor * input_wh) - t_wh) ** 2`` (the log is taken
-  only where ``m``; elsewhere its argument is replaced by 1, so no ``log(0)`` reaches sums or gradients)
-- confidence: ``m * BCE(m, t_o) + (1 - m) * BCE(m, t_o) * ignore``
-- class: ``m * BCE(y_class, t_class)``
+- box, ``box_loss="mse"`` (keras-yolo3's): ``m * s * BCE_logits(y_xy * grid - cell, t_xy)`` plus
+  ``m * s * 0.5 * (log(y_wh / anchor * input_wh) - t_wh) ** 2`` (the log is taken only where ``m``;
+  elsewhere its argument is replaced by 1, so no ``log(0)`` reaches sums or gradients);
+- box, ``"giou"`` / ``"diou"`` / ``"ciou"``: ``m * s * (1 - IoU')`` of the decoded predicted box
+  (``(sigmoid(t_xy) + cell) / grid``, ``exp(t_wh) * anchor``) and the true box, in input pixels, where
+  ``IoU'`` is generalised IoU (``IoU - (C - U) / C``, C the enclosing box), distance IoU
+  (``IoU - rho^2 / c^2``, rho the centre distance, c the enclosing diagonal) or complete IoU
+  (``DIoU - alpha * v``, ``v = 4 / pi^2 (atan(w_t / h_t) - atan(w_p / h_p))^2``,
+  ``alpha = v / (1 - IoU + v)`` held constant in the gradient);
+- confidence: ``m * BCE(m, t_o) + (1 - m) * BCE(m, t_o) * ignore``;
+- class: ``m * BCE(y_class * (1 - eps) + eps / 2, t_class)`` (``eps``: label smoothing, 0 by default);
 
 summed over everything and divided by the batch size. ``ignore`` is 1 where the predicted box's best
-IoU with ALL ground-truth boxes of its image (from every scale's ``y_true``, as Darknet does; keras-yolo3
-used only the same scale's) is below ``ignore_thresh``. Computed in float32 whatever the outputs' dtype.
+IoU with ALL ground-truth boxes of its image is below ``ignore_thresh`` (Darknet's rule;
+keras-yolo3 used only the same scale's boxes). The ground truth is either the boxes of every scale's
+``y_true`` (their count per image is data-dependent) or, for an XLA-compilable step, the image's
+boxes padded to a static ``max_boxes`` (``true_boxes``). Computed in float32 whatever the outputs'
+dtype.
 """
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional, Sequence
 
 import keras
@@ -26,6 +37,11 @@ from yolo3.boxes import box_iou, swap_last_pair
 from yolo3.decode import yolo_head
 
 Masks = Optional[Sequence[Sequence[int]]]
+BOX_LOSSES = ("mse", "giou", "diou", "ciou")
+_MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes
+
+__all__ = ["BOX_LOSSES", "loss_terms", "yolo_loss", "YoloLoss", "identity_loss",
+           "yolo_training_model", "gather_true_boxes", "pixel_boxes_to_cxcywh", "iou_variant"]
 
 
 def _masks(anchors: np.ndarray, anchor_mask: Masks) -> List[List[int]]:
@@ -49,15 +65,57 @@ def gather_true_boxes(y_true: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.concat([boxes, pad], axis=1)
 
 
+def pixel_boxes_to_cxcywh(boxes: tf.Tensor, input_wh: tf.Tensor) -> tf.Tensor:
+    """``(batch, n, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows: padding) -> ``(batch,
+    n, 4)`` ``cx, cy, w, h`` relative to the input (padding stays zero: IoU 0 with anything)."""
+    boxes = tf.cast(boxes, tf.float32)
+    xy = (boxes[..., 0:2] + boxes[..., 2:4]) / 2.0 / input_wh
+    wh = (boxes[..., 2:4] - boxes[..., 0:2]) / input_wh
+    return tf.concat([xy, tf.maximum(wh, 0.0)], axis=-1)
+
+
+def iou_variant(pred: tf.Tensor, true: tf.Tensor, kind: str) -> tf.Tensor:
+    """IoU, GIoU, DIoU or CIoU of ``(..., 4)`` ``cx, cy, w, h`` boxes (same units on both axes);
+    ``(..., 1)``. CIoU's ``alpha`` is held constant in the gradient."""
+    eps = 1e-9
+    p_min, p_max = pred[..., 0:2] - pred[..., 2:4] / 2, pred[..., 0:2] + pred[..., 2:4] / 2
+    t_min, t_max = true[..., 0:2] - true[..., 2:4] / 2, true[..., 0:2] + true[..., 2:4] / 2
+    inter_wh = tf.maximum(tf.minimum(p_max, t_max) - tf.maximum(p_min, t_min), 0.0)
+    inter = inter_wh[..., 0:1] * inter_wh[..., 1:2]
+    union = pred[..., 2:3] * pred[..., 3:4] + true[..., 2:3] * true[..., 3:4] - inter
+    iou = inter / (union + eps)
+    if kind == "iou":
+        return iou
+    enclose_wh = tf.maximum(tf.maximum(p_max, t_max) - tf.minimum(p_min, t_min), 0.0)
+    if kind == "giou":
+        enclose = enclose_wh[..., 0:1] * enclose_wh[..., 1:2]
+        return iou - (enclose - union) / (enclose + eps)
+    diagonal = tf.reduce_sum(tf.square(enclose_wh), axis=-1, keepdims=True)
+    distance = tf.reduce_sum(tf.square(pred[..., 0:2] - true[..., 0:2]), axis=-1, keepdims=True)
+    diou = iou - distance / (diagonal + eps)
+    if kind == "diou":
+        return diou
+    v = (4.0 / math.pi ** 2) * tf.square(tf.atan(true[..., 2:3] / (true[..., 3:4] + eps))
+                                         - tf.atan(pred[..., 2:3] / (pred[..., 3:4] + eps)))
+    alpha = tf.stop_gradient(v / (1.0 - iou + v + eps))
+    return diou - alpha * v
+
+
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
-               anchor_mask: Masks = None) -> Dict[str, tf.Tensor]:
-    """The batch-mean loss terms: ``xy``, ``wh``, ``confidence``, ``class`` (scalars summed over the
-    scales) and ``ignored`` (predictions whose objectness loss the ignore mask dropped).
+               anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
+               true_boxes: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+    """The batch-mean loss terms: ``xy`` and ``wh`` (``box_loss="mse"``) or ``box`` (IoU losses),
+    ``confidence``, ``class`` (scalars summed over the scales) and ``ignored`` (predictions whose
+    objectness loss the ignore mask dropped).
 
     args: ``[*outputs, *y_true]``; outputs raw ``(batch, gh, gw, A * (5 + C))`` largest stride first,
     y_true ``(batch, gh, gw, A, 5 + C)`` from :mod:`yolo3.targets`; anchors ``(N, 2)`` pixels.
-    The input size is the first output's grid times 32.
+    true_boxes: ``(batch, max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows padding)
+    for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
+    grid times 32.
     """
+    if box_loss not in BOX_LOSSES:
+        raise ValueError(f"box_loss must be one of {BOX_LOSSES}, got {box_loss!r}")
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
     num_layers = len(masks)
@@ -69,33 +127,44 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     input_hw = tf.shape(outputs[0])[1:3] * 32
     input_wh = tf.cast(swap_last_pair(input_hw), tf.float32)
     batch = tf.cast(tf.shape(outputs[0])[0], tf.float32)
-    true_boxes = gather_true_boxes(y_true)[:, tf.newaxis, tf.newaxis, tf.newaxis]  # (b,1,1,1,T,4)
+    truth = (gather_true_boxes(y_true) if true_boxes is None
+             else pixel_boxes_to_cxcywh(true_boxes, input_wh))
+    truth = truth[:, tf.newaxis, tf.newaxis, tf.newaxis]  # (b, 1, 1, 1, T, 4)
     bce = tf.nn.sigmoid_cross_entropy_with_logits
-    terms = {k: tf.constant(0.0, tf.float32) for k in ("xy", "wh", "confidence", "class", "ignored")}
+    keys = ("xy", "wh") if box_loss == "mse" else ("box",)
+    terms = {k: tf.constant(0.0, tf.float32) for k in (*keys, "confidence", "class", "ignored")}
     for feats, y, mask in zip(outputs, y_true, masks):
         layer_anchors = anchors[mask]
         grid, raw_pred, pred_xy, pred_wh = yolo_head(feats, layer_anchors, num_classes, input_hw,
                                                      calc_loss=True)
-        grid_wh = tf.cast(swap_last_pair(tf.shape(feats)[1:3]), tf.float32)
         object_mask = y[..., 4:5]
-        has_object = object_mask > 0
-        raw_true_xy = y[..., 0:2] * grid_wh - grid
-        ratio = y[..., 2:4] / layer_anchors * input_wh
-        safe_ratio = tf.where(has_object & (ratio > 0), ratio, tf.ones_like(ratio))
-        raw_true_wh = tf.math.log(safe_ratio)
         box_loss_scale = 2.0 - y[..., 2:3] * y[..., 3:4]
-
         pred_box = tf.concat([pred_xy, pred_wh], axis=-1)
-        best_iou = tf.reduce_max(box_iou(pred_box, true_boxes), axis=-1, keepdims=True)
+        best_iou = tf.reduce_max(box_iou(pred_box, truth), axis=-1, keepdims=True)
         ignore_mask = tf.stop_gradient(tf.cast(best_iou < ignore_thresh, tf.float32))
 
-        xy_loss = object_mask * box_loss_scale * bce(raw_true_xy, raw_pred[..., 0:2])
-        wh_loss = object_mask * box_loss_scale * 0.5 * tf.square(raw_true_wh - raw_pred[..., 2:4])
+        if box_loss == "mse":
+            grid_wh = tf.cast(swap_last_pair(tf.shape(feats)[1:3]), tf.float32)
+            has_object = object_mask > 0
+            raw_true_xy = y[..., 0:2] * grid_wh - grid
+            ratio = y[..., 2:4] / layer_anchors * input_wh
+            safe_ratio = tf.where(has_object & (ratio > 0), ratio, tf.ones_like(ratio))
+            raw_true_wh = tf.math.log(safe_ratio)
+            xy_loss = object_mask * box_loss_scale * bce(raw_true_xy, raw_pred[..., 0:2])
+            wh_loss = object_mask * box_loss_scale * 0.5 * tf.square(raw_true_wh - raw_pred[..., 2:4])
+            terms["xy"] += tf.reduce_sum(xy_loss) / batch
+            terms["wh"] += tf.reduce_sum(wh_loss) / batch
+        else:
+            # the decoded box with its size capped (exp of a huge logit would be inf), in pixels
+            capped_wh = tf.exp(tf.minimum(raw_pred[..., 2:4], _MAX_LOG_WH)) * layer_anchors
+            pred_px = tf.concat([pred_xy * input_wh, capped_wh], axis=-1)
+            true_px = tf.concat([y[..., 0:2] * input_wh, y[..., 2:4] * input_wh], axis=-1)
+            quality = iou_variant(pred_px, true_px, box_loss)
+            terms["box"] += tf.reduce_sum(object_mask * box_loss_scale * (1.0 - quality)) / batch
         conf_bce = bce(object_mask, raw_pred[..., 4:5])
         confidence_loss = object_mask * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
-        class_loss = object_mask * bce(y[..., 5:], raw_pred[..., 5:])
-        terms["xy"] += tf.reduce_sum(xy_loss) / batch
-        terms["wh"] += tf.reduce_sum(wh_loss) / batch
+        class_true = y[..., 5:] * (1.0 - label_smoothing) + 0.5 * label_smoothing
+        class_loss = object_mask * bce(class_true, raw_pred[..., 5:])
         terms["confidence"] += tf.reduce_sum(confidence_loss) / batch
         terms["class"] += tf.reduce_sum(class_loss) / batch
         terms["ignored"] += tf.reduce_sum((1.0 - object_mask) * (1.0 - ignore_mask))
@@ -103,44 +172,58 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
 
 
 def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
-              print_loss: bool = False, *, anchor_mask: Masks = None) -> tf.Tensor:
-    """Scalar batch-mean loss: the sum of :func:`loss_terms` (``xy + wh + confidence + class``).
+              print_loss: bool = False, *, anchor_mask: Masks = None, box_loss: str = "mse",
+              label_smoothing: float = 0.0, true_boxes: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
     keras-yolo3's argument order (``print_loss`` prints the total and the terms with ``tf.print``);
     ``anchor_mask`` defaults to :func:`yolo3.anchors.default_masks` (keras-yolo3's own masks are
     the default of :func:`yolo3.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
     """
-    terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask)
-    total = terms["xy"] + terms["wh"] + terms["confidence"] + terms["class"]
+    terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
+                       box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes)
+    total = tf.add_n([v for k, v in terms.items() if k != "ignored"])
     if print_loss:
-        tf.print("loss:", total, terms["xy"], terms["wh"], terms["confidence"], terms["class"],
-                 terms["ignored"])
+        tf.print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
     return total
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
 class YoloLoss(keras.layers.Layer):
-    """``[*outputs, *y_true]`` -> batch-mean loss of shape ``(1,)`` (float32).
+    """``[*outputs, *y_true]`` (and, with ``true_boxes=True``, the padded boxes ``(batch,
+    max_boxes, 5)`` last) -> batch-mean loss of shape ``(1,)`` (float32).
 
     Shape ``(1,)`` rather than ``()``: through :func:`identity_loss`, a ``()`` output gets gradients
-    N times too large under a MirroredStrategy with N replicas.
-    Not XLA-compilable (the per-image true-box count is data-dependent), so ``supports_jit`` is False:
-    Keras's ``jit_compile="auto"`` then trains without XLA on GPUs instead of failing.
+    N times too large under a MirroredStrategy with N replicas. With the padded boxes every shape
+    is static and the layer compiles with XLA (``supports_jit``); without them the per-image box
+    count is data-dependent, so ``supports_jit`` is False and Keras's ``jit_compile="auto"`` trains
+    without XLA instead of failing.
     """
 
     def __init__(self, anchors, num_classes: int, ignore_thresh: float = .5,
-                 anchor_mask: Masks = None, **kwargs):
+                 anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
+                 true_boxes: bool = False, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
+        if box_loss not in BOX_LOSSES:
+            raise ValueError(f"box_loss must be one of {BOX_LOSSES}, got {box_loss!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
         self.num_classes = int(num_classes)
         self.ignore_thresh = float(ignore_thresh)
         self.anchor_mask = _masks(self.anchors, anchor_mask)
-        self.supports_jit = False
+        self.box_loss = box_loss
+        self.label_smoothing = float(label_smoothing)
+        self.true_boxes = bool(true_boxes)
+        self.supports_jit = self.true_boxes
 
     def call(self, inputs):
-        loss = yolo_loss(list(inputs), self.anchors, self.num_classes, self.ignore_thresh,
-                         anchor_mask=self.anchor_mask)
+        inputs = list(inputs)
+        boxes = inputs.pop() if self.true_boxes else None
+        loss = yolo_loss(inputs, self.anchors, self.num_classes, self.ignore_thresh,
+                         anchor_mask=self.anchor_mask, box_loss=self.box_loss,
+                         label_smoothing=self.label_smoothing, true_boxes=boxes)
         return tf.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):
@@ -149,7 +232,9 @@ class YoloLoss(keras.layers.Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(anchors=self.anchors.tolist(), num_classes=self.num_classes,
-                      ignore_thresh=self.ignore_thresh, anchor_mask=[list(m) for m in self.anchor_mask])
+                      ignore_thresh=self.ignore_thresh,
+                      anchor_mask=[list(m) for m in self.anchor_mask], box_loss=self.box_loss,
+                      label_smoothing=self.label_smoothing, true_boxes=self.true_boxes)
         return config
 
 
@@ -160,12 +245,17 @@ def identity_loss(y_true, y_pred):
 
 
 def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thresh: float = .5,
-                        anchor_mask: Masks = None) -> keras.Model:
-    """Wrap ``body`` into a model ``[image, *y_true] -> loss (1,)`` (compile with ``identity_loss``).
+                        anchor_mask: Masks = None, box_loss: str = "mse",
+                        label_smoothing: float = 0.0,
+                        max_boxes: Optional[int] = None) -> keras.Model:
+    """Wrap ``body`` into a model ``[image, *y_true(, true_boxes)] -> loss (1,)`` (compile with
+    ``identity_loss``).
 
     The body is called as a nested model, so training this model trains ``body``'s layers.
     Inputs: ``image`` with the body's input shape, then ``y_true_s32``, ``y_true_s16``, ``y_true_s8``
-    ``(gh, gw, A, 5 + C)`` (grid static when the body's input size is static, else None).
+    ``(gh, gw, A, 5 + C)`` (grid static when the body's input size is static, else None), and with
+    ``max_boxes`` the padded boxes ``true_boxes`` ``(max_boxes, 5)`` (pixels ``x1, y1, x2, y2,
+    class``, as the pipeline yields them): the static shapes of an XLA-compilable step.
     """
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
@@ -186,8 +276,10 @@ def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thr
         gh = None if height is None else height // stride
         gw = None if width is None else width // stride
         y_true.append(keras.Input(shape=(gh, gw, len(mask), 5 + num_classes), name=f"y_true_s{stride}"))
+    extra = [keras.Input(shape=(max_boxes, 5), name="true_boxes")] if max_boxes else []
     outputs = body(image)
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
-    loss = YoloLoss(anchors, num_classes, ignore_thresh, masks, name="yolo_loss")([*outputs, *y_true])
-    return keras.Model([image, *y_true], loss, name=f"{body.name}_training")
+    loss = YoloLoss(anchors, num_classes, ignore_thresh, masks, box_loss, label_smoothing,
+                    true_boxes=bool(max_boxes), name="yolo_loss")([*outputs, *y_true, *extra])
+    return keras.Model([image, *y_true, *extra], loss, name=f"{body.name}_training")

@@ -131,8 +131,20 @@ class ExportedDetector:
                 raise FileFormatError(classes_path, f"{len(names)} classes but the model predicts "
                                                     f"{info.num_classes}")
             info.class_names = names
-        self.path, self.info = path, info
-        self.runner = _runner(path, num_threads)
+        self._setup(path, _runner(path, num_threads), info, score, iou, max_boxes)
+
+    @classmethod
+    def from_runner(cls, runner, info, score: float = 0.3, iou: float = 0.45,
+                    max_boxes: int = 100) -> "ExportedDetector":
+        """The detector of any ``runner`` (``run(images) -> {'raw_s32': ...}``, ``input_dtype``,
+        ``input_quantization``) described by ``info`` (``info.export['input_size']`` set)."""
+        detector = cls.__new__(cls)
+        detector._setup(getattr(runner, "path", None), runner, info, score, iou, max_boxes)
+        return detector
+
+    def _setup(self, path: Optional[str], runner, info, score: float, iou: float,
+               max_boxes: int) -> None:
+        self.path, self.info, self.runner = path, info, runner
         self.input_hw: Tuple[int, int] = tuple(info.export["input_size"])
         batch = info.export.get("batch")
         self.batch: Optional[int] = int(batch) if batch else None  # None: any batch

@@ -10,10 +10,16 @@ thin parser over it) and runs a short sequence of named steps, each testable alo
 Layers are frozen by name: stage 1 trains every layer whose name does not start with
 ``backbone_``; stage 2 trains all. ``epochs`` is the total epoch count (stage 2 runs epochs
 ``freeze_epochs .. epochs``). Outputs go to ``config.output`` (see :class:`TrainResult`).
+
+The recipe (optimiser, weight decay, EMA, precision, XLA, evaluation interval) is decided in
+:mod:`yolo3.recipe`. With evaluation on (``eval_every``), the validation set's COCO mAP is
+computed after each evaluated epoch by the chief, with the averaged (EMA) weights, and ``best.*``
+is the checkpoint of the best mAP@0.5:0.95; without it, of the lowest validation loss.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -26,7 +32,9 @@ import tensorflow as tf
 
 from yolo3.anchors import read_anchors, read_classes, write_anchors, write_classes
 from yolo3.architectures import BACKBONE_PREFIX
-from yolo3.callbacks import (StopOnNaN, TemplateCheckpoint, load_resume_state,
+from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
+                             StopOnNaN,
+                             TemplateCheckpoint, float32_body, load_resume_state,
                              remove_stale_temporaries, restore_resume_state, truncate_history)
 from yolo3.distribute import ClusterTask, cluster_task, make_strategy, prepare_fit, replica_devices
 from yolo3.errors import ArgumentError, Yolo3Error
@@ -35,48 +43,17 @@ from yolo3.metadata import ModelInfo
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
+from yolo3.train_config import TrainConfig
 
 __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
            "validate_config", "ConfigError", "shard_by_data", "prepare_data", "prepare_output",
            "pick_strategy", "build_models", "restore_state", "make_datasets", "run_stage",
-           "stages", "TrainData", "Placement", "RunFolder", "Stage"]
+           "stages", "TrainData", "Placement", "RunFolder", "Stage", "eval_interval",
+           "training_precision"]
 
 
 class ConfigError(ArgumentError):
     """A training argument that cannot work (missing file, bad size, class ids beyond the list)."""
-
-
-@dataclass
-class TrainConfig:
-    """Everything :func:`train` needs; the CLI flags map one to one (``--freeze-epochs`` ...)."""
-
-    annotations: str
-    classes: str
-    output: str
-    val_annotations: Optional[str] = None
-    val_split: float = 0.1
-    anchors: Optional[str] = None
-    model: str = "yolov3"
-    input_size: int = 416
-    weights: Optional[str] = None
-    freeze_epochs: int = 0
-    epochs: int = 10
-    batch_size: int = 8
-    gpus: int = 0
-    cpu_replicas: int = 0
-    strategy: str = "wrapper"
-    lr: float = 1e-3
-    schedule: str = "cosine"
-    warmup_epochs: float = 1.0
-    resume: bool = False
-    seed: int = 0
-    steps_per_epoch: Optional[int] = None
-    validation_steps: Optional[int] = None
-    max_boxes: int = 100
-    augment: str = "full"  # AugmentConfig preset: full, light or none
-    freeze_bn: bool = False
-    strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
-    verbose: int = 1
 
 
 @dataclass
@@ -182,12 +159,48 @@ def validate_config(config: TrainConfig) -> None:
                           f"({config.epochs}) and --epochs >= 1")
     if not config.val_annotations and not 0 < config.val_split < 1:
         raise ConfigError(f"--val-split must be in (0, 1) without --val-annotations, got {config.val_split}")
-    if config.lr <= 0:
+    if config.lr is not None and config.lr <= 0:
         raise ConfigError(f"--lr must be positive, got {config.lr}")
     if config.schedule not in ("cosine", "plateau"):
         raise ConfigError(f"--schedule must be 'cosine' or 'plateau', got {config.schedule!r}")
     if config.gpus and config.cpu_replicas:
         raise ConfigError("give either --gpus or --cpu-replicas, not both")
+    _validate_recipe(config, spec)
+
+
+def _validate_recipe(config: TrainConfig, spec: ModelSpec) -> None:
+    from yolo3.loss import BOX_LOSSES
+    from yolo3.precision import TRAINING_PRECISIONS
+    from yolo3.recipe import JIT_CHOICES, OPTIMIZERS, multi_scale_sizes
+    choices = [("--optimizer", config.optimizer, OPTIMIZERS), ("--box-loss", config.box_loss, BOX_LOSSES),
+               ("--precision", config.precision, TRAINING_PRECISIONS), ("--jit", config.jit, JIT_CHOICES)]
+    for flag, value, allowed in choices:
+        if value not in allowed:
+            raise ConfigError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}")
+    if config.weight_decay < 0:
+        raise ConfigError(f"--weight-decay must be >= 0, got {config.weight_decay}")
+    if config.ema_momentum is not None and not 0 < config.ema_momentum < 1:
+        raise ConfigError(f"--ema-momentum must be in (0, 1), got {config.ema_momentum}")
+    if not 0 <= config.label_smoothing < 1:
+        raise ConfigError(f"--label-smoothing must be in [0, 1), got {config.label_smoothing}")
+    if not 0 <= config.mosaic <= 1:
+        raise ConfigError(f"--mosaic must be a probability in [0, 1], got {config.mosaic}")
+    if config.mosaic and config.augment == "none":
+        raise ConfigError("--mosaic needs augmentation: it cannot go with --augment none")
+    if config.multi_scale is not None:
+        try:
+            for size in multi_scale_sizes(*config.multi_scale):
+                spec.check_input_size(size)
+        except (ValueError, Yolo3Error) as e:
+            raise ConfigError(f"--multi-scale: {e}") from None
+        if config.multi_scale_every < 1:
+            raise ConfigError(f"--multi-scale-every must be >= 1, got {config.multi_scale_every}")
+    if config.eval_every is not None and config.eval_every < 0:
+        raise ConfigError(f"--eval-every must be >= 0 (0: no evaluation), got {config.eval_every}")
+    if config.patience < 0:
+        raise ConfigError(f"--patience must be >= 0, got {config.patience}")
+    if config.patience and config.eval_every == 0:
+        raise ConfigError("--patience counts evaluations: it needs --eval-every above 0")
 
 
 def _load_records(path: str, class_names: Sequence[str], strict: bool = False):
@@ -272,19 +285,43 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
 
 def build_models(config: TrainConfig, data: TrainData, placement: Placement
                  ) -> Tuple[keras.Model, keras.Model, List[Tuple[str, str]]]:
-    """``(body, template, skipped layers)``: the body and its training model (output: the loss), in
-    the strategy's scope, with ``--weights`` loaded by name (skipped layers listed)."""
+    """``(body, template, skipped layers)``: the body and its training model (output: the loss,
+    ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
+    current Keras dtype policy, with ``--weights`` loaded by name (skipped layers listed). With
+    ``multi_scale`` the body takes any input size."""
     from yolo3.loss import yolo_training_model
     from yolo3.weights import load_weights_by_name
+    side = None if config.multi_scale else config.input_size
     with placement.scope():
-        body = data.spec.build(data.num_classes, len(data.masks[0]),
-                               (config.input_size, config.input_size))
+        body = data.spec.build(data.num_classes, len(data.masks[0]), (side, side))
         template = yolo_training_model(body, data.anchors, data.num_classes,
-                                       anchor_mask=data.masks)
+                                       anchor_mask=data.masks, box_loss=config.box_loss,
+                                       label_smoothing=config.label_smoothing,
+                                       max_boxes=config.max_boxes)
     skipped: List[Tuple[str, str]] = []
+    loaded = set()
     if config.weights:
-        skipped = load_weights_by_name(body, config.weights, model_type=data.spec.name).skipped
+        report = load_weights_by_name(body, config.weights, model_type=data.spec.name)
+        skipped, loaded = report.skipped, set(report.loaded)
+    if config.prior_bias:
+        _initialise_output_priors(body, data, config.input_size, keep=loaded)
     return body, template, skipped
+
+
+def _initialise_output_priors(body: keras.Model, data: TrainData, input_size: int, keep=()) -> None:
+    """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
+    priors of :func:`yolo3.recipe.output_bias_priors` (objects per image from the training set)."""
+    from yolo3.model import output_layer_names
+    from yolo3.recipe import output_bias_priors
+    per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
+    for name, stride, mask in zip(output_layer_names(body), data.spec.strides, data.masks):
+        if name in keep:
+            continue
+        layer = body.get_layer(name)
+        kernel, _ = layer.get_weights()
+        bias = output_bias_priors(len(mask), data.num_classes, (input_size // stride) ** 2,
+                                  len(data.masks), per_image)
+        layer.set_weights([kernel, bias])
 
 
 def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
@@ -317,16 +354,27 @@ def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
                   ) -> Tuple[tf.data.Dataset, tf.data.Dataset]:
-    """Training (augmented, shuffled) and validation (letterboxed) batches of the global batch."""
+    """Training (augmented, shuffled, mosaic and multi-scale as configured) and validation
+    (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
+    import dataclasses
+
     from yolo3.data.augment import AugmentConfig
-    from yolo3.data.pipeline import make_dataset
+    from yolo3.data.pipeline import MultiScale, make_dataset
+    from yolo3.recipe import multi_scale_sizes
     size = (config.input_size, config.input_size)
+    augment = AugmentConfig.preset(config.augment)
+    if augment is not None and config.mosaic:
+        augment = dataclasses.replace(augment, mosaic=config.mosaic)
+    multi_scale = None
+    if config.multi_scale:
+        multi_scale = MultiScale(tuple((s, s) for s in multi_scale_sizes(*config.multi_scale)),
+                                 config.multi_scale_every)
 
     def dataset(records, training: bool) -> tf.data.Dataset:
         return make_dataset(records, size, data.anchors, data.num_classes, placement.global_batch,
                             training=training, anchor_mask=data.masks, max_boxes=config.max_boxes,
-                            seed=config.seed,
-                            augment=AugmentConfig.preset(config.augment) if training else None)
+                            seed=config.seed, augment=augment if training else None,
+                            multi_scale=multi_scale if training else None, true_boxes=True)
 
     train_ds, val_ds = dataset(data.records, True), dataset(data.val_records, False)
     if config.steps_per_epoch:
@@ -359,19 +407,42 @@ def stages(config: TrainConfig, start_epoch: int) -> List[Stage]:
 
 
 def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.optimizers.Optimizer:
-    if config.schedule == "plateau":
-        return keras.optimizers.Adam(config.lr)
-    total = max(1, steps * stage_epochs)
-    warm = int(round(config.warmup_epochs * steps))
-    return keras.optimizers.Adam(WarmupCosine(config.lr, total, min(warm, total - 1)))
+    """The stage's optimiser: its schedule over the stage, weight decay and EMA (momentum from the
+    whole run's length unless given)."""
+    from yolo3.recipe import auto_ema_momentum, learning_rate, make_optimizer
+    lr = learning_rate(config.optimizer, config.lr)
+    if config.schedule == "cosine":
+        total = max(1, steps * stage_epochs)
+        warm = int(round(config.warmup_epochs * steps))
+        lr = WarmupCosine(lr, total, min(warm, total - 1))
+    momentum = config.ema_momentum or auto_ema_momentum(steps * config.epochs)
+    return make_optimizer(config.optimizer, lr, config.weight_decay, config.ema, momentum)
+
+
+def eval_interval(config: TrainConfig, data: TrainData) -> int:
+    """Epochs between two mAP evaluations (0: none): ``eval_every``, or the automatic interval."""
+    from yolo3.recipe import auto_eval_every
+    if config.eval_every is not None:
+        return int(config.eval_every)
+    return auto_eval_every(len(data.val_records), len(data.records))
 
 
 def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoint,
-               nan_stop: StopOnNaN) -> list:
-    # the history row before the checkpoint: a crash between them repeats the epoch (its row is
-    # dropped on resume) instead of leaving a gap in history.csv
-    callbacks = [nan_stop, keras.callbacks.CSVLogger(str(run.write_dir / "history.csv"), append=True),
-                 checkpoint]
+               nan_stop: StopOnNaN, evaluation: Optional[keras.callbacks.Callback] = None,
+               early_stop: Optional[keras.callbacks.Callback] = None) -> list:
+    # Order matters. SwapEMAWeights first: at an epoch's end the model then holds the averaged
+    # weights, which evaluation, the history row and the checkpoints see. The history row before
+    # the checkpoint: a crash between them repeats the epoch (its row is dropped on resume)
+    # instead of leaving a gap in history.csv.
+    callbacks: list = [EpochClock(), nan_stop]
+    if config.ema:
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+    if evaluation is not None:
+        callbacks.append(evaluation)
+    callbacks += [keras.callbacks.CSVLogger(str(run.write_dir / "history.csv"), append=True),
+                  checkpoint]
+    if early_stop is not None:
+        callbacks.append(early_stop)
     if _has_tensorboard():
         callbacks.append(keras.callbacks.TensorBoard(str(run.write_dir / "logs")))
     elif config.verbose:
@@ -381,6 +452,8 @@ def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoi
     if config.strategy == "multiworker":
         # one folder per worker: Keras 3 writes the backup on every worker (HDF5 locks clash)
         callbacks.append(keras.callbacks.BackupAndRestore(str(run.write_dir / "backup")))
+        if config.ema:
+            callbacks.append(EmaAfterBackupRestore(run.write_dir / "backup"))
     return callbacks
 
 
@@ -398,12 +471,14 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
         model = (multi_gpu_model(template, devices=placement.devices) if placement.uses_wrapper
                  else template)
         optimizer = _optimizer(config, placement.steps, stage.last - stage.first)
-        model.compile(optimizer=optimizer, loss=identity_loss, jit_compile=False)
+        model.compile(optimizer=optimizer, loss=identity_loss,
+                      jit_compile=_jit(config, placement))
     prepare_fit(model, train_ds, placement.strategy)
     name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
     print(f"stage {name}: epochs {max(stage.first, start_epoch) + 1}..{stage.last}, "
           f"{placement.replicas} replica(s), global batch {placement.global_batch}, "
-          f"{config.strategy}")  # one line per stage, also with --quiet
+          f"{config.strategy}, {keras.config.dtype_policy().name}"
+          f"{', XLA' if model.jit_compile else ''}")  # one line per stage, also with --quiet
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
@@ -426,13 +501,39 @@ def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnN
     final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
     atomic_save_weights(body, run.write_dir / "final.weights.h5")
     if run.chief:
-        atomic_save_model(body, final_model, info)
+        atomic_save_model(float32_body(body), final_model, info)
     return final_model, final_weights
 
 
 def train(config: TrainConfig) -> TrainResult:
-    """Train as configured; returns the written paths and the loss history."""
+    """Train as configured; returns the written paths and the loss history. The Keras dtype
+    policy of ``precision`` holds while training and is restored afterwards."""
+    from yolo3.recipe import dtype_policy
     validate_config(config)
+    with dtype_policy(training_precision(config)):
+        return _train(config)
+
+
+def training_precision(config: TrainConfig) -> str:
+    """The dtype policy ``config.precision`` means on this machine (see
+    :func:`yolo3.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
+    from yolo3.precision import resolve_training_precision
+    return resolve_training_precision(config.precision, gpu=_on_gpu(config))
+
+
+def _on_gpu(config: TrainConfig) -> bool:
+    if config.cpu_replicas:
+        return False
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def _jit(config: TrainConfig, placement: Placement) -> bool:
+    """XLA for the step: never for the replica wrapper (it keeps its per-device placement)."""
+    from yolo3.recipe import use_jit
+    return use_jit(config.jit, _on_gpu(config)) and not placement.uses_wrapper
+
+
+def _train(config: TrainConfig) -> TrainResult:
     keras.utils.set_random_seed(config.seed)
     data = prepare_data(config)
     placement = pick_strategy(config, len(data.records))
@@ -442,20 +543,44 @@ def train(config: TrainConfig) -> TrainResult:
     datasets = make_datasets(config, data, placement)
     info = data.info(config.input_size)
     nan_stop = StopOnNaN()
+    every = eval_interval(config, data)
+    evaluation = early_stop = None
+    if every:
+        evaluation = MapEvaluation(body, info, data.val_records, every=every,
+                                   batch_size=config.batch_size, verbose=config.verbose,
+                                   logs_dir=run.write_dir / "logs" if run.chief else None,
+                                   evaluate=run.chief, share=_sharing(placement))
+        if config.patience:
+            early_stop = EarlyStopOnPlateau(config.patience, "mAP50_95", best=best,
+                                            verbose=config.verbose)
     checkpoint = TemplateCheckpoint(body, run.write_dir, template=template, best=best,
-                                    verbose=config.verbose, info=info)
-    callbacks = _callbacks(config, run, checkpoint, nan_stop)
+                                    verbose=config.verbose, info=info,
+                                    monitor="mAP50_95" if every else "val_loss",
+                                    mode="max" if every else "min", ema=config.ema)
     history: Dict[str, List[float]] = {}
     for stage in stages(config, start_epoch):
+        # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
+        callbacks = _callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop)
         for k, v in run_stage(stage, config, body, template, placement, datasets, callbacks,
                               start_epoch, state).items():
             history.setdefault(k, []).extend(v)
-        if nan_stop.stopped:
+        if nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None):
             break
     final_model, final_weights = finish(run, body, info, nan_stop)
+    if evaluation is not None and checkpoint.best > -math.inf and config.verbose:
+        print(f"best validation mAP@0.5:0.95 {checkpoint.best:.4f} ({run.output / 'best.keras'})")
     return TrainResult(str(run.output), str(final_model), str(final_weights), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)
+
+
+def _sharing(placement: Placement):
+    """How non-chief workers learn the chief's figures: an all-reduce over the multi-worker
+    strategy (so early stopping decides alike everywhere); None in a single process."""
+    if placement.strategy is None or placement.task.num_workers <= 1:
+        return None
+    from yolo3.distribute import broadcast_from_chief
+    return lambda values: broadcast_from_chief(placement.strategy, values, placement.task.is_chief)
 
 
 def _backup_epoch(backup_dir: Path) -> int:

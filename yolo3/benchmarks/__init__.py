@@ -3,11 +3,15 @@ with the machine they ran on (CPU model, flags, float32 matmul peak) beside abso
 
 ``yolo3 benchmark <name>`` / ``tools/benchmark_<name>.py``: ``data`` (tf.data vs the classic
 generator), ``training`` (images/s, share of the matmul peak, wrapper overhead), ``inference``
-(OpenCV DNN vs our forward vs end to end), ``convert`` (Darknet converter time and memory).
+(OpenCV DNN vs our forward vs end to end), ``convert`` (Darknet converter time and memory),
+``recipe`` (time to accuracy: keras-yolo3's recipe vs today's defaults), ``export`` (deployment
+formats: latency, size and mAP).
 """
 BENCHMARKS = {
     "data": "yolo3.benchmarks.data",
     "training": "yolo3.benchmarks.training",
     "inference": "yolo3.benchmarks.inference",
     "convert": "yolo3.benchmarks.convert",
+    "recipe": "yolo3.benchmarks.recipe",
+    "export": "yolo3.benchmarks.export",
 }

@@ -10,7 +10,7 @@ from yolo3.precision import cpu_flags, has_fast_bfloat16
 __all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "cpu_flags", "has_fast_bfloat16",
            "cores"]
 
-_SHOWN_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+_SHOWN_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 def matmul_peak_gflops(n: int = 4096, repeats: int = 5, dtype: str = "float32") -> float:

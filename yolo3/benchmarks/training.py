@@ -1,87 +1,243 @@
-"""Training throughput: fp32 matmul peak, YOLOv3 training images/s and GFLOP/s, wrapper overhead.
+"""Training throughput: images/s per variant in float32, mixed precision and with XLA, the
+replica wrapper, the share of step time spent waiting for data, and mixed precision's loss.
 
-    yolo3 benchmark training [--size 416] [--batch 4] [--steps 3] [--replicas 2]
+    yolo3 benchmark training [--models yolov3 tiny] [--size 416] [--batch 8] [--steps 5]
+                             [--replicas 2] [--data-wait] [--loss-steps 50]
     (or python tools/benchmark_training.py ...)
 
-Counts 3 x 65.9 GFLOP per 416 px image per training step (forward + backward), scaled by (size/416)^2.
-Runs in one process with ``--replicas`` logical CPU devices (or GPUs when present).
+Every contender runs in its own process (:mod:`yolo3.benchmarks.isolated`), on the same random
+batch, with the default recipe's loss (padded boxes, the XLA-compilable form) and Adam. GFLOP per
+image: the body's convolutions (2 x kernel area x input channels x output cells x filters),
+times 3 for forward and backward. ``mixed`` is the precision ``--precision auto`` would pick on
+mixed hardware: mixed_bfloat16 where it is native (GPUs that have it, CPUs with AVX-512 BF16 or
+AMX), mixed_float16 on other GPUs; on a CPU without native bfloat16 it is skipped (emulated: many
+times slower) unless ``--force-mixed``. ``--data-wait``: the real tf.data pipeline (full
+augmentation) on a synthetic dataset feeds the steps; the table shows the share of each step spent
+waiting for the next batch. ``--loss-steps N``: N steps from the same initial weights on the same
+batches in float32 and in mixed precision; the loss after N steps, relative difference.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
-
+from typing import List, Optional
 
 NAME = "training"
-DESCRIPTION = ("Training throughput: YOLOv3 images/s and GFLOP/s against the float32 matmul peak, "
-               "and the loss-summing wrapper's overhead, side by side in one process.")
+DESCRIPTION = ("Training throughput: images/s for each variant in float32, mixed precision and "
+               "XLA, the replica wrapper, the data-wait share and mixed precision's loss, each in "
+               "its own process, against the float32 matmul peak.")
+
+NUM_CLASSES = 80
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", nargs="+", default=["yolov3", "tiny"], help="variants (default: "
+                   "yolov3 tiny)")
     p.add_argument("--size", type=int, default=416, help="input size (multiple of 32)")
-    p.add_argument("--batch", type=int, default=4, help="global batch")
-    p.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up step")
-    p.add_argument("--replicas", type=int, default=2, help="replicas for the wrapper comparison")
-    p.add_argument("--mixed", action="store_true", help="also mixed precision (GPU)")
+    p.add_argument("--batch", type=int, nargs="+", default=[8], help="global batch size(s)")
+    p.add_argument("--steps", type=int, default=5, help="timed steps after two warm-up steps")
+    p.add_argument("--replicas", type=int, default=2, help="replicas for the wrapper row (0: none)")
+    p.add_argument("--no-jit", action="store_true", help="skip the XLA rows")
+    p.add_argument("--force-mixed", action="store_true", help="also time mixed_bfloat16 on a CPU "
+                   "that emulates it")
+    p.add_argument("--data-wait", action="store_true", help="also feed tiny from the real pipeline "
+                   "and report the share of step time spent waiting for data")
+    p.add_argument("--data-images", type=int, default=200, help="synthetic images for --data-wait")
+    p.add_argument("--loss-steps", type=int, default=0, help="compare float32 and mixed precision "
+                   "losses after this many steps (0: no comparison)")
+    p.add_argument("--loss-model", default="tiny", help="variant for --loss-steps (default tiny)")
+    p.add_argument("--loss-size", type=int, default=160, help="input size for --loss-steps")
+
+
+def forward_gflops(model: str, size: int) -> float:
+    """Forward GFLOP of one image (Darknet's count, from the variant's layout; 65.9 for
+    YOLOv3-416)."""
+    from yolo3.darknet.cfg import parse_cfg_text
+    from yolo3.darknet.layout import layout_cfg_text
+    return parse_cfg_text(layout_cfg_text(model, input_size=(size, size))).conv_flops() / 1e9
+
+
+def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
+    """A fixed batch: images in [0, 1], two boxes each, targets encoded by the project's encoder."""
+    import numpy as np
+
+    from yolo3.targets import preprocess_true_boxes
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, (batch, size, size, 3)).astype("float32")
+    boxes = np.zeros((batch, max_boxes, 5), "float32")
+    for i in range(batch):
+        for k in range(2):
+            x1, y1 = rng.uniform(0, 0.6 * size, 2)
+            w, h = rng.uniform(0.1 * size, 0.4 * size, 2)
+            boxes[i, k] = [x1, y1, x1 + w, y1 + h, rng.integers(NUM_CLASSES)]
+    anchors = spec.default_anchors()
+    masks = spec.default_masks(len(anchors))
+    ys = preprocess_true_boxes(boxes, (size, size), anchors, NUM_CLASSES, anchor_mask=masks)
+    return (x, *[y.astype("float32") for y in ys], boxes), np.zeros(batch, "float32")
+
+
+def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit: bool,
+           max_boxes: int, seed: int = 0):
+    import keras
+
+    from yolo3.loss import identity_loss, yolo_training_model
+    from yolo3.parallel import multi_gpu_model
+    from yolo3.recipe import dtype_policy
+    from yolo3.specs import get_spec
+    from yolo3.train_config import default
+    spec = get_spec(spec_name)
+    keras.utils.set_random_seed(seed)
+    with dtype_policy(policy):
+        anchors = spec.default_anchors()
+        masks = spec.default_masks(len(anchors))
+        body = spec.build(NUM_CLASSES, len(masks[0]), (size, size))
+        model = yolo_training_model(body, anchors, NUM_CLASSES, anchor_mask=masks,
+                                    box_loss=default("box_loss"), max_boxes=max_boxes)
+        if replicas > 1:
+            import tensorflow as tf
+            kind = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
+            model = multi_gpu_model(model, devices=[f"/{kind}:{i}" for i in range(replicas)])
+        model.compile(keras.optimizers.Adam(1e-4), loss=identity_loss, jit_compile=jit)
+    return spec, body, model
+
+
+def throughput_child(p: dict) -> dict:
+    """Images/s of ``p['steps']`` training steps (``model``, ``size``, ``batch``, ``policy``,
+    ``jit``, ``replicas``); with ``data`` (an annotation file) the real pipeline feeds the steps
+    and the share of time waiting for the next batch is measured."""
+    if p["replicas"] > 1:
+        import tensorflow as tf
+        if not tf.config.list_physical_devices("GPU"):
+            from yolo3.distribute import configure_logical_cpus
+            configure_logical_cpus(p["replicas"])
+    max_boxes = 100
+    spec, _, model = _model(p["model"], p["size"], p["policy"], p["replicas"], p["jit"],
+                            max_boxes)
+    if p.get("data"):
+        batches = _pipeline(p, spec, max_boxes)
+    else:
+        fixed = _random_batch(spec, p["size"], p["batch"], max_boxes)
+        batches = iter(lambda: fixed, None)
+    for _ in range(2):
+        model.train_on_batch(*next(batches))
+    waiting = 0.0
+    start = time.perf_counter()
+    for _ in range(p["steps"]):
+        t0 = time.perf_counter()
+        data = next(batches)
+        waiting += time.perf_counter() - t0
+        model.train_on_batch(*data)
+    elapsed = time.perf_counter() - start
+    return {"img_s": p["steps"] * p["batch"] / elapsed, "wait": waiting / elapsed}
+
+
+def _pipeline(p: dict, spec, max_boxes: int):
+    from yolo3.data.annotations import load_annotations
+    from yolo3.data.augment import AugmentConfig
+    from yolo3.data.pipeline import make_dataset
+    classes = [line.strip() for line in open(p["classes"], encoding="utf-8") if line.strip()]
+    records = load_annotations(p["data"], classes)
+    anchors = spec.default_anchors()
+    ds = make_dataset(records, (p["size"], p["size"]), anchors, NUM_CLASSES, p["batch"],
+                      training=True, anchor_mask=spec.default_masks(len(anchors)),
+                      max_boxes=max_boxes, seed=0, augment=AugmentConfig.preset("full"),
+                      true_boxes=True)
+    return iter(ds.repeat())
+
+
+def loss_child(p: dict) -> dict:
+    """The loss of each of ``p['steps']`` steps from a seeded start on fixed random batches."""
+    spec, _, model = _model(p["model"], p["size"], p["policy"], 1, False, 100)
+    batches = [_random_batch(spec, p["size"], p["batch"], 100, seed=s) for s in range(4)]
+    losses = [float(model.train_on_batch(*batches[i % 4])) for i in range(p["steps"])]
+    return {"losses": losses}
+
+
+def mixed_policy() -> Optional[str]:
+    """The mixed policy ``--precision auto`` trains in on this machine, or None (float32)."""
+    from yolo3.precision import resolve_training_precision
+    chosen = resolve_training_precision("auto")
+    return None if chosen == "float32" else chosen
+
+
+def _synthetic(folder: str, images: int, size: int) -> tuple:
+    from yolo3.data.synthetic import make_synthetic_dataset
+    return make_synthetic_dataset(folder, images, (size, size), style="textured", seed=0,
+                                  image_format="jpg")
 
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        from yolo3.distribute import configure_logical_cpus
-        configure_logical_cpus(args.replicas)
-    import keras
-    import numpy as np
-    from yolo3.anchors import default_anchors
+
+    from yolo3.benchmarks.isolated import run_child
     from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
-    from yolo3.loss import identity_loss, yolo_training_model
-    from yolo3.model import build_body
-    from yolo3.parallel import multi_gpu_model
-    from yolo3.targets import preprocess_true_boxes
-
     peak = matmul_peak_gflops()
+    gpus = tf.config.list_physical_devices("GPU")
+    mixed = mixed_policy() or ("mixed_bfloat16" if args.force_mixed else None)
+    target = "yolo3.benchmarks.training:throughput_child"
+    rows: List[tuple] = []
 
-    s = args.size
-    anchors = default_anchors("yolov3")
-    rng = np.random.default_rng(0)
-    x = rng.uniform(0, 1, (args.batch, s, s, 3)).astype("float32")
-    boxes = np.zeros((args.batch, 2, 5), "float32")
-    boxes[:, 0] = [s * .2, s * .2, s * .6, s * .5, 1]
-    ys = [y.astype("float32") for y in preprocess_true_boxes(boxes, (s, s), anchors, 80)]
-    gflop_per_image = 3 * 65.9 * (s / 416) ** 2
+    def row(label: str, p: dict, base: Optional[float] = None) -> Optional[float]:
+        result = run_child(target, p)
+        img_s, gflops = result["img_s"], 3 * forward_gflops(p["model"], p["size"])
+        ratio = f"{img_s / base:.2f}x" if base else "1.00x"
+        notes = f"{img_s * gflops:.0f} GFLOP/s = {100 * img_s * gflops / peak:.0f}% of the peak"
+        if p.get("data"):
+            notes += f"; waiting for data {100 * result['wait']:.1f}% of the time"
+        rows.append((label, f"{img_s:.2f}", ratio, notes))
+        return img_s
 
-    def measure(replicas: int, policy: str = "float32") -> float:
-        keras.mixed_precision.set_global_policy(policy)
-        body = build_body("yolov3", 80, input_shape=(s, s))
-        model = yolo_training_model(body, anchors, 80)
-        if replicas > 1:
-            devs = [f"/gpu:{i}" for i in range(replicas)] if gpus else [f"/cpu:{i}" for i in range(replicas)]
-            model = multi_gpu_model(model, devices=devs)
-        model.compile(keras.optimizers.SGD(1e-4), loss=identity_loss, jit_compile=False)
-        data = ((x, *ys), np.zeros(args.batch, "float32"))
-        model.train_on_batch(*data)
-        t = time.perf_counter()
-        for _ in range(args.steps):
-            model.train_on_batch(*data)
-        keras.mixed_precision.set_global_policy("float32")
-        return args.steps * args.batch / (time.perf_counter() - t)
-
-    one = measure(1)
-    rows = [("fp32 matmul peak (4096^2)", f"{peak:.1f} GFLOP/s", ""),
-            (f"YOLOv3-{s} train, 1 device, batch {args.batch}", f"{one:.2f} img/s",
-             f"{one * gflop_per_image:.1f} GFLOP/s = {100 * one * gflop_per_image / peak:.0f}% of peak")]
-    if args.replicas > 1 and (gpus and len(gpus) >= args.replicas or not gpus):
-        many = measure(args.replicas)
-        rows.append((f"wrapper, {args.replicas} {'GPUs' if gpus else 'logical CPUs'}, same global batch",
-                     f"{many:.2f} img/s", f"ratio {many / one:.2f} vs 1 device"))
-    if gpus and args.mixed:
-        mixed = measure(1, "mixed_float16")
-        rows.append(("1 GPU, mixed_float16", f"{mixed:.2f} img/s", f"{mixed / one:.2f}x fp32"))
+    device = "1 GPU" if gpus else "CPU"
+    for model in args.models:
+        for batch in args.batch:
+            base = dict(model=model, size=args.size, batch=batch, steps=args.steps,
+                        policy="float32", jit=False, replicas=1)
+            name = f"{model}-{args.size} b{batch}"
+            fp32 = row(f"{name}, {device}, float32", base)
+            if not args.no_jit:
+                row(f"{name}, {device}, float32 + XLA", dict(base, jit=True), fp32)
+            if mixed:
+                row(f"{name}, {device}, {mixed}", dict(base, policy=mixed), fp32)
+                if not args.no_jit:
+                    row(f"{name}, {device}, {mixed} + XLA", dict(base, policy=mixed, jit=True), fp32)
+            else:
+                rows.append((f"{name}, {device}, mixed", "-", "-", "skipped: bfloat16 is emulated "
+                             "on this CPU (auto trains float32; --force-mixed times it anyway)"))
+            if args.replicas > 1 and (not gpus or len(gpus) >= args.replicas):
+                kind = "GPUs" if gpus else "logical CPUs"
+                row(f"{name}, wrapper over {args.replicas} {kind}, float32",
+                    dict(base, replicas=args.replicas), fp32)
+    if args.data_wait:
+        with tempfile.TemporaryDirectory(prefix="yolo3-bench-") as folder:
+            annotations, classes = _synthetic(folder, args.data_images, 320)
+            for model in args.models:
+                batch = args.batch[0]
+                p = dict(model=model, size=args.size, batch=batch, steps=max(args.steps, 10),
+                         policy="float32", jit=False, replicas=1, data=annotations,
+                         classes=classes)
+                row(f"{model}-{args.size} b{batch}, fed by the tf.data pipeline (full "
+                    "augmentation)", p)
     print(machine_line(peak))
-    print("| measurement | value | notes |\n|---|---|---|")
+    print("| contender | images/s | vs float32 | notes |\n|---|---|---|---|")
     for r in rows:
         print(f"| {' | '.join(r)} |")
+    if args.loss_steps:
+        _loss_table(args, mixed)
     return 0
+
+
+def _loss_table(args: argparse.Namespace, mixed: Optional[str]) -> None:
+    from yolo3.benchmarks.isolated import run_child
+    if not mixed:
+        print(f"\nloss after {args.loss_steps} steps: skipped (no native mixed precision here; "
+              "--force-mixed runs it emulated)")
+        return
+    p = dict(model=args.loss_model, size=args.loss_size, batch=8, steps=args.loss_steps)
+    fp32 = run_child("yolo3.benchmarks.training:loss_child", dict(p, policy="float32"))["losses"]
+    low = run_child("yolo3.benchmarks.training:loss_child", dict(p, policy=mixed))["losses"]
+    print(f"\n{args.loss_model}-{args.loss_size}, batch 8, same start and batches: loss at step 1 "
+          f"float32 {fp32[0]:.4f}, {mixed} {low[0]:.4f}; after {args.loss_steps} steps float32 "
+          f"{fp32[-1]:.4f}, {mixed} {low[-1]:.4f} ({100 * (low[-1] - fp32[-1]) / fp32[-1]:+.2f}%)")

@@ -10,7 +10,7 @@ import sys
 from typing import List, Optional
 
 from yolo3.cli.common import run_command
-from yolo3.data.synthetic import SHAPES
+from yolo3.data.synthetic import SHAPES, STYLES
 
 NAME = "synth"
 DESCRIPTION = ("Write the synthetic shapes dataset (solid shapes on textured backgrounds, exact "
@@ -24,7 +24,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--classes", nargs="+", default=["circle", "square", "triangle"], choices=SHAPES)
     p.add_argument("--format", choices=["png", "jpg"], default="png")
-    p.add_argument("--max-objects", type=int, default=4)
+    p.add_argument("--max-objects", type=int, default=None,
+                   help="objects per image at most (default: 4 solid, 6 textured)")
+    p.add_argument("--style", choices=STYLES, default="solid",
+                   help="solid: saturated solid shapes (the demo's); textured: harder (textured "
+                        "shapes, busy backgrounds, smaller objects)")
+    p.add_argument("--min-size", type=float, default=None,
+                   help="smallest object side as a fraction of the image (default: the style's)")
+    p.add_argument("--max-size", type=float, default=None,
+                   help="largest object side as a fraction of the image (default: the style's)")
     p.add_argument("--val-fraction", type=float, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
 
@@ -35,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     ann, classes = make_synthetic_dataset(args.out, args.num_images, size, args.seed,
                                           tuple(args.classes), image_format=args.format,
                                           max_objects=args.max_objects,
-                                          val_fraction=args.val_fraction)
+                                          val_fraction=args.val_fraction, style=args.style,
+                                          min_frac=args.min_size, max_frac=args.max_size)
     print(f"wrote {args.num_images} images: {ann}, {classes}")
     return 0
 

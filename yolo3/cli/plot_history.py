@@ -37,7 +37,8 @@ def plot_history(history_path: str, out_path: str, title: Optional[str] = None) 
     if maps:
         ax2 = ax.twinx()
         for key, style in zip(maps, ("^-", "v-")):
-            ax2.plot(columns["epoch"], columns[key], style, ms=3, color="tab:green",
+            evaluated = [(e, v) for e, v in zip(columns["epoch"], columns[key]) if v == v]  # not NaN
+            ax2.plot(*zip(*evaluated) if evaluated else ([], []), style, ms=3, color="tab:green",
                      alpha=1.0 if key == "mAP50_95" else 0.5, label=key)
         ax2.set_ylabel("mAP")
         ax2.set_ylim(0, 1)

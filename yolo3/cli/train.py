@@ -22,50 +22,101 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from yolo3.train_config import default as d
     a = p.add_argument
     a("--annotations", required=True, help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
       "a VOC folder/XML or a COCO JSON")
     a("--val-annotations", default=None, help="validation annotations (default: split off --val-split)")
-    a("--val-split", type=float, default=0.1, help="fraction of --annotations held out for validation "
-      "when --val-annotations is not given (default 0.1)")
+    a("--val-split", type=float, default=d("val_split"), help="fraction of --annotations held out "
+      "for validation when --val-annotations is not given (default %(default)s)")
     a("--classes", required=True, help="class list file, one name per line (class id = line index)")
     a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --model)")
-    a("--model", choices=model_choices(), default="yolov3",
-      help="architecture, a registered variant (default yolov3)")
-    a("--input-size", type=int, default=416, help="square input size, a multiple of 32 (default 416)")
+    a("--model", choices=model_choices(), default=d("model"),
+      help="architecture, a registered variant (default %(default)s)")
+    a("--input-size", type=int, default=d("input_size"), help="square input size, a multiple of 32 "
+      "(default %(default)s)")
     a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
       "(.keras / .weights.h5 / .h5); layers are matched by name, mismatched heads skipped and listed")
-    a("--freeze-epochs", type=int, default=0, help="stage 1: epochs training only the heads, the "
-      "backbone_* layers frozen (default 0)")
-    a("--epochs", type=int, default=10, help="total epochs including --freeze-epochs (default 10)")
-    a("--batch-size", type=int, default=8, help="images per replica per step (default 8)")
+    a("--freeze-epochs", type=int, default=d("freeze_epochs"), help="stage 1: epochs training only "
+      "the heads, the backbone_* layers frozen (default %(default)s)")
+    a("--epochs", type=int, default=d("epochs"), help="total epochs including --freeze-epochs "
+      "(default %(default)s)")
+    a("--batch-size", type=int, default=d("batch_size"), help="images per replica per step "
+      "(default %(default)s)")
     a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on")
     a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
       "replicas (machines without GPUs; same code path as --gpus)")
-    a("--strategy", choices=["wrapper", "mirrored", "multiworker"], default="wrapper",
+    a("--strategy", choices=["wrapper", "mirrored", "multiworker"], default=d("strategy"),
       help="wrapper: yolo3.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
-      "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default wrapper)")
-    a("--lr", type=float, default=1e-3, help="peak learning rate (Adam, default 1e-3)")
-    a("--schedule", choices=["cosine", "plateau"], default="cosine",
-      help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on val_loss plateau")
-    a("--warmup-epochs", type=float, default=1.0, help="warm-up length for --schedule cosine (default 1)")
-    a("--output", required=True, help="output folder: checkpoints, final.keras, final.weights.h5, "
-      "history.csv, logs/ (TensorBoard)")
-    a("--resume", action="store_true", help="continue from the last completed epoch in --output "
-      "(template weights, optimiser state, epoch)")
-    a("--seed", type=int, default=0, help="random seed (default 0)")
-    a("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: one pass over the data)")
-    a("--validation-steps", type=int, default=None, help="validation steps (default: all)")
-    a("--augment", choices=["full", "light", "none"], default="full",
-      help="training augmentation: full (keras-yolo3 strength: scale 0.25-2, aspect jitter 0.3, "
-           "flip, HSV), light (scale 0.7-1.3, jitter 0.1, flip, mild HSV) or none (default full)")
-    a("--no-augment", dest="augment", action="store_const", const="none",
-      help="same as --augment none")
-    a("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in inference mode "
-      "(pretrained statistics): for small per-replica batches; replicas then match one device exactly")
-    a("--strict", action="store_true", help="refuse annotation files with invalid boxes (no area, "
-      "outside the image); by default such boxes are dropped with a warning naming FILE:LINE")
-    a("--quiet", action="store_true", help="no progress bars")
+      "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
+    r = p.add_argument_group("recipe")
+    r.add_argument("--optimizer", choices=["adam", "sgd"], default=d("optimizer"),
+                   help="adam, or sgd (momentum 0.937, Nesterov) (default %(default)s)")
+    r.add_argument("--lr", type=float, default=d("lr"), help="peak learning rate (default: 1e-3 "
+                   "for adam, 1e-2 for sgd)")
+    r.add_argument("--schedule", choices=["cosine", "plateau"], default=d("schedule"),
+                   help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on "
+                   "val_loss plateau (default %(default)s)")
+    r.add_argument("--warmup-epochs", type=float, default=d("warmup_epochs"),
+                   help="warm-up length for --schedule cosine (default %(default)s)")
+    r.add_argument("--weight-decay", type=float, default=d("weight_decay"), help="decoupled weight "
+                   "decay, not on batch-norm or biases; 0 turns it off (default %(default)s)")
+    r.add_argument("--ema", action=argparse.BooleanOptionalAction, default=d("ema"),
+                   help="keep an exponential moving average of the weights; evaluation, "
+                   "checkpoints and final.keras use it (default %(default)s)")
+    r.add_argument("--ema-momentum", type=float, default=d("ema_momentum"), help="EMA momentum "
+                   "(default: from the run's length, averaging over about 5%% of its steps)")
+    r.add_argument("--prior-bias", action=argparse.BooleanOptionalAction, default=d("prior_bias"),
+                   help="start new output layers (training from scratch, or heads of another "
+                   "class count) at the objectness and class priors of the training set, not at "
+                   "0.5 everywhere (default %(default)s)")
+    r.add_argument("--box-loss", choices=["mse", "giou", "diou", "ciou"], default=d("box_loss"),
+                   help="box regression loss: mse (keras-yolo3's), giou, diou or ciou "
+                   "(default %(default)s)")
+    r.add_argument("--label-smoothing", type=float, default=d("label_smoothing"),
+                   help="class label smoothing (default %(default)s)")
+    r.add_argument("--augment", choices=["full", "light", "none"], default=d("augment"),
+                   help="training augmentation: full (keras-yolo3 strength: scale 0.25-2, aspect "
+                   "jitter 0.3, flip, HSV), light (scale 0.7-1.3, jitter 0.1, flip, mild HSV) or "
+                   "none (default %(default)s)")
+    r.add_argument("--no-augment", dest="augment", action="store_const", const="none",
+                   help="same as --augment none")
+    r.add_argument("--mosaic", type=float, default=d("mosaic"), help="probability of a 4-image "
+                   "mosaic per training image (default %(default)s)")
+    r.add_argument("--multi-scale", type=int, nargs=2, metavar=("MIN", "MAX"),
+                   default=d("multi_scale"), help="multi-scale training: every --multi-scale-every "
+                   "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
+    r.add_argument("--multi-scale-every", type=int, default=d("multi_scale_every"),
+                   help="steps between two multi-scale size changes (default %(default)s)")
+    r.add_argument("--precision", choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+                   default=d("precision"), help="auto (default): mixed_bfloat16 on CPUs with "
+                   "native bfloat16 (AVX-512 BF16, AMX) and on GPUs that have it, mixed_float16 on "
+                   "other GPUs, float32 otherwise")
+    r.add_argument("--jit", choices=["auto", "on", "off"], default=d("jit"), help="compile the "
+                   "training step with XLA: auto (on GPUs only), on or off; never for the replica "
+                   "wrapper (default %(default)s)")
+    r.add_argument("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in "
+                   "inference mode (pretrained statistics): for small per-replica batches; "
+                   "replicas then match one device exactly")
+    e = p.add_argument_group("evaluation and output")
+    e.add_argument("--eval-every", type=int, default=d("eval_every"), help="epochs between two "
+                   "validation mAP evaluations; best.* is then the best mAP@0.5:0.95 (0: no "
+                   "evaluation, best by val_loss; default: every epoch up to 500 validation "
+                   "images, else an interval keeping evaluation under about 10%% of training)")
+    e.add_argument("--patience", type=int, default=d("patience"), help="stop when mAP@0.5:0.95 has "
+                   "not improved for N evaluations (default 0: never)")
+    e.add_argument("--output", required=True, help="output folder: checkpoints, final.keras, "
+                   "final.weights.h5, history.csv, logs/ (TensorBoard)")
+    e.add_argument("--resume", action="store_true", help="continue from the last completed epoch "
+                   "in --output (template weights, optimiser state, epoch, best score)")
+    e.add_argument("--seed", type=int, default=d("seed"), help="random seed (default %(default)s)")
+    e.add_argument("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: "
+                   "one pass over the data)")
+    e.add_argument("--validation-steps", type=int, default=None, help="validation steps (default: all)")
+    e.add_argument("--strict", action="store_true", help="refuse annotation files with invalid "
+                   "boxes (no area, outside the image); by default such boxes are dropped with a "
+                   "warning naming FILE:LINE")
+    e.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
         schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
         steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
         augment=args.augment, freeze_bn=args.freeze_bn, strict=args.strict,
+        optimizer=args.optimizer, weight_decay=args.weight_decay, ema=args.ema,
+        prior_bias=args.prior_bias,
+        ema_momentum=args.ema_momentum, box_loss=args.box_loss,
+        label_smoothing=args.label_smoothing, mosaic=args.mosaic,
+        multi_scale=tuple(args.multi_scale) if args.multi_scale else None,
+        multi_scale_every=args.multi_scale_every, eval_every=args.eval_every,
+        patience=args.patience, precision=args.precision, jit=args.jit,
         verbose=0 if args.quiet else 1)
     result = train(config)
     if result.stopped_on_nan:

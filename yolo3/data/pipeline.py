@@ -91,12 +91,13 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
                  seed: Optional[int] = None, augment: Optional[AugmentConfig] = AugmentConfig(),
                  multi_scale: Optional[MultiScale] = None, shuffle: Optional[bool] = None,
                  drop_remainder: Optional[bool] = None, cache: bool = False, targets: bool = True,
-                 num_parallel_calls=AUTOTUNE) -> tf.data.Dataset:
+                 true_boxes: bool = False, num_parallel_calls=AUTOTUNE) -> tf.data.Dataset:
     """Batches for training (``training=True``: augmentation, shuffling) or validation (letterbox).
 
     Yields ``((image, *y_true), dummy)`` with image ``(batch, h, w, 3)`` float32 in ``[0, 1]``, y_true per
-    scale largest stride first, dummy float32 zeros ``(batch,)``; with ``targets=False`` yields
-    ``(image, boxes)`` with boxes ``(batch, max_boxes, 5)``. One pass over ``records`` per iteration.
+    scale largest stride first, dummy float32 zeros ``(batch,)`` (``true_boxes``: the padded boxes
+    ``(batch, max_boxes, 5)`` too, last, for the training model's static ``true_boxes`` input);
+    with ``targets=False`` yields ``(image, boxes)``. One pass over ``records`` per iteration.
 
     augment: None = plain letterbox even when training. multi_scale: input size changes every N
     batches (training only). shuffle / drop_remainder default to ``training``. cache keeps decoded
@@ -186,9 +187,12 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
             y_true = encode_targets(b, hw if multi_scale is not None else tuple(input_shape),
                                     anchors, num_classes, anchor_mask)
             dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
-            return (image, *y_true), dummy
+            return ((image, *y_true, b) if true_boxes else (image, *y_true)), dummy
 
         ds = ds.map(_no_autograph(encode), num_parallel_calls=num_parallel_calls, deterministic=True)
+    if ds.cardinality() == tf.data.UNKNOWN_CARDINALITY:  # multi-scale's flat_map hides it
+        batches = n // batch_size if drop_remainder else -(-n // batch_size)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     return ds.prefetch(AUTOTUNE)
 
 

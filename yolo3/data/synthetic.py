@@ -1,14 +1,16 @@
-"""A synthetic detection dataset: solid shapes on textured backgrounds, with exact boxes.
+"""A synthetic detection dataset: shapes on textured backgrounds, with exact boxes.
 
-Each image holds 1-4 solid, saturated shapes (classes ``circle``, ``square``, ``triangle`` by
-default) of side 1/8 to 1/2 of the image, placed with limited overlap on a low-contrast textured
-background. Boxes are pixel-edge ``x1, y1, x2, y2`` of the shape's drawn pixels (exact). Everything
-is determined by the seed.
+Two styles. ``solid`` (the demo's): 1-4 solid, saturated shapes (classes ``circle``, ``square``,
+``triangle`` by default) of side 1/8 to 1/2 of the image, placed with limited overlap on a
+low-contrast textured background. ``textured`` (harder): up to 6 shapes filled with stripes,
+checks or noise in colours of any saturation and brightness, of side 1/14 to 1/3 of the image,
+on a busy background with coloured blotches and shape-like distractors. Boxes are pixel-edge
+``x1, y1, x2, y2`` of the shape's drawn pixels (exact). Everything is determined by the seed.
 """
 from __future__ import annotations
 
 import os
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -81,15 +83,68 @@ def _overlap_ok(box: np.ndarray, placed: List[np.ndarray], max_cover: float) -> 
     return True
 
 
+STYLES = ("solid", "textured")
+
+
+def _busy_background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """The textured style's background: the plain texture, coloured blotches and faint distractor
+    strokes (lines and arcs that are not the classes' shapes)."""
+    img = Image.fromarray(_background(rng, h, w))
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(3, 8))):
+        x, y = rng.uniform(0, w), rng.uniform(0, h)
+        r = rng.uniform(0.05, 0.25) * min(h, w)
+        colour = tuple(int(v) for v in rng.uniform(40, 220, 3))
+        draw.ellipse([x - r, y - r * rng.uniform(0.5, 1.5), x + r, y + r], fill=colour)
+    blurred = np.asarray(img.resize((max(1, w // 6), max(1, h // 6)), Image.BILINEAR)
+                         .resize((w, h), Image.BILINEAR)).astype(np.float32)
+    noise = rng.normal(0, 10, (h, w, 3))
+    img = Image.fromarray(np.clip(blurred + noise, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(2, 6))):
+        points = [(rng.uniform(0, w), rng.uniform(0, h)) for _ in range(2)]
+        colour = tuple(int(v) for v in rng.uniform(30, 230, 3))
+        if rng.uniform() < 0.5:
+            draw.line(points, fill=colour, width=int(rng.integers(1, 4)))
+        else:
+            x0, x1 = sorted([points[0][0], points[1][0]])
+            y0, y1 = sorted([points[0][1], points[1][1]])
+            draw.arc([x0, y0, x1 + 1, y1 + 1], rng.uniform(0, 180), rng.uniform(180, 360),
+                     fill=colour, width=int(rng.integers(1, 3)))
+    return np.asarray(img)
+
+
+def _texture(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """An ``(h, w, 3)`` uint8 fill: two colours of any saturation and brightness in stripes,
+    checks or noise."""
+    a = rng.uniform(0, 255, 3)
+    b = np.clip(a + rng.choice([-1, 1], 3) * rng.uniform(60, 160, 3), 0, 255)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    kind = rng.integers(3)
+    if kind == 0:  # stripes
+        angle, period = rng.uniform(0, np.pi), rng.uniform(3, 9)
+        t = (np.sin((xx * np.cos(angle) + yy * np.sin(angle)) * 2 * np.pi / period) > 0)
+    elif kind == 1:  # checks
+        cell = rng.uniform(2, 7)
+        t = ((xx // cell + yy // cell) % 2).astype(bool)
+    else:  # noise
+        t = rng.uniform(size=(h, w)) < 0.5
+    return np.where(t[..., None], a, b).astype(np.uint8)
+
+
 def render_image(rng: np.random.Generator, image_size: Tuple[int, int], classes: Sequence[str],
                  max_objects: int = 4, min_frac: float = 0.125, max_frac: float = 0.5,
-                 max_cover: float = 0.15) -> Tuple[np.ndarray, np.ndarray]:
+                 max_cover: float = 0.15, style: str = "solid") -> Tuple[np.ndarray, np.ndarray]:
     """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``.
 
-    Shapes cover at most ``max_cover`` of the smaller of two overlapping boxes.
+    Shapes cover at most ``max_cover`` of the smaller of two overlapping boxes. ``style``: see the
+    module docstring.
     """
+    if style not in STYLES:
+        raise ValueError(f"unknown style {style!r}: choose from {STYLES}")
     h, w = image_size
-    img = Image.fromarray(_background(rng, h, w))
+    textured = style == "textured"
+    img = Image.fromarray(_busy_background(rng, h, w) if textured else _background(rng, h, w))
     draw = ImageDraw.Draw(img)
     n = int(rng.integers(1, max_objects + 1))
     side_lo = max(4, int(round(min_frac * min(h, w))))
@@ -107,7 +162,12 @@ def render_image(rng: np.random.Generator, image_size: Tuple[int, int], classes:
             y1 = int(rng.integers(0, h - bh + 1))
             box = np.array([x1, y1, x1 + bw, y1 + bh], np.float32)
             if _overlap_ok(box, placed, max_cover):
-                _draw_shape(draw, classes[cls], [x1, y1, x1 + bw, y1 + bh], _shape_colour(rng))
+                if textured:
+                    mask = Image.new("L", (w, h), 0)
+                    _draw_shape(ImageDraw.Draw(mask), classes[cls], [x1, y1, x1 + bw, y1 + bh], 255)
+                    img.paste(Image.fromarray(_texture(rng, h, w)), (0, 0), mask)
+                else:
+                    _draw_shape(draw, classes[cls], [x1, y1, x1 + bw, y1 + bh], _shape_colour(rng))
                 placed.append(box)
                 labels.append(cls)
                 break
@@ -117,15 +177,25 @@ def render_image(rng: np.random.Generator, image_size: Tuple[int, int], classes:
 
 def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int, int] = (256, 256),
                            seed: int = 0, classes: Sequence[str] = ("circle", "square", "triangle"),
-                           *, image_format: str = "png", max_objects: int = 4,
+                           *, image_format: str = "png", max_objects: Optional[int] = None,
                            val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
-                           ) -> Tuple[str, str]:
+                           style: str = "solid", min_frac: Optional[float] = None,
+                           max_frac: Optional[float] = None) -> Tuple[str, str]:
     """Write ``num_images`` images to ``out_dir/images`` plus a text annotation and a classes file.
 
     Returns ``(annotation_path, classes_path)``. With ``val_fraction > 0`` the last
     ``round(num_images * val_fraction)`` images also go to ``val.txt`` and the rest to ``train.txt``
     (``annotations.txt`` always lists them all). Paths are written relative to ``out_dir``.
+    ``style`` ``solid`` or ``textured``; object count and sizes default to the style's (solid: 4,
+    1/8..1/2 of the image; textured: 6, 1/14..1/3).
     """
+    defaults = {"solid": (4, 0.125, 0.5), "textured": (6, 1 / 14, 1 / 3)}
+    if style not in defaults:
+        raise ValueError(f"unknown style {style!r}: choose from {STYLES}")
+    d_objects, d_min, d_max = defaults[style]
+    max_objects = d_objects if max_objects is None else max_objects
+    min_frac = d_min if min_frac is None else min_frac
+    max_frac = d_max if max_frac is None else max_frac
     for c in classes:
         if c not in SHAPES:
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
@@ -135,7 +205,8 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
     rng = np.random.default_rng(seed)
     records: List[Record] = []
     for i in range(num_images):
-        img, boxes = render_image(rng, tuple(image_size), classes, max_objects=max_objects)
+        img, boxes = render_image(rng, tuple(image_size), classes, max_objects=max_objects,
+                                  min_frac=min_frac, max_frac=max_frac, style=style)
         path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.{image_format}"))
         if image_format == "jpg":
             Image.fromarray(img).save(path, quality=95)

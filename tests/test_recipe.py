@@ -1,0 +1,140 @@
+"""The training recipe's pieces (yolo3.recipe, yolo3.precision's training choice), each against a
+float64 NumPy reference or its documented rule."""
+from __future__ import annotations
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from yolo3 import precision as precision_module
+from yolo3.errors import ArgumentError
+from yolo3.recipe import (NO_DECAY, SGD_MOMENTUM, auto_ema_momentum, auto_eval_every, dtype_policy,
+                          learning_rate, make_optimizer, multi_scale_sizes, output_bias_priors,
+                          use_jit)
+
+
+def _conv_bn_model():
+    x = keras.Input((6, 6, 2))
+    y = keras.layers.Conv2D(3, 3, use_bias=True, name="conv")(x)
+    y = keras.layers.BatchNormalization(name="bn")(y)
+    return keras.Model(x, y)
+
+
+def _variables(model):
+    return {v.path: v for v in model.trainable_variables}
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_weight_decay_is_decoupled_and_skips_batch_norm_and_biases(name):
+    model = _conv_bn_model()
+    before = {k: v.numpy().astype(np.float64) for k, v in _variables(model).items()}
+    lr, wd = 0.1, 0.05
+    optimizer = make_optimizer(name, lr, weight_decay=wd)
+    variables = model.trainable_variables
+    optimizer.apply([np.zeros(v.shape, np.float32) for v in variables], variables)  # no gradient
+    for path, variable in _variables(model).items():
+        decayed = not any(part in path.split("/")[-1] for part in NO_DECAY)
+        expected = before[path] * (1 - lr * wd) if decayed else before[path]
+        np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6, atol=1e-7, err_msg=path)
+    assert any("kernel" in p for p in before) and any("gamma" in p for p in before)
+
+
+def test_sgd_has_nesterov_momentum_and_its_own_default_lr():
+    sgd = make_optimizer("sgd", learning_rate("sgd"))
+    assert isinstance(sgd, keras.optimizers.SGD) and sgd.nesterov
+    assert sgd.momentum == pytest.approx(SGD_MOMENTUM)
+    assert float(sgd.learning_rate) == pytest.approx(1e-2)
+    assert learning_rate("adam") == 1e-3 and learning_rate("sgd", 0.5) == 0.5
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        learning_rate("rmsprop")
+
+
+def test_ema_follows_the_float64_average_of_the_weights():
+    model = _conv_bn_model()
+    momentum = 0.8
+    optimizer = make_optimizer("adam", 0.01, ema=True, ema_momentum=momentum)
+    variables = model.trainable_variables
+    rng = np.random.default_rng(0)
+    reference = None
+    for _ in range(5):
+        optimizer.apply([rng.normal(size=v.shape).astype(np.float32) for v in variables], variables)
+        current = [v.numpy().astype(np.float64) for v in variables]
+        reference = current if reference is None else [
+            momentum * r + (1 - momentum) * c for r, c in zip(reference, current)]
+    for average, expected in zip(optimizer._model_variables_moving_average, reference):
+        np.testing.assert_allclose(average.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_auto_ema_momentum_averages_over_about_five_percent_of_the_run():
+    assert auto_ema_momentum(2000) == pytest.approx(1 - 1 / 100)
+    assert auto_ema_momentum(10) == pytest.approx(0.9)  # at least 10 steps
+    assert auto_ema_momentum(10 ** 9) == pytest.approx(0.9999)
+
+
+def test_eval_interval_keeps_evaluation_cheap():
+    assert auto_eval_every(120, 480) == 1
+    assert auto_eval_every(500, 10) == 1  # small validation sets: every epoch
+    assert auto_eval_every(5000, 118000) == 1  # COCO: 1.4% of an epoch
+    # 3000 validation images on 2000 training images: half an epoch's cost -> every 5 epochs
+    assert auto_eval_every(3000, 2000) == 5
+    assert math.ceil(3000 / (3 * 2000) / 0.1) == 5
+
+
+def test_multi_scale_sizes_and_jit_choice():
+    assert multi_scale_sizes(320, 416) == (320, 352, 384, 416)
+    with pytest.raises(ValueError, match="multiples of 32"):
+        multi_scale_sizes(300, 416)
+    with pytest.raises(ValueError, match="MIN <= MAX"):
+        multi_scale_sizes(416, 320)
+    assert use_jit("auto", on_gpu=True) and not use_jit("auto", on_gpu=False)
+    assert use_jit("on", on_gpu=False) and not use_jit("off", on_gpu=True)
+    with pytest.raises(ValueError):
+        use_jit("yes", on_gpu=False)
+
+
+def test_dtype_policy_is_restored():
+    before = keras.config.dtype_policy().name
+    with dtype_policy("mixed_bfloat16"):
+        layer = keras.layers.Dense(2)
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"
+    assert layer.dtype_policy.name == "mixed_bfloat16" and layer.compute_dtype == "bfloat16"
+    assert keras.config.dtype_policy().name == before
+    with pytest.raises(RuntimeError):
+        with dtype_policy("mixed_float16"):
+            raise RuntimeError("boom")
+    assert keras.config.dtype_policy().name == before
+
+
+def test_output_bias_priors_match_the_expected_positives():
+    bias = output_bias_priors(3, 4, cells=36, num_scales=2, objects_per_image=6.0)
+    assert bias.shape == (3 * 9,)
+    per_anchor = bias.reshape(3, 9)
+    np.testing.assert_array_equal(per_anchor[:, :4], 0.0)
+    sigmoid = 1 / (1 + np.exp(-per_anchor.astype(np.float64)))
+    # expected positives on this scale: half of the 6 objects, over 36 cells x 3 anchors
+    np.testing.assert_allclose(sigmoid[:, 4] * 36 * 3, 3.0, rtol=1e-5)
+    np.testing.assert_allclose(sigmoid[:, 5:], 0.25, rtol=1e-5)
+
+
+@pytest.mark.parametrize("flags, gpu, gpu_bf16, expected", [
+    ({"avx2", "fma"}, False, False, "float32"),  # AVX2 only: bfloat16 would be emulated
+    ({"avx2", "avx512f", "avx512_bf16"}, False, False, "mixed_bfloat16"),
+    ({"avx2", "amx_bf16", "amx_tile"}, False, False, "mixed_bfloat16"),
+    ({"avx2"}, True, True, "mixed_bfloat16"),  # Ampere or newer
+    ({"avx2"}, True, False, "mixed_float16"),  # older GPUs: float16 with loss scaling
+])
+def test_auto_training_precision_follows_the_hardware(monkeypatch, flags, gpu, gpu_bf16, expected):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(precision_module, "gpu_has_bfloat16", lambda: gpu_bf16)
+    assert precision_module.resolve_training_precision("auto", gpu=gpu) == expected
+    assert precision_module.resolve_training_precision("float32", gpu=gpu) == "float32"
+    with pytest.raises(ArgumentError, match="precision must be one of"):
+        precision_module.resolve_training_precision("bfloat16", gpu=gpu)
+
+
+def test_this_machine_trains_auto_in_a_precision_it_computes_natively():
+    chosen = precision_module.resolve_training_precision("auto", gpu=False)
+    native = {"avx512_bf16", "amx_bf16"} & precision_module.cpu_flags()
+    assert chosen == ("mixed_bfloat16" if native else "float32")

@@ -1,0 +1,307 @@
+"""Deployment formats side by side: latency per image, model size and accuracy of Keras float32,
+Keras bfloat16, TFLite float32 / float16 / int8 (LiteRT), ONNX Runtime and OpenCV DNN.
+
+    yolo3 benchmark export [--models yolov3 tiny] [--input-size 416] [--darknet-dir DIR]
+                           [--trained MODEL.keras --annotations VAL.txt] [--runs 10] [--rounds 2]
+    (or python tools/benchmark_export.py ...)
+
+Latency: for each variant the same Darknet weights (``tiny``: Darknet's real COCO weights from
+``--darknet-dir`` when they are there, ``../shared/darknet`` by default; otherwise random weights
+written for the registry's cfg) are converted, exported with ``yolo3 export --raw`` (each export
+checked against Keras when written) and timed, batch 1, on a prepared input: the raw maps, each
+contender in its own process, taking turns over ``--rounds``; medians. int8 is calibrated on
+``--calibration`` (default: 32 synthetic images). Keras bfloat16 runs only where it is native.
+
+Accuracy (``--trained``, a model such as the demo's ``final.keras``, with ``--annotations``, its
+held-out set): the model exported to each format (decoding included), every format's raw maps
+decoded alike on the host, COCO mAP@0.5 and mAP@0.5:0.95; OpenCV DNN on its Darknet export.
+
+Targets (2-core CPU): int8 mAP@0.5 within 0.01 and mAP@0.5:0.95 within 0.02 of float32, latency
+<= 0.5 x float32 TFLite, size <= 0.3 x; ONNX Runtime <= 0.9 x OpenCV DNN for YOLOv3-416.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+NAME = "export"
+DESCRIPTION = ("Deployment formats side by side: latency, size and mAP of Keras, TFLite "
+               "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.")
+
+FORMATS = ("keras", "keras-bf16", "tflite", "tflite-fp16", "tflite-int8", "onnx", "opencv")
+LABELS = {"keras": "Keras float32", "keras-bf16": "Keras bfloat16", "tflite": "TFLite float32",
+          "tflite-fp16": "TFLite float16", "tflite-int8": "TFLite int8 (uint8 in)",
+          "onnx": "ONNX Runtime", "opencv": "OpenCV DNN (Darknet files)"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", nargs="+", default=["yolov3", "tiny"], help="variants to time")
+    p.add_argument("--input-size", type=int, default=416)
+    p.add_argument("--darknet-dir", default=os.path.join("..", "shared", "darknet"),
+                   help="folder with yolov3-tiny.cfg / .weights (real weights for tiny when there)")
+    p.add_argument("--calibration", default=None, help="int8 calibration images: annotation file "
+                   "or folder (default: synthetic images)")
+    p.add_argument("--calibration-images", type=int, default=32)
+    p.add_argument("--runs", type=int, default=10, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--force-bf16", action="store_true", help="time Keras bfloat16 even where it "
+                   "is emulated")
+    p.add_argument("--trained", default=None, help="a trained .keras model for the accuracy table")
+    p.add_argument("--annotations", default=None, help="held-out annotations for --trained")
+    p.add_argument("--seed", type=int, default=0)
+
+
+# -- runners of raw maps (children and the accuracy table) -----------------------------------------
+
+class OpenCVRunner:
+    """OpenCV DNN on Darknet files, giving the raw maps that feed each ``[yolo]`` layer as
+    ``raw_s<stride>`` (NHWC), for :meth:`yolo3.runtimes.ExportedDetector.from_runner`."""
+
+    input_dtype = np.dtype(np.float32)
+    input_quantization = None
+
+    def __init__(self, cfg_path: str, weights_path: str, strides):
+        import cv2
+
+        from yolo3.darknet.cfg import parse_cfg
+        self.net = cv2.dnn.readNetFromDarknet(cfg_path, weights_path)
+        self.net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        self.net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        self.names = [f"conv_{i}" for i in parse_cfg(cfg_path).output_indices()]
+        self.strides = list(strides)
+
+    def run(self, images: np.ndarray) -> Dict[str, np.ndarray]:
+        self.net.setInput(np.ascontiguousarray(np.asarray(images, np.float32).transpose(0, 3, 1, 2)))
+        outs = self.net.forward(self.names)
+        return {f"raw_s{s}": np.asarray(o).transpose(0, 2, 3, 1) for s, o in zip(self.strides, outs)}
+
+
+def _keras_runner(path: str, precision: str):
+    from yolo3.detector import YOLO
+    detector = YOLO(path, precision=precision)
+    return lambda x: detector.forward(x)
+
+
+def _exported_runner(path: str):
+    from yolo3.runtimes import ExportedDetector
+    detector = ExportedDetector(path)
+    return lambda x: detector.raw_outputs(x)
+
+
+def latency_child(p: dict) -> dict:
+    """Milliseconds of the raw maps of one prepared image with format ``p['format']``."""
+    from yolo3.benchmarks.isolated import timed_runs
+    fmt, path = p["format"], p["path"]
+    if fmt == "keras":
+        fn = _keras_runner(path, "float32")
+    elif fmt == "keras-bf16":
+        fn = _keras_runner(path, "bfloat16")
+    elif fmt == "opencv":
+        runner = OpenCVRunner(p["cfg"], path, p["strides"])
+        fn = runner.run
+    else:
+        fn = _exported_runner(path)
+    x = np.random.default_rng(0).uniform(0, 1, (1, p["size"], p["size"], 3)).astype(np.float32)
+    return {"times": timed_runs(lambda: fn(x), p["runs"], p["warmup"])}
+
+
+# -- preparing the files ---------------------------------------------------------------------------
+
+def _darknet_files(model: str, size: int, darknet_dir: str, folder: str, seed: int
+                   ) -> Tuple[str, str, str]:
+    """``(cfg, weights, source)`` for ``model``: Darknet's real tiny weights when available."""
+    real_cfg = os.path.join(darknet_dir, f"yolov3-{model}.cfg")
+    real_weights = os.path.join(darknet_dir, f"yolov3-{model}.weights")
+    from yolo3.darknet.layout import layout_cfg_text
+    cfg = os.path.join(folder, f"{model}.cfg")
+    with open(cfg, "w", encoding="utf-8") as f:
+        f.write(layout_cfg_text(model, input_size=(size, size)))
+    if os.path.exists(real_weights) and os.path.exists(real_cfg):
+        from yolo3.darknet.cfg import parse_cfg
+        real = parse_cfg(real_cfg)
+        if [c.spec.filters for c in real.convs()] == [c.spec.filters for c in parse_cfg(cfg).convs()]:
+            return _resized_cfg(real_cfg, size, folder), real_weights, "Darknet's COCO weights"
+    from yolo3.darknet.random_weights import write_random_weights
+    weights = os.path.join(folder, f"{model}.weights")
+    write_random_weights(cfg, weights, seed=seed)
+    return cfg, weights, "random weights"
+
+
+def _resized_cfg(cfg_path: str, size: int, folder: str) -> str:
+    """A copy of ``cfg_path`` whose ``[net]`` width and height are ``size``."""
+    import re
+    text = open(cfg_path, encoding="utf-8").read()
+    text = re.sub(r"(?m)^(width|height)\s*=.*$", lambda m: f"{m.group(1)}={size}", text)
+    out = os.path.join(folder, "real-" + os.path.basename(cfg_path))
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return out
+
+
+def _export_all(keras_path: str, folder: str, stem: str, calibration: str, count: int,
+                raw: bool) -> Dict[str, str]:
+    """``{format: path}``: TFLite float32 / float16 / int8 and ONNX of ``keras_path``, each checked
+    against Keras by ``yolo3 export`` when written."""
+    from yolo3.cli.export import main as export_main
+    paths = {"tflite": f"{stem}.tflite", "tflite-fp16": f"{stem}-fp16.tflite",
+             "tflite-int8": f"{stem}-int8.tflite", "onnx": f"{stem}.onnx"}
+    paths = {k: os.path.join(folder, v) for k, v in paths.items()}
+    extra = ["--raw"] if raw else []
+    for fmt, quantize in (("tflite", "none"), ("tflite-fp16", "float16"), ("tflite-int8", "int8")):
+        args = ["--model", keras_path, "--tflite", paths[fmt], "--quantize", quantize,
+                "--tflite-input", "uint8" if quantize == "int8" else "float32", *extra]
+        if quantize == "int8":
+            args += ["--calibration", calibration, "--calibration-images", str(count)]
+        if export_main(args) != 0:
+            raise RuntimeError(f"yolo3 export {' '.join(args)} failed")
+    if export_main(["--model", keras_path, "--onnx", paths["onnx"], "--onnx-input", "float32",
+                    *extra]) != 0:
+        raise RuntimeError("ONNX export failed")
+    return paths
+
+
+def _calibration_folder(folder: str, size: int, count: int, seed: int) -> str:
+    from yolo3.data.synthetic import make_synthetic_dataset
+    make_synthetic_dataset(os.path.join(folder, "calibration"), count, (size, size), seed=seed,
+                           style="textured")
+    return os.path.join(folder, "calibration", "images")
+
+
+def _size_mb(path: str) -> float:
+    return os.path.getsize(path) / 1e6
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from yolo3.benchmarks.isolated import interleaved, median
+    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+    from yolo3.darknet.convert import convert
+    from yolo3.precision import resolve_precision
+    from yolo3.specs import get_spec
+    peak = matmul_peak_gflops()
+    native_bf16 = resolve_precision("auto") == "bfloat16"
+    size = args.input_size
+    tables: List[Tuple[str, List[tuple]]] = []
+    accuracy: Optional[List[tuple]] = None
+    with tempfile.TemporaryDirectory(prefix="yolo3-export-bench-") as tmp:
+        calibration = args.calibration or _calibration_folder(tmp, size, args.calibration_images,
+                                                              args.seed)
+        for model in args.models:
+            folder = os.path.join(tmp, model)
+            os.makedirs(folder)
+            cfg, weights, source = _darknet_files(model, size, args.darknet_dir, folder, args.seed)
+            keras_path = os.path.join(folder, f"{model}.keras")
+            convert(cfg, weights, keras_path, progress=False)
+            paths = {"keras": keras_path, **_export_all(keras_path, folder, os.path.join(folder, model),
+                                                        calibration, args.calibration_images, True)}
+            paths["opencv"] = weights
+            common = dict(size=size, runs=args.runs, warmup=args.warmup, cfg=cfg,
+                          strides=list(get_spec(model).strides))
+            contenders = {fmt: ("yolo3.benchmarks.export:latency_child",
+                                dict(common, format=fmt, path=paths[fmt])) for fmt in paths}
+            if native_bf16 or args.force_bf16:
+                contenders["keras-bf16"] = ("yolo3.benchmarks.export:latency_child",
+                                            dict(common, format="keras-bf16", path=keras_path))
+            times = {k: median(v) for k, v in interleaved(contenders, args.rounds).items()}
+            tables.append((f"{model}-{size} ({source})", _latency_rows(times, paths, native_bf16,
+                                                                       args.force_bf16)))
+        if args.trained:
+            accuracy = _accuracy(args, tmp, calibration, native_bf16 or args.force_bf16)
+    print(machine_line(peak))
+    print(f"batch 1, raw maps of a prepared input, each contender in its own process, "
+          f"{args.rounds} rounds x {args.runs} runs, medians")
+    for title, rows in tables:
+        print(f"\n{title}")
+        print("| format | median ms | vs TFLite float32 | vs OpenCV DNN | size MB | vs float32 |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+    if accuracy is not None:
+        print(f"\naccuracy of {args.trained} on {args.annotations} (score 0.001, IoU 0.45, "
+              "decoding on the host alike for all)")
+        print("| format | mAP@0.5 | mAP@0.5:0.95 | vs Keras float32 |\n|---|---|---|---|")
+        for r in accuracy:
+            print("| " + " | ".join(r) + " |")
+    return 0
+
+
+def _latency_rows(times: Dict[str, float], paths: Dict[str, str], native_bf16: bool,
+                  forced: bool) -> List[tuple]:
+    rows = []
+    for fmt in FORMATS:
+        if fmt not in times:
+            if fmt == "keras-bf16":
+                rows.append((LABELS[fmt], "-", "-", "-", "-", "skipped: emulated on this CPU"))
+            continue
+        path = paths.get(fmt, paths["keras"])
+        size = _size_mb(path)
+        label = LABELS[fmt] + (" (emulated)" if fmt == "keras-bf16" and not native_bf16 else "")
+        rows.append((label, f"{times[fmt]:.1f}", f"{times[fmt] / times['tflite']:.2f}x",
+                     f"{times[fmt] / times['opencv']:.2f}x", f"{size:.1f}",
+                     f"{size / _size_mb(paths['tflite']):.2f}x"))
+    return rows
+
+
+def _accuracy(args: argparse.Namespace, tmp: str, calibration: str, with_bf16: bool) -> List[tuple]:
+    """mAP of ``--trained`` in every format on ``--annotations``."""
+    from yolo3.darknet.export import export_darknet
+    from yolo3.data.annotations import load_annotations
+    from yolo3.data.images import load_image
+    from yolo3.detector import YOLO
+    from yolo3.evaluation import evaluate_detections
+    from yolo3.runtimes import ExportedDetector
+    if not args.annotations:
+        raise SystemExit("--trained needs --annotations (its held-out set)")
+    folder = os.path.join(tmp, "trained")
+    os.makedirs(folder)
+    keras_det = YOLO(args.trained, score=0.001, iou=0.45, precision="float32")
+    records = load_annotations(args.annotations, keras_det.class_names)
+    images = [load_image(r.path) for r in records]
+    gt = {k: np.asarray(r.boxes, np.float64).reshape(-1, 5) for k, r in enumerate(records)}
+    paths = _export_all(args.trained, folder, os.path.join(folder, "trained"),
+                        args.calibration or args.annotations, args.calibration_images, False)
+    cfg, weights = os.path.join(folder, "trained.cfg"), os.path.join(folder, "trained.weights")
+    export_darknet(keras_det.body, cfg, weights, anchors=keras_det.anchors,
+                   masks=keras_det.anchor_mask, input_size=keras_det.input_hw)
+    detectors = {"keras": keras_det}
+    if with_bf16:
+        detectors["keras-bf16"] = YOLO(args.trained, score=0.001, iou=0.45, precision="bfloat16")
+    for fmt, path in paths.items():
+        detectors[fmt] = ExportedDetector(path, score=0.001, iou=0.45)
+    opencv = OpenCVRunner(cfg, weights, _strides(keras_det))
+    detectors["opencv"] = ExportedDetector.from_runner(opencv, _with_export(keras_det.info, keras_det),
+                                                       score=0.001, iou=0.45)
+    rows, reference = [], None
+    for fmt in FORMATS:
+        if fmt not in detectors:
+            continue
+        det = detectors[fmt]
+        dets = {}
+        for start in range(0, len(images), 8):
+            for k, result in enumerate(det.detect_batch(images[start:start + 8]), start=start):
+                dets[k] = result
+        figures = evaluate_detections(gt, dets, keras_det.num_classes, keras_det.class_names)
+        m50, m95 = float(figures["mAP50"]), float(figures["mAP50_95"])
+        if reference is None:
+            reference = (m50, m95)
+        rows.append((LABELS[fmt], f"{m50:.4f}", f"{m95:.4f}",
+                     f"{m50 - reference[0]:+.4f} / {m95 - reference[1]:+.4f}"))
+    return rows
+
+
+def _strides(detector) -> List[int]:
+    from yolo3.specs import get_spec
+    return list(get_spec(detector.info.variant).strides)
+
+
+def _with_export(info, detector):
+    """``info`` with the export facts OpenCV's raw maps need (its input size)."""
+    import dataclasses
+    return dataclasses.replace(info, export={"input_size": list(detector.input_hw)})
