@@ -60,7 +60,7 @@ def strides_for(num_scales: int) -> List[int]:
 def _read_text(path: PathLike, what: str) -> str:
     """The UTF-8 text of a small user file; unreadable files raise FileFormatError naming ``what``."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read()
     except OSError as e:
         raise FileFormatError(path, f"cannot read {what} file: {e.strerror or e}")
@@ -108,9 +108,8 @@ def format_anchors(anchors: np.ndarray) -> str:
 
 
 def write_anchors(path: PathLike, anchors: np.ndarray) -> None:
-    """Write anchors in the keras-yolo3 one-line format."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(format_anchors(anchors))
+    """Write anchors in the keras-yolo3 one-line format (atomically)."""
+    write_text_atomic(path, format_anchors(anchors))
 
 
 def parse_classes(text: str, path: Optional[PathLike] = None) -> List[str]:
@@ -139,9 +138,22 @@ def read_classes(path: PathLike) -> List[str]:
 
 
 def write_classes(path: PathLike, names: Sequence[str]) -> None:
-    """Write one class name per line."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(f"{n}\n" for n in names))
+    """Write one class name per line; refuses (before writing) names that are empty, span lines
+    or repeat, which :func:`read_classes` would refuse to read back."""
+    text = "".join(f"{n}\n" for n in names)
+    if len(text.splitlines()) != len(names) or parse_classes(text, path) != [n.strip() for n in names]:
+        raise FileFormatError(path, "class names must be single lines")
+    write_text_atomic(path, text)
+
+
+def write_text_atomic(path: PathLike, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` through a temporary file: never half-written."""
+    from yolo3.saving import atomic_write
+
+    def writer(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    atomic_write(path, writer)
 
 
 def default_anchors(model: str) -> np.ndarray:

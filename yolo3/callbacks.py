@@ -80,7 +80,7 @@ class ResumeState(dict):
 
 def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
                       optimizer: Optional[keras.optimizers.Optimizer], best: float,
-                      ema_in_model: bool = False) -> Path:
+                      ema_in_model: bool = False, variant: Optional[str] = None) -> Path:
     """Write ``resume-<epoch>/`` (weights + optimiser variables), then switch ``resume.json`` to it.
 
     ``ema_in_model``: the model holds the EMA weights and the optimiser's averages the trained ones
@@ -111,6 +111,8 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
             shutil.rmtree(tmp, ignore_errors=True)
     state = {"epoch": int(epoch), "best": None if not math.isfinite(best) else float(best),
              "dir": name, "ema_in_model": bool(ema_in_model)}
+    if variant is not None:
+        state["variant"] = variant  # so that --resume with another --model is refused
     atomic_write(output_dir / "resume.json",
                  lambda p: Path(p).write_text(json.dumps(state), encoding="utf-8"), suffix=".json")
     for old in output_dir.glob("resume-*"):
@@ -124,7 +126,14 @@ def load_resume_state(output_dir: PathLike) -> Optional[ResumeState]:
     pointer = Path(output_dir) / "resume.json"
     if not pointer.exists():
         return None
-    state = ResumeState(json.loads(pointer.read_text(encoding="utf-8")))
+    try:
+        raw = json.loads(pointer.read_text(encoding="utf-8-sig"))
+    except ValueError as e:
+        raise ValueError(f"not valid JSON ({e})") from None
+    if not (isinstance(raw, dict) and isinstance(raw.get("epoch"), int)
+            and isinstance(raw.get("dir"), str) and "/" not in raw["dir"] and ".." not in raw["dir"]):
+        raise ValueError("expected an object with an integer 'epoch' and a folder name 'dir'")
+    state = ResumeState(raw)
     if not (Path(output_dir) / state["dir"] / "model.weights.h5").exists():
         raise FileNotFoundError(f"{pointer} points to {state['dir']}, which is incomplete or missing")
     state["path"] = str(Path(output_dir) / state["dir"])
@@ -213,7 +222,8 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         if self.save_resume:
             optimizer = getattr(self.model, "optimizer", None)
             save_resume_state(self.output_dir, epoch + 1, self.template, optimizer, self.best,
-                              ema_in_model=self.ema and uses_ema(optimizer))
+                              ema_in_model=self.ema and uses_ema(optimizer),
+                              variant=self.info.variant if self.info is not None else None)
 
 
 def float32_body(body: keras.Model) -> keras.Model:
@@ -379,7 +389,7 @@ class StopOnNaN(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
             self.stopped = True
-            self.message = (f"non-finite loss ({loss}) at batch {batch}: training stopped; the last "
-                            "good checkpoint is kept")
+            self.message = (f"non-finite loss ({loss}) at batch {batch}: training stopped "
+                            "(the result is the last good checkpoint, if there is one)")
             print(f"\n{self.message}")
             self.model.stop_training = True

@@ -287,7 +287,7 @@ def load_detection_json(path: PathLike, num_classes: Optional[int] = None
                         ) -> Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Read a detection JSON into ``image path -> (boxes (M, 4), scores (M,), classes (M,))``."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             data = json.load(f)
     except OSError as e:
         raise FileFormatError(path, f"cannot read detections: {e.strerror or e}")
@@ -310,6 +310,9 @@ def load_detection_json(path: PathLike, num_classes: Optional[int] = None
         if not len(boxes) == len(scores) == len(classes):
             raise FileFormatError(path, f"{len(boxes)} boxes, {len(scores)} scores and {len(classes)} "
                                   "classes", where=where)
+        if not (np.isfinite(boxes).all() and np.isfinite(scores).all()):
+            raise FileFormatError(path, "boxes and scores must be finite numbers (found NaN or "
+                                  "infinity)", where=where)
         if num_classes is not None and classes.size and (classes.min() < 0 or classes.max() >= num_classes):
             raise FileFormatError(path, f"class id outside 0..{num_classes - 1}", where=where)
         key = str(entry["image"])

@@ -333,6 +333,9 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
     try:
         masks = validate_masks(masks, len(anchors))
     except (TypeError, ValueError) as e:
+        if anchors_path is not None and anchor_mask is None:  # the given anchors are what differs
+            raise FileFormatError(anchors_path, f"{len(anchors)} anchors do not fit the model's "
+                                  f"anchor masks {masks}: {e}") from None
         raise FileFormatError(sources.get("masks", anchors_source), f"bad anchor masks: {e}") from None
     if len(masks) != len(output_channels):
         raise FileFormatError(model_path, f"{len(output_channels)} outputs but {len(masks)} anchor "

@@ -47,7 +47,7 @@ from yolo3.train_config import TrainConfig
 
 __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
            "validate_config", "ConfigError", "shard_by_data", "prepare_data", "prepare_output",
-           "pick_strategy", "build_models", "restore_state", "make_datasets", "run_stage",
+           "pick_strategy", "build_models", "check_run_folder", "restore_state", "make_datasets", "run_stage",
            "stages", "TrainData", "Placement", "RunFolder", "Stage", "eval_interval",
            "training_precision"]
 
@@ -152,6 +152,8 @@ def validate_config(config: TrainConfig) -> None:
         spec.check_input_size(config.input_size)
     except Yolo3Error as e:
         raise ConfigError(f"--input-size: {e}") from None
+    if config.max_boxes < 1:
+        raise ConfigError(f"--max-boxes must be >= 1, got {config.max_boxes}")
     if config.batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {config.batch_size}")
     if config.epochs < 1 or not 0 <= config.freeze_epochs <= config.epochs:
@@ -248,7 +250,59 @@ def prepare_data(config: TrainConfig) -> TrainData:
                               f"--val-split {config.val_split}")
         val_records = [records[i] for i in order[:n_val]]
         records = [records[i] for i in order[n_val:]]
+    crowded = [r for r in records + val_records
+               if len(np.asarray(r.boxes).reshape(-1, 5)) > config.max_boxes]
+    if crowded:
+        print(f"warning: {len(crowded)} images have more than {config.max_boxes} boxes (first: "
+              f"{crowded[0].path}, {len(np.asarray(crowded[0].boxes).reshape(-1, 5))}); training "
+              f"uses the first {config.max_boxes} of each (--max-boxes)", file=sys.stderr)
+    _verify_decodable(records + val_records, config.verbose)
     return TrainData(spec, class_names, anchors, masks, records, val_records)
+
+
+def _verify_decodable(records: list, verbose: int) -> None:
+    """Every image decoded once by the pipeline's decoder before training (cached between runs):
+    a bad file is named now, not met as a TensorFlow error mid-epoch."""
+    from yolo3.data.verify import verify_images
+    failures = verify_images([r.path for r in records], progress=bool(verbose))
+    if failures:
+        shown = "\n  ".join(str(f) for f in failures[:10])
+        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
+        raise ConfigError(f"{len(failures)} images cannot be used for training (yolo3 check "
+                          f"lists them all):\n  {shown}{more}")
+
+
+def check_run_folder(config: TrainConfig, data: TrainData) -> None:
+    """Refuse, before anything is written, an ``--output`` that is not a folder, and a ``--resume``
+    whose run does not match (its ``resume.json`` unreadable, its classes, anchors or variant
+    different). Without saved state, ``--resume`` says that it starts from the beginning."""
+    from yolo3.paths import check_output_dir
+    out = Path(check_output_dir(config.output, "--output"))
+    if not config.resume:
+        return
+    try:
+        state = load_resume_state(out)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}") from None
+    if state is None:
+        print(f"warning: --resume: {out} has no saved state (resume.json): training starts at "
+              "epoch 1", file=sys.stderr)
+        return
+    expected = {"classes.txt": (read_classes, data.class_names, "class list"),
+                "anchors.txt": (read_anchors, data.anchors, "anchors")}
+    for name, (reader, ours, what) in expected.items():
+        if not (out / name).exists():
+            continue
+        theirs = reader(out / name)
+        same = (list(theirs) == list(ours) if name == "classes.txt" else
+                np.shape(theirs) == np.shape(ours) and np.allclose(theirs, ours, atol=1e-2))
+        if not same:
+            raise ConfigError(f"{out / name}: --resume: the run was trained with another {what} "
+                              f"than the one given now ({len(theirs)} against {len(ours)} entries)")
+    variant = state.get("variant")
+    if variant is not None and variant != data.spec.name:
+        raise ConfigError(f"{out / 'resume.json'}: --resume: the run trains {variant!r}, not "
+                          f"--model {data.spec.name!r}")
 
 
 def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> RunFolder:
@@ -492,17 +546,25 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
 
 
 def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnNaN
-           ) -> Tuple[Path, Path]:
-    """Save the final body (the last good checkpoint after a NaN stop): ``final.weights.h5`` in the
-    write folder (non-chief workers: their own copy, to compare) and ``final.keras`` (chief)."""
+           ) -> Tuple[Optional[Path], Optional[Path]]:
+    """Save the final body: ``final.weights.h5`` in the write folder (non-chief workers: their own
+    copy, to compare) and ``final.keras`` (chief). After a NaN stop the last good checkpoint is the
+    result; with none, or whenever the weights are not finite, nothing is written: ``(None, None)``."""
     last_ok = run.write_dir / "last.weights.h5"
     if nan_stop.stopped and last_ok.exists():
         body.load_weights(str(last_ok))
+    if (nan_stop.stopped and not last_ok.exists()) or not weights_finite(body):
+        return None, None
     final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
     atomic_save_weights(body, run.write_dir / "final.weights.h5")
     if run.chief:
         atomic_save_model(float32_body(body), final_model, info)
     return final_model, final_weights
+
+
+def weights_finite(model: keras.Model) -> bool:
+    """True when every weight of ``model`` is a finite number."""
+    return all(np.isfinite(w).all() for w in model.get_weights())
 
 
 def train(config: TrainConfig) -> TrainResult:
@@ -536,9 +598,10 @@ def _jit(config: TrainConfig, placement: Placement) -> bool:
 def _train(config: TrainConfig) -> TrainResult:
     keras.utils.set_random_seed(config.seed)
     data = prepare_data(config)
+    check_run_folder(config, data)
     placement = pick_strategy(config, len(data.records))
-    run = prepare_output(config, data, placement.task)
     body, template, skipped = build_models(config, data, placement)
+    run = prepare_output(config, data, placement.task)  # everything checked: now write
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     info = data.info(config.input_size)
@@ -567,9 +630,13 @@ def _train(config: TrainConfig) -> TrainResult:
         if nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None):
             break
     final_model, final_weights = finish(run, body, info, nan_stop)
+    if final_model is None:
+        nan_stop.stopped = True
+        nan_stop.message = (f"{nan_stop.message or 'the weights are not finite numbers'}; no "
+                            f"good checkpoint exists, so no final model was written in {run.output}")
     if evaluation is not None and checkpoint.best > -math.inf and config.verbose:
         print(f"best validation mAP@0.5:0.95 {checkpoint.best:.4f} ({run.output / 'best.keras'})")
-    return TrainResult(str(run.output), str(final_model), str(final_weights), history,
+    return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)
 

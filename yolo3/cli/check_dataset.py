@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
     from yolo3.errors import CommandFailed
 
+    if args.draw:
+        from yolo3.paths import check_output_dir, refuse_overwriting_inputs
+        check_output_dir(args.draw_dir, "--draw-dir")
+        refuse_overwriting_inputs([("--draw-dir", args.draw_dir)], [args.annotations])
     if args.classes:
         names = read_classes(args.classes)
     elif detect_format(args.annotations) == "coco":
@@ -91,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         names = None
     res = scan_annotations(args.annotations, names, include_difficult=args.include_difficult,
                            include_crowd=args.include_crowd, image_dir=args.images)
+    from yolo3.data.verify import verify_images
+    decoded = {r.path for r in res.records}
+    res.problems.extend(verify_images(sorted(decoded)))  # the training pipeline's decoder, in full
     if names is None:
         top = max([int(r.boxes[:, 4].max()) for r in res.records if len(r.boxes)] + [-1])
         names = [str(i) for i in range(top + 1)]

@@ -5,8 +5,8 @@ Exit codes, everywhere: 0 success; 1 a failure while working (some inputs could 
 check found problems, a write failed, training stopped on NaN); 2 bad input (a missing or malformed
 file, an argument that cannot work; argparse's own usage errors are 2 too). Messages read
 ``yolo3 <command>: error: <reason>``; a bad file's reason starts with ``FILE:LINE:``. An unexpected
-exception is reported in one line (set ``YOLO3_TRACEBACK=1`` for the traceback), never as a bare
-traceback from deep inside TensorFlow.
+exception is reported in one line (``--debug``, or ``YOLO3_TRACEBACK=1``, shows the traceback),
+never as a bare traceback from deep inside TensorFlow.
 
 Nothing here imports TensorFlow: ``--help`` stays fast.
 """
@@ -35,9 +35,12 @@ def make_parser(name: str, description: str, epilog: Optional[str] = None,
     kwargs = dict(description=description, epilog=epilog,
                   formatter_class=argparse.RawDescriptionHelpFormatter)
     if parser is None:
-        return argparse.ArgumentParser(prog=prog(name), **kwargs)
-    parser.description, parser.epilog = description, epilog
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser = argparse.ArgumentParser(prog=prog(name), **kwargs)
+    else:
+        parser.description, parser.epilog = description, epilog
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an unexpected error")
     return parser
 
 
@@ -71,10 +74,10 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
                     f"{e.strerror or e}")
         return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - the one place unexpected errors become a message
-        if os.environ.get("YOLO3_TRACEBACK"):
+        if getattr(args, "debug", False) or os.environ.get("YOLO3_TRACEBACK"):
             raise
         error(name, f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-                    "(set YOLO3_TRACEBACK=1 for the traceback)")
+                    "(--debug shows the traceback)")
         return EXIT_FAILED
 
 

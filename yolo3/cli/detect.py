@@ -164,14 +164,23 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
 
 def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
+    from yolo3.paths import check_output_dir, check_output_file, refuse_overwriting_inputs
     kind, items = classify_input(args.input)
-    os.makedirs(args.output, exist_ok=True)
+    check_output_dir(args.output, "--output")
+    sources = [] if kind == "webcam" else items
+    # annotated copies keep the inputs' names: the output folder must not hold any input
+    refuse_overwriting_inputs([("--output", args.output)], sources)
+    if args.json:
+        check_output_file(args.json, "--json")
+        refuse_overwriting_inputs([("--json", args.json)], sources + [args.model, args.anchors,
+                                                                      args.classes])
     from yolo3.evaluation import save_detection_json
     from yolo3.runtimes import load_detector
 
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
                              iou=args.iou, input_size=args.input_size, model_type=args.model_type,
                              precision=args.precision)
+    os.makedirs(args.output, exist_ok=True)
     entries: list = []
     if kind == "images":
         failures = run_images(detector, items, args, entries)

@@ -92,6 +92,16 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.evaluation import (align_image_keys, evaluate_detections, format_table,
                                   load_detection_json, save_detection_json)
 
+    from yolo3.errors import CommandFailed
+    from yolo3.paths import check_output_file, refuse_overwriting_inputs
+    inputs = [args.annotations, args.detections, args.model, args.classes, args.anchors]
+    outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
+    if not args.no_plot:
+        outputs.append(("--out (its plot)", os.path.splitext(args.out)[0] + "_pr.png"))
+    for flag, path in outputs:
+        if path is not None:
+            check_output_file(path, flag)
+    refuse_overwriting_inputs(outputs, inputs)
     det = _detector(args) if args.model else None
     if args.classes:
         class_names = read_classes(args.classes)
@@ -105,10 +115,14 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)
         gt[r.path] = np.concatenate([gt[r.path], boxes]) if r.path in gt else boxes
+    failed: list = []
     if det is None:
         raw = load_detection_json(args.detections, num_classes=len(class_names))
         mapping = align_image_keys(list(gt), list(raw))
         unmatched = [p for p in raw if p not in mapping]
+        if raw and len(unmatched) == len(raw):
+            raise CommandFailed(f"{args.detections}: none of its {len(raw)} images is an image of "
+                                f"{args.annotations} (first: {unmatched[0]}): nothing to score")
         if unmatched:
             warn(NAME, f"{len(unmatched)} images in {args.detections} are not in "
                        f"{args.annotations} and are ignored (first: {unmatched[0]})")
@@ -121,12 +135,17 @@ def run(args: argparse.Namespace) -> int:
             dets[g] = (b, s, c)
     else:
         dets, entries, failed = _detect_records(det, records, class_names, args.batch_size)
+        if failed and len(failed) == len(gt):
+            raise CommandFailed(f"{args.annotations}: none of its {len(gt)} images could be read: "
+                                "nothing to score")
         for p in failed:
-            gt.pop(p, None)  # an image that could not be read is left out, not counted as misses
+            gt.pop(p, None)  # left out of the figures (not counted as misses), and said so below
         if args.save_detections:
             save_detection_json(args.save_detections, entries)
     result = evaluate_detections(gt, dets, len(class_names), class_names, max_dets=args.max_dets,
                                  with_curves=True)
+    if result["mAP50"] is None:
+        raise CommandFailed(f"{args.annotations}: no ground-truth box to score against")
     curves = result.pop("pr_curves")
     print(format_table(result))
     out_dir = os.path.dirname(os.path.abspath(args.out))
@@ -141,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"precision-recall plot: {png}", file=sys.stderr)
         except ImportError:
             warn(NAME, "matplotlib is not installed; no precision-recall plot")
+    if det is not None and failed:
+        warn(NAME, f"{len(failed)} of {len(failed) + len(gt)} images could not be read and are "
+                   "left out of the figures above")
+        return 1
     return 0
 
 

@@ -116,6 +116,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--strict", action="store_true", help="refuse annotation files with invalid "
                    "boxes (no area, outside the image); by default such boxes are dropped with a "
                    "warning naming FILE:LINE")
+    e.add_argument("--max-boxes", type=int, default=d("max_boxes"), help="ground-truth boxes kept "
+                   "per image (the loss's static padding; images with more are reported; "
+                   "default %(default)s)")
     e.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -150,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         label_smoothing=args.label_smoothing, mosaic=args.mosaic,
         multi_scale=tuple(args.multi_scale) if args.multi_scale else None,
         multi_scale_every=args.multi_scale_every, eval_every=args.eval_every,
-        patience=args.patience, precision=args.precision, jit=args.jit,
+        patience=args.patience, precision=args.precision, jit=args.jit, max_boxes=args.max_boxes,
         verbose=0 if args.quiet else 1)
     result = train(config)
     if result.stopped_on_nan:

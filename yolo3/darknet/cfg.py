@@ -381,7 +381,7 @@ def parse_cfg_text(text: str, path: Optional[PathLike] = None) -> DarknetCfg:
 def parse_cfg(path: PathLike) -> DarknetCfg:
     """Read and parse a Darknet cfg file."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             text = f.read()
     except OSError as e:
         raise DarknetError(path, f"cannot read cfg file: {e.strerror or e}") from None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class _Sink:
 # ----------------------------------------------------------------------------------------- text
 
 
+_BOX_FIELD = re.compile(r"^[-+.\deE]+(,[-+.\deE]+){4}$")
+
+
 def _split_line(line: str, path: PathLike, line_no: int) -> Tuple[str, List[str]]:
     """Split a text row into ``(image path, box fields)``."""
     if line.startswith('"'):
@@ -99,7 +103,8 @@ def _split_line(line: str, path: PathLike, line_no: int) -> Tuple[str, List[str]
         if rest and not rest[0].isspace():
             raise AnnotationError(path, "expected whitespace after the quoted image path", line=line_no)
         fields = rest.split()
-    elif "\t" in line:
+    elif "\t" in line and not _BOX_FIELD.match(line.split("\t", 1)[0].split()[-1]):
+        # a tab separates a path with spaces from its boxes: only before the first box
         image, rest = line.split("\t", 1)
         image = image.strip()
         fields = rest.split()
@@ -150,7 +155,7 @@ def _check_box(x1, y1, x2, y2, cls, num_classes, make_error, negative_ok: bool =
 
 def _read_text(path: PathLike) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read()
     except FileNotFoundError:
         raise AnnotationError(path, "annotation file not found")
@@ -304,6 +309,13 @@ def _coco_categories(data: dict, path: str) -> List[dict]:
             raise AnnotationError(path, "category needs an integer 'id' and a string 'name'",
                                   where=f"categories[{i}]")
         cats.append(c)
+    seen: Dict[str, int] = {}
+    for c in sorted(cats, key=lambda c: c["id"]):
+        if c["name"].strip() in seen:
+            raise AnnotationError(path, f"categories {seen[c['name'].strip()]} and {c['id']} share "
+                                  f"the name {c['name']!r}: class names must be unique",
+                                  where="categories")
+        seen[c["name"].strip()] = c["id"]
     return sorted(cats, key=lambda c: c["id"])
 
 
@@ -541,6 +553,6 @@ def write_annotations(path: PathLike, records: Sequence[Record], relative: bool 
     With ``relative=True``, images inside the annotation file's folder are written relative to it.
     """
     base = os.path.dirname(os.path.abspath(os.fspath(path))) if relative else None
+    from yolo3.anchors import write_text_atomic
     lines = [format_record(r, base) for r in records]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
+    write_text_atomic(path, "".join(line + "\n" for line in lines))

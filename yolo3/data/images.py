@@ -29,8 +29,9 @@ def load_image(path: PathLike) -> np.ndarray:
             im.load()
             im = ImageOps.exif_transpose(im)
             if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-                arr = np.asarray(im, dtype=np.float64)
-                arr = np.clip(arr / max(arr.max(), 1.0) * 255.0, 0, 255).astype(np.uint8)
+                # 16-bit samples keep their high byte, as tf.io.decode_image(dtype=uint8) does in
+                # the training pipeline: a 12-bit image stays dark in both, not stretched in one
+                arr = np.clip(np.asarray(im, dtype=np.int64) >> 8, 0, 255).astype(np.uint8)
                 return np.repeat(arr[..., None], 3, axis=-1)
             return np.asarray(im.convert("RGB"), dtype=np.uint8)
     except FileNotFoundError:

@@ -1,0 +1,75 @@
+"""Output paths checked before anything is written: the right kind (a folder where a folder is
+written, a file where a file is), a parent that can be made, and never an input.
+
+Every command calls these on its outputs before it creates or changes anything, so a refused run
+leaves the disk as it was. Plain Python (no TensorFlow). Errors read ``PATH: reason``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional, Sequence, Tuple
+
+from yolo3.errors import ArgumentError, PathLike
+
+__all__ = ["check_output_dir", "check_output_file", "refuse_overwriting_inputs", "same_or_inside"]
+
+
+def _blocking_ancestor(path: str) -> Optional[str]:
+    """The nearest existing ancestor of ``path`` that is not a folder (nothing can be made under it)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and not os.path.exists(parent):
+        up = os.path.dirname(parent)
+        if up == parent:
+            return None
+        parent = up
+    return parent if parent and not os.path.isdir(parent) else None
+
+
+def check_output_dir(path: PathLike, flag: str) -> str:
+    """``path`` must be a folder or not exist yet (with a parent that can be made); returns it."""
+    path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ArgumentError(f"{path}: {flag} must be a folder, and this is a file")
+    blocker = _blocking_ancestor(path)
+    if blocker:
+        raise ArgumentError(f"{path}: {flag} cannot be made: {blocker} is a file, not a folder")
+    return path
+
+
+def check_output_file(path: PathLike, flag: str) -> str:
+    """``path`` must be a file or not exist yet (its folder existing or makeable); returns it."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ArgumentError(f"{path}: {flag} must be a file, and this is a folder")
+    blocker = _blocking_ancestor(path)
+    if blocker:
+        raise ArgumentError(f"{path}: {flag} cannot be written: {blocker} is a file, not a folder")
+    return path
+
+
+def _real(path: PathLike) -> str:
+    return os.path.normcase(os.path.realpath(os.fspath(path)))
+
+
+def same_or_inside(inner: PathLike, outer: PathLike) -> bool:
+    """True when ``inner`` is ``outer`` or lies inside it (links resolved)."""
+    a, b = _real(inner), _real(outer)
+    return a == b or a.startswith(b.rstrip(os.sep) + os.sep)
+
+
+def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
+                              inputs: Sequence[PathLike]) -> None:
+    """Refuse an output (``(flag, path)`` pairs; None is skipped) that is an input or contains one.
+
+    An output folder that holds an input (``detect --input photos --output photos``) could replace
+    it with a written copy of the same name; an output file equal to an input would destroy it.
+    """
+    inputs = [os.fspath(p) for p in inputs if p is not None]
+    for flag, out in outputs:
+        if out is None:
+            continue
+        for source in inputs:
+            if same_or_inside(source, out):
+                what = "is" if _real(source) == _real(out) else "contains"
+                raise ArgumentError(f"{os.fspath(out)}: {flag} {what} the input {source}; "
+                                    "choose an output that does not hold any input")
