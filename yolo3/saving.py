@@ -95,6 +95,10 @@ def load_keras_model(path: PathLike) -> Tuple[object, Optional[ModelInfo]]:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileFormatError(path, "model file not found")
+    import zipfile
+    if not zipfile.is_zipfile(path):
+        raise FileFormatError(path, "not a .keras model: a .keras file is a zip archive, and this "
+                                    "one is not (a different file, or one cut short while written)")
     info = read_info(path)
     register_serializables()
     try:

@@ -297,8 +297,9 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
         same = (list(theirs) == list(ours) if name == "classes.txt" else
                 np.shape(theirs) == np.shape(ours) and np.allclose(theirs, ours, atol=1e-2))
         if not same:
-            raise ConfigError(f"{out / name}: --resume: the run was trained with another {what} "
-                              f"than the one given now ({len(theirs)} against {len(ours)} entries)")
+            raise ConfigError(f"{out / name}: --resume: the run was trained with a different "
+                              f"{what} ({len(theirs)} entries) than the one given now "
+                              f"({len(ours)} entries)")
     variant = state.get("variant")
     if variant is not None and variant != data.spec.name:
         raise ConfigError(f"{out / 'resume.json'}: --resume: the run trains {variant!r}, not "
@@ -329,7 +330,8 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     replicas = strategy.num_replicas_in_sync if strategy else max(1, len(devices))
     global_batch = config.batch_size * replicas
     if num_records < global_batch:
-        raise ConfigError(f"{num_records} training images are fewer than one global batch "
+        raise ConfigError(f"--batch-size {config.batch_size}: the {num_records} training images "
+                          f"of {config.annotations} are fewer than one global batch "
                           f"({config.batch_size} x {replicas} replicas)")
     steps = config.steps_per_epoch or num_records // global_batch
     if config.strategy != "wrapper":
