@@ -470,3 +470,12 @@ def test_evaluate_counts_unreadable_images_and_exits_1(world, tmp_path, capsys):
                         capsys)
     assert code == 1 and "1 of 3 images could not be read" in err, err
     assert (tmp_path / "e.json").exists()
+
+
+def test_a_decode_failure_inside_the_pipeline_is_a_message(world, tmp_path, capsys, monkeypatch):
+    from yolo3.data import verify
+    monkeypatch.setattr(verify, "verify_images", lambda *a, **k: [])  # as if the file changed later
+    argv, _, _ = _bad_image("truncated")(world, tmp_path)
+    code, err = run_cli(argv + ["--eval-every", "0"], capsys)
+    assert code == 1 and "could not be decoded during training" in err and "Traceback" not in err
+    assert "yolo3 check" in err

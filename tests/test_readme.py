@@ -94,7 +94,8 @@ def test_every_readme_tool_command_exists_and_accepts_its_flags():
     commands = list(_script_commands())
     scripts = {script for script, _ in commands}
     assert {"train_multi_gpu.py", "tools/benchmark_training.py", "tools/benchmark_data.py",
-            "tools/benchmark_inference.py", "tools/benchmark_convert.py"} <= scripts
+            "tools/benchmark_inference.py", "tools/benchmark_convert.py",
+            "tools/benchmark_recipe.py", "tools/benchmark_export.py"} <= scripts
     table = README[README.index("## The command line"):README.index("## A 5-minute tour")]
     for script in REPO.glob("tools/*.py"):  # every tool script is named in the command table
         assert f"tools/{script.name}" in table or script.name.startswith("benchmark_"), script.name

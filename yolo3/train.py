@@ -538,12 +538,23 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
-    history = model.fit(train_ds, validation_data=val_ds, epochs=stage.last,
-                        initial_epoch=max(stage.first, start_epoch),
-                        steps_per_epoch=placement.steps if config.steps_per_epoch else None,
-                        validation_steps=config.validation_steps, callbacks=callbacks,
-                        shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
-                        verbose=config.verbose)
+    try:
+        history = model.fit(train_ds, validation_data=val_ds, epochs=stage.last,
+                            initial_epoch=max(stage.first, start_epoch),
+                            steps_per_epoch=placement.steps if config.steps_per_epoch else None,
+                            validation_steps=config.validation_steps, callbacks=callbacks,
+                            shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
+                            verbose=config.verbose)
+    except tf.errors.InvalidArgumentError as e:
+        if not any(word in str(e) for word in ("image", "JPEG", "PNG", "decode", "Decode")):
+            raise
+        from yolo3.errors import CommandFailed
+        reason = next((line for line in str(e).splitlines() if "image" in line or "JPEG" in line
+                       or "PNG" in line), str(e).splitlines()[0])
+        raise CommandFailed(f"an image could not be decoded during training although every image "
+                            f"decoded when it started (did a file change?); 'yolo3 check "
+                            f"--annotations {config.annotations}' names it. TensorFlow: "
+                            f"{reason.strip()}") from None
     return {k: [float(x) for x in v] for k, v in history.history.items()}
 
 
