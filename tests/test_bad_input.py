@@ -106,22 +106,22 @@ def _corrupt_resume_json(world, tmp_path):
     return _train(world, out, "--resume"), [out], str(out / "resume.json")
 
 
-def _five_anchor_pairs(world, tmp_path):
-    out = _copy_run(world, tmp_path)
-    five = tmp_path / "five_anchors.txt"
-    five.write_text("5,6, 9,10, 14,15, 20,22, 30,28\n")
+def _train_with_anchors(world, tmp_path, out: Path, text: str):
+    anchors = tmp_path / "given_anchors.txt"
+    anchors.write_text(text)
     argv = _train(world, out)
-    argv[argv.index("--anchors") + 1] = five
-    return argv, [out], str(five)
+    argv[argv.index("--anchors") + 1] = anchors
+    return argv, [out], str(anchors)
+
+
+def _five_anchor_pairs(world, tmp_path):
+    return _train_with_anchors(world, tmp_path, _copy_run(world, tmp_path),
+                               "5,6, 9,10, 14,15, 20,22, 30,28\n")
 
 
 def _tiny_with_nine(world, tmp_path):
-    out = tmp_path / "new"
-    nine = tmp_path / "nine.txt"
-    nine.write_text("10,13, 16,30, 33,23, 30,61, 62,45, 59,119, 116,90, 156,198, 373,326\n")
-    argv = _train(world, out)
-    argv[argv.index("--anchors") + 1] = nine
-    return argv, [out], str(nine)
+    return _train_with_anchors(world, tmp_path, tmp_path / "new", "10,13, 16,30, 33,23, 30,61, "
+                               "62,45, 59,119, 116,90, 156,198, 373,326\n")
 
 
 def _weights_text(world, tmp_path):

@@ -46,7 +46,8 @@ def test_sgd_has_nesterov_momentum_and_its_own_default_lr():
     assert isinstance(sgd, keras.optimizers.SGD) and sgd.nesterov
     assert sgd.momentum == pytest.approx(SGD_MOMENTUM)
     assert float(sgd.learning_rate) == pytest.approx(1e-2)
-    assert learning_rate("adam") == 1e-3 and learning_rate("sgd", 0.5) == 0.5
+    assert learning_rate("adam") == 3e-3 and learning_rate("sgd") == 1e-2
+    assert learning_rate("sgd", 0.5) == 0.5
     with pytest.raises(ValueError, match="optimizer must be one of"):
         learning_rate("rmsprop")
 

@@ -10,7 +10,9 @@ import math
 from typing import Iterator, Optional, Tuple
 
 OPTIMIZERS = ("adam", "sgd")
-DEFAULT_LR = {"adam": 1e-3, "sgd": 1e-2}
+# Adam's 3e-3 (keras-yolo3 used 1e-3): measured better from scratch and fine-tuning alike with
+# warm-up, cosine decay, EMA and decoupled weight decay (README, measured figures)
+DEFAULT_LR = {"adam": 3e-3, "sgd": 1e-2}
 SGD_MOMENTUM = 0.937  # Darknet / YOLOv5's momentum, with Nesterov
 NO_DECAY = ("gamma", "beta", "bias")  # batch-norm scale and offset, biases: never decayed
 JIT_CHOICES = ("auto", "on", "off")
@@ -25,7 +27,7 @@ __all__ = ["OPTIMIZERS", "DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "JIT_CHOICES"
 
 
 def learning_rate(optimizer: str, lr: Optional[float] = None) -> float:
-    """``lr`` when given, else the optimiser's default (Adam 1e-3, SGD 1e-2)."""
+    """``lr`` when given, else the optimiser's default (:data:`DEFAULT_LR`: Adam 3e-3, SGD 1e-2)."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     return float(lr) if lr is not None else DEFAULT_LR[optimizer]

@@ -31,7 +31,7 @@ class TrainConfig:
     gpus: int = 0
     cpu_replicas: int = 0
     strategy: str = "wrapper"
-    lr: Optional[float] = None  # None: the optimiser's default (Adam 1e-3, SGD 1e-2)
+    lr: Optional[float] = None  # None: the optimiser's default (recipe.DEFAULT_LR: Adam 3e-3, SGD 1e-2)
     schedule: str = "cosine"
     warmup_epochs: float = 1.0
     optimizer: str = "adam"  # adam or sgd (momentum 0.937, Nesterov)

@@ -5,7 +5,7 @@ in turn on the same synthetic set for the same number of epochs, mAP@0.5:0.95 ov
                            [--val-images 200] [--style solid] [--cpu-replicas 2] [--plot recipe.png]
     (or python tools/benchmark_recipe.py ...)
 
-``old``: float32, ``mse`` box loss, no EMA, no weight decay, output biases at zero, best
+``old``: float32, Adam 1e-3, ``mse`` box loss, no EMA, no weight decay, output biases at zero, best
 checkpoint by validation loss, plus the flags the 0.2 demo needed (``--augment light``);
 ``new``: every recipe default (precision auto, CIoU, EMA, decoupled weight decay, prior biases,
 best by mAP), same augmentation. Both are evaluated after every epoch (for the curve); the time
@@ -25,7 +25,8 @@ NAME = "recipe"
 DESCRIPTION = ("Time to accuracy: keras-yolo3's recipe against today's defaults on the same "
                "synthetic set, mAP@0.5:0.95 over training time, each in its own process.")
 
-OLD_RECIPE = dict(box_loss="mse", ema=False, weight_decay=0.0, prior_bias=False, precision="float32")
+OLD_RECIPE = dict(box_loss="mse", ema=False, weight_decay=0.0, prior_bias=False, precision="float32",
+                  lr=1e-3)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from yolo3.recipe import DEFAULT_LR
     from yolo3.train_config import default as d
     a = p.add_argument
     a("--annotations", required=True, help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
@@ -52,8 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("recipe")
     r.add_argument("--optimizer", choices=["adam", "sgd"], default=d("optimizer"),
                    help="adam, or sgd (momentum 0.937, Nesterov) (default %(default)s)")
-    r.add_argument("--lr", type=float, default=d("lr"), help="peak learning rate (default: 1e-3 "
-                   "for adam, 1e-2 for sgd)")
+    r.add_argument("--lr", type=float, default=d("lr"), help="peak learning rate (default: "
+                   f"{DEFAULT_LR['adam']:g} for adam, {DEFAULT_LR['sgd']:g} for sgd)")
     r.add_argument("--schedule", choices=["cosine", "plateau"], default=d("schedule"),
                    help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on "
                    "val_loss plateau (default %(default)s)")
