@@ -292,6 +292,30 @@ def _check_truncated(world, tmp_path):
             [tmp_path / "data"], image)
 
 
+def _convert_cfg_is_folder(world, tmp_path):
+    return (["convert", world["run"] / "final.keras", tmp_path, tmp_path / "x.weights"], [tmp_path],
+            str(tmp_path))
+
+
+def _convert_over_the_weights(world, tmp_path, darknet=Path(__file__).resolve().parents[2] /
+                              "shared" / "darknet"):
+    weights = tmp_path / "yolov3-tiny.weights"
+    weights.write_bytes(b"\0" * 64)
+    return (["convert", darknet / "yolov3-tiny.cfg", weights, weights], [weights], str(weights))
+
+
+def _plot_over_history(world, tmp_path):
+    history = tmp_path / "history.csv"
+    shutil.copy(world["run"] / "history.csv", history)
+    return ["plot", "--history", history, "--out", history], [history], str(history)
+
+
+def _synth_out_is_file(world, tmp_path):
+    out = tmp_path / "data"
+    out.write_text("x")
+    return ["synth", "--out", out, "--num-images", "2"], [out], str(out)
+
+
 CASES = [
     ("train: --resume with another class list", _five_classes, 2),
     ("train: batch larger than the data", _big_batch, 2),
@@ -320,6 +344,10 @@ CASES = [
     ("coco: --out is a folder", _coco_out_is_folder, 2),
     ("check: --draw-dir is a file", _check_draw_dir_is_file, 2),
     ("check: truncated JPEG", _check_truncated, 1),
+    ("convert: OUT.cfg is a folder", _convert_cfg_is_folder, 2),
+    ("convert: OUT is the weights", _convert_over_the_weights, 2),
+    ("plot: --out is the history", _plot_over_history, 2),
+    ("synth: --out is a file", _synth_out_is_file, 2),
 ]
 
 

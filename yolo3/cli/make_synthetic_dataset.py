@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.data.synthetic import make_synthetic_dataset
+    from yolo3.paths import check_output_dir
+    check_output_dir(args.out, "--out")
     size = (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2])
     ann, classes = make_synthetic_dataset(args.out, args.num_images, size, args.seed,
                                           tuple(args.classes), image_format=args.format,
