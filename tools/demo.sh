@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 OUTPUT=demo_output
 NUM_IMAGES=1000
 VAL_IMAGES=200
-EPOCHS=16
+EPOCHS=8
 INPUT_SIZE=160
 BATCH_SIZE=8
 SEED=0
@@ -56,7 +56,7 @@ echo "== 3/5 training tiny YOLOv3 from scratch on 2 replicas (${REPLICAS[*]})"
 "$PY" train_multi_gpu.py --model tiny --strategy wrapper "${REPLICAS[@]}" \
   --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" --classes "$DATA/classes.txt" \
   --anchors "$OUTPUT/anchors.txt" --input-size "$INPUT_SIZE" --batch-size "$BATCH_SIZE" \
-  --augment light --freeze-epochs 0 --epochs "$EPOCHS" --seed "$SEED" --output "$OUTPUT/train"
+  --epochs "$EPOCHS" --seed "$SEED" --output "$OUTPUT/train"
 
 echo "== 4/5 evaluation of the saved model in a fresh detector"
 # final.keras carries its variant, anchors, masks, class names and input size: no other flags.
