@@ -147,6 +147,7 @@ def _train_argv(data, out, batch: int, *extra: str):
             "--freeze-bn", "--no-augment", "--quiet", "--seed", "3", "--output", str(out), *extra]
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about a minute on 2 cores
 def test_multiworker_cli_two_workers_match_one_process(tmp_path):
     """``train_multi_gpu.py --strategy multiworker`` as two workers (batch 2 each, 3 steps of Adam)
     ends with the weights of one process trained with batch 4 on the same seeded stream, on both

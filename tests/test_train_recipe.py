@@ -227,6 +227,7 @@ def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tm
     assert template.get_layer("yolo_loss").compute_dtype == "float32"
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about a minute on 2 cores
 def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, capsys):
     out = tmp_path / "jit"
     train(_config(dataset, out, epochs=1, jit="on", eval_every=0))

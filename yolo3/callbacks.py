@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import keras
 import numpy as np
@@ -197,10 +197,20 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         self.info = info
         self.ema = ema  # SwapEMAWeights runs before: the body holds the EMA weights at epoch end
 
+    def _files(self, stem: str) -> List[Path]:
+        names = [f"{stem}.weights.h5"] + ([f"{stem}.keras"] if self.save_keras else [])
+        return [self.output_dir / n for n in names]
+
     def _save(self, stem: str) -> None:
         atomic_save_weights(self.body, self.output_dir / f"{stem}.weights.h5")
         if self.save_keras:
             atomic_save_model(float32_body(self.body), self.output_dir / f"{stem}.keras", self.info)
+
+    def _copy(self, source: str, stem: str) -> None:
+        """``stem.*`` as byte copies of the ``source.*`` files just written (no second
+        serialisation of the same weights), each atomically."""
+        for src, dst in zip(self._files(source), self._files(stem)):
+            atomic_write(dst, lambda tmp, src=src: shutil.copyfile(src, tmp), suffix=dst.suffix)
 
     def _improves(self, value: float) -> bool:
         return value > self.best if self.mode == "max" else value < self.best
@@ -218,7 +228,7 @@ class TemplateCheckpoint(keras.callbacks.Callback):
                 print(f"\nEpoch {epoch + 1}: {self.monitor} improved from {self.best:.5g} to "
                       f"{float(value):.5g}, saving {self.output_dir / 'best.weights.h5'}")
             self.best = float(value)
-            self._save("best")
+            self._copy("last", "best")
         if self.save_resume:
             optimizer = getattr(self.model, "optimizer", None)
             save_resume_state(self.output_dir, epoch + 1, self.template, optimizer, self.best,
