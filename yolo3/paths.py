@@ -11,7 +11,8 @@ from typing import Iterable, Optional, Sequence, Tuple
 
 from yolo3.errors import ArgumentError, PathLike
 
-__all__ = ["check_output_dir", "check_output_file", "refuse_overwriting_inputs", "same_or_inside"]
+__all__ = ["check_output_dir", "check_output_file", "check_outputs", "refuse_overwriting_inputs",
+           "same_or_inside"]
 
 
 def _blocking_ancestor(path: str) -> Optional[str]:
@@ -73,3 +74,17 @@ def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
                 what = "is" if _real(source) == _real(out) else "contains"
                 raise ArgumentError(f"{os.fspath(out)}: {flag} {what} the input {source}; "
                                     "choose an output that does not hold any input")
+
+
+def check_outputs(files: Sequence[Tuple[str, Optional[PathLike]]] = (),
+                  inputs: Sequence[Optional[PathLike]] = (),
+                  dirs: Sequence[Tuple[str, Optional[PathLike]]] = ()) -> None:
+    """A command's outputs before it writes: each of ``files`` (``(flag, path)``; None skipped) a
+    file, each of ``dirs`` a folder, and none of them an input or holding one."""
+    for flag, path in files:
+        if path is not None:
+            check_output_file(path, flag)
+    for flag, path in dirs:
+        if path is not None:
+            check_output_dir(path, flag)
+    refuse_overwriting_inputs(list(files) + list(dirs), [p for p in inputs if p is not None])

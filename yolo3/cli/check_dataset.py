@@ -84,9 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.errors import CommandFailed
 
     if args.draw:
-        from yolo3.paths import check_output_dir, refuse_overwriting_inputs
-        check_output_dir(args.draw_dir, "--draw-dir")
-        refuse_overwriting_inputs([("--draw-dir", args.draw_dir)], [args.annotations])
+        from yolo3.paths import check_outputs
+        check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations])
     if args.classes:
         names = read_classes(args.classes)
     elif detect_format(args.annotations) == "coco":

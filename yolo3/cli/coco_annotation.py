@@ -28,12 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from yolo3.anchors import write_classes
     from yolo3.data.annotations import coco_class_names, load_annotations, write_annotations
-    from yolo3.paths import check_output_file, refuse_overwriting_inputs
-    outputs = [("--out", args.out), ("--classes-out", args.classes_out)]
-    for flag, path in outputs:
-        if path is not None:
-            check_output_file(path, flag)
-    refuse_overwriting_inputs(outputs, [args.annotations])
+    from yolo3.paths import check_outputs
+    check_outputs([("--out", args.out), ("--classes-out", args.classes_out)], [args.annotations])
     names = coco_class_names(args.annotations)
     records = load_annotations(args.annotations, include_crowd=args.include_crowd,
                                check_images=not args.no_check_images, image_dir=args.images)

@@ -92,9 +92,8 @@ def _migrate(args) -> int:
     from yolo3.saving import atomic_save_model, load_keras_yolo3
     if args.out is not None or not args.second.endswith(".keras"):
         raise ArgumentError("a keras-yolo3 .h5 converts to one .keras file: IN.h5 OUT.keras")
-    from yolo3.paths import check_output_file, refuse_overwriting_inputs
-    check_output_file(args.second, "OUT.keras")
-    refuse_overwriting_inputs([("OUT.keras", args.second)], [args.src, args.anchors, args.classes])
+    from yolo3.paths import check_outputs
+    check_outputs([("OUT.keras", args.second)], [args.src, args.anchors, args.classes])
     body, info = load_keras_yolo3(args.src, anchors_path=args.anchors, classes_path=args.classes,
                                   model_type=args.model_type, verbose=True)
     atomic_save_model(body, args.second, info)
@@ -110,14 +109,12 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise ArgumentError("give three paths: CFG WEIGHTS OUT (import) or MODEL.keras OUT.cfg "
                             "OUT.weights (export)")
-    from yolo3.paths import check_output_file, refuse_overwriting_inputs
-    outputs = ([("OUT", args.out)] if args.src.endswith(".cfg")
-               else [("OUT.cfg", args.second), ("OUT.weights", args.out)])
-    for flag, path in outputs:
-        check_output_file(path, flag)
-    inputs = [args.src, args.classes, args.anchors] + (
-        [args.second] if args.src.endswith(".cfg") else [])
-    refuse_overwriting_inputs(outputs, inputs)
+    from yolo3.paths import check_outputs
+    if args.src.endswith(".cfg"):
+        check_outputs([("OUT", args.out)], [args.src, args.second, args.classes])
+    else:
+        check_outputs([("OUT.cfg", args.second), ("OUT.weights", args.out)],
+                      [args.src, args.classes, args.anchors])
     if args.src.endswith(".cfg"):
         return _import(args)
     if args.src.endswith(".keras"):

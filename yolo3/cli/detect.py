@@ -164,16 +164,12 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
 
 def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
-    from yolo3.paths import check_output_dir, check_output_file, refuse_overwriting_inputs
+    from yolo3.paths import check_outputs
     kind, items = classify_input(args.input)
-    check_output_dir(args.output, "--output")
     sources = [] if kind == "webcam" else items
     # annotated copies keep the inputs' names: the output folder must not hold any input
-    refuse_overwriting_inputs([("--output", args.output)], sources)
-    if args.json:
-        check_output_file(args.json, "--json")
-        refuse_overwriting_inputs([("--json", args.json)], sources + [args.model, args.anchors,
-                                                                      args.classes])
+    check_outputs(dirs=[("--output", args.output)], inputs=sources)
+    check_outputs([("--json", args.json)], sources + [args.model, args.anchors, args.classes])
     from yolo3.evaluation import save_detection_json
     from yolo3.runtimes import load_detector
 

@@ -93,15 +93,12 @@ def run(args: argparse.Namespace) -> int:
                                   load_detection_json, save_detection_json)
 
     from yolo3.errors import CommandFailed
-    from yolo3.paths import check_output_file, refuse_overwriting_inputs
-    inputs = [args.annotations, args.detections, args.model, args.classes, args.anchors]
+    from yolo3.paths import check_outputs
     outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
     if not args.no_plot:
         outputs.append(("--out (its plot)", os.path.splitext(args.out)[0] + "_pr.png"))
-    for flag, path in outputs:
-        if path is not None:
-            check_output_file(path, flag)
-    refuse_overwriting_inputs(outputs, inputs)
+    check_outputs(outputs, [args.annotations, args.detections, args.model, args.classes,
+                            args.anchors])
     det = _detector(args) if args.model else None
     if args.classes:
         class_names = read_classes(args.classes)

@@ -58,12 +58,10 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError("--quantize int8 needs --calibration FILE_OR_DIR (representative images)")
     if args.quantize != "none" and not args.tflite:
         raise ArgumentError("--quantize applies to --tflite")
-    from yolo3.paths import check_output_dir, check_output_file, refuse_overwriting_inputs
-    outputs = [("--saved-model", args.saved_model), ("--tflite", args.tflite), ("--onnx", args.onnx)]
-    for flag, path in outputs:
-        if path is not None:
-            (check_output_dir if flag == "--saved-model" else check_output_file)(path, flag)
-    refuse_overwriting_inputs(outputs, [args.model, args.anchors, args.classes, args.calibration])
+    from yolo3.paths import check_outputs
+    check_outputs([("--tflite", args.tflite), ("--onnx", args.onnx)],
+                  [args.model, args.anchors, args.classes, args.calibration],
+                  dirs=[("--saved-model", args.saved_model)])
     paths = (calibration_paths(args.calibration, args.calibration_images)
              if args.calibration else None)
     det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,

@@ -36,13 +36,12 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.errors import ArgumentError
     from yolo3.specs import all_specs
 
-    from yolo3.paths import check_output_file, refuse_overwriting_inputs
+    from yolo3.paths import check_outputs
     if args.clusters < 1:
         raise ArgumentError(f"--clusters must be at least 1, got {args.clusters}")
     if args.restarts < 1:
         raise ArgumentError(f"--restarts must be at least 1, got {args.restarts}")
-    check_output_file(args.out, "--out")
-    refuse_overwriting_inputs([("--out", args.out)], [args.annotations, args.classes])
+    check_outputs([("--out", args.out)], [args.annotations, args.classes])
     names = read_classes(args.classes) if args.classes else None
     records = load_annotations(args.annotations, names, check_images=args.input_size is not None)
     whs = []

@@ -58,9 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.paths import check_output_file, refuse_overwriting_inputs
-    check_output_file(args.out, "--out")
-    refuse_overwriting_inputs([("--out", args.out)], [args.history])
+    from yolo3.paths import check_outputs
+    check_outputs([("--out", args.out)], [args.history])
     plot_history(args.history, args.out, args.title)
     print(f"wrote {args.out}")
     return 0
