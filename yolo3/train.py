@@ -2,10 +2,12 @@
 
 :func:`train` takes a :class:`TrainConfig` (the CLI ``yolo3 train`` / ``train_multi_gpu.py`` is a
 thin parser over it) and runs a short sequence of named steps, each testable alone:
-:func:`prepare_data` (classes, anchors, records, validation split), :func:`prepare_output`
-(folders, side files), :func:`pick_strategy` (devices, replicas, global batch),
-:func:`build_models` (body, training template, initial weights), :func:`restore_state` (resume),
-:func:`make_datasets`, then :func:`run_stage` per stage and :func:`finish`.
+:func:`prepare_data` (classes, anchors, records, validation split), :func:`check_run_folder`
+(output kind, resume state), :func:`pick_strategy` (devices, replicas, global batch), a full
+decode of every image, :func:`build_models` (body, training template, initial weights): all
+checks, nothing written yet; then :func:`prepare_output` (folders, side files),
+:func:`restore_state` (resume), :func:`make_datasets`, :func:`run_stage` per stage and
+:func:`finish`.
 
 Layers are frozen by name: stage 1 trains every layer whose name does not start with
 ``backbone_``; stage 2 trains all. ``epochs`` is the total epoch count (stage 2 runs epochs
@@ -256,7 +258,6 @@ def prepare_data(config: TrainConfig) -> TrainData:
         print(f"warning: {len(crowded)} images have more than {config.max_boxes} boxes (first: "
               f"{crowded[0].path}, {len(np.asarray(crowded[0].boxes).reshape(-1, 5))}); training "
               f"uses the first {config.max_boxes} of each (--max-boxes)", file=sys.stderr)
-    _verify_decodable(records + val_records, config.verbose)
     return TrainData(spec, class_names, anchors, masks, records, val_records)
 
 
@@ -613,6 +614,9 @@ def _train(config: TrainConfig) -> TrainResult:
     data = prepare_data(config)
     check_run_folder(config, data)
     placement = pick_strategy(config, len(data.records))
+    # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
+    # its collectives before TensorFlow's runtime starts
+    _verify_decodable(data.records + data.val_records, config.verbose)
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
     state, start_epoch, best = restore_state(config, run, template)
