@@ -1,6 +1,6 @@
 """Deployment: TFLite float32 / float16 / int8 and ONNX exports round-trip against the Keras model,
-exported models are scored with the same commands, bad input gets a message, and the detector's
-``auto`` precision is chosen from the hardware."""
+exported models are scored with the same commands, and bad input gets a message (the detector's
+``auto`` precision under each CPU: test_auto_choices.py)."""
 from __future__ import annotations
 
 import json
@@ -185,19 +185,6 @@ def test_an_export_that_does_not_match_is_refused_and_removed(setup, tmp_path):
     with pytest.raises(ExportError, match="raw maps differ from the Keras model"):
         verify_export(tmp_path / "m.tflite", other, _images(setup))
     assert not (tmp_path / "m.tflite").exists()
-
-
-def test_auto_precision_follows_the_hardware(monkeypatch):
-    import yolo3.precision as precision
-    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512f"})
-    assert precision.resolve_precision("auto") == "float32"
-    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
-    assert precision.resolve_precision("auto") == "bfloat16"
-    monkeypatch.setattr(precision, "cpu_flags", lambda: {"amx_bf16"})
-    assert precision.resolve_precision("auto") == "bfloat16"
-    assert precision.resolve_precision("float32") == "float32"
-    with pytest.raises(ValueError, match="precision must be one of"):
-        precision.resolve_precision("float16")
 
 
 @pytest.mark.slow  # bfloat16 is emulated (slow) on CPUs without AVX-512 BF16

@@ -211,6 +211,29 @@ def test_fold_batch_norms_keeps_outputs():
         np.testing.assert_allclose(b, a, atol=1e-4 * max(1.0, np.abs(a).max()))
 
 
+def test_float32_detector_built_inside_a_mixed_precision_run_computes_in_float32():
+    """Evaluation while training builds its float32 detector while the run's global policy is
+    mixed bfloat16: the folded copy must not take that policy (it did: the identity layers that
+    replace the batch norms cast every convolution's output to bfloat16, so the mAP logged while
+    training was not the saved float32 model's)."""
+    import keras
+
+    from yolo3.detector import fold_batch_norms
+    from yolo3.model import build_body
+    from yolo3.recipe import dtype_policy
+
+    body = build_body("tiny", 2, input_shape=(64, 64))
+    x = np.random.default_rng(3).uniform(0, 1, (2, 64, 64, 3)).astype(np.float32)
+    outside = [np.asarray(o) for o in fold_batch_norms(body)(x, training=False)]
+    with dtype_policy("mixed_bfloat16"):
+        folded = fold_batch_norms(body)
+    computing = {l.name: l.compute_dtype for l in folded.layers
+                 if not isinstance(l, keras.layers.InputLayer)}
+    assert set(computing.values()) == {"float32"}, computing
+    for a, b in zip(outside, folded(x, training=False)):
+        np.testing.assert_array_equal(np.asarray(b), a)
+
+
 def test_converted_darknet_tiny_uses_its_cfg_masks(tmp_path, darknet_cfg_dir):
     from yolo3.darknet.convert import convert
     from yolo3.darknet.random_weights import write_random_weights

@@ -144,7 +144,8 @@ def _train_argv(data, out, batch: int, *extra: str):
     return [sys.executable, str(REPO / "train_multi_gpu.py"), "--annotations", str(data / "train.txt"),
             "--val-annotations", str(data / "val.txt"), "--classes", str(data / "classes.txt"),
             "--model", "tiny", "--input-size", "64", "--batch-size", str(batch), "--epochs", "1",
-            "--freeze-bn", "--no-augment", "--quiet", "--seed", "3", "--output", str(out), *extra]
+            "--freeze-bn", "--no-augment", "--quiet", "--seed", "3", "--precision", "float32",
+            "--output", str(out), *extra]
 
 
 @pytest.mark.slow  # CI runs it (.ci/run); about a minute on 2 cores

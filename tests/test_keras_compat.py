@@ -109,3 +109,37 @@ def test_swap_ema_weights():
         np.testing.assert_array_equal(v.numpy(), a)
     for v, w in zip(optimizer._model_variables_moving_average, weights):
         np.testing.assert_array_equal(v.numpy(), w)
+
+
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_exact_swap_ema_weights_copies_values(strategy):
+    """The training callback swaps model weights and their averages exactly, at an epoch's end and
+    back, also under a strategy. Keras's own swap (``a += b; b = a - b; a -= b``) loses the small
+    value next to a large one: the case below is where it rounds."""
+    import tensorflow as tf
+    scope = tf.distribute.MirroredStrategy(["/cpu:0"]) if strategy == "mirrored" else tf.distribute.get_strategy()
+    with scope.scope():
+        model = _compiled()
+        model.compile(optimizer=keras.optimizers.Adam(1e-1, use_ema=True, ema_momentum=0.5),
+                      loss="mse")
+        model.optimizer.build(model.trainable_variables)
+    optimizer = model.optimizer
+    rng = np.random.default_rng(2)
+    for v, a in zip(optimizer._trainable_variables, optimizer._model_variables_moving_average):
+        v.assign(np.full(v.shape, 1e8, np.float32))
+        a.assign(rng.uniform(0.5, 1.5, a.shape).astype(np.float32))
+    weights = [v.numpy().copy() for v in optimizer._trainable_variables]
+    averages = [v.numpy().copy() for v in optimizer._model_variables_moving_average]
+    callback = keras_compat.ExactSwapEMAWeights(swap_on_epoch=True)
+    callback.set_model(model)
+    callback._swap_variables()
+    for v, a in zip(optimizer._trainable_variables, averages):
+        np.testing.assert_array_equal(v.numpy(), a)
+    callback._swap_variables()
+    for v, w in zip(optimizer._trainable_variables, weights):
+        np.testing.assert_array_equal(v.numpy(), w)
+    stock = keras.callbacks.SwapEMAWeights(swap_on_epoch=True)
+    stock.set_model(model)
+    stock._swap_variables()  # what the project no longer uses: the averages come back rounded
+    assert any(not np.array_equal(v.numpy(), a)
+               for v, a in zip(optimizer._trainable_variables, averages))

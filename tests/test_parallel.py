@@ -4,6 +4,7 @@ Multi-device checks run in fresh subprocesses with 2 or 3 logical CPU devices (m
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from multidevice_helpers import run_with_devices
@@ -57,6 +58,8 @@ for n in SIZES:
     # the template on the wrapper's slices, weighted by their share: what the wrapper computes
     sliced, start = [np.zeros_like(np.asarray(g)) for g in ga], 0
     for size in split_sizes(n, NDEV):
+        if size == 0:
+            continue  # a replica without images contributes nothing (and is never called)
         part = [x[start:start + size] for x in xs]
         with tf.GradientTape() as t:
             loss = tmpl(part, training=False)
@@ -72,8 +75,10 @@ for n in SIZES:
 # placement: Conv2D ops of each replica on its own device in the traced training graph
 fn = tf.function(lambda xs: wrapper(xs, training=True))
 specs = [tf.TensorSpec([None, *x.shape[1:]], tf.float32) for x in batch(1)]
-graph = fn.get_concrete_function(specs).graph
-convs = [op.device for op in graph.get_operations() if op.type == "Conv2D"]
+graph_def = fn.get_concrete_function(specs).graph.as_graph_def()
+# with a dynamic batch each replica runs inside a tf.cond: its ops live in the branch functions
+nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+convs = [tf.DeviceSpec.from_string(n.device).to_string() for n in nodes if n.op == "Conv2D"]
 out["conv_devices"] = {d: convs.count(d) for d in set(convs)}
 out["compute_dtype"] = body.get_layer("output_s32").compute_dtype
 result = out
@@ -140,6 +145,95 @@ def test_wrapper_equals_template(ndev, sizes):
     devices = r["conv_devices"]
     assert sorted(devices) == sorted(f"/device:CPU:{i}" for i in range(ndev)), devices
     assert len(set(devices.values())) == 1, devices  # every replica runs the whole body
+
+
+# A template that counts, at run time, how often it runs and on how many images (variables, so the
+# counts are what executed, not what was traced), with a convolution and a batch norm in the path:
+# the layers that fail on an empty slice with oneDNN on AVX-512 CPUs.
+_COUNTING = """
+import numpy as np, keras
+keras.config.set_dtype_policy("float32")
+from yolo3.parallel import multi_gpu_model
+
+class Count(keras.layers.Layer):
+    def build(self, shape):
+        self.calls = self.add_weight(shape=(), initializer="zeros", trainable=False, name="calls")
+        self.images = self.add_weight(shape=(), initializer="zeros", trainable=False, name="images")
+    def call(self, x):
+        self.calls.assign_add(1.0)
+        self.images.assign_add(keras.ops.cast(keras.ops.shape(x)[0], "float32"))
+        return x
+
+class MeanLoss(keras.layers.Layer):
+    def call(self, x):
+        return keras.ops.reshape(keras.ops.mean(x), (1,))
+
+keras.utils.set_random_seed(0)
+image = keras.Input((16, 16, 3))
+counter = Count()
+h = counter(image)
+h = keras.layers.Conv2D(4, 3, padding="same")(h)
+h = keras.layers.BatchNormalization()(h)
+tmpl = keras.Model(image, MeanLoss()(keras.ops.square(h)))
+wrapper = multi_gpu_model(tmpl, devices=[f"/cpu:{i}" for i in range(NDEV)])
+rng = np.random.default_rng(0)
+dynamic = tf.function(lambda x: wrapper(x, training=True),
+                      input_signature=[tf.TensorSpec([None, 16, 16, 3], tf.float32)])
+static = tf.function(lambda x: wrapper(x, training=True))
+def counted(fn, x):
+    counter.calls.assign(0.0); counter.images.assign(0.0)
+    loss = fn(x)
+    return [float(counter.calls.numpy()), float(counter.images.numpy()), float(np.asarray(loss)[0])]
+result = {}
+for n in SIZES:
+    x = rng.uniform(0, 1, (n, 16, 16, 3)).astype("float32")
+    bns = [l for l in tmpl.layers if isinstance(l, keras.layers.BatchNormalization)]
+    start = [(l.moving_mean.numpy(), l.moving_variance.numpy()) for l in bns]
+    row = {}
+    for name, fn in [("eager", lambda x: wrapper(x, training=True)), ("static", static),
+                     ("dynamic", dynamic)]:
+        for l, (m, v) in zip(bns, start):
+            l.moving_mean.assign(m); l.moving_variance.assign(v)
+        row[name] = counted(fn, x)
+        row[name + "_finite"] = bool(all(np.all(np.isfinite(l.moving_mean.numpy())) for l in bns))
+        row[name + "_bn"] = [l.moving_mean.numpy().tolist() + l.moving_variance.numpy().tolist()
+                             for l in bns]
+    # one replica per image at most: the template alone on a batch of one is the reference
+    for l, (m, v) in zip(bns, start):
+        l.moving_mean.assign(m); l.moving_variance.assign(v)
+    row["template"] = float(np.asarray(tmpl(x[:1], training=True))[0])
+    row["template_bn"] = [l.moving_mean.numpy().tolist() + l.moving_variance.numpy().tolist()
+                          for l in bns]
+    result[str(n)] = row
+# fit with a remainder batch smaller than the number of devices (N * 2 + 1 images, batch N * 2)
+tmpl_x = rng.uniform(0, 1, (NDEV * 2 + 1, 16, 16, 3)).astype("float32")
+wrapper.compile(keras.optimizers.SGD(1e-3), loss=lambda y_true, y_pred: y_pred, jit_compile=False)
+history = wrapper.fit(tmpl_x, np.zeros((len(tmpl_x), 1), "float32"), batch_size=NDEV * 2, epochs=1,
+                      shuffle=False, verbose=0)
+result["fit_loss_finite"] = bool(np.isfinite(history.history["loss"][0]))
+"""
+
+
+@pytest.mark.parametrize("ndev", [2, 3])
+def test_a_replica_without_images_is_never_called(ndev):
+    """Batch 1, and batches smaller than, equal to and larger than the number of devices: the
+    template runs once per non-empty slice on exactly the batch's images, in eager mode and in
+    graphs traced with a known and an unknown batch size; the loss of a batch of one is the
+    template's own. (The earlier wrapper ran empty replicas on image 0 with weight 0.)"""
+    sizes = [1, 2, ndev, ndev + 2]
+    r = run_with_devices(ndev, _COUNTING.replace("NDEV", str(ndev)).replace("SIZES", str(sizes)))
+    for n in sizes:
+        row = r[str(n)]
+        for mode in ("eager", "static", "dynamic"):
+            calls, images, loss = row[mode]
+            assert calls == min(n, ndev), (n, mode, row)
+            assert images == n, (n, mode, row)
+            assert np.isfinite(loss) and row[mode + "_finite"], (n, mode, row)
+        if n == 1:  # the wrapper on one image is the template on it, loss and statistics alike
+            for mode in ("eager", "static", "dynamic"):
+                assert row[mode][2] == pytest.approx(row["template"], rel=1e-6), (mode, row)
+                assert np.allclose(row[mode + "_bn"], row["template_bn"], rtol=1e-6, atol=1e-7)
+    assert r["fit_loss_finite"]
 
 
 _BN = _SETUP + """

@@ -8,8 +8,6 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3 import precision as precision_module
-from yolo3.errors import ArgumentError
 from yolo3.recipe import (NO_DECAY, SGD_MOMENTUM, auto_ema_momentum, auto_eval_every, dtype_policy,
                           learning_rate, make_optimizer, multi_scale_sizes, output_bias_priors,
                           use_jit)
@@ -119,23 +117,3 @@ def test_output_bias_priors_match_the_expected_positives():
     np.testing.assert_allclose(sigmoid[:, 5:], 0.25, rtol=1e-5)
 
 
-@pytest.mark.parametrize("flags, gpu, gpu_bf16, expected", [
-    ({"avx2", "fma"}, False, False, "float32"),  # AVX2 only: bfloat16 would be emulated
-    ({"avx2", "avx512f", "avx512_bf16"}, False, False, "mixed_bfloat16"),
-    ({"avx2", "amx_bf16", "amx_tile"}, False, False, "mixed_bfloat16"),
-    ({"avx2"}, True, True, "mixed_bfloat16"),  # Ampere or newer
-    ({"avx2"}, True, False, "mixed_float16"),  # older GPUs: float16 with loss scaling
-])
-def test_auto_training_precision_follows_the_hardware(monkeypatch, flags, gpu, gpu_bf16, expected):
-    monkeypatch.setattr(precision_module, "cpu_flags", lambda: set(flags))
-    monkeypatch.setattr(precision_module, "gpu_has_bfloat16", lambda: gpu_bf16)
-    assert precision_module.resolve_training_precision("auto", gpu=gpu) == expected
-    assert precision_module.resolve_training_precision("float32", gpu=gpu) == "float32"
-    with pytest.raises(ArgumentError, match="precision must be one of"):
-        precision_module.resolve_training_precision("bfloat16", gpu=gpu)
-
-
-def test_this_machine_trains_auto_in_a_precision_it_computes_natively():
-    chosen = precision_module.resolve_training_precision("auto", gpu=False)
-    native = {"avx512_bf16", "amx_bf16"} & precision_module.cpu_flags()
-    assert chosen == ("mixed_bfloat16" if native else "float32")

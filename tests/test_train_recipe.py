@@ -31,7 +31,8 @@ def dataset(tmp_path_factory):
 def _config(d: Path, out: Path, **kw) -> TrainConfig:
     base = dict(annotations=str(d / "train.txt"), val_annotations=str(d / "val.txt"),
                 classes=str(d / "classes.txt"), output=str(out), model="tiny", input_size=64,
-                batch_size=4, epochs=2, augment="none", seed=1, verbose=0)
+                batch_size=4, epochs=2, augment="none", seed=1, verbose=0,
+                precision="float32")  # exact comparisons: never the machine's auto choice
     base.update(kw)
     return TrainConfig(**base)
 

@@ -13,7 +13,7 @@ import keras
 
 __all__ = ["producing_layer", "inbound_tensors", "node_counts", "all_layers",
            "save_weights_without", "load_weights_without", "build_from_element_spec",
-           "replace_step", "swap_ema_weights", "uses_ema"]
+           "replace_step", "swap_ema_weights", "uses_ema", "ExactSwapEMAWeights"]
 
 
 def producing_layer(tensor) -> keras.layers.Layer:
@@ -81,3 +81,26 @@ def swap_ema_weights(optimizer) -> None:
 def uses_ema(optimizer) -> bool:
     """Whether ``optimizer`` (or a loss-scale optimizer's inner one) keeps an EMA of the weights."""
     return bool(getattr(getattr(optimizer, "inner_optimizer", optimizer), "use_ema", False))
+
+
+def _exact_swap(variable, average) -> None:
+    """Exchange two variables' values by copies (no arithmetic, hence no rounding)."""
+    import tensorflow as tf
+    old = tf.identity(variable.read_value() if hasattr(variable, "read_value") else variable)
+    variable.assign(average)
+    average.assign(old)
+
+
+class ExactSwapEMAWeights(keras.callbacks.SwapEMAWeights):
+    """``keras.callbacks.SwapEMAWeights`` whose swap copies values instead of exchanging them by
+    ``a += b; b = a - b; a -= b`` (Keras's TensorFlow path, ``_tf_swap_variables``), which rounds:
+    with it the model evaluated at an epoch's end held the averages only to within rounding, not
+    the averages that the saved model gets, and every swap back nudged the trained weights."""
+
+    def _tf_swap_variables(self, optimizer):
+        strategy = optimizer._distribution_strategy
+        for variable, average in zip(optimizer._trainable_variables,
+                                     optimizer._model_variables_moving_average):
+            variable = variable.value if isinstance(variable, keras.Variable) else variable
+            average = average.value if isinstance(average, keras.Variable) else average
+            strategy.extended.update(variable, _exact_swap, args=(average,))

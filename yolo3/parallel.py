@@ -5,7 +5,9 @@ batch-mean loss of shape ``(1,)``). The wrapper owns no variables: every replica
 itself, with its operations placed on its device inside ``call()`` (a ``tf.device`` scope around
 functional construction is dropped by Keras 3). Replica ``i`` gets ``n_i`` of the ``n`` images and the
 wrapper returns ``sum_i (n_i / n) * loss_i``, which is the template's loss on the whole batch, also for
-uneven splits and for batches smaller than the number of devices.
+uneven splits and for batches smaller than the number of devices. A replica whose slice is empty
+(batch < devices) is never called: its share is 0 and it costs nothing. The template is never run
+on zero images (oneDNN's convolution on AVX-512 CPUs returns a wrongly shaped empty tensor then).
 
 Batch normalisation in training mode normalises each replica with its own slice's statistics (no
 synchronised batch norm). The moving statistics end up as ``sum_i (n_i / n) * update_i``, the
@@ -82,6 +84,17 @@ def _batch_norm_moving_variables(model: keras.Model) -> list:
     return out
 
 
+def _leading_slice(x, begin, size):
+    """``x[begin:begin + size]`` along the first axis; ``begin`` and ``size`` ints or scalar tensors."""
+    if isinstance(begin, int) and isinstance(size, int):
+        return x[begin:begin + size]
+    rank = tf.rank(x)
+    begin = tf.cast(begin, tf.int32)
+    size = tf.cast(size, tf.int32)
+    return tf.slice(x, tf.concat([[begin], tf.zeros([rank - 1], tf.int32)], 0),
+                    tf.concat([[size], tf.shape(x)[1:]], 0))
+
+
 class ReplicaWrapper(keras.Model):
     """Run ``template`` once per device on consecutive batch slices; return the share-weighted loss sum.
 
@@ -98,30 +111,43 @@ class ReplicaWrapper(keras.Model):
 
     def call(self, inputs, training=None):
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        static_n = inputs[0].shape[0]
         n = tf.shape(inputs[0])[0]
-        sizes = split_sizes(n, len(self.devices))
-        weights = [tf.cast(s, tf.float32) / tf.cast(n, tf.float32) for s in sizes]
+        # Python ints when the batch size is known while tracing: empty replicas are dropped then;
+        # otherwise scalar tensors, and each replica runs under a tf.cond that skips it when empty.
+        sizes = split_sizes(int(static_n) if static_n is not None else n, len(self.devices))
+        denominator = tf.cast(tf.maximum(n, 1), tf.float32)
         bn_vars = _batch_norm_moving_variables(self.template) if training else []
         snapshot = [tf.identity(v.value) for v in bn_vars]
-        losses, replica_stats = [], []
-        start = tf.zeros((), n.dtype)
-        for i, (device, size) in enumerate(zip(self.devices, sizes)):
-            # An empty slice (batch < devices) runs on image 0 instead and gets weight 0: no NaN.
-            begin = tf.where(size > 0, start, tf.zeros_like(start))
-            length = tf.maximum(size, 1)
-            if i > 0:
-                for v, s in zip(bn_vars, snapshot):
-                    v.assign(s)
-            with tf.device(device):
-                part = [tf.slice(x, tf.concat([[begin], tf.zeros([tf.rank(x) - 1], n.dtype)], 0),
-                                 tf.concat([[length], tf.shape(x)[1:]], 0)) for x in inputs]
-                loss = self.template(part, training=training)
-                losses.append(tf.cast(loss, tf.float32) * weights[i])
-            replica_stats.append([tf.identity(v.value) for v in bn_vars])
+        losses, weights, replica_stats = [], [], []
+        start = 0
+        for device, size in zip(self.devices, sizes):
+            if isinstance(size, int) and size == 0:
+                continue  # no images: no call, no share (oneDNN's convolution fails on 0 images)
+            weight = tf.cast(size, tf.float32) / denominator
+            restore = bool(replica_stats)  # every replica starts from the same statistics
+
+            def run_replica(device=device, begin=start, size=size, restore=restore):
+                if restore:
+                    for v, s in zip(bn_vars, snapshot):
+                        v.assign(s)
+                with tf.device(device):
+                    part = [_leading_slice(x, begin, size) for x in inputs]
+                    loss = tf.reshape(tf.cast(self.template(part, training=training), tf.float32), (1,))
+                return loss, [tf.identity(v.value) for v in bn_vars]
+
+            if isinstance(size, int):
+                loss, stats = run_replica()
+            else:
+                loss, stats = tf.cond(size > 0, run_replica,
+                                      lambda: (tf.zeros((1,), tf.float32), list(snapshot)))
+            losses.append(loss * weight)
+            weights.append(weight)
+            replica_stats.append(stats)
             start = start + size
         for j, v in enumerate(bn_vars):
             v.assign(tf.add_n([w * tf.cast(stats[j], w.dtype) for w, stats in zip(weights, replica_stats)]))
-        return tf.add_n(losses)
+        return tf.add_n(losses) if losses else tf.zeros((1,), tf.float32)
 
     def compute_output_spec(self, inputs, training=None):
         return keras.KerasTensor((1,), dtype="float32")

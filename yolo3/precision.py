@@ -7,7 +7,7 @@ accepts.
 """
 from __future__ import annotations
 
-from typing import Set
+from typing import Optional, Set
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -45,22 +45,29 @@ def gpu_has_bfloat16() -> bool:
     return False
 
 
-def resolve_precision(precision: str) -> str:
+def _tensorflow_sees_a_gpu() -> bool:
+    import tensorflow as tf
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def resolve_precision(precision: str, gpu: Optional[bool] = None) -> str:
     """``float32`` or ``bfloat16`` for a requested precision: ``auto`` is bfloat16 where the hardware
     computes it natively (a GPU that does, or a CPU with AVX-512 BF16 / AMX), float32 elsewhere (on
-    an AVX2-only CPU bfloat16 is emulated and many times slower)."""
+    an AVX2-only CPU bfloat16 is emulated and many times slower). ``gpu``: whether inference runs
+    on a GPU (default: whether TensorFlow sees one)."""
     from yolo3.errors import ArgumentError
     if precision not in PRECISIONS:
         raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision != "auto":
         return precision
-    import tensorflow as tf
-    if tf.config.list_physical_devices("GPU"):
+    if gpu is None:
+        gpu = _tensorflow_sees_a_gpu()
+    if gpu:
         return "bfloat16" if gpu_has_bfloat16() else "float32"
     return "bfloat16" if has_fast_bfloat16() else "float32"
 
 
-def resolve_training_precision(precision: str, gpu: bool = None) -> str:
+def resolve_training_precision(precision: str, gpu: Optional[bool] = None) -> str:
     """The Keras dtype policy for training: ``float32``, ``mixed_bfloat16`` or ``mixed_float16``.
 
     ``auto``: on GPUs, ``mixed_bfloat16`` where they compute bfloat16 natively, else
@@ -74,8 +81,7 @@ def resolve_training_precision(precision: str, gpu: bool = None) -> str:
     if precision != "auto":
         return precision
     if gpu is None:
-        import tensorflow as tf
-        gpu = bool(tf.config.list_physical_devices("GPU"))
+        gpu = _tensorflow_sees_a_gpu()
     if gpu:
         return "mixed_bfloat16" if gpu_has_bfloat16() else "mixed_float16"
     return "mixed_bfloat16" if has_fast_bfloat16() else "float32"

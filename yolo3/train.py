@@ -44,6 +44,7 @@ from yolo3.history import completed_epochs
 from yolo3.metadata import ModelInfo
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
+from yolo3.keras_compat import ExactSwapEMAWeights
 from yolo3.specs import ModelSpec, get_spec
 from yolo3.train_config import TrainConfig
 
@@ -493,7 +494,7 @@ def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoi
     # instead of leaving a gap in history.csv.
     callbacks: list = [EpochClock(), nan_stop]
     if config.ema:
-        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=True))
+        callbacks.append(ExactSwapEMAWeights(swap_on_epoch=True))
     if evaluation is not None:
         callbacks.append(evaluation)
     callbacks += [keras.callbacks.CSVLogger(str(run.write_dir / "history.csv"), append=True),

@@ -5,7 +5,8 @@ import os
 import platform
 import time
 
-from yolo3.precision import cpu_flags, has_fast_bfloat16
+from yolo3 import precision
+from yolo3.precision import cpu_flags, has_fast_bfloat16  # re-exported
 
 __all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "cpu_flags", "has_fast_bfloat16",
            "cores"]
@@ -46,7 +47,7 @@ def machine_line(peak_gflops: float) -> str:
     """One line naming the machine: CPU, cores, the SIMD flags that matter, bfloat16 support, the
     float32 matmul peak, and the GPUs when there are any."""
     import tensorflow as tf
-    flags = cpu_flags()
+    flags = precision.cpu_flags()
     shown = [f for f in _SHOWN_FLAGS if f in flags]
     gpus = tf.config.list_physical_devices("GPU")
     gpu = ""
@@ -55,5 +56,5 @@ def machine_line(peak_gflops: float) -> str:
         gpu = f"; GPU: {', '.join(names)}"
     flags_text = " ".join(shown) if shown else "none of " + ", ".join(_SHOWN_FLAGS)
     return (f"machine: {cpu_model()}, {cores()} cores; CPU flags: {flags_text}; bfloat16 "
-            f"{'native' if has_fast_bfloat16() else 'emulated (no AVX-512 BF16 / AMX)'}; "
+            f"{'native' if precision.has_fast_bfloat16() else 'emulated (no AVX-512 BF16 / AMX)'}; "
             f"float32 matmul peak {peak_gflops:.1f} GFLOP/s; TF {tf.__version__}{gpu}")

@@ -1,0 +1,44 @@
+"""The CPUs that the project's 2-core machines (developers' and CI's) have come with, as the flag sets
+of ``/proc/cpuinfo`` under KVM, so that every ``auto`` choice can be tested as if on each of them.
+
+Zen 4 is the line read off one of these machines; Zen 3 is that line without the AVX-512 family
+(and GFNI), as on the Zen 3 machines; Sapphire Rapids is an Intel guest's line with AVX-512 BF16,
+AVX-512 FP16, AVX-VNNI and AMX. Each profile says what a machine of its kind computes natively.
+"""
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, NamedTuple
+
+_COMMON = (
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 "
+    "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid "
+    "tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt "
+    "tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm 3dnowprefetch fsgsbase "
+    "tsc_adjust bmi1 avx2 smep bmi2 erms invpcid rdseed adx smap clflushopt clwb sha_ni xsaveopt "
+    "xsavec xgetbv1 xsaves arat umip vaes vpclmulqdq rdpid fsrm"
+)
+_AMD = "mmxext fxsr_opt extd_apicid cmp_legacy cr8_legacy sse4a misalignsse osvw topoext vmmcall " \
+       "clzero xsaveerptr"
+_AVX512_ZEN4 = ("avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512_bf16 avx512vbmi "
+                "avx512_vbmi2 gfni avx512_vnni avx512_bitalg avx512_vpopcntdq")
+_SAPPHIRE_RAPIDS = (_AVX512_ZEN4 + " avx512_fp16 avx_vnni amx_bf16 amx_tile amx_int8 serialize "
+                    "tsxldtrk movdiri movdir64b waitpkg cldemote arch_capabilities")
+
+
+class CpuProfile(NamedTuple):
+    name: str
+    flags: FrozenSet[str]
+    native_bfloat16: bool  # AVX-512 BF16 or AMX: oneDNN multiplies bfloat16 natively
+    amx: bool
+
+
+PROFILES: Dict[str, CpuProfile] = {
+    "zen3": CpuProfile("AMD EPYC Zen 3 (AVX2 only)", frozenset(f"{_COMMON} {_AMD}".split()),
+                       native_bfloat16=False, amx=False),
+    "zen4": CpuProfile("AMD EPYC Zen 4 (AVX-512 BF16, no AMX)",
+                       frozenset(f"{_COMMON} {_AMD} {_AVX512_ZEN4}".split()),
+                       native_bfloat16=True, amx=False),
+    "sapphire_rapids": CpuProfile("Intel Xeon Sapphire Rapids (AVX-512 BF16, AMX)",
+                                  frozenset(f"{_COMMON} {_SAPPHIRE_RAPIDS}".split()),
+                                  native_bfloat16=True, amx=True),
+}
