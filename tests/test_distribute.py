@@ -1,6 +1,7 @@
 """Strategy selection, and MirroredStrategy over 2 logical CPUs gives the 1-device gradient step."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -165,7 +166,8 @@ def test_multiworker_cli_two_workers_match_one_process(tmp_path):
                        extra=[_train_argv(data, single, 4)], timeout=300)
     for code, text in runs:
         assert code == 0, text
-    assert "2 replica(s), global batch 4, multiworker" in runs[0][1]
+    assert re.search(r"2 replica\(s\), global batch 4, 3 steps/epoch, adam lr \S+ \(cosine\), multiworker",
+                     runs[0][1]), runs[0][1]
 
     def weights(path):
         out = []

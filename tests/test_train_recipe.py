@@ -257,6 +257,7 @@ def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, capsys):
     (dict(eval_every=-1), "--eval-every must be >= 0"),
     (dict(patience=2, eval_every=0), "--patience counts evaluations"),
     (dict(lr=0.0), "--lr must be positive"),
+    (dict(bn_stats_images=-1), "--bn-stats-images must be >= 0"),
 ])
 def test_bad_recipe_values_are_refused_naming_the_flag(dataset, tmp_path, kw, message):
     with pytest.raises(ConfigError, match=message):
@@ -278,12 +279,42 @@ def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
                     "--optimizer", "sgd", "--weight-decay", "0", "--no-ema", "--ema-momentum",
                     "0.9", "--box-loss", "diou", "--label-smoothing", "0.05", "--mosaic", "0.3",
                     "--multi-scale", "320", "480", "--multi-scale-every", "5", "--eval-every", "3",
-                    "--patience", "4", "--precision", "float32", "--jit", "off"])
+                    "--patience", "4", "--precision", "float32", "--jit", "off",
+                    "--bn-stats-images", "32"])
     c = seen["config"]
     assert (c.optimizer, c.weight_decay, c.ema, c.ema_momentum) == ("sgd", 0.0, False, 0.9)
     assert (c.box_loss, c.label_smoothing, c.mosaic) == ("diou", 0.05, 0.3)
     assert (c.multi_scale, c.multi_scale_every, c.eval_every, c.patience) == ((320, 480), 5, 3, 4)
-    assert (c.precision, c.jit, c.lr) == ("float32", "off", None)
+    assert (c.precision, c.jit, c.lr, c.bn_stats_images) == ("float32", "off", None, 32)
+
+
+def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tmp_path):
+    """With the default recipe (EMA, precise batch-norm statistics) the final and best models'
+    moving statistics are those of their own (averaged) weights over the statistics images; with
+    ``bn_stats_images=0`` (Keras's moving averages) they are not. (The replica wrapper shares the
+    body: the CLI test with two CPU replicas trains with the same callback.)"""
+    from yolo3.bn_statistics import BatchNormStatistics
+    from yolo3.saving import load_body
+    from yolo3.train import batch_norm_images
+
+    def stale_share(out: Path, **kw) -> float:
+        config = _config(dataset, out, epochs=2, eval_every=1, lr=1e-2, **kw)
+        train(config)
+        worst = 0.0
+        for name in ("final.keras", "best.keras"):
+            body, _ = load_body(out / name)
+            saved = [v.numpy().copy() for v in body.weights if "moving" in v.path]
+            reference = _config(dataset, out, epochs=2, eval_every=1, lr=1e-2)
+            images = batch_norm_images(reference, prepare_data(reference))
+            BatchNormStatistics(body, images).recompute()
+            fresh = [v.numpy() for v in body.weights if "moving" in v.path]
+            assert len(saved) == len(fresh) > 10
+            worst = max(worst, max(float(np.abs(a - b).max() / (np.abs(b).max() + 1e-6))
+                                   for a, b in zip(saved, fresh)))
+        return worst
+
+    assert stale_share(tmp_path / "precise") <= 1e-4
+    assert stale_share(tmp_path / "moving", bn_stats_images=0) > 1e-2
 
 
 def test_map_evaluation_follows_weight_changes(dataset, tmp_path):

@@ -14,6 +14,7 @@ masks, classes, input size). Every file is written atomically (:mod:`yolo3.savin
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -32,9 +33,11 @@ from yolo3.metadata import ModelInfo
 from yolo3.saving import (TEMP_PREFIX, atomic_save_model, atomic_save_weights, atomic_write,
                           fsync_dir, fsync_file)
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["atomic_write", "atomic_save_weights", "atomic_save_model", "TemplateCheckpoint",
            "ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
-           "StopOnNaN", "MapEvaluation", "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body",
+           "StopOnNaN", "MapEvaluation", "PreciseBatchNorm", "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body",
            "remove_stale_temporaries", "truncate_history", "TEMP_PREFIX"]
 
 PathLike = Union[str, os.PathLike]
@@ -344,6 +347,43 @@ class EmaAfterBackupRestore(keras.callbacks.Callback):
         restored = (self.backup_dir / "latest.weights.h5").exists()
         if restored and uses_ema(optimizer) and optimizer.built:
             swap_ema_weights(optimizer)
+
+
+class PreciseBatchNorm(keras.callbacks.Callback):
+    """Give the batch norms statistics of the weights that are evaluated and saved
+    (:class:`yolo3.bn_statistics.BatchNormStatistics` over a fixed set of training images), at
+    the start of each epoch's validation and, where an epoch has none, at its end. Place it right
+    after ``SwapEMAWeights`` (whose averaged weights are then in the model) and before evaluation
+    and checkpoints, which then see matching statistics."""
+
+    def __init__(self, statistics):
+        super().__init__()
+        self.statistics = statistics
+        self._fitting = False
+        self._done = False
+
+    def _recompute(self) -> None:
+        count = self.statistics.recompute()
+        self._done = True
+        if count:
+            logger.debug("batch-norm statistics recomputed over %d images", count)
+
+    def on_train_begin(self, logs: Optional[dict] = None) -> None:
+        self._fitting = True
+
+    def on_train_end(self, logs: Optional[dict] = None) -> None:
+        self._fitting = False
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
+        self._done = False
+
+    def on_test_begin(self, logs: Optional[dict] = None) -> None:
+        if self._fitting:  # fit's validation: the loss is then computed with matching statistics
+            self._recompute()
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        if not self._done:
+            self._recompute()
 
 
 class EarlyStopOnPlateau(keras.callbacks.Callback):

@@ -34,9 +34,10 @@ import tensorflow as tf
 
 from yolo3.anchors import read_anchors, read_classes, write_anchors, write_classes
 from yolo3.architectures import BACKBONE_PREFIX
+from yolo3.bn_statistics import BatchNormStatistics
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
-                             StopOnNaN,
-                             TemplateCheckpoint, float32_body, load_resume_state,
+                             PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body,
+                             load_resume_state,
                              remove_stale_temporaries, restore_resume_state, truncate_history)
 from yolo3.distribute import ClusterTask, cluster_task, make_strategy, prepare_fit, replica_devices
 from yolo3.errors import ArgumentError, Yolo3Error
@@ -184,6 +185,10 @@ def _validate_recipe(config: TrainConfig, spec: ModelSpec) -> None:
             raise ConfigError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}")
     if config.weight_decay < 0:
         raise ConfigError(f"--weight-decay must be >= 0, got {config.weight_decay}")
+    if config.bn_momentum is not None and not 0 <= config.bn_momentum < 1:
+        raise ConfigError(f"--bn-momentum must be in [0, 1), got {config.bn_momentum}")
+    if config.bn_stats_images < 0:
+        raise ConfigError(f"--bn-stats-images must be >= 0, got {config.bn_stats_images}")
     if config.ema_momentum is not None and not 0 < config.ema_momentum < 1:
         raise ConfigError(f"--ema-momentum must be in (0, 1), got {config.ema_momentum}")
     if not 0 <= config.label_smoothing < 1:
@@ -363,6 +368,10 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
         skipped, loaded = report.skipped, set(report.loaded)
     if config.prior_bias:
         _initialise_output_priors(body, data, config.input_size, keep=loaded)
+    if config.bn_momentum is not None:
+        for layer in body.layers:
+            if isinstance(layer, keras.layers.BatchNormalization):
+                layer.momentum = float(config.bn_momentum)
     return body, template, skipped
 
 
@@ -442,6 +451,22 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     return train_ds, val_ds
 
 
+def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[tf.data.Dataset]:
+    """The training images (``bn_stats_images`` of them, a seeded choice, letterboxed at the input
+    size, no augmentation, decoded once and cached) over which the batch-norm statistics are
+    recomputed; None when ``bn_stats_images`` is 0."""
+    from yolo3.data.pipeline import make_dataset
+    count = min(int(config.bn_stats_images), len(data.records))
+    if count <= 0:
+        return None
+    order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
+    records = [data.records[i] for i in sorted(order)]
+    size = (config.input_size, config.input_size)
+    return make_dataset(records, size, data.anchors, data.num_classes, min(16, count),
+                        training=False, anchor_mask=data.masks, max_boxes=config.max_boxes,
+                        seed=config.seed, augment=None, targets=False, cache=True)
+
+
 def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:
     """Freeze (or unfreeze) the ``backbone_*`` layers by name; returns the number frozen.
 
@@ -487,14 +512,18 @@ def eval_interval(config: TrainConfig, data: TrainData) -> int:
 
 def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoint,
                nan_stop: StopOnNaN, evaluation: Optional[keras.callbacks.Callback] = None,
-               early_stop: Optional[keras.callbacks.Callback] = None) -> list:
+               early_stop: Optional[keras.callbacks.Callback] = None,
+               bn_statistics: Optional[keras.callbacks.Callback] = None) -> list:
     # Order matters. SwapEMAWeights first: at an epoch's end the model then holds the averaged
-    # weights, which evaluation, the history row and the checkpoints see. The history row before
+    # weights, which evaluation, the history row and the checkpoints see. PreciseBatchNorm next:
+    # the batch norms get statistics of those weights (also for fit's validation loss). The history row before
     # the checkpoint: a crash between them repeats the epoch (its row is dropped on resume)
     # instead of leaving a gap in history.csv.
     callbacks: list = [EpochClock(), nan_stop]
     if config.ema:
         callbacks.append(ExactSwapEMAWeights(swap_on_epoch=True))
+    if bn_statistics is not None:
+        callbacks.append(bn_statistics)
     if evaluation is not None:
         callbacks.append(evaluation)
     callbacks += [keras.callbacks.CSVLogger(str(run.write_dir / "history.csv"), append=True),
@@ -533,8 +562,11 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                       jit_compile=_jit(config, placement))
     prepare_fit(model, train_ds, placement.strategy)
     name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
+    from yolo3.recipe import learning_rate
     print(f"stage {name}: epochs {max(stage.first, start_epoch) + 1}..{stage.last}, "
           f"{placement.replicas} replica(s), global batch {placement.global_batch}, "
+          f"{placement.steps} steps/epoch, {config.optimizer} lr "
+          f"{learning_rate(config.optimizer, config.lr):g} ({config.schedule}), "
           f"{config.strategy}, {keras.config.dtype_policy().name}"
           f"{', XLA' if model.jit_compile else ''}")  # one line per stage, also with --quiet
     if state and start_epoch > stage.first:
@@ -622,6 +654,7 @@ def _train(config: TrainConfig) -> TrainResult:
     run = prepare_output(config, data, placement.task)  # everything checked: now write
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
+    bn_images = batch_norm_images(config, data)
     info = data.info(config.input_size)
     nan_stop = StopOnNaN()
     every = eval_interval(config, data)
@@ -641,7 +674,10 @@ def _train(config: TrainConfig) -> TrainResult:
     history: Dict[str, List[float]] = {}
     for stage in stages(config, start_epoch):
         # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
-        callbacks = _callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop)
+        statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
+                      if bn_images is not None else None)  # per stage: frozen layers differ
+        callbacks = _callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
+                               statistics)
         for k, v in run_stage(stage, config, body, template, placement, datasets, callbacks,
                               start_epoch, state).items():
             history.setdefault(k, []).extend(v)

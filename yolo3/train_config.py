@@ -57,6 +57,10 @@ class TrainConfig:
     # hundred images (three synthetic sets, from scratch and fine-tuned); full for long runs
     augment: str = "light"
     freeze_bn: bool = False
+    # batch-norm statistics recomputed with the evaluated weights over this many training images
+    # before each validation and save (yolo3.bn_statistics); 0: Keras's moving averages
+    bn_stats_images: int = 256
+    bn_momentum: Optional[float] = None  # the batch norms' moving-average momentum; None: 0.99
     strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
     verbose: int = 1
 

@@ -1,9 +1,19 @@
-"""Time to accuracy: keras-yolo3's recipe (yolo3 0.2's defaults) against today's defaults, trained
-in turn on the same synthetic set for the same number of epochs, mAP@0.5:0.95 over training time.
+"""Time to accuracy: keras-yolo3's recipe (yolo3 0.2's defaults) against today's defaults, and
+against the peer (Ultralytics), trained in turn on the same synthetic set for the same number of
+epochs, mAP@0.5:0.95 over training time.
 
     yolo3 benchmark recipe [--model tiny] [--input-size 160] [--epochs 16] [--num-images 1000]
-                           [--val-images 200] [--style solid] [--cpu-replicas 2] [--plot recipe.png]
+                           [--val-images 200] [--style solid|textured|photo] [--cpu-replicas 2]
+                           [--batch-sizes 4 8 16] [--anchors kmeans] [--plot recipe.png]
+                           [--peer ultralytics --peer-python /path/to/peer/venv/bin/python]
     (or python tools/benchmark_recipe.py ...)
+
+The peer: Ultralytics' ``yolov3-tinyu.yaml`` from scratch on the same images (exported to the YOLO
+layout in a temporary folder), at the same input size, epochs, global batch (the first of
+``--batch-sizes`` times the replicas) and thread count, in its own environment
+(``--peer-python``: ``python -m venv peer && peer/bin/pip install ultralytics``; it pulls torch,
+so it is never a dependency of yolo3), offline. Its detections on the validation images (score
+>= 0.001, NMS IoU 0.45, 100 per image) are scored by the same COCO code as ours.
 
 ``old``: float32, Adam 1e-3, ``mse`` box loss, no EMA, no weight decay, output biases at zero, best
 checkpoint by validation loss, plus the flags the 0.2 demo needed (``--augment light``);
@@ -37,8 +47,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-images", type=int, default=1000, help="training images (default 1000)")
     p.add_argument("--val-images", type=int, default=200, help="validation images (default 200)")
     p.add_argument("--image-size", type=int, default=224, help="synthetic image side (default 224)")
-    p.add_argument("--style", choices=["solid", "textured"], default="solid",
-                   help="synthetic style: solid (the demo's) or textured (harder)")
+    p.add_argument("--style", choices=["solid", "textured", "photo"], default="solid",
+                   help="synthetic style: solid (the demo's), textured (harder) or photo "
+                        "(realistic: yolo3 synth --style photo)")
+    p.add_argument("--photos", default=None, help="photo style: folder of photographs (default: "
+                   "scikit-image's)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=None, metavar="B",
+                   help="train each recipe at each of these per-replica batch sizes (default: "
+                        "--batch-size)")
+    p.add_argument("--anchors", choices=["default", "kmeans"], default="default",
+                   help="the variant's default anchors, or k-means anchors of the training boxes "
+                        "(as a user would compute them)")
+    p.add_argument("--peer", choices=["ultralytics"], default=None,
+                   help="also train the peer on the same data and score it alike")
+    p.add_argument("--peer-python", default=None,
+                   help="the Python of an environment with ultralytics installed")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for the peer (default: the cores yolo3 uses)")
     p.add_argument("--augment", choices=["full", "light", "none"], default="light",
                    help="augmentation for both (default light, the 0.2 demo's)")
     p.add_argument("--cpu-replicas", type=int, default=2, help="logical CPU replicas through the "
@@ -47,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
                    "classes.txt) instead of generating one")
     p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
+    p.add_argument("--extra", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="TrainConfig fields for the new recipe (e.g. bn_stats_images=0), to "
+                        "measure one choice against the defaults")
     p.add_argument("--plot", default=None, help="write mAP@0.5:0.95 over time to this PNG")
     p.add_argument("--json", default=None, help="write the curves to this JSON file")
 
@@ -66,8 +94,13 @@ def train_child(p: dict) -> dict:
 def _dataset(args: argparse.Namespace, folder: str) -> str:
     if args.data:
         return args.data
-    from yolo3.data.synthetic import make_synthetic_dataset
     total = args.num_images + args.val_images
+    if args.style == "photo":
+        from yolo3.data.photo_synthetic import make_photo_dataset
+        make_photo_dataset(folder, total, args.photos, seed=args.seed,
+                           val_fraction=args.val_images / total)
+        return folder
+    from yolo3.data.synthetic import make_synthetic_dataset
     make_synthetic_dataset(folder, total, (args.image_size, args.image_size), seed=args.seed,
                            val_fraction=args.val_images / total, style=args.style)
     return folder
@@ -95,33 +128,124 @@ def map_at(times: List[float], maps: List[float], budget: float) -> float:
     return reached[-1] if reached else 0.0
 
 
+def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> str:
+    from yolo3.anchors import kmeans_anchors, read_classes, write_anchors
+    from yolo3.data.annotations import box_sizes, load_annotations
+    names = read_classes(os.path.join(data, "classes.txt"))
+    records = load_annotations(os.path.join(data, "train.txt"), names)
+    anchors, _ = kmeans_anchors(box_sizes(records, (input_size, input_size)), num_anchors, seed=0)
+    write_anchors(out, anchors)
+    return out
+
+
+def _extra(pairs: List[str]) -> dict:
+    """``["bn_stats_images=0", "lr=0.001"]`` -> TrainConfig fields (numbers and booleans parsed)."""
+    import json
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = json.loads(value.lower() if value in ("True", "False") else value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int) -> dict:
+    """Train and run the peer in its own environment; returns its training seconds and figures."""
+    import json
+    import subprocess
+
+    from yolo3.anchors import read_classes
+    from yolo3.data.annotations import load_annotations
+    from yolo3.data.yolo_layout import write_yolo_layout
+    from yolo3.errors import ArgumentError
+    from yolo3.evaluation import evaluate_detections
+    import numpy as np
+    if not args.peer_python or not os.path.exists(args.peer_python):
+        raise ArgumentError("--peer ultralytics needs --peer-python: the Python of an environment "
+                            "with Ultralytics (python -m venv peer && peer/bin/pip install "
+                            "ultralytics)")
+    names = read_classes(os.path.join(data, "classes.txt"))
+    train = load_annotations(os.path.join(data, "train.txt"), names)
+    val = load_annotations(os.path.join(data, "val.txt"), names)
+    yaml_path = write_yolo_layout(os.path.join(folder, "yolo"), {"train": train, "val": val}, names)
+    val_list = os.path.join(folder, "val_images.txt")
+    with open(val_list, "w", encoding="utf-8") as f:
+        f.write("".join(r.path + "\n" for r in val))
+    from yolo3.benchmarks.machine import cores
+    threads = args.threads or cores()
+    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ultralytics_peer.py")
+    out = os.path.join(folder, "peer")
+    command = [args.peer_python, driver, "--data", yaml_path, "--val-list", val_list,
+               "--imgsz", str(args.input_size), "--epochs", str(args.epochs), "--batch",
+               str(global_batch), "--threads", str(threads), "--seed", str(args.seed),
+               "--score", "0.001", "--iou", "0.45", "--out", out]
+    env = dict(os.environ, YOLO_OFFLINE="1", OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    with open(os.path.join(out, "detections.json"), encoding="utf-8") as f:
+        detections = json.load(f)
+    with open(os.path.join(out, "peer.json"), encoding="utf-8") as f:
+        facts = json.load(f)
+    by_path = {d["image"]: d for d in detections}
+    gt, dets = {}, {}
+    for k, record in enumerate(val):
+        d = by_path[record.path]
+        gt[k] = np.asarray(record.boxes, np.float64).reshape(-1, 5)
+        dets[k] = (np.asarray(d["boxes"], np.float64).reshape(-1, 4),
+                   np.asarray(d["scores"], np.float64), np.asarray(d["classes"], np.int64))
+    figures = evaluate_detections(gt, dets, len(names), names)
+    return {"seconds": facts["training_seconds"], "mAP50": figures["mAP50"] or 0.0,
+            "mAP50_95": figures["mAP50_95"] or 0.0, "facts": facts, "global_batch": global_batch,
+            "threads": threads}
+
+
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from yolo3.benchmarks.isolated import run_child
     from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
     peak = matmul_peak_gflops()
     curves: Dict[str, dict] = {}
+    batches = args.batch_sizes or [args.batch_size]
+    replicas = max(1, args.cpu_replicas)
+    peer = None
     with tempfile.TemporaryDirectory(prefix="yolo3-recipe-") as tmp:
         data = _dataset(args, os.path.join(tmp, "data"))
-        for name in args.recipes:
-            config = dict(annotations=os.path.join(data, "train.txt"),
-                          val_annotations=os.path.join(data, "val.txt"),
-                          classes=os.path.join(data, "classes.txt"),
-                          output=os.path.join(tmp, name), model=args.model,
-                          input_size=args.input_size, epochs=args.epochs,
-                          batch_size=args.batch_size, cpu_replicas=args.cpu_replicas,
-                          augment=args.augment, seed=args.seed, eval_every=1, verbose=0,
-                          **(OLD_RECIPE if name == "old" else {}))
-            print(f"training the {name} recipe ...", flush=True)
-            history = run_child("yolo3.benchmarks.recipe:train_child",
-                                dict(config=config, cpu_replicas=args.cpu_replicas), timeout=6 * 3600)
-            history["time"] = _cumulative(history["seconds"])
-            curves[name] = history
+        anchors = None
+        if args.anchors == "kmeans":
+            from yolo3.specs import get_spec
+            anchors = _kmeans_anchors(data, args.input_size,
+                                      len(get_spec(args.model).default_anchors()),
+                                      os.path.join(tmp, "anchors.txt"))
+        for batch in batches:
+            for name in args.recipes:
+                label = name if len(batches) == 1 else f"{name}@{batch * replicas}"
+                config = dict(annotations=os.path.join(data, "train.txt"),
+                              val_annotations=os.path.join(data, "val.txt"),
+                              classes=os.path.join(data, "classes.txt"), anchors=anchors,
+                              output=os.path.join(tmp, label), model=args.model,
+                              input_size=args.input_size, epochs=args.epochs,
+                              batch_size=batch, cpu_replicas=args.cpu_replicas,
+                              augment=args.augment, seed=args.seed, eval_every=1, verbose=0,
+                              **(OLD_RECIPE if name == "old" else _extra(args.extra)))
+                print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
+                history = run_child("yolo3.benchmarks.recipe:train_child",
+                                    dict(config=config, cpu_replicas=args.cpu_replicas),
+                                    timeout=6 * 3600)
+                history["time"] = _cumulative(history["seconds"])
+                history["global_batch"] = batch * replicas
+                curves[label] = history
+        if args.peer:
+            print(f"training the peer ({args.peer}, global batch {batches[0] * replicas}) ...",
+                  flush=True)
+            peer = peer_run(args, data, tmp, batches[0] * replicas)
     print(machine_line(peak))
     print(f"{args.model}-{args.input_size}, {args.epochs} epochs, {args.num_images} training + "
-          f"{args.val_images} validation images ({args.style}), batch {args.batch_size}"
-          f"{f' x {args.cpu_replicas} replicas' if args.cpu_replicas else ''}; time = training "
-          "time (steps + validation loss), evaluations not counted")
+          f"{args.val_images} validation images ({args.style}), {args.anchors} anchors, batch "
+          f"{' '.join(map(str, batches))}{f' x {args.cpu_replicas} replicas' if args.cpu_replicas else ''}"
+          "; time = training time (steps + validation loss), evaluations not counted")
     names = list(curves)
     print("| epoch | " + " | ".join(f"{n} s | {n} mAP50 | {n} mAP50-95" for n in names) + " |")
     print("|---|" + "---|---|---|" * len(names))
@@ -134,15 +258,32 @@ def run(args: argparse.Namespace) -> int:
             else:
                 cells += ["-", "-", "-"]
         print(f"| {e + 1} | " + " | ".join(cells) + " |")
+    print("\n| run | global batch | training s | mAP@0.5 | mAP@0.5:0.95 |\n|---|---|---|---|---|")
+    for n, c in curves.items():
+        print(f"| yolo3 {n} | {c['global_batch']} | {c['time'][-1]:.0f} | {c['mAP50'][-1]:.3f} | "
+              f"{c['mAP50_95'][-1]:.3f} |")
+    if peer is not None:
+        f = peer["facts"]
+        print(f"| {args.peer} {f['ultralytics']} {f['model']} (torch {f['torch']}, "
+              f"{peer['threads']} threads) | {peer['global_batch']} | {peer['seconds']:.0f} | "
+              f"{peer['mAP50']:.3f} | {peer['mAP50_95']:.3f} |")
+        same = [n for n, c in curves.items()
+                if c["global_batch"] == peer["global_batch"] and n.startswith("new")]
+        for n in same:
+            c = curves[n]
+            print(f"yolo3 {n} / peer at global batch {peer['global_batch']}: mAP@0.5:0.95 "
+                  f"{c['mAP50_95'][-1] / max(peer['mAP50_95'], 1e-9):.2f}x, mAP@0.5 "
+                  f"{c['mAP50'][-1] / max(peer['mAP50'], 1e-9):.2f}x, training time "
+                  f"{c['time'][-1] / max(peer['seconds'], 1e-9):.2f}x")
     if {"old", "new"} <= set(curves):
         _summary(curves["old"], curves["new"])
     if args.plot:
-        _plot(curves, args.plot)
+        _plot(curves, args.plot, peer)
         print(f"wrote {args.plot}")
     if args.json:
         import json
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"machine": machine_line(peak), "curves": curves}, f, indent=1)
+            json.dump({"machine": machine_line(peak), "curves": curves, "peer": peer}, f, indent=1)
     return 0
 
 
@@ -160,7 +301,7 @@ def _summary(old: dict, new: dict) -> None:
           "target >= +0.10)")
 
 
-def _plot(curves: Dict[str, dict], path: str) -> None:
+def _plot(curves: Dict[str, dict], path: str, peer: Optional[dict] = None) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -169,6 +310,9 @@ def _plot(curves: Dict[str, dict], path: str) -> None:
     for name, c in curves.items():
         ax.plot([0.0] + c["time"], [0.0] + c["mAP50_95"], marker="o", ms=3,
                 label=labels.get(name, name))
+    if peer is not None:
+        ax.scatter([peer["seconds"]], [peer["mAP50_95"]], marker="*", s=150, color="black",
+                   label=f"peer (Ultralytics), global batch {peer['global_batch']}", zorder=5)
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation mAP@0.5:0.95")
     ax.set_ylim(0, 1)

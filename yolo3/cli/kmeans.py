@@ -28,11 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from yolo3.anchors import (average_best_iou, format_anchors, kmeans_anchors, read_classes,
                                write_anchors)
-    from yolo3.data.annotations import load_annotations
+    from yolo3.data.annotations import box_sizes, load_annotations
     from yolo3.errors import ArgumentError
     from yolo3.specs import all_specs
 
@@ -44,14 +42,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs([("--out", args.out)], [args.annotations, args.classes])
     names = read_classes(args.classes) if args.classes else None
     records = load_annotations(args.annotations, names, check_images=args.input_size is not None)
-    whs = []
-    for r in records:
-        wh = (r.boxes[:, 2:4] - r.boxes[:, 0:2]).astype(np.float64)
-        if args.input_size is not None and len(wh):
-            ih, iw = r.image_hw
-            wh = wh * min(args.input_size[0] / ih, args.input_size[1] / iw)
-        whs.append(wh)
-    box_wh = np.concatenate(whs) if whs else np.zeros((0, 2))
+    box_wh = box_sizes(records, args.input_size)
     if len(box_wh) < args.clusters:
         raise ArgumentError(f"{args.annotations}: {len(box_wh)} boxes, fewer than "
                             f"{args.clusters} clusters")

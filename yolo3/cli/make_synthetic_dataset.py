@@ -1,34 +1,47 @@
-"""``yolo3 synth`` (``yolo3-synth``, ``tools/make_synthetic_dataset.py``): write the synthetic
+"""``yolo3 synth`` (``yolo3-synth``, ``tools/make_synthetic_dataset.py``): write a synthetic
 shapes dataset: images/, annotations.txt (+ train.txt/val.txt), classes.txt.
 
     yolo3 synth --out data/shapes --num-images 600 --size 256 --val-fraction 0.2
+    yolo3 synth --out data/photo --style photo --num-images 600 --val-fraction 0.2 [--photos DIR]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
 from yolo3.cli.common import run_command
 from yolo3.data.synthetic import SHAPES, STYLES
 
+ALL_STYLES = (*STYLES, "photo")
+
 NAME = "synth"
-DESCRIPTION = ("Write the synthetic shapes dataset (solid shapes on textured backgrounds, exact "
-               "boxes): images/, annotations.txt, train.txt/val.txt, classes.txt.")
+DESCRIPTION = ("Write a synthetic shapes dataset with exact boxes: images/, annotations.txt, "
+               "train.txt/val.txt, classes.txt. Styles: solid (the demo's), textured, photo "
+               "(realistic: photo-textured shapes on real photographs, occlusion, small and thin "
+               "objects, non-square images, negatives).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--num-images", type=int, default=500)
-    p.add_argument("--size", type=int, nargs="+", default=[256], help="image size: S or H W")
+    p.add_argument("--size", type=int, nargs="+", default=None,
+                   help="image size: S or H W (default 256; photo: 240x320, 320x240 and 288x288, "
+                        "one drawn per image)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--classes", nargs="+", default=["circle", "square", "triangle"], choices=SHAPES)
-    p.add_argument("--format", choices=["png", "jpg"], default="png")
+    p.add_argument("--classes", nargs="+", default=None, choices=SHAPES,
+                   help="shape classes (default circle square triangle; photo: and cross)")
+    p.add_argument("--format", choices=["png", "jpg"], default="png",
+                   help="image format (photo: always JPEG, quality 80 to 95)")
     p.add_argument("--max-objects", type=int, default=None,
                    help="objects per image at most (default: 4 solid, 6 textured)")
-    p.add_argument("--style", choices=STYLES, default="solid",
+    p.add_argument("--style", choices=ALL_STYLES, default="solid",
                    help="solid: saturated solid shapes (the demo's); textured: harder (textured "
-                        "shapes, busy backgrounds, smaller objects)")
+                        "shapes, busy backgrounds, smaller objects); photo: looks like real data")
+    p.add_argument("--photos", default=None,
+                   help="photo style: a folder of photographs for backgrounds and textures "
+                        "(default: the ones scikit-image ships: pip install 'yolo3[bench]')")
     p.add_argument("--min-size", type=float, default=None,
                    help="smallest object side as a fraction of the image (default: the style's)")
     p.add_argument("--max-size", type=float, default=None,
@@ -38,15 +51,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.data.synthetic import make_synthetic_dataset
+    from yolo3.errors import ArgumentError
     from yolo3.paths import check_output_dir
     check_output_dir(args.out, "--out")
-    size = (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2])
-    ann, classes = make_synthetic_dataset(args.out, args.num_images, size, args.seed,
-                                          tuple(args.classes), image_format=args.format,
-                                          max_objects=args.max_objects,
-                                          val_fraction=args.val_fraction, style=args.style,
-                                          min_frac=args.min_size, max_frac=args.max_size)
+    size = None if args.size is None else (
+        (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2]))
+    if args.style == "photo":
+        from yolo3.data.photo_synthetic import PHOTO_CLASSES, PHOTO_SIZES, make_photo_dataset
+        if args.photos is not None and not os.path.isdir(args.photos):
+            raise ArgumentError(f"--photos {args.photos}: not a folder")
+        try:
+            ann, classes = make_photo_dataset(
+                args.out, args.num_images, args.photos, args.seed,
+                tuple(args.classes or PHOTO_CLASSES), (size,) if size else PHOTO_SIZES,
+                max_objects=args.max_objects or 6, min_frac=args.min_size or 0.06,
+                max_frac=args.max_size or 0.55, val_fraction=args.val_fraction)
+        except FileNotFoundError as e:
+            raise ArgumentError(f"--photos: {e}") from None
+    else:
+        if args.photos is not None:
+            raise ArgumentError("--photos applies to --style photo")
+        from yolo3.data.synthetic import make_synthetic_dataset
+        ann, classes = make_synthetic_dataset(
+            args.out, args.num_images, size or (256, 256), args.seed,
+            tuple(args.classes or ("circle", "square", "triangle")), image_format=args.format,
+            max_objects=args.max_objects, val_fraction=args.val_fraction, style=args.style,
+            min_frac=args.min_size, max_frac=args.max_size)
     print(f"wrote {args.num_images} images: {ann}, {classes}")
     return 0
 

@@ -42,8 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       "the heads, the backbone_* layers frozen (default %(default)s)")
     a("--epochs", type=int, default=d("epochs"), help="total epochs including --freeze-epochs "
       "(default %(default)s)")
-    a("--batch-size", type=int, default=d("batch_size"), help="images per replica per step "
-      "(default %(default)s)")
+    a("--batch-size", type=int, default=d("batch_size"), help="images per replica per step; the "
+      "global batch is this times the replicas (GPUs, CPU replicas or workers), and the start of "
+      "training prints it (default %(default)s)")
     a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on")
     a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
       "replicas (machines without GPUs; same code path as --gpus)")
@@ -99,6 +100,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in "
                    "inference mode (pretrained statistics): for small per-replica batches; "
                    "replicas then match one device exactly")
+    r.add_argument("--bn-stats-images", type=int, default=d("bn_stats_images"), metavar="N",
+                   help="recompute the batch-norm statistics with the weights being evaluated "
+                        "and saved (the EMA's too) over N training images before each "
+                        "validation and checkpoint, whatever the batch size and run length; 0: "
+                        "Keras's moving averages (momentum 0.99) (default %(default)s)")
+    r.add_argument("--bn-momentum", type=float, default=d("bn_momentum"), metavar="M",
+                   help="momentum of the batch norms' moving averages (default: Keras's 0.99); "
+                        "they matter only with --bn-stats-images 0")
     e = p.add_argument_group("evaluation and output")
     e.add_argument("--eval-every", type=int, default=d("eval_every"), help="epochs between two "
                    "validation mAP evaluations; best.* is then the best mAP@0.5:0.95 (0: no "
@@ -148,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
         steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
         augment=args.augment, freeze_bn=args.freeze_bn, strict=args.strict,
+        bn_stats_images=args.bn_stats_images, bn_momentum=args.bn_momentum,
         optimizer=args.optimizer, weight_decay=args.weight_decay, ema=args.ema,
         prior_bias=args.prior_bias,
         ema_momentum=args.ema_momentum, box_loss=args.box_loss,

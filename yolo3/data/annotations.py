@@ -525,6 +525,19 @@ def load_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
     return res.records
 
 
+def box_sizes(records: Sequence[Record], input_hw: Optional[Sequence[int]] = None) -> np.ndarray:
+    """The ``(N, 2)`` float64 ``(w, h)`` of every box of ``records``: in image pixels, or as
+    letterboxed into ``input_hw`` ``(h, w)`` (then each record needs its ``image_hw``)."""
+    sizes = []
+    for r in records:
+        wh = (np.asarray(r.boxes)[:, 2:4] - np.asarray(r.boxes)[:, 0:2]).astype(np.float64)
+        if input_hw is not None and len(wh):
+            ih, iw = r.image_hw
+            wh = wh * min(input_hw[0] / ih, input_hw[1] / iw)
+        sizes.append(wh.reshape(-1, 2))
+    return np.concatenate(sizes) if sizes else np.zeros((0, 2))
+
+
 def _fmt(v: float) -> str:
     s = f"{float(v):.3f}".rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s

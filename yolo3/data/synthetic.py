@@ -213,12 +213,23 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
         else:
             Image.fromarray(img).save(path, compress_level=1)
         records.append(Record(path, boxes, tuple(image_size), 1))
+    return write_dataset_files(out_dir, records, classes, val_fraction, annotation_name)
+
+
+def write_dataset_files(out_dir: str, records: Sequence[Record], classes: Sequence[str],
+                        val_fraction: float = 0.0, annotation_name: str = "annotations.txt"
+                        ) -> Tuple[str, str]:
+    """The text files of a generated dataset: ``annotation_name`` (every record), ``train.txt`` and
+    ``val.txt`` (the last ``round(len * val_fraction)`` records) when ``val_fraction > 0``, and
+    ``classes.txt``; paths relative to ``out_dir``. Returns ``(annotation_path, classes_path)``."""
     ann = os.path.join(out_dir, annotation_name)
     write_annotations(ann, records, relative=True)
     if val_fraction > 0:
-        n_val = int(round(num_images * val_fraction))
-        write_annotations(os.path.join(out_dir, "train.txt"), records[:num_images - n_val], relative=True)
-        write_annotations(os.path.join(out_dir, "val.txt"), records[num_images - n_val:], relative=True)
+        n_val = int(round(len(records) * val_fraction))
+        write_annotations(os.path.join(out_dir, "train.txt"), records[:len(records) - n_val],
+                          relative=True)
+        write_annotations(os.path.join(out_dir, "val.txt"), records[len(records) - n_val:],
+                          relative=True)
     classes_path = os.path.join(out_dir, "classes.txt")
     write_classes(classes_path, classes)
     return ann, classes_path

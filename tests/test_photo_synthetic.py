@@ -1,0 +1,155 @@
+"""The realistic synthetic set (``yolo3 synth --style photo``) and the YOLO-layout writer the peer
+benchmark trains from."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import SHARED_DIR
+from yolo3.cli import main as yolo3_main
+from yolo3.data import photo_synthetic
+from yolo3.data.annotations import load_annotations
+from yolo3.data.photo_synthetic import (PHOTO_CLASSES, PHOTO_SIZES, load_photos,
+                                        make_photo_dataset, render_photo_image)
+from yolo3.data.yolo_layout import label_rows, write_yolo_layout
+
+PHOTOS = SHARED_DIR / "images"
+
+
+@pytest.fixture(scope="module")
+def photos():
+    if not PHOTOS.is_dir():
+        pytest.fail(f"real photographs not found at {PHOTOS} (the shared/ folder beside the repo)")
+    return load_photos(str(PHOTOS))
+
+
+@pytest.fixture(scope="module")
+def rendered(photos):
+    rng = np.random.default_rng(7)
+    return [render_photo_image(rng, photos, PHOTO_SIZES[i % 3]) for i in range(150)]
+
+
+def test_images_have_the_drawn_size_and_boxes_inside(rendered):
+    for i, (image, boxes) in enumerate(rendered):
+        h, w = PHOTO_SIZES[i % 3]
+        assert image.shape == (h, w, 3) and image.dtype == np.uint8
+        assert boxes.shape[1] == 5 and boxes.dtype == np.float32
+        assert np.all(boxes[:, 0] >= 0) and np.all(boxes[:, 1] >= 0)
+        assert np.all(boxes[:, 2] <= w) and np.all(boxes[:, 3] <= h)
+        assert np.all(boxes[:, 2] > boxes[:, 0]) and np.all(boxes[:, 3] > boxes[:, 1])
+        assert set(boxes[:, 4].astype(int)) <= set(range(len(PHOTO_CLASSES)))
+        assert len(boxes) <= 6
+
+
+def test_the_set_has_what_real_data_has(rendered):
+    """Negatives, small, large and thin objects, and overlapping (occluding) objects."""
+    counts = [len(b) for _, b in rendered]
+    negatives = sum(c == 0 for c in counts) / len(counts)
+    assert 0.02 <= negatives <= 0.2, negatives
+    boxes = np.concatenate([b for _, b in rendered if len(b)])
+    shorter = np.array([min(PHOTO_SIZES[i % 3]) for i, (_, b) in enumerate(rendered)
+                        for _ in range(len(b))])
+    wh = boxes[:, 2:4] - boxes[:, 0:2]
+    long_side = wh.max(axis=1) / shorter
+    assert (long_side < 0.1).mean() > 0.05  # small objects
+    assert (long_side > 0.4).mean() > 0.05  # large ones
+    assert (wh.max(axis=1) / wh.min(axis=1) >= 3).mean() > 0.03  # thin bars
+    overlapping = 0
+    for _, b in rendered:
+        for i in range(len(b)):
+            for j in range(i + 1, len(b)):
+                ix = min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0])
+                iy = min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1])
+                overlapping += ix > 0 and iy > 0
+    assert overlapping > 20
+
+
+def test_objects_keep_their_class_whatever_their_colour(rendered):
+    """The class is the shape: mean object colours of different classes are alike."""
+    colours = {c: [] for c in range(len(PHOTO_CLASSES))}
+    for image, boxes in rendered:
+        for x1, y1, x2, y2, c in boxes.astype(int):
+            colours[c].append(image[y1:y2, x1:x2].reshape(-1, 3).mean(axis=0))
+    means = np.array([np.mean(v, axis=0) for v in colours.values()])
+    assert np.ptp(means, axis=0).max() < 40, means
+
+
+def test_the_dataset_is_reproducible_from_its_seed(tmp_path):
+    a = make_photo_dataset(str(tmp_path / "a"), 12, str(PHOTOS), seed=3, val_fraction=0.25)
+    b = make_photo_dataset(str(tmp_path / "b"), 12, str(PHOTOS), seed=3, val_fraction=0.25)
+    c = make_photo_dataset(str(tmp_path / "c"), 12, str(PHOTOS), seed=4)
+    text = [Path(p[0]).read_text() for p in (a, b, c)]
+    assert text[0] == text[1] != text[2]
+    for name in sorted(os.listdir(tmp_path / "a" / "images")):
+        assert (tmp_path / "a" / "images" / name).read_bytes() == \
+            (tmp_path / "b" / "images" / name).read_bytes()
+    assert len((tmp_path / "a" / "val.txt").read_text().splitlines()) == 3
+    records = load_annotations(a[0], list(PHOTO_CLASSES))
+    assert len(records) == 12
+    for r in records:
+        assert r.path.endswith(".jpg") and r.image_hw in PHOTO_SIZES
+
+
+def test_photographs_are_found_or_named(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="fewer than two photographs"):
+        load_photos(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        load_photos(str(tmp_path / "missing"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert photo_synthetic.bundled_photo_dir() is None
+    with pytest.raises(FileNotFoundError, match=r"pip install 'yolo3\[bench\]'"):
+        load_photos(None)
+
+
+def test_synth_command_photo_style(tmp_path, capsys):
+    out = tmp_path / "photo"
+    assert yolo3_main(["synth", "--out", str(out), "--style", "photo", "--num-images", "6",
+                       "--photos", str(PHOTOS), "--size", "160", "200"]) == 0
+    for name in sorted(os.listdir(out / "images")):
+        with Image.open(out / "images" / name) as im:
+            assert (im.height, im.width) == (160, 200) and im.format == "JPEG"
+    assert (out / "classes.txt").read_text().split() == list(PHOTO_CLASSES)
+    assert yolo3_main(["synth", "--out", str(tmp_path / "x"), "--num-images", "2",
+                       "--photos", str(PHOTOS)]) == 2
+    assert "--photos applies to --style photo" in capsys.readouterr().err
+    assert yolo3_main(["synth", "--out", str(tmp_path / "y"), "--style", "photo",
+                       "--num-images", "2", "--photos", str(tmp_path / "none")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_yolo_layout_round_trip(tmp_path):
+    ann, classes = make_photo_dataset(str(tmp_path / "d"), 10, str(PHOTOS), seed=5,
+                                      val_fraction=0.3)
+    train = load_annotations(str(tmp_path / "d" / "train.txt"), list(PHOTO_CLASSES))
+    val = load_annotations(str(tmp_path / "d" / "val.txt"), list(PHOTO_CLASSES))
+    yaml_path = write_yolo_layout(str(tmp_path / "yolo"), {"train": train, "val": val},
+                                  list(PHOTO_CLASSES))
+    text = Path(yaml_path).read_text()
+    assert "train: images/train" in text and "val: images/val" in text
+    assert "0: 'circle'" in text and "3: 'cross'" in text
+    for split, records in (("train", train), ("val", val)):
+        images = sorted(os.listdir(tmp_path / "yolo" / "images" / split))
+        assert len(images) == len(records)
+        for name, record in zip(images, records):
+            label = tmp_path / "yolo" / "labels" / split / (os.path.splitext(name)[0] + ".txt")
+            rows = np.loadtxt(label, ndmin=2).reshape(-1, 5)
+            h, w = record.image_hw
+            x1 = (rows[:, 1] - rows[:, 3] / 2) * w
+            y1 = (rows[:, 2] - rows[:, 4] / 2) * h
+            x2 = (rows[:, 1] + rows[:, 3] / 2) * w
+            y2 = (rows[:, 2] + rows[:, 4] / 2) * h
+            back = np.stack([x1, y1, x2, y2, rows[:, 0]], axis=1)
+            np.testing.assert_allclose(back, record.boxes, atol=1e-5 * max(h, w) + 1e-4)
+            assert os.path.realpath(tmp_path / "yolo" / "images" / split / name) == \
+                os.path.realpath(record.path)
+
+
+def test_label_rows_of_a_negative_and_a_box():
+    assert label_rows(np.zeros((0, 5)), (100, 200)) == ""
+    assert label_rows(np.array([[0, 0, 200, 100, 2]]), (100, 200)) == \
+        "2 0.500000 0.500000 1.000000 1.000000\n"

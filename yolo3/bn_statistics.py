@@ -1,0 +1,94 @@
+"""Batch-norm statistics recomputed for the weights a model holds now ("precise BN").
+
+Keras keeps each batch norm's moving mean and variance as an exponential average over training
+steps (momentum 0.99: about the last 100 steps). In a short run, with a large batch (few steps) or
+with weights that move fast, that average lags the weights, and a model evaluated or saved with
+it normalises with statistics of weights it no longer has; with EMA weights swapped in for
+evaluation it never had them. :class:`BatchNormStatistics` replaces the moving statistics by the
+average batch mean and variance of each batch norm's input over a fixed set of images, computed
+with the current weights in training mode (each batch norm normalising with its batch's own
+statistics, as during training), as detectron2's PreciseBN does.
+
+Frozen batch norms (``trainable=False``: they normalise with their moving statistics even while
+training) keep theirs. The computation runs on a private copy of the body, so the body's own
+variables (mirrored under a distribution strategy) are only assigned, once each.
+"""
+from __future__ import annotations
+
+from typing import Iterable, List
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from yolo3.keras_compat import all_layers, inbound_tensors
+
+__all__ = ["BatchNormStatistics", "trainable_batch_norms"]
+
+
+def trainable_batch_norms(body: keras.Model) -> List[keras.layers.BatchNormalization]:
+    """The batch norms of ``body`` (nested models too) that normalise with batch statistics while
+    training, in graph order."""
+    return [layer for layer in all_layers(body)
+            if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable]
+
+
+class BatchNormStatistics:
+    """Recompute the moving statistics of ``body``'s trainable batch norms over ``batches``.
+
+    ``batches``: an iterable (re-iterable, e.g. a cached ``tf.data.Dataset``) of image batches
+    ``(n, h, w, 3)`` float32 in ``[0, 1]`` as the body takes them.
+    """
+
+    def __init__(self, body: keras.Model, batches: Iterable):
+        self.body = body
+        self.batches = batches
+        self.layers = trainable_batch_norms(body)
+        self._copy = None
+        self._moments = None
+
+    def _build(self) -> None:
+        copy = keras.models.clone_model(self.body)
+        names = [layer.name for layer in self.layers]
+        probe = keras.Model(copy.inputs, [inbound_tensors(copy.get_layer(n))[0] for n in names])
+
+        @tf.function(reduce_retracing=True)
+        def moments(images):
+            inputs = probe(images, training=True)
+            inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]  # one batch norm
+            out = []
+            for x, layer in zip(inputs, self.layers):
+                axes = [a for a in range(len(x.shape)) if a != layer.axis % len(x.shape)]
+                mean, variance = tf.nn.moments(tf.cast(x, tf.float32), axes=axes)
+                out.append((mean, variance))
+            return out
+
+        self._copy, self._moments = copy, moments
+
+    def recompute(self) -> int:
+        """Set each trainable batch norm's moving mean and variance to the image-weighted average
+        of its batch means and variances over ``batches``; returns the number of images used (0:
+        nothing changed)."""
+        if not self.layers:
+            return 0
+        if self._copy is None:
+            self._build()
+        self._copy.set_weights(self.body.get_weights())
+        sums = [[np.zeros(layer.moving_mean.shape, np.float64),
+                 np.zeros(layer.moving_variance.shape, np.float64)] for layer in self.layers]
+        count = 0
+        for batch in self.batches:
+            images = batch[0] if isinstance(batch, (tuple, list)) else batch
+            n = int(images.shape[0])
+            if n == 0:
+                continue
+            for acc, (mean, variance) in zip(sums, self._moments(images)):
+                acc[0] += n * mean.numpy()
+                acc[1] += n * variance.numpy()
+            count += n
+        if count == 0:
+            return 0
+        for layer, (mean, variance) in zip(self.layers, sums):
+            layer.moving_mean.assign((mean / count).astype(np.float32))
+            layer.moving_variance.assign((variance / count).astype(np.float32))
+        return count

@@ -1,0 +1,239 @@
+"""A detection dataset that looks like real data: textured shapes on real photographs.
+
+Each image is a random crop of a real photograph (flipped, colour-jittered) at one of several
+sizes, square or not. Objects are shapes (the class is the shape, never the colour): each is filled
+with a recoloured crop of another real photograph (channels permuted and mixed, gain, shading),
+has soft edges, a side from 6% to 55% of the image's shorter side, and an aspect from square to a
+thin bar (rectangles down to 1:6). Later objects partly hide earlier ones (each keeps at least 40%
+of its pixels visible) and irregular photo-textured blobs stand in as distractors; about 8% of
+the images hold no object. Boxes are pixel-edge ``x1, y1, x2, y2`` of each object's *visible*
+pixels, exact. Images are written as JPEG (quality 80 to 95). Everything is determined by the
+seed and the photographs.
+
+Photographs: any folder of JPEG/PNG photographs (``photos``), or the permissively licensed
+photographs that scikit-image's wheel ships (``pip install 'yolo3[bench]'``), found without
+importing it. Nothing is downloaded.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
+
+from yolo3.data.annotations import Record
+from yolo3.data.synthetic import SHAPES, _draw_shape, write_dataset_files
+
+PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
+PHOTO_SIZES = ((240, 320), (320, 240), (288, 288))  # (h, w)
+# scikit-image's bundled photographs of natural scenes (its data/ folder); drawings, charts and
+# tiny images of that folder are left out
+SKIMAGE_PHOTOS = ("astronaut.png", "rocket.jpg", "coffee.png", "chelsea.png", "motorcycle_left.png",
+                  "motorcycle_right.png", "hubble_deep_field.jpg", "retina.jpg", "grass.png",
+                  "gravel.png", "brick.png", "camera.png", "coins.png", "moon.png", "ihc.png",
+                  "cell.png")
+MIN_VISIBLE = 0.4  # an object keeps at least this share of its pixels visible
+NEGATIVE_FRACTION = 0.08
+
+__all__ = ["PHOTO_CLASSES", "PHOTO_SIZES", "bundled_photo_dir", "load_photos",
+           "render_photo_image", "make_photo_dataset"]
+
+
+def bundled_photo_dir() -> Optional[str]:
+    """scikit-image's data folder when the package is installed (not imported), else None."""
+    spec = importlib.util.find_spec("skimage")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "data")
+    return folder if os.path.isdir(folder) else None
+
+
+def load_photos(folder: Optional[str] = None, max_side: int = 640) -> List[np.ndarray]:
+    """The photographs of ``folder`` (default: scikit-image's bundled ones) as RGB uint8 arrays,
+    scaled down to ``max_side``; images smaller than 96 px on a side are skipped.
+
+    Raises ``FileNotFoundError`` naming the folder, or what to install, when fewer than two
+    photographs are found."""
+    names: Optional[Sequence[str]] = None
+    if folder is None:
+        folder = bundled_photo_dir()
+        if folder is None:
+            raise FileNotFoundError("no photographs: pass a folder of photographs, or install "
+                                    "scikit-image, whose wheel ships some (pip install "
+                                    "'yolo3[bench]')")
+        names = SKIMAGE_PHOTOS
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{folder}: not a folder of photographs")
+    if names is None:
+        names = sorted(f for f in os.listdir(folder)
+                       if f.lower().endswith((".jpg", ".jpeg", ".png")))
+    photos = []
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            continue
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if min(im.size) < 96:
+                continue
+            scale = max_side / max(im.size)
+            if scale < 1:
+                im = im.resize((max(1, round(im.width * scale)), max(1, round(im.height * scale))),
+                               Image.BILINEAR)
+            photos.append(np.asarray(im))
+    if len(photos) < 2:
+        raise FileNotFoundError(f"{folder}: fewer than two photographs (JPEG or PNG, at least "
+                                f"96 px a side) found")
+    return photos
+
+
+def _crop(rng: np.random.Generator, photos: Sequence[np.ndarray], h: int, w: int,
+          zoom: Tuple[float, float] = (0.4, 1.0)) -> np.ndarray:
+    """A random crop of a random photograph with the aspect of ``h x w``, resized to it."""
+    photo = photos[int(rng.integers(len(photos)))]
+    ph, pw = photo.shape[:2]
+    scale = rng.uniform(*zoom)
+    ch = max(8, int(min(ph, pw * h / w) * scale))
+    cw = max(8, int(ch * w / h))
+    cw, ch = min(cw, pw), min(ch, ph)
+    y, x = int(rng.integers(0, ph - ch + 1)), int(rng.integers(0, pw - cw + 1))
+    crop = Image.fromarray(photo[y:y + ch, x:x + cw]).resize((w, h), Image.BILINEAR)
+    out = np.asarray(crop)
+    if rng.uniform() < 0.5:
+        out = out[:, ::-1]
+    return out
+
+
+def _recolour(rng: np.random.Generator, texture: np.ndarray) -> np.ndarray:
+    """Permute and mix the colour channels, apply a gain and a linear shading: the texture keeps
+    the photograph's structure but takes any colour, so that colour says nothing of the class."""
+    x = texture.astype(np.float32)[..., rng.permutation(3)]
+    mix = np.eye(3) * rng.uniform(0.5, 1.0) + rng.uniform(0, 0.5, (3, 3))
+    x = x @ (mix / mix.sum(axis=0, keepdims=True)).astype(np.float32)
+    if rng.uniform() < 0.2:  # a grey, tinted version
+        x = x.mean(axis=-1, keepdims=True) * rng.uniform(0.7, 1.3, 3).astype(np.float32)
+    h, w = x.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    shade = 1 + rng.uniform(-0.3, 0.3) * (xx / max(w - 1, 1) - 0.5) \
+        + rng.uniform(-0.3, 0.3) * (yy / max(h - 1, 1) - 0.5)
+    x = (x - x.mean()) * rng.uniform(0.8, 1.6) + rng.uniform(40, 215)
+    return np.clip(x * shade[..., None], 0, 255)
+
+
+def _shape_mask(rng: np.random.Generator, shape: str, bw: int, bh: int) -> np.ndarray:
+    """A float ``(bh, bw)`` mask of ``shape`` filling its box, turned by a random multiple of 90
+    degrees (triangles point any way), with soft edges."""
+    turn = int(rng.integers(4)) if shape == "triangle" else 0
+    w, h = (bh, bw) if turn % 2 else (bw, bh)
+    mask = Image.new("L", (w, h), 0)
+    _draw_shape(ImageDraw.Draw(mask), shape, [0, 0, w, h], 255)
+    mask = mask.rotate(90 * turn, expand=True) if turn else mask
+    mask = mask.filter(ImageFilter.GaussianBlur(0.6))
+    return np.asarray(mask, np.float32) / 255.0
+
+
+def _blob_mask(rng: np.random.Generator, bw: int, bh: int) -> np.ndarray:
+    """An irregular polygon (a distractor that is none of the classes), float ``(bh, bw)``."""
+    angles = np.sort(rng.uniform(0, 2 * np.pi, int(rng.integers(7, 12))))
+    radii = rng.uniform(0.45, 1.0, len(angles))
+    points = [((1 + r * np.cos(a)) * (bw - 1) / 2, (1 + r * np.sin(a)) * (bh - 1) / 2)
+              for a, r in zip(angles, radii)]
+    mask = Image.new("L", (bw, bh), 0)
+    ImageDraw.Draw(mask).polygon(points, fill=255)
+    return np.asarray(mask.filter(ImageFilter.GaussianBlur(0.8)), np.float32) / 255.0
+
+
+def _object_size(rng: np.random.Generator, shape: str, short: int, min_frac: float,
+                 max_frac: float) -> Tuple[int, int]:
+    """``(width, height)``: the long side log-uniform in ``[min_frac, max_frac]`` of ``short``;
+    rectangles may be thin bars (down to 1:6), other shapes stay within 1:2."""
+    side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
+    if shape == "square" and rng.uniform() < 0.35:
+        aspect = rng.uniform(1 / 6, 1 / 2.5)  # a thin bar
+    else:
+        aspect = rng.uniform(0.5, 1.0)
+    long_, narrow = max(6, int(round(side))), max(4, int(round(side * aspect)))
+    return (long_, narrow) if rng.uniform() < 0.5 else (narrow, long_)
+
+
+def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
+                       image_size: Tuple[int, int], classes: Sequence[str] = PHOTO_CLASSES,
+                       max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
+                       negative_fraction: float = NEGATIVE_FRACTION
+                       ) -> Tuple[np.ndarray, np.ndarray]:
+    """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``
+    (the visible pixels' extent; ``N`` may be 0). See the module docstring."""
+    h, w = image_size
+    canvas = _crop(rng, photos, h, w).astype(np.float32)
+    canvas *= rng.uniform(0.8, 1.2, 3).astype(np.float32)
+    for _ in range(int(rng.integers(0, 3)) if rng.uniform() < 0.5 else 0):  # distractors
+        bw, bh = _object_size(rng, "circle", min(h, w), min_frac, max_frac * 0.6)
+        bw, bh = min(bw, w), min(bh, h)
+        x, y = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
+        alpha = _blob_mask(rng, bw, bh)[..., None]
+        patch = _recolour(rng, _crop(rng, photos, bh, bw))
+        canvas[y:y + bh, x:x + bw] = canvas[y:y + bh, x:x + bw] * (1 - alpha) + patch * alpha
+    count = 0 if rng.uniform() < negative_fraction else int(rng.integers(1, max_objects + 1))
+    owner = np.full((h, w), -1, np.int32)  # which object each pixel shows (hard mask at 0.5)
+    areas: List[int] = []
+    labels: List[int] = []
+    for _ in range(count):
+        for _attempt in range(20):
+            cls = int(rng.integers(len(classes)))
+            bw, bh = _object_size(rng, classes[cls], min(h, w), min_frac, max_frac)
+            bw, bh = min(bw, w), min(bh, h)
+            x, y = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
+            alpha = _shape_mask(rng, classes[cls], bw, bh)
+            alpha = alpha[:bh, :bw] if alpha.shape != (bh, bw) else alpha
+            hard = alpha >= 0.5
+            if hard.sum() < 12:
+                continue
+            trial = owner.copy()
+            trial[y:y + bh, x:x + bw][hard] = len(areas)
+            visible = np.bincount(trial[trial >= 0].ravel(), minlength=len(areas) + 1)
+            if any(visible[k] < MIN_VISIBLE * areas[k] for k in range(len(areas))):
+                continue  # would hide too much of an earlier object
+            owner = trial
+            areas.append(int(hard.sum()))
+            labels.append(cls)
+            patch = _recolour(rng, _crop(rng, photos, bh, bw))
+            a = alpha[..., None]
+            canvas[y:y + bh, x:x + bw] = canvas[y:y + bh, x:x + bw] * (1 - a) + patch * a
+            break
+    canvas += rng.normal(0, rng.uniform(1, 5), canvas.shape).astype(np.float32)
+    image = np.clip(np.round(canvas), 0, 255).astype(np.uint8)
+    boxes = []
+    for k, cls in enumerate(labels):
+        ys, xs = np.nonzero(owner == k)
+        boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1, cls])
+    return image, np.asarray(boxes, np.float32).reshape(-1, 5)
+
+
+def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = None,
+                       seed: int = 0, classes: Sequence[str] = PHOTO_CLASSES,
+                       sizes: Sequence[Tuple[int, int]] = PHOTO_SIZES, *,
+                       max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
+                       val_fraction: float = 0.0, annotation_name: str = "annotations.txt"
+                       ) -> Tuple[str, str]:
+    """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
+    file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
+    ``(h, w)`` image sizes, one drawn per image. Returns ``(annotation_path, classes_path)``."""
+    for c in classes:
+        if c not in SHAPES:
+            raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
+    if not 0 < min_frac < max_frac <= 1:
+        raise ValueError(f"object sizes must satisfy 0 < min ({min_frac}) < max ({max_frac}) <= 1")
+    pictures = load_photos(photos)
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    rng = np.random.default_rng(seed)
+    records: List[Record] = []
+    for i in range(num_images):
+        size = tuple(int(v) for v in sizes[int(rng.integers(len(sizes)))])
+        image, boxes = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
+                                          max_frac)
+        path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
+        Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
+        records.append(Record(path, boxes, size, 1))
+    return write_dataset_files(out_dir, records, classes, val_fraction, annotation_name)
