@@ -47,6 +47,10 @@ setup(
             *EXPORT,
         ],
         "plot": ["matplotlib"],
+        # benchmarks: photographs for yolo3 synth --style photo (scikit-image's wheel ships
+        # permissively licensed ones), COCO scoring, plots. The peer (Ultralytics) pulls torch:
+        # it lives in its own environment, never here.
+        "bench": ["scikit-image", "pycocotools", "matplotlib"],
     },
     entry_points={
         "console_scripts": [

@@ -43,3 +43,79 @@ def test_opencv_runner_gives_the_raw_maps_of_the_converted_body(tmp_path):
         assert theirs[key].shape == mine.shape
         err = np.linalg.norm(theirs[key] - mine) / np.linalg.norm(mine)
         assert err < 1e-5, (key, err)
+
+
+_FAKE_PEER = r'''#!PYTHON
+"""Stands in for the peer's Python: instead of training, answers with the labels it was given."""
+import json, os, sys
+args = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+root = os.path.dirname(args["--data"])
+dets = []
+for image in open(args["--val-list"]).read().split():
+    stem = None
+    for name in os.listdir(os.path.join(root, "images", "val")):
+        if os.path.realpath(os.path.join(root, "images", "val", name)) == os.path.realpath(image):
+            stem = os.path.splitext(name)[0]
+    from PIL import Image
+    w, h = Image.open(image).size
+    boxes, classes = [], []
+    for row in open(os.path.join(root, "labels", "val", stem + ".txt")).read().splitlines():
+        c, cx, cy, bw, bh = map(float, row.split())
+        boxes.append([(cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h])
+        classes.append(int(c))
+    dets.append({"image": image, "boxes": boxes, "scores": [0.9] * len(boxes), "classes": classes})
+os.makedirs(args["--out"], exist_ok=True)
+json.dump(dets, open(os.path.join(args["--out"], "detections.json"), "w"))
+json.dump({"training_seconds": 1.5, "ultralytics": "fake", "torch": "none", "model": args.get("--model", "yolov3-tinyu.yaml")},
+          open(os.path.join(args["--out"], "peer.json"), "w"))
+assert args["--batch"] == "16" and args["--imgsz"] == "96" and args["--epochs"] == "3", args
+'''
+
+
+def test_peer_is_exported_in_the_yolo_layout_and_scored_like_ours(tmp_path):
+    """The peer's side runs in another interpreter; one that answers with the exported labels
+    must score mAP 1.0 through the benchmark's export, hand-over and COCO scoring."""
+    import argparse
+    import os
+    import sys
+
+    from yolo3.benchmarks.recipe import peer_run
+    from yolo3.data.synthetic import make_synthetic_dataset
+    make_synthetic_dataset(str(tmp_path / "d"), 12, (80, 120), val_fraction=0.5, seed=2)
+    fake = tmp_path / "peer-python"
+    fake.write_text(_FAKE_PEER.replace("PYTHON", sys.executable))
+    fake.chmod(0o755)
+    args = argparse.Namespace(peer_python=str(fake), input_size=96, epochs=3, seed=0, threads=2)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = peer_run(args, str(tmp_path / "d"), str(work), 16)
+    assert result["mAP50"] == pytest.approx(1.0) and result["mAP50_95"] == pytest.approx(1.0)
+    assert result["seconds"] == 1.5 and result["global_batch"] == 16
+    assert len(os.listdir(work / "yolo" / "labels" / "val")) == 6
+
+
+def test_peer_needs_its_own_python(tmp_path):
+    import argparse
+
+    from yolo3.benchmarks.recipe import peer_run
+    from yolo3.errors import ArgumentError
+    args = argparse.Namespace(peer_python=None, input_size=96, epochs=3, seed=0, threads=2)
+    with pytest.raises(ArgumentError, match="pip install ultralytics"):
+        peer_run(args, str(tmp_path), str(tmp_path), 16)
+
+
+def test_peer_driver_imports_nothing_of_yolo3():
+    """It runs under the peer's interpreter, where yolo3 is not installed."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yolo3.benchmarks as benchmarks
+    path = Path(benchmarks.__file__).parent / "ultralytics_peer.py"
+    tree = ast.parse(path.read_text())
+    modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not [m for m in modules if m.split(".")[0] == "yolo3"], modules
+    out = subprocess.run([sys.executable, "-I", str(path), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--val-list" in out.stdout, out.stderr

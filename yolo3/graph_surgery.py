@@ -57,7 +57,7 @@ def fold_batch_norms(body: keras.Model) -> keras.Model:
             config["use_bias"] = True
             return keras.layers.Conv2D.from_config(config)
         if layer.name in bn_names:
-            return FoldedBatchNorm(name=layer.name, dtype=layer.dtype_policy)  # never the global one
+            return FoldedBatchNorm(name=layer.name, dtype=layer.dtype_policy.name)  # not the global one
         return layer
 
     folded = keras.models.clone_model(body, clone_function=clone)

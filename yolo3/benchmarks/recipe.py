@@ -151,6 +151,16 @@ def _extra(pairs: List[str]) -> dict:
     return out
 
 
+def _ratio(ours: float, theirs: float) -> str:
+    """``ours / theirs`` as ``1.23x``; ``n/a`` when ``theirs`` is too small to divide by."""
+    return f"{ours / theirs:.2f}x" if theirs >= 1e-3 else "n/a (the peer's figure is ~0)"
+
+
+def _count(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip() and not line.startswith("#"))
+
+
 def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int) -> dict:
     """Train and run the peer in its own environment; returns its training seconds and figures."""
     import json
@@ -213,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
     peer = None
     with tempfile.TemporaryDirectory(prefix="yolo3-recipe-") as tmp:
         data = _dataset(args, os.path.join(tmp, "data"))
+        counts = [_count(os.path.join(data, f"{split}.txt")) for split in ("train", "val")]
         anchors = None
         if args.anchors == "kmeans":
             from yolo3.specs import get_spec
@@ -242,8 +253,8 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
             peer = peer_run(args, data, tmp, batches[0] * replicas)
     print(machine_line(peak))
-    print(f"{args.model}-{args.input_size}, {args.epochs} epochs, {args.num_images} training + "
-          f"{args.val_images} validation images ({args.style}), {args.anchors} anchors, batch "
+    print(f"{args.model}-{args.input_size}, {args.epochs} epochs, {counts[0]} training + "
+          f"{counts[1]} validation images ({args.data or args.style}), {args.anchors} anchors, batch "
           f"{' '.join(map(str, batches))}{f' x {args.cpu_replicas} replicas' if args.cpu_replicas else ''}"
           "; time = training time (steps + validation loss), evaluations not counted")
     names = list(curves)
@@ -272,9 +283,9 @@ def run(args: argparse.Namespace) -> int:
         for n in same:
             c = curves[n]
             print(f"yolo3 {n} / peer at global batch {peer['global_batch']}: mAP@0.5:0.95 "
-                  f"{c['mAP50_95'][-1] / max(peer['mAP50_95'], 1e-9):.2f}x, mAP@0.5 "
-                  f"{c['mAP50'][-1] / max(peer['mAP50'], 1e-9):.2f}x, training time "
-                  f"{c['time'][-1] / max(peer['seconds'], 1e-9):.2f}x")
+                  f"{_ratio(c['mAP50_95'][-1], peer['mAP50_95'])}, mAP@0.5 "
+                  f"{_ratio(c['mAP50'][-1], peer['mAP50'])}, training time "
+                  f"{_ratio(c['time'][-1], peer['seconds'])}")
     if {"old", "new"} <= set(curves):
         _summary(curves["old"], curves["new"])
     if args.plot:
