@@ -326,7 +326,8 @@ def _plot(curves: Dict[str, dict], path: str, peer: Optional[dict] = None) -> No
                    label=f"peer (Ultralytics), global batch {peer['global_batch']}", zorder=5)
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation mAP@0.5:0.95")
-    ax.set_ylim(0, 1)
+    top = max([max(c["mAP50_95"]) for c in curves.values()] + [peer["mAP50_95"] if peer else 0])
+    ax.set_ylim(0, min(1.0, max(0.05, 1.25 * top)))  # low curves stay readable
     ax.grid(True, alpha=0.3)
     ax.legend()
     ax.set_title("time to accuracy")
