@@ -119,3 +119,12 @@ def test_peer_driver_imports_nothing_of_yolo3():
     assert not [m for m in modules if m.split(".")[0] == "yolo3"], modules
     out = subprocess.run([sys.executable, "-I", str(path), "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--val-list" in out.stdout, out.stderr
+
+
+def test_benchmark_refuses_a_missing_peer_python_before_training(tmp_path, capsys):
+    """Exit 2 with the install command, at once: nothing is generated or trained first."""
+    from yolo3.cli import main
+    code = main(["benchmark", "recipe", "--peer", "ultralytics", "--peer-python",
+                 str(tmp_path / "none" / "python"), "--data", str(tmp_path)])
+    assert code == 2
+    assert "--peer-python" in capsys.readouterr().err

@@ -83,14 +83,6 @@ def uses_ema(optimizer) -> bool:
     return bool(getattr(getattr(optimizer, "inner_optimizer", optimizer), "use_ema", False))
 
 
-def _exact_swap(variable, average) -> None:
-    """Exchange two variables' values by copies (no arithmetic, hence no rounding)."""
-    import tensorflow as tf
-    old = tf.identity(variable.read_value() if hasattr(variable, "read_value") else variable)
-    variable.assign(average)
-    average.assign(old)
-
-
 class ExactSwapEMAWeights(keras.callbacks.SwapEMAWeights):
     """``keras.callbacks.SwapEMAWeights`` whose swap copies values instead of exchanging them by
     ``a += b; b = a - b; a -= b`` (Keras's TensorFlow path, ``_tf_swap_variables``), which rounds:
@@ -98,9 +90,4 @@ class ExactSwapEMAWeights(keras.callbacks.SwapEMAWeights):
     the averages that the saved model gets, and every swap back nudged the trained weights."""
 
     def _tf_swap_variables(self, optimizer):
-        strategy = optimizer._distribution_strategy
-        for variable, average in zip(optimizer._trainable_variables,
-                                     optimizer._model_variables_moving_average):
-            variable = variable.value if isinstance(variable, keras.Variable) else variable
-            average = average.value if isinstance(average, keras.Variable) else average
-            strategy.extended.update(variable, _exact_swap, args=(average,))
+        swap_ema_weights(optimizer)

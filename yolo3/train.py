@@ -37,15 +37,15 @@ from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.bn_statistics import BatchNormStatistics
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
                              PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body,
-                             load_resume_state,
-                             remove_stale_temporaries, restore_resume_state, truncate_history)
+                             load_resume_state, remove_stale_temporaries, restore_resume_state,
+                             truncate_history)
 from yolo3.distribute import ClusterTask, cluster_task, make_strategy, prepare_fit, replica_devices
 from yolo3.errors import ArgumentError, Yolo3Error
 from yolo3.history import completed_epochs
+from yolo3.keras_compat import ExactSwapEMAWeights
 from yolo3.metadata import ModelInfo
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
-from yolo3.keras_compat import ExactSwapEMAWeights
 from yolo3.specs import ModelSpec, get_spec
 from yolo3.train_config import TrainConfig
 

@@ -161,6 +161,15 @@ def _count(path: str) -> int:
         return sum(1 for line in f if line.strip() and not line.startswith("#"))
 
 
+def check_peer_python(args: argparse.Namespace) -> None:
+    """Refuse a missing ``--peer-python`` before anything is trained."""
+    from yolo3.errors import ArgumentError
+    if not args.peer_python or not os.path.exists(args.peer_python):
+        raise ArgumentError("--peer ultralytics needs --peer-python: the Python of an environment "
+                            "with Ultralytics (python -m venv peer && peer/bin/pip install "
+                            "ultralytics)")
+
+
 def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int) -> dict:
     """Train and run the peer in its own environment; returns its training seconds and figures."""
     import json
@@ -169,13 +178,9 @@ def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int
     from yolo3.anchors import read_classes
     from yolo3.data.annotations import load_annotations
     from yolo3.data.yolo_layout import write_yolo_layout
-    from yolo3.errors import ArgumentError
     from yolo3.evaluation import evaluate_detections
     import numpy as np
-    if not args.peer_python or not os.path.exists(args.peer_python):
-        raise ArgumentError("--peer ultralytics needs --peer-python: the Python of an environment "
-                            "with Ultralytics (python -m venv peer && peer/bin/pip install "
-                            "ultralytics)")
+    check_peer_python(args)
     names = read_classes(os.path.join(data, "classes.txt"))
     train = load_annotations(os.path.join(data, "train.txt"), names)
     val = load_annotations(os.path.join(data, "val.txt"), names)
@@ -216,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from yolo3.benchmarks.isolated import run_child
     from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+    if args.peer:
+        check_peer_python(args)
     peak = matmul_peak_gflops()
     curves: Dict[str, dict] = {}
     batches = args.batch_sizes or [args.batch_size]

@@ -7,7 +7,6 @@ shapes dataset: images/, annotations.txt (+ train.txt/val.txt), classes.txt.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List, Optional
 
@@ -58,14 +57,12 @@ def run(args: argparse.Namespace) -> int:
         (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2]))
     if args.style == "photo":
         from yolo3.data.photo_synthetic import PHOTO_CLASSES, PHOTO_SIZES, make_photo_dataset
-        if args.photos is not None and not os.path.isdir(args.photos):
-            raise ArgumentError(f"--photos {args.photos}: not a folder")
-        try:
+        given = dict(max_objects=args.max_objects, min_frac=args.min_size, max_frac=args.max_size)
+        try:  # load_photos checks the folder before anything is written
             ann, classes = make_photo_dataset(
                 args.out, args.num_images, args.photos, args.seed,
                 tuple(args.classes or PHOTO_CLASSES), (size,) if size else PHOTO_SIZES,
-                max_objects=args.max_objects or 6, min_frac=args.min_size or 0.06,
-                max_frac=args.max_size or 0.55, val_fraction=args.val_fraction)
+                val_fraction=args.val_fraction, **{k: v for k, v in given.items() if v is not None})
         except FileNotFoundError as e:
             raise ArgumentError(f"--photos: {e}") from None
     else:
