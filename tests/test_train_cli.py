@@ -55,6 +55,11 @@ def test_bad_arguments_are_refused(dataset, tmp_path, capsys):
     one_class.write_text("circle\n")
     assert main(_args(d, str(one_class), tmp_path / "o")) == 2
     assert "class" in capsys.readouterr().err
+    assert main(_args(d, classes, tmp_path / "o", "--bn-stats-images", "-1")) == 2
+    assert "--bn-stats-images must be >= 0" in capsys.readouterr().err
+    assert main(_args(d, classes, tmp_path / "o", "--bn-momentum", "1.5")) == 2
+    assert "--bn-momentum must be in [0, 1)" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
 def _history(out):

@@ -258,6 +258,7 @@ def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, capsys):
     (dict(patience=2, eval_every=0), "--patience counts evaluations"),
     (dict(lr=0.0), "--lr must be positive"),
     (dict(bn_stats_images=-1), "--bn-stats-images must be >= 0"),
+    (dict(bn_momentum=1.0), r"--bn-momentum must be in \[0, 1\)"),
 ])
 def test_bad_recipe_values_are_refused_naming_the_flag(dataset, tmp_path, kw, message):
     with pytest.raises(ConfigError, match=message):
