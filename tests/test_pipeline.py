@@ -236,3 +236,22 @@ def test_colouring_the_placed_part_equals_colouring_the_whole_canvas():
             want = want[:, ::-1]
         got, _ = random_augment(img, tf.zeros((0, 5)), hw, seed, cfg)
         np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+
+
+def test_assign_iou_reaches_the_targets(tmp_path):
+    """The dataset's y_true are the targets of its own boxes at the given assign_iou: a box with
+    several anchors above the threshold is a positive on each of them."""
+    from yolo3.targets import preprocess_true_boxes
+    rec = _rect_image(tmp_path / "v.png", hw=(96, 96), rect=(20, 20, 60, 62))
+    hw = (96, 96)
+    counts = {}
+    for assign_iou in (1.0, 0.2):
+        ds = make_dataset([rec], hw, TINY_YOLO_ANCHORS, 2, 1, training=False, true_boxes=True,
+                          assign_iou=assign_iou)
+        (_, *y_true, boxes), _ = next(iter(ds))
+        want = preprocess_true_boxes(boxes.numpy(), hw, TINY_YOLO_ANCHORS, 2,
+                                     assign_iou=assign_iou)
+        for got, expected in zip(y_true, want):
+            np.testing.assert_array_equal(got.numpy(), expected)
+        counts[assign_iou] = sum(int(y.numpy()[..., 4].sum()) for y in y_true)
+    assert counts[1.0] == 1 and counts[0.2] > 1

@@ -9,34 +9,40 @@ from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 from yolo3.targets import encode_targets, preprocess_true_boxes
 
 
-def reference_encode(true_boxes, input_hw, anchors, num_classes, masks, strides):
-    """One box at a time, in order (so a later box overwrites an earlier one)."""
+def reference_encode(true_boxes, input_hw, anchors, num_classes, masks, strides, assign_iou=1.0):
+    """One box at a time, in order (so a later box overwrites an earlier one). With
+    ``assign_iou < 1``, extra anchors (shape IoU above it) are written in a first pass and best
+    anchors in a second, so that a best-anchor assignment overwrites any extra one."""
     h, w = input_hw
     anchors = np.asarray(anchors, dtype=np.float64)
     out = [np.zeros((len(true_boxes), h // s, w // s, len(m), 5 + num_classes)) for m, s in
            zip(masks, strides)]
-    for b, image_boxes in enumerate(np.asarray(true_boxes, dtype=np.float64)):
-        for x1, y1, x2, y2, c in image_boxes:
-            bw, bh = x2 - x1, y2 - y1
-            if not (bw > 0 and bh > 0):
-                continue
-            ious = []
-            for aw, ah in anchors:
-                inter = min(bw, aw) * min(bh, ah)
-                ious.append(inter / (bw * bh + aw * ah - inter))
-            best = int(np.argmax(ious))
-            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-            for layer, (mask, stride) in enumerate(zip(masks, strides)):
-                if best not in mask:
+    for best_pass in (False, True):
+        for b, image_boxes in enumerate(np.asarray(true_boxes, dtype=np.float64)):
+            for x1, y1, x2, y2, c in image_boxes:
+                bw, bh = x2 - x1, y2 - y1
+                if not (bw > 0 and bh > 0):
                     continue
-                gh, gw = h // stride, w // stride
-                i = min(max(int(np.floor(cx / w * gw)), 0), gw - 1)
-                j = min(max(int(np.floor(cy / h * gh)), 0), gh - 1)
-                k = mask.index(best)
-                vec = np.zeros(5 + num_classes)
-                vec[:5] = [cx / w, cy / h, bw / w, bh / h, 1.0]
-                vec[5 + int(c)] = 1.0
-                out[layer][b, j, i, k] = vec
+                ious = []
+                for aw, ah in anchors:
+                    inter = min(bw, aw) * min(bh, ah)
+                    ious.append(inter / (bw * bh + aw * ah - inter))
+                best = int(np.argmax(ious))
+                chosen = [best] if best_pass else [a for a, v in enumerate(ious)
+                                                   if v > assign_iou and a != best]
+                cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+                for anchor in chosen:
+                    for layer, (mask, stride) in enumerate(zip(masks, strides)):
+                        if anchor not in mask:
+                            continue
+                        gh, gw = h // stride, w // stride
+                        i = min(max(int(np.floor(cx / w * gw)), 0), gw - 1)
+                        j = min(max(int(np.floor(cy / h * gh)), 0), gh - 1)
+                        k = mask.index(anchor)
+                        vec = np.zeros(5 + num_classes)
+                        vec[:5] = [cx / w, cy / h, bw / w, bh / h, 1.0]
+                        vec[5 + int(c)] = 1.0
+                        out[layer][b, j, i, k] = vec
     return out
 
 
@@ -187,3 +193,46 @@ def test_anchor_tie_goes_to_first_anchor_in_both_versions():
     z = encode_targets(boxes, (64, 64), anchors, 1)
     for a, b in zip(y, z):
         np.testing.assert_array_equal(a, b.numpy())
+
+
+@pytest.mark.parametrize("assign_iou", [0.213, 0.5])
+@pytest.mark.parametrize("name,anchors,masks,strides,input_hw", CASES, ids=[c[0] for c in CASES])
+def test_multi_anchor_assignment_matches_reference(name, anchors, masks, strides, input_hw,
+                                                   assign_iou, rng):
+    boxes = random_boxes(rng, 4, 24, input_hw, num_classes=5)
+    explicit = None if name != "tiny-old-mask" else masks
+    got = preprocess_true_boxes(boxes, input_hw, anchors, 5, anchor_mask=explicit,
+                                assign_iou=assign_iou)
+    want = reference_encode(boxes, input_hw, anchors, 5, masks, strides, assign_iou)
+    single = reference_encode(boxes, input_hw, anchors, 5, masks, strides)
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-7)
+    # more positives than one anchor per box (the case exercises the extra assignments)
+    assert sum(r[..., 4].sum() for r in want) > sum(r[..., 4].sum() for r in single)
+    tf_got = encode_targets(boxes, input_hw, anchors, 5, anchor_mask=explicit,
+                            assign_iou=assign_iou)
+    for g, t in zip(got, tf_got):
+        np.testing.assert_array_equal(g, t.numpy())
+
+
+def test_best_anchor_beats_an_extra_assignment_of_a_later_box():
+    # Box A (30x30, class 0) has best anchor 2 and, IoU 0.54, extra anchor 1; box B (22x22,
+    # class 1), later, in the same stride-16 cell (1, 1), has best anchor 1 and extra anchor 2:
+    # each slot keeps the box whose best anchor it is, whatever the order.
+    anchors = np.array([[10, 10], [22, 22], [30, 30], [60, 60], [90, 90], [120, 120]], np.float32)
+    boxes = np.array([[[1, 1, 31, 31, 0], [6, 6, 28, 28, 1]]], np.float32)
+    for y in (preprocess_true_boxes(boxes, (64, 64), anchors, 2, assign_iou=0.3),
+              [t.numpy() for t in encode_targets(boxes, (64, 64), anchors, 2, assign_iou=0.3)]):
+        cell = y[1][0, 1, 1]  # the stride-16 scale holds anchors 0, 1, 2
+        assert cell[2, 4] == 1 and cell[2, 5] == 1  # box A on its best anchor
+        assert cell[1, 4] == 1 and cell[1, 6] == 1  # box B on its best anchor
+        assert y[1][..., 4].sum() == 2 and y[0][..., 4].sum() == 0
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5])
+def test_assign_iou_out_of_range_refused(bad):
+    boxes = np.zeros((1, 1, 5), np.float32)
+    with pytest.raises(ValueError, match="assign_iou"):
+        preprocess_true_boxes(boxes, (64, 64), TINY_YOLO_ANCHORS, 1, assign_iou=bad)
+    with pytest.raises(ValueError, match="assign_iou"):
+        encode_targets(boxes, (64, 64), TINY_YOLO_ANCHORS, 1, assign_iou=bad)

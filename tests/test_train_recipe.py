@@ -259,6 +259,8 @@ def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, capsys):
     (dict(lr=0.0), "--lr must be positive"),
     (dict(bn_stats_images=-1), "--bn-stats-images must be >= 0"),
     (dict(bn_momentum=1.0), r"--bn-momentum must be in \[0, 1\)"),
+    (dict(assign_iou=0.0), r"--assign-iou must be in \(0, 1\]"),
+    (dict(assign_iou=1.2), r"--assign-iou must be in \(0, 1\]"),
 ])
 def test_bad_recipe_values_are_refused_naming_the_flag(dataset, tmp_path, kw, message):
     with pytest.raises(ConfigError, match=message):
@@ -281,12 +283,13 @@ def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
                     "0.9", "--box-loss", "diou", "--label-smoothing", "0.05", "--mosaic", "0.3",
                     "--multi-scale", "320", "480", "--multi-scale-every", "5", "--eval-every", "3",
                     "--patience", "4", "--precision", "float32", "--jit", "off",
-                    "--bn-stats-images", "32"])
+                    "--bn-stats-images", "32", "--assign-iou", "0.3"])
     c = seen["config"]
     assert (c.optimizer, c.weight_decay, c.ema, c.ema_momentum) == ("sgd", 0.0, False, 0.9)
     assert (c.box_loss, c.label_smoothing, c.mosaic) == ("diou", 0.05, 0.3)
     assert (c.multi_scale, c.multi_scale_every, c.eval_every, c.patience) == ((320, 480), 5, 3, 4)
     assert (c.precision, c.jit, c.lr, c.bn_stats_images) == ("float32", "off", None, 32)
+    assert c.assign_iou == 0.3
 
 
 def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tmp_path):

@@ -1,12 +1,16 @@
 """Ground-truth boxes -> ``y_true`` per output scale (NumPy and TF versions, identical results).
 
 Input boxes are ``(x1, y1, x2, y2, class)`` in network-input pixels; rows with ``w <= 0`` or ``h <= 0``
-(including all-zero padding rows) are ignored. Each kept box is written, for every scale whose anchor
-mask holds the box's best anchor (IoU of shapes compared centred, among ALL anchors; the first anchor
-wins a tie), into the grid cell containing its centre, ``cell = floor(c / stride)`` clipped to the grid
-(the same as ``floor(c / input * grid)``). The written vector is ``cx, cy, w, h`` relative to the input
-size, objectness 1 and the one-hot class. When several boxes of one image land in the same cell and
-anchor, the LATER box (higher row index) wins. Boxes whose best anchor is in no mask are dropped.
+(including all-zero padding rows) are ignored. Each kept box is assigned to its best anchor (IoU of
+shapes compared centred, among ALL anchors; the first anchor wins a tie) and, with ``assign_iou``
+below 1, also to every other anchor whose shape IoU with the box exceeds ``assign_iou`` (Darknet's
+``iou_thresh``, 0.213 in its YOLOv4 cfgs: more positives per object, the decoding unchanged). Each
+assigned anchor's scale gets the box in the grid cell containing its centre,
+``cell = floor(c / stride)`` clipped to the grid (the same as ``floor(c / input * grid)``). The
+written vector is ``cx, cy, w, h`` relative to the input size, objectness 1 and the one-hot class.
+When several boxes of one image land in the same cell and anchor, a best-anchor assignment wins over
+an extra one, and among equals the LATER box (higher row index) wins. Boxes none of whose assigned
+anchors is in a mask are dropped.
 
 Both versions compute in float64 and round to float32 once, so they agree bit for bit.
 """
@@ -31,12 +35,26 @@ def _masks_and_strides(anchors, anchor_mask: Masks) -> Tuple[np.ndarray, List[Li
     return anchors, masks, strides_for(len(masks))
 
 
+def _check_assign_iou(assign_iou: float) -> float:
+    assign_iou = float(assign_iou)
+    if not 0.0 < assign_iou <= 1.0:
+        raise ValueError(f"assign_iou must be in (0, 1] (1: only the best anchor), got {assign_iou}")
+    return assign_iou
+
+
+def _first_positions(mask: Sequence[int]) -> List[int]:
+    """Positions in ``mask`` of each anchor's first occurrence (a repeated anchor is written once)."""
+    return [k for k, a in enumerate(mask) if a not in mask[:k]]
+
+
 def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], anchors: np.ndarray,
-                          num_classes: int, anchor_mask: Masks = None) -> List[np.ndarray]:
+                          num_classes: int, anchor_mask: Masks = None,
+                          assign_iou: float = 1.0) -> List[np.ndarray]:
     """Encode a batch of boxes into one ``y_true`` array per scale (largest stride first).
 
     true_boxes: ``(batch, max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows = padding);
-    input_shape: ``(h, w)`` multiples of 32; anchors: ``(N, 2)`` pixels ``(w, h)``.
+    input_shape: ``(h, w)`` multiples of 32; anchors: ``(N, 2)`` pixels ``(w, h)``; assign_iou: extra
+    anchors above this shape IoU are positives too (1: only the best one, keras-yolo3's rule).
     Returns float32 ``(batch, h / s, w / s, len(mask), 5 + num_classes)`` per scale (stride ``s``).
     Raises ValueError for a kept box whose class is not in ``[0, num_classes)``.
     """
@@ -54,7 +72,11 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
     bad = valid & ((classes < 0) | (classes >= num_classes))
     if bad.any():
         raise ValueError(f"box class {flat[bad][0, 4]:g} is outside [0, {num_classes})")
-    best = np.argmax(wh_iou(size, anchors), axis=-1)  # first anchor wins a tie
+    assign_iou = _check_assign_iou(assign_iou)
+    iou = wh_iou(size, anchors)
+    best = np.argmax(iou, axis=-1)  # first anchor wins a tie
+    is_best = np.arange(len(anchors))[None, :] == best[:, None]
+    assigned = is_best | (iou > assign_iou)
     image = np.repeat(np.arange(batch), max_boxes)
     vector = np.zeros((len(flat), 5 + num_classes))
     vector[:, 0] = centre[:, 0] / w
@@ -67,18 +89,23 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
     for mask, stride in zip(masks, strides):
         gh, gw = h // stride, w // stride
         out = np.zeros((batch, gh, gw, len(mask), 5 + num_classes), dtype=np.float32)
-        slot = np.full(len(anchors), -1)
-        slot[mask[::-1]] = np.arange(len(mask))[::-1]  # first position of each anchor in the mask
-        k = slot[best]
-        keep = np.flatnonzero(valid & (k >= 0))
-        i = np.clip(np.floor(centre[keep, 0] / stride), 0, gw - 1).astype(np.int64)
-        j = np.clip(np.floor(centre[keep, 1] / stride), 0, gh - 1).astype(np.int64)
-        key = np.ravel_multi_index((image[keep], j, i, k[keep]), out.shape[:4])
-        # Later box wins: keep the last occurrence of each key (np.unique finds the first, so reverse).
-        _, first_rev = np.unique(key[::-1], return_index=True)
-        last = len(key) - 1 - first_rev
-        rows = keep[last]
-        out[image[rows], j[last], i[last], k[rows]] = vector[rows]
+        rows, slots = [], []
+        for k in _first_positions(mask):
+            hit = np.flatnonzero(valid & assigned[:, mask[k]])
+            rows.append(hit)
+            slots.append(np.full(len(hit), k))
+        rows, k = np.concatenate(rows), np.concatenate(slots)
+        if len(rows) == 0:
+            y_true.append(out)
+            continue
+        i = np.clip(np.floor(centre[rows, 0] / stride), 0, gw - 1).astype(np.int64)
+        j = np.clip(np.floor(centre[rows, 1] / stride), 0, gh - 1).astype(np.int64)
+        key = np.ravel_multi_index((image[rows], j, i, k), out.shape[:4])
+        # per slot the highest priority: a best-anchor assignment, then the later box
+        priority = is_best[rows, np.asarray(mask)[k]] * len(flat) + rows
+        order = np.lexsort((priority, key))
+        last = order[np.r_[key[order][1:] != key[order][:-1], True]]
+        out[image[rows[last]], j[last], i[last], k[last]] = vector[rows[last]]
         y_true.append(out)
     return y_true
 
@@ -93,7 +120,8 @@ def _tf_input_hw(input_shape) -> tf.Tensor:
 
 
 def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np.ndarray,
-                   num_classes: int, anchor_mask: Masks = None) -> Tuple[tf.Tensor, ...]:
+                   num_classes: int, anchor_mask: Masks = None,
+                   assign_iou: float = 1.0) -> Tuple[tf.Tensor, ...]:
     """TF twin of :func:`preprocess_true_boxes` for ``tf.data`` (works in graph mode).
 
     boxes: ``(max_boxes, 5)`` for one image or ``(batch, max_boxes, 5)``; input_shape: ``(h, w)`` as
@@ -102,6 +130,7 @@ def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np
     A kept box with a class outside ``[0, num_classes)`` fails a ``tf.debugging`` assertion.
     """
     anchors_np, masks, strides = _masks_and_strides(anchors, anchor_mask)
+    assign_iou = _check_assign_iou(assign_iou)
     boxes = tf.convert_to_tensor(boxes)
     single = boxes.shape.rank == 2
     if boxes.shape.rank not in (2, 3):
@@ -127,29 +156,37 @@ def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np
     n = len(anchors_np)
     is_max = tf.equal(iou, tf.reduce_max(iou, axis=-1, keepdims=True))
     best = tf.reduce_min(tf.where(is_max, tf.range(n), n), axis=-1)
+    is_best = tf.equal(tf.range(n)[tf.newaxis], best[:, tf.newaxis])
+    assigned = is_best | (iou > assign_iou)
     image = tf.repeat(tf.range(batch), max_boxes)
     hw_f = tf.cast(hw, tf.float64)
     rel = tf.concat([centre[:, 0:1] / hw_f[1], centre[:, 1:2] / hw_f[0],
                      size[:, 0:1] / hw_f[1], size[:, 1:2] / hw_f[0]], axis=-1)
     vector = tf.cast(tf.concat([rel, tf.ones_like(rel[:, :1]),
                                 tf.one_hot(classes, num_classes, dtype=tf.float64)], -1), tf.float32)
+    num_rows = tf.cast(tf.shape(flat)[0], tf.int64)
     y_true = []
     for mask, stride in zip(masks, strides):
         if static_hw is not None:
             gh, gw = int(static_hw[0]) // stride, int(static_hw[1]) // stride
         else:
             gh, gw = hw[0] // stride, hw[1] // stride
-        slot_np = np.full(n, -1, dtype=np.int32)
-        slot_np[mask[::-1]] = np.arange(len(mask), dtype=np.int32)[::-1]
-        k = tf.gather(tf.constant(slot_np), best)
-        keep = tf.where(valid & (k >= 0))[:, 0]
+        keeps, slots, bests = [], [], []
+        for slot in _first_positions(mask):
+            hit = tf.where(valid & assigned[:, mask[slot]])[:, 0]
+            keeps.append(hit)
+            slots.append(tf.fill(tf.shape(hit), slot))
+            bests.append(tf.gather(is_best[:, mask[slot]], hit))
+        keep, k = tf.concat(keeps, 0), tf.concat(slots, 0)
         c = tf.gather(centre, keep)
         i = tf.clip_by_value(tf.cast(tf.floor(c[:, 0] / stride), tf.int32), 0, gw - 1)
         j = tf.clip_by_value(tf.cast(tf.floor(c[:, 1] / stride), tf.int32), 0, gh - 1)
-        index = tf.stack([tf.gather(image, keep), j, i, tf.gather(k, keep)], axis=-1)
+        index = tf.stack([tf.gather(image, keep), j, i, k], axis=-1)
         key = ((tf.cast(index[:, 0], tf.int64) * tf.cast(gh, tf.int64) + tf.cast(j, tf.int64))
-               * tf.cast(gw, tf.int64) + tf.cast(i, tf.int64)) * len(mask) + tf.cast(index[:, 3], tf.int64)
-        chosen = _last_unique(key, keep)
+               * tf.cast(gw, tf.int64) + tf.cast(i, tf.int64)) * len(mask) + tf.cast(k, tf.int64)
+        # per slot the highest priority: a best-anchor assignment, then the later box
+        priority = tf.cast(tf.concat(bests, 0), tf.int64) * num_rows + keep
+        chosen = _last_unique(key, priority)
         index, rows = tf.gather(index, chosen), tf.gather(keep, chosen)
         shape = tf.stack([batch, gh, gw, len(mask), 5 + num_classes])
         out = tf.scatter_nd(index, tf.gather(vector, rows), shape)
@@ -159,12 +196,13 @@ def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np
     return tuple(y_true)
 
 
-def _last_unique(key: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
-    """Positions of the entries to keep: for each distinct ``key``, the one with the largest ``rows``.
+def _last_unique(key: tf.Tensor, priority: tf.Tensor) -> tf.Tensor:
+    """Positions of the entries to keep: for each distinct ``key``, the one with the largest
+    ``priority`` (distinct within a key).
 
-    ``scatter_nd`` would sum duplicates (and ``tensor_scatter_nd_update`` picks any one), so earlier
-    duplicates are removed explicitly; ``rows`` increases with the box order, so the later box wins.
+    ``scatter_nd`` would sum duplicates (and ``tensor_scatter_nd_update`` picks any one), so the
+    others are removed explicitly.
     """
     unique, group = tf.unique(key)
-    winner = tf.math.unsorted_segment_max(rows, group, tf.size(unique))
-    return tf.where(tf.equal(rows, tf.gather(winner, group)))[:, 0]
+    winner = tf.math.unsorted_segment_max(priority, group, tf.size(unique))
+    return tf.where(tf.equal(priority, tf.gather(winner, group)))[:, 0]

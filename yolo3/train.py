@@ -191,6 +191,8 @@ def _validate_recipe(config: TrainConfig, spec: ModelSpec) -> None:
         raise ConfigError(f"--bn-stats-images must be >= 0, got {config.bn_stats_images}")
     if config.ema_momentum is not None and not 0 < config.ema_momentum < 1:
         raise ConfigError(f"--ema-momentum must be in (0, 1), got {config.ema_momentum}")
+    if not 0 < config.assign_iou <= 1:
+        raise ConfigError(f"--assign-iou must be in (0, 1], got {config.assign_iou}")
     if not 0 <= config.label_smoothing < 1:
         raise ConfigError(f"--label-smoothing must be in [0, 1), got {config.label_smoothing}")
     if not 0 <= config.mosaic <= 1:
@@ -441,7 +443,8 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
         return make_dataset(records, size, data.anchors, data.num_classes, placement.global_batch,
                             training=training, anchor_mask=data.masks, max_boxes=config.max_boxes,
                             seed=config.seed, augment=augment if training else None,
-                            multi_scale=multi_scale if training else None, true_boxes=True)
+                            multi_scale=multi_scale if training else None, true_boxes=True,
+                            assign_iou=config.assign_iou)
 
     train_ds, val_ds = dataset(data.records, True), dataset(data.val_records, False)
     if config.steps_per_epoch:

@@ -77,6 +77,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default %(default)s)")
     r.add_argument("--label-smoothing", type=float, default=d("label_smoothing"),
                    help="class label smoothing (default %(default)s)")
+    r.add_argument("--assign-iou", type=float, default=d("assign_iou"), metavar="T",
+                   help="a box is also a positive on every other anchor whose shape IoU with it "
+                   "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
+                   "(default %(default)s)")
     r.add_argument("--augment", choices=["full", "light", "none"], default=d("augment"),
                    help="training augmentation: full (keras-yolo3 strength: scale 0.25-2, aspect "
                    "jitter 0.3, flip, HSV), light (scale 0.7-1.3, jitter 0.1, flip, mild HSV) or "
@@ -161,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         optimizer=args.optimizer, weight_decay=args.weight_decay, ema=args.ema,
         prior_bias=args.prior_bias,
         ema_momentum=args.ema_momentum, box_loss=args.box_loss,
-        label_smoothing=args.label_smoothing, mosaic=args.mosaic,
+        label_smoothing=args.label_smoothing, assign_iou=args.assign_iou, mosaic=args.mosaic,
         multi_scale=tuple(args.multi_scale) if args.multi_scale else None,
         multi_scale_every=args.multi_scale_every, eval_every=args.eval_every,
         patience=args.patience, precision=args.precision, jit=args.jit, max_boxes=args.max_boxes,

@@ -91,13 +91,15 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
                  seed: Optional[int] = None, augment: Optional[AugmentConfig] = AugmentConfig(),
                  multi_scale: Optional[MultiScale] = None, shuffle: Optional[bool] = None,
                  drop_remainder: Optional[bool] = None, cache: bool = False, targets: bool = True,
-                 true_boxes: bool = False, num_parallel_calls=AUTOTUNE) -> tf.data.Dataset:
+                 true_boxes: bool = False, assign_iou: float = 1.0,
+                 num_parallel_calls=AUTOTUNE) -> tf.data.Dataset:
     """Batches for training (``training=True``: augmentation, shuffling) or validation (letterbox).
 
     Yields ``((image, *y_true), dummy)`` with image ``(batch, h, w, 3)`` float32 in ``[0, 1]``, y_true per
     scale largest stride first, dummy float32 zeros ``(batch,)`` (``true_boxes``: the padded boxes
     ``(batch, max_boxes, 5)`` too, last, for the training model's static ``true_boxes`` input);
     with ``targets=False`` yields ``(image, boxes)``. One pass over ``records`` per iteration.
+    assign_iou: the targets' extra-anchor threshold (:func:`yolo3.targets.encode_targets`).
 
     augment: None = plain letterbox even when training. multi_scale: input size changes every N
     batches (training only). shuffle / drop_remainder default to ``training``. cache keeps decoded
@@ -185,7 +187,7 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
         def encode(image, b):
             hw = tf.shape(image)[1:3]
             y_true = encode_targets(b, hw if multi_scale is not None else tuple(input_shape),
-                                    anchors, num_classes, anchor_mask)
+                                    anchors, num_classes, anchor_mask, assign_iou)
             dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
             return ((image, *y_true, b) if true_boxes else (image, *y_true)), dummy
 
