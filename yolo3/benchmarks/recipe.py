@@ -35,8 +35,10 @@ NAME = "recipe"
 DESCRIPTION = ("Time to accuracy: keras-yolo3's recipe against today's defaults on the same "
                "synthetic set, mAP@0.5:0.95 over training time, each in its own process.")
 
+# keras-yolo3's recipe: MSE box loss, no EMA or weight decay, Adam 1e-3, one anchor per box,
+# Keras's moving batch-norm averages
 OLD_RECIPE = dict(box_loss="mse", ema=False, weight_decay=0.0, prior_bias=False, precision="float32",
-                  lr=1e-3)
+                  lr=1e-3, assign_iou=1.0, bn_stats_images=0)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
