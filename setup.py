@@ -39,7 +39,7 @@ setup(
     extras_require={
         "export": EXPORT,
         "test": [
-            "pytest>=7",
+            "pytest>=7.3",
             "pytest-timeout",
             "hypothesis",
             "pycocotools",
