@@ -59,6 +59,8 @@ def test_bad_arguments_are_refused(dataset, tmp_path, capsys):
     assert "--bn-stats-images must be >= 0" in capsys.readouterr().err
     assert main(_args(d, classes, tmp_path / "o", "--bn-momentum", "1.5")) == 2
     assert "--bn-momentum must be in [0, 1)" in capsys.readouterr().err
+    assert main(_args(d, classes, tmp_path / "o", "--assign-iou", "0")) == 2
+    assert "--assign-iou must be in (0, 1]" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
