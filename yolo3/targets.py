@@ -95,16 +95,13 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
             rows.append(hit)
             slots.append(np.full(len(hit), k))
         rows, k = np.concatenate(rows), np.concatenate(slots)
-        if len(rows) == 0:
-            y_true.append(out)
-            continue
         i = np.clip(np.floor(centre[rows, 0] / stride), 0, gw - 1).astype(np.int64)
         j = np.clip(np.floor(centre[rows, 1] / stride), 0, gh - 1).astype(np.int64)
         key = np.ravel_multi_index((image[rows], j, i, k), out.shape[:4])
         # per slot the highest priority: a best-anchor assignment, then the later box
         priority = is_best[rows, np.asarray(mask)[k]] * len(flat) + rows
         order = np.lexsort((priority, key))
-        last = order[np.r_[key[order][1:] != key[order][:-1], True]]
+        last = order[np.diff(key[order], append=-1) != 0]  # each key's last entry (keys are >= 0)
         out[image[rows[last]], j[last], i[last], k[last]] = vector[rows[last]]
         y_true.append(out)
     return y_true
