@@ -1,12 +1,11 @@
-"""Anchor and class files, default anchors and masks."""
+"""Anchor and class files, default anchors."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from yolo3.anchors import (TINY_YOLO_ANCHORS, YOLO_ANCHORS, default_anchors, default_masks,
-                           read_anchors, read_classes, strides_for, validate_masks, write_anchors,
-                           write_classes)
+from yolo3.anchors import (TINY_YOLO_ANCHORS, YOLO_ANCHORS, default_anchors, read_anchors,
+                           read_classes, write_anchors, write_classes)
 from yolo3.errors import FileFormatError
 
 
@@ -105,20 +104,3 @@ def test_model_data_files_equal_constants(repo_root):
     for anchors in (YOLO_ANCHORS, TINY_YOLO_ANCHORS):
         area = anchors.prod(axis=1)
         assert np.all(np.diff(area) > 0)
-
-
-def test_default_masks_and_strides():
-    assert default_masks(9) == [[6, 7, 8], [3, 4, 5], [0, 1, 2]]
-    assert default_masks(6) == [[3, 4, 5], [0, 1, 2]]
-    assert default_masks(3) == [[0, 1, 2]]
-    for bad in (0, 4, -3):
-        with pytest.raises(ValueError):
-            default_masks(bad)
-    assert strides_for(3) == [32, 16, 8] and strides_for(2) == [32, 16]
-    with pytest.raises(ValueError):
-        strides_for(4)
-    assert validate_masks([[3, 4, 5], [1, 2, 3]], 6) == [[3, 4, 5], [1, 2, 3]]
-    with pytest.raises(ValueError, match="outside"):
-        validate_masks([[3, 4, 6]], 6)
-    with pytest.raises(ValueError, match="non-empty"):
-        validate_masks([[0, 1], []], 6)

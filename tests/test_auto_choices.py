@@ -89,7 +89,7 @@ def test_detector_auto_computes_in_the_chosen_dtype(cpu):
 
     from yolo3.detector import YOLO
     from yolo3.metadata import ModelInfo
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
     from yolo3.specs import get_spec
     spec = get_spec("tiny")
     body = build_body("tiny", 2, input_shape=(64, 64))

@@ -13,7 +13,7 @@ from yolo3.darknet.cfg import equivalent, parse_cfg
 from yolo3.darknet.export import export_darknet
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.errors import DarknetError
-from yolo3.model import build_body
+from yolo3.bodies import build_body
 
 TOLERANCE = 1e-5
 CUSTOM_ANCHORS = np.array([[6, 9], [14, 20], [30, 26], [52, 70], [120, 96], [260, 210]], np.float32)

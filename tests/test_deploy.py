@@ -12,6 +12,7 @@ import pytest
 
 from yolo3.anchors import TINY_YOLO_ANCHORS
 from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.bodies import build_spec_body
 
 INPUT = (96, 128)
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
@@ -35,7 +36,7 @@ def setup(tmp_path_factory):
     keras.utils.set_random_seed(3)
     root = tmp_path_factory.mktemp("deploy")
     spec = get_spec("tiny")
-    body = spec.build(3)
+    body = build_spec_body(spec, 3)
     for name in ("output_s32", "output_s16"):
         layer = body.get_layer(name)
         w, b = layer.get_weights()

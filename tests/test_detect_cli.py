@@ -18,7 +18,7 @@ INPUT = 128
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     import keras
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
 
     keras.utils.set_random_seed(11)
     folder = tmp_path_factory.mktemp("cli_model")

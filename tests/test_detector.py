@@ -18,7 +18,7 @@ CLASSES = ["cat", "dog", "bird"]
 @pytest.fixture(scope="module")
 def tiny_files(tmp_path_factory):
     import keras
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
 
     keras.utils.set_random_seed(7)
     folder = tmp_path_factory.mktemp("tiny")
@@ -194,7 +194,7 @@ def test_fold_batch_norms_keeps_outputs():
     import keras
 
     from yolo3.detector import fold_batch_norms
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
 
     body = build_body("tiny", 2, input_shape=(96, 96))
     rng = np.random.default_rng(2)
@@ -219,7 +219,7 @@ def test_float32_detector_built_inside_a_mixed_precision_run_computes_in_float32
     import keras
 
     from yolo3.detector import fold_batch_norms
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
     from yolo3.recipe import dtype_policy
 
     body = build_body("tiny", 2, input_shape=(64, 64))

@@ -34,7 +34,7 @@ def test_chief_and_worker_count(monkeypatch):
 
 _MIRRORED = """
 import numpy as np, keras
-from yolo3.model import build_body
+from yolo3.bodies import build_body
 from yolo3.loss import yolo_training_model, identity_loss
 from yolo3.anchors import default_anchors
 from yolo3.targets import preprocess_true_boxes
@@ -91,7 +91,7 @@ import numpy as np, keras
 from yolo3.anchors import default_anchors
 from yolo3.distribute import make_strategy, prepare_fit
 from yolo3.loss import identity_loss, yolo_training_model
-from yolo3.model import build_body
+from yolo3.bodies import build_body
 from yolo3.targets import preprocess_true_boxes
 from yolo3.train import set_stage_trainable, shard_by_data
 strategy = make_strategy("multiworker")

@@ -260,7 +260,7 @@ def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
 
     from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors
     from yolo3.cli.evaluate import main
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
 
     images = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
     keras.utils.set_random_seed(3)

@@ -18,7 +18,7 @@ def exported(tmp_path_factory):
     import keras
 
     from yolo3.cli.export import main
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
 
     keras.utils.set_random_seed(5)
     folder = tmp_path_factory.mktemp("export")

@@ -12,6 +12,7 @@ from yolo3.data.annotations import Record
 from yolo3.data.pipeline import make_dataset
 from yolo3.letterbox import (PAD_VALUE, boxes_to_image_np, boxes_to_input, geometry, geometry_np,
                              letterbox_np)
+from yolo3.bodies import build_spec_body
 
 INPUT = (96, 128)
 SHAPES = [(60, 200), (200, 60), (96, 128), (37, 41)]
@@ -39,7 +40,7 @@ def detector(tmp_path_factory):
     from yolo3.specs import get_spec
     keras.utils.set_random_seed(0)
     spec = get_spec("tiny")
-    body = spec.build(2)
+    body = build_spec_body(spec, 2)
     info = ModelInfo(spec.default_anchors(), spec.default_masks(), 2, ["a", "b"], spec.name, INPUT)
     return YOLO.from_body(body, info, precision="float32")
 

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, default_masks
+from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+from yolo3.masks import default_masks
 from yolo3.loss import YoloLoss, loss_terms, yolo_loss, yolo_training_model
 from yolo3.targets import preprocess_true_boxes
+from yolo3.bodies import build_spec_body
 
 
 def sigmoid(x):
@@ -168,7 +170,7 @@ def test_padded_true_boxes_give_the_static_loss_and_compile_with_xla():
     assert got == pytest.approx(want, rel=1e-4)
     layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_loss="ciou", true_boxes=True)
     assert layer.supports_jit and YoloLoss.from_config(layer.get_config()).true_boxes
-    body = get_spec("tiny").build(2, input_shape=hw)
+    body = build_spec_body(get_spec("tiny"), 2, input_shape=hw)
     model = yolo_training_model(body, TINY_YOLO_ANCHORS, 2, box_loss="ciou", max_boxes=8)
     assert model.inputs[-1].shape == (None, 8, 5)
     images = rng.uniform(0, 1, (2, *hw, 3)).astype(np.float32)

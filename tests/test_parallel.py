@@ -13,7 +13,7 @@ from yolo3.parallel import resolve_devices, split_sizes
 # A real tiny YOLOv3 training model (64 px, 2 classes); replicas compare against the template.
 _SETUP = """
 import numpy as np, keras
-from yolo3.model import build_body
+from yolo3.bodies import build_body
 from yolo3.loss import yolo_training_model
 from yolo3.anchors import default_anchors
 from yolo3.targets import preprocess_true_boxes

@@ -18,6 +18,7 @@ from yolo3.darknet.random_weights import write_random_weights
 from yolo3.darknet.weights import conv_param_count
 from yolo3.specs import get_spec
 from yolo3.weights import load_weights_by_name
+from yolo3.bodies import build_spec_body
 
 TOLERANCE = 1e-5
 
@@ -47,12 +48,12 @@ def test_registry_cfg_is_darknets_yolov3_spp(spp_cfg):
 def test_parameter_count_matches_the_cfg(spp_cfg):
     cfg = parse_cfg(spp_cfg)
     floats = sum(conv_param_count(cfg, layer) for layer in cfg.convs())
-    assert get_spec("yolov3-spp").build(80).count_params() == floats
+    assert build_spec_body(get_spec("yolov3-spp"), 80).count_params() == floats
 
 
 def test_exported_spp_body_runs_in_opencv(tmp_path):
     rng = np.random.default_rng(4)
-    body = get_spec("yolov3-spp").build(3)
+    body = build_spec_body(get_spec("yolov3-spp"), 3)
     randomise_batch_norms(body, rng)
     cfg_out, weights_out = tmp_path / "spp.cfg", tmp_path / "spp.weights"
     export_darknet(body, cfg_out, weights_out, num_classes=3)
@@ -70,7 +71,7 @@ def test_converted_spp_loads_into_the_spp_body(spp_cfg, tmp_path):
     converted = convert(spp_cfg, weights, tmp_path / "spp.keras", progress=False).out_path
     weights.unlink()
     source = keras.models.load_model(converted, compile=False)
-    body = get_spec("yolov3-spp").build(80)
+    body = build_spec_body(get_spec("yolov3-spp"), 80)
     report = load_weights_by_name(body, converted, verbose=False)
     assert report.darknet_layout == "yolov3-spp" and report.skipped == [] and report.unmapped == []
     assert len(report.loaded) == 76 + 73  # convs + batch norms (the 3 output convs have none)

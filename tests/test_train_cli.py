@@ -166,7 +166,7 @@ def _check_checkpoints_readable(out, classes):
     from yolo3.anchors import default_anchors
     from yolo3.callbacks import TEMP_PREFIX, load_resume_state
     from yolo3.loss import yolo_training_model
-    from yolo3.model import build_body
+    from yolo3.bodies import build_body
     n = len(Path(classes).read_text().split())
     for f in out.iterdir():
         if f.name.startswith(TEMP_PREFIX):

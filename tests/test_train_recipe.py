@@ -2,6 +2,7 @@
 stopping, resume), EMA checkpoints, and each recipe flag reaching the model, optimiser and data."""
 from __future__ import annotations
 
+import logging
 import csv
 import json
 import math
@@ -51,7 +52,8 @@ def _evaluate(model: Path, d: Path, tmp_path: Path) -> float:
     return float(json.loads(out.read_text())["mAP50_95"])
 
 
-def test_map_while_training_picks_best_and_matches_a_fresh_evaluation(dataset, tmp_path, capsys):
+def test_map_while_training_picks_best_and_matches_a_fresh_evaluation(dataset, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="yolo3")
     out = tmp_path / "run"
     result = train(_config(dataset, out, epochs=3, eval_every=2, lr=3e-3, verbose=1))
     rows = _rows(out)
@@ -64,7 +66,7 @@ def test_map_while_training_picks_best_and_matches_a_fresh_evaluation(dataset, t
     assert _evaluate(out / "best.keras", dataset, tmp_path) == pytest.approx(max(second, last),
                                                                              abs=1e-9)
     assert json.loads((out / "resume.json").read_text())["best"] == pytest.approx(max(second, last))
-    text = capsys.readouterr().out
+    text = caplog.text
     assert "validation mAP@0.5" in text and "best validation mAP@0.5:0.95" in text
     # validation images with their detections in TensorBoard
     events = list((out / "logs" / "validation_images").glob("events.out.tfevents.*"))
@@ -200,7 +202,7 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
 
 
 def test_multi_scale_training_runs_and_saves_a_model_of_the_base_size(dataset, tmp_path):
-    from yolo3.saving import load_body
+    from yolo3.loading import load_body
     out = tmp_path / "ms"
     result = train(_config(dataset, out, epochs=1, multi_scale=(64, 96), multi_scale_every=1,
                            eval_every=1))
@@ -209,12 +211,13 @@ def test_multi_scale_training_runs_and_saves_a_model_of_the_base_size(dataset, t
     assert info.input_size == (64, 64)
 
 
-def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tmp_path, capsys):
-    from yolo3.saving import load_body
+def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="yolo3")
+    from yolo3.loading import load_body
     out = tmp_path / "bf16"
     result = train(_config(dataset, out, epochs=1, precision="mixed_bfloat16", eval_every=1,
                            steps_per_epoch=2, batch_size=2))
-    assert "mixed_bfloat16" in capsys.readouterr().out
+    assert "mixed_bfloat16" in caplog.text
     assert math.isfinite(float(_rows(out)[0]["loss"]))
     body, _ = load_body(result.final_model)
     assert {layer.dtype_policy.name for layer in body.layers} == {"float32"}
@@ -229,10 +232,11 @@ def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tm
 
 
 @pytest.mark.slow  # CI runs it (.ci/run); about a minute on 2 cores
-def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, capsys):
+def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="yolo3")
     out = tmp_path / "jit"
     train(_config(dataset, out, epochs=1, jit="on", eval_every=0))
-    assert "XLA" in capsys.readouterr().out
+    assert "XLA" in caplog.text
     assert math.isfinite(float(_rows(out)[0]["loss"]))
     config = _config(dataset, out, jit="on")
 
@@ -298,7 +302,7 @@ def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tm
     ``bn_stats_images=0`` (Keras's moving averages) they are not. (The replica wrapper shares the
     body: the CLI test with two CPU replicas trains with the same callback.)"""
     from yolo3.bn_statistics import BatchNormStatistics
-    from yolo3.saving import load_body
+    from yolo3.loading import load_body
     from yolo3.train import batch_norm_images
 
     def stale_share(out: Path, **kw) -> float:

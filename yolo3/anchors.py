@@ -1,4 +1,4 @@
-"""Anchor and class-list files, and the per-scale anchor masks.
+"""Anchor and class-list files, and k-means anchors.
 
 Anchors are ``(N, 2)`` float32 arrays of ``(width, height)`` in input-image pixels, sorted by area
 (smallest first), as in Darknet cfgs and keras-yolo3's ``model_data/*_anchors.txt`` files: one or more
@@ -10,51 +10,15 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from yolo3.boxes import wh_iou
 from yolo3.errors import FileFormatError, PathLike
+from yolo3.fileio import write_text_atomic
 from yolo3.specs import get_spec
 
 # Darknet's COCO anchors for YOLOv3-416 and tiny YOLOv3 (identical to model_data/*.txt); the
 # registry (yolo3.specs) owns them.
 YOLO_ANCHORS = get_spec("yolov3").default_anchors()
 TINY_YOLO_ANCHORS = get_spec("tiny").default_anchors()
-
-
-def default_masks(num_anchors: int, num_scales: Optional[int] = None) -> List[List[int]]:
-    """Anchor indices used by each output scale, largest stride first: the one mask rule.
-
-    The anchors (sorted by area) are split into ``num_scales`` consecutive groups, the largest on the
-    largest stride; ``num_scales`` defaults to ``num_anchors // 3`` (three anchors per scale).
-    9 anchors -> ``[[6, 7, 8], [3, 4, 5], [0, 1, 2]]``; 6 -> ``[[3, 4, 5], [0, 1, 2]]``.
-    """
-    if num_scales is None:
-        if num_anchors <= 0 or num_anchors % 3:
-            raise ValueError(f"default anchor masks need a positive multiple of 3 anchors, got "
-                             f"{num_anchors}")
-        num_scales = num_anchors // 3
-    if num_scales <= 0 or num_anchors <= 0 or num_anchors % num_scales:
-        raise ValueError(f"{num_anchors} anchors do not split evenly over {num_scales} output "
-                         "scales; give the anchor masks explicitly")
-    per = num_anchors // num_scales
-    return [[per * s + i for i in range(per)] for s in reversed(range(num_scales))]
-
-
-def validate_masks(masks: Sequence[Sequence[int]], num_anchors: int) -> List[List[int]]:
-    """Check that ``masks`` is a list of non-empty index lists into ``num_anchors`` anchors."""
-    out = [[int(i) for i in m] for m in masks]
-    if not out or any(not m for m in out):
-        raise ValueError(f"anchor masks must be non-empty lists of indices, got {masks!r}")
-    for m in out:
-        for i in m:
-            if not 0 <= i < num_anchors:
-                raise ValueError(f"anchor mask index {i} is outside the {num_anchors} anchors")
-    return out
-
-
-def strides_for(num_scales: int) -> List[int]:
-    """Output strides of a body with ``num_scales`` outputs: ``[32, 16, 8][:num_scales]``."""
-    if not 1 <= num_scales <= 3:
-        raise ValueError(f"a YOLOv3 body has 1 to 3 output scales, got {num_scales}")
-    return [32, 16, 8][:num_scales]
 
 
 def _read_text(path: PathLike, what: str) -> str:
@@ -146,19 +110,9 @@ def write_classes(path: PathLike, names: Sequence[str]) -> None:
     write_text_atomic(path, text)
 
 
-def write_text_atomic(path: PathLike, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` through a temporary file: never half-written."""
-    from yolo3.saving import atomic_write
-
-    def writer(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-    atomic_write(path, writer)
-
-
-def default_anchors(model: str) -> np.ndarray:
-    """Darknet's default COCO anchors for the variant ``model`` (see :mod:`yolo3.specs`)."""
-    return get_spec(model).default_anchors()
+def default_anchors(variant: str) -> np.ndarray:
+    """Darknet's default COCO anchors for ``variant`` (see :mod:`yolo3.specs`)."""
+    return get_spec(variant).default_anchors()
 
 
 # --------------------------------------------------------------------------------------- k-means
@@ -166,8 +120,6 @@ def default_anchors(model: str) -> np.ndarray:
 
 def average_best_iou(box_wh: np.ndarray, anchors: np.ndarray) -> float:
     """Mean over boxes ``(N, 2)`` of the best centred IoU with any of the ``(K, 2)`` anchors."""
-    from yolo3.boxes import wh_iou
-
     box_wh = np.asarray(box_wh, dtype=np.float64).reshape(-1, 2)
     if len(box_wh) == 0:
         raise ValueError("average_best_iou needs at least one box")
@@ -176,8 +128,6 @@ def average_best_iou(box_wh: np.ndarray, anchors: np.ndarray) -> float:
 
 def _kmeans_once(box_wh: np.ndarray, k: int, rng: np.random.Generator, max_iter: int):
     """One k-means run with distance ``1 - IoU`` and k-means++ initialisation -> (centres, avg IoU)."""
-    from yolo3.boxes import wh_iou
-
     n = len(box_wh)
     centres = [box_wh[rng.integers(n)]]
     dist = 1.0 - wh_iou(box_wh, np.asarray(centres))[:, 0]

@@ -8,8 +8,8 @@ Files in ``output_dir``:
   ``--resume`` restores.
 
 ``.keras`` checkpoints carry the model's :class:`~yolo3.metadata.ModelInfo` (variant, anchors,
-masks, classes, input size). Every file is written atomically (:mod:`yolo3.saving`);
-:func:`remove_stale_temporaries` deletes what a killed writer left behind.
+masks, classes, input size). Every file is written atomically (:mod:`yolo3.fileio`);
+:func:`yolo3.fileio.remove_stale_temporaries` deletes what a killed writer left behind.
 """
 from __future__ import annotations
 
@@ -18,44 +18,32 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
 
-from yolo3.history import truncate_history
+from yolo3.data.images import load_image
+from yolo3.detector import YOLO
+from yolo3.errors import PathLike
+from yolo3.evaluation import evaluate_detections
+from yolo3.fileio import TEMP_PREFIX, atomic_directory, atomic_write
+from yolo3.graph_surgery import with_compute_dtype
 from yolo3.keras_compat import (load_weights_without, save_weights_without, swap_ema_weights,
-                                 uses_ema)
+                                uses_ema)
 from yolo3.metadata import ModelInfo
-from yolo3.saving import (TEMP_PREFIX, atomic_save_model, atomic_save_weights, atomic_write,
-                          fsync_dir, fsync_file)
+from yolo3.saving import atomic_save_model, atomic_save_weights
+from yolo3.visualize import draw_on_array
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["atomic_write", "atomic_save_weights", "atomic_save_model", "TemplateCheckpoint",
+__all__ = ["TemplateCheckpoint",
            "ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
            "StopOnNaN", "MapEvaluation", "PreciseBatchNorm", "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body",
-           "remove_stale_temporaries", "truncate_history", "TEMP_PREFIX"]
+           "TEMP_PREFIX"]
 
-PathLike = Union[str, os.PathLike]
-
-
-def remove_stale_temporaries(output_dir: PathLike) -> int:
-    """Delete the ``.tmp-*`` files and folders a killed writer left in ``output_dir``; returns how many.
-
-    Call it only where no other process writes into ``output_dir`` at the same time.
-    """
-    removed = 0
-    for path in Path(output_dir).glob(f"{TEMP_PREFIX}*"):
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        removed += 1
-    return removed
 
 
 def _save_weights_without_optimizer(model: keras.Model, path: Path) -> None:
@@ -93,25 +81,15 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
     """
     output_dir = Path(output_dir)
     name = f"resume-{epoch:05d}"
-    final = output_dir / name
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{name}-", dir=output_dir))
-    try:
-        _save_weights_without_optimizer(template, tmp / "model.weights.h5")
-        fsync_file(tmp / "model.weights.h5")
+
+    def write(folder: Path) -> None:
+        _save_weights_without_optimizer(template, folder / "model.weights.h5")
         if optimizer is not None and optimizer.built:
             store: Dict[str, np.ndarray] = {}
             optimizer.save_own_variables(store)
-            with open(tmp / "optimizer.npz", "wb") as f:
+            with open(folder / "optimizer.npz", "wb") as f:
                 np.savez(f, **store)
-                f.flush()
-                os.fsync(f.fileno())
-        fsync_dir(tmp)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    final = atomic_directory(output_dir / name, write)
     state = {"epoch": int(epoch), "best": None if not math.isfinite(best) else float(best),
              "dir": name, "ema_in_model": bool(ema_in_model)}
     if variant is not None:
@@ -228,8 +206,9 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         self._save("last")
         if value is not None and math.isfinite(float(value)) and self._improves(float(value)):
             if self.verbose:
-                print(f"\nEpoch {epoch + 1}: {self.monitor} improved from {self.best:.5g} to "
-                      f"{float(value):.5g}, saving {self.output_dir / 'best.weights.h5'}")
+                logger.info("Epoch %d: %s improved from %.5g to %.5g, saving %s", epoch + 1,
+                            self.monitor, self.best, float(value),
+                            self.output_dir / "best.weights.h5")
             self.best = float(value)
             self._copy("last", "best")
         if self.save_resume:
@@ -244,7 +223,6 @@ def float32_body(body: keras.Model) -> keras.Model:
     checkpoint of a mixed-precision run holds, so that detectors compute in float32 by default)."""
     if all(layer.dtype_policy.name == "float32" for layer in body.layers):
         return body
-    from yolo3.graph_surgery import with_compute_dtype
     return with_compute_dtype(body, "float32")
 
 
@@ -278,9 +256,6 @@ class MapEvaluation(keras.callbacks.Callback):
 
     def evaluate(self) -> dict:
         """The figures of ``body`` as it is now (float32, score threshold 0.001, IoU 0.45)."""
-        from yolo3.data.images import load_image
-        from yolo3.detector import YOLO
-        from yolo3.evaluation import evaluate_detections
         if self._images is None:
             self._images = [load_image(r.path) for r in self.records]
         if self._detector is None:  # built once: its compiled function serves every evaluation
@@ -313,15 +288,14 @@ class MapEvaluation(keras.callbacks.Callback):
             values = list(self.share(values))
         logs["mAP50"], logs["mAP50_95"] = values
         if self.verbose and self.evaluates:
-            print(f"\nEpoch {epoch + 1}: validation mAP@0.5 {values[0]:.4f}, mAP@0.5:0.95 "
-                  f"{values[1]:.4f} ({len(self.records)} images)")
+            logger.info("Epoch %d: validation mAP@0.5 %.4f, mAP@0.5:0.95 %.4f (%d images)",
+                        epoch + 1, values[0], values[1], len(self.records))
         if self.evaluates and self.logs_dir and self.draw:
             self._tensorboard_images(epoch, figures["detections"])
 
     def _tensorboard_images(self, epoch: int, dets: dict) -> None:
         import tensorflow as tf
 
-        from yolo3.visualize import draw_on_array
         writer = tf.summary.create_file_writer(os.path.join(self.logs_dir, "validation_images"))
         drawn = [draw_on_array(self._images[k], *dets[k], self.info.names())
                  for k in range(min(self.draw, len(self._images)))]
@@ -410,8 +384,8 @@ class EarlyStopOnPlateau(keras.callbacks.Callback):
             self.stopped_epoch = epoch
             self.model.stop_training = True
             if self.verbose:
-                print(f"\nEpoch {epoch + 1}: {self.monitor} has not improved on {self.best:.4f} "
-                      f"for {self.wait} evaluations: stopping early")
+                logger.info("Epoch %d: %s has not improved on %.4f for %d evaluations: stopping "
+                            "early", epoch + 1, self.monitor, self.best, self.wait)
 
 
 class EpochClock(keras.callbacks.Callback):
@@ -441,5 +415,5 @@ class StopOnNaN(keras.callbacks.Callback):
             self.stopped = True
             self.message = (f"non-finite loss ({loss}) at batch {batch}: training stopped "
                             "(the result is the last good checkpoint, if there is one)")
-            print(f"\n{self.message}")
+            logger.warning("%s", self.message)
             self.model.stop_training = True

@@ -13,9 +13,9 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import default_masks
-from yolo3.boxes import swap_last_pair
+from yolo3.box_ops import swap_last_pair
 from yolo3.letterbox import geometry as letterbox_geometry
+from yolo3.masks import default_masks
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
@@ -94,7 +94,7 @@ def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_s
     Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
     to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
     ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
-    :func:`yolo3.anchors.default_masks`.
+    :func:`yolo3.masks.default_masks`.
     """
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))

@@ -20,12 +20,15 @@ import tensorflow as tf
 from PIL import Image
 
 from yolo3.decode import decode_detections
-from yolo3.errors import PathLike
-from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
-                                  with_compute_dtype)
+from yolo3.errors import FileFormatError, PathLike
+from yolo3.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
+from yolo3.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 from yolo3.letterbox import letterbox_tf
+from yolo3.loading import load_body
 from yolo3.metadata import ModelInfo
 from yolo3.precision import resolve_precision
+from yolo3.specs import check_input_size
+from yolo3.visualize import draw_detections
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
@@ -65,8 +68,6 @@ class YOLO:
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
                  precision: str = "auto", *, model_image_size=None, gpu_num: int = 1,
                  **flags):
-        from yolo3.keras_yolo3 import resolve_yolo_kwargs
-        from yolo3.saving import load_body
         precision = resolve_precision(precision)
         model_path, anchors_path, classes_path, input_size = resolve_yolo_kwargs(
             model_path, anchors_path, classes_path, input_size, model_image_size, flags)
@@ -79,7 +80,6 @@ class YOLO:
     @classmethod
     def get_defaults(cls, n: str):
         """keras-yolo3's ``YOLO.get_defaults``: the default of setting ``n``."""
-        from yolo3.keras_yolo3 import KERAS_YOLO3_DEFAULTS
         if n in KERAS_YOLO3_DEFAULTS:
             return KERAS_YOLO3_DEFAULTS[n]
         return "Unrecognized attribute name '" + n + "'"
@@ -102,8 +102,6 @@ class YOLO:
 
     def _setup(self, body, info: ModelInfo, score: float, iou: float, input_size: InputSize,
                max_boxes: int, precision: str) -> None:
-        from yolo3.errors import FileFormatError
-        from yolo3.specs import check_input_size
         self.body, self.info, self.precision = body, info, precision
         self.anchors = info.anchors
         self.anchor_mask = info.masks
@@ -243,7 +241,6 @@ class YOLO:
         """Detect in a PIL image; returns a copy with boxes and ``"name 0.87"`` labels drawn (one
         stable colour per class). keras-yolo3's ``model_image_size=(None, None)`` detects at the
         image's own size rounded down to a multiple of 32."""
-        from yolo3.visualize import draw_detections
         rgb = image.convert("RGB")
         boxes, scores, classes = self.detect(np.asarray(rgb))
         return draw_detections(rgb, boxes, scores, classes, self.class_names)

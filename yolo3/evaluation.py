@@ -25,6 +25,7 @@ import numpy as np
 
 from yolo3.boxes import iou_xyxy
 from yolo3.errors import FileFormatError, PathLike
+from yolo3.fileio import write_text_atomic
 
 # Exactly pycocotools' Params: np.linspace(.5, 0.95, 10) and np.linspace(.0, 1.00, 101).
 IOU_THRESHOLDS = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)
@@ -262,12 +263,7 @@ def format_table(result: Mapping[str, Any]) -> str:
 
 def save_detection_json(path: PathLike, entries: Sequence[Mapping[str, Any]]) -> None:
     """Write ``[{"image", "boxes", "scores", "classes", "names"}, ...]`` (boxes x1, y1, x2, y2 pixels)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(list(entries), f, indent=1)
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(list(entries), indent=1))
 
 
 def detection_entry(image: str, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
-from yolo3.errors import FileFormatError
-
-PathLike = Union[str, os.PathLike]
+from yolo3.errors import FileFormatError, PathLike
+from yolo3.fileio import atomic_write
 
 __all__ = ["read_history", "read_rows", "truncate_history", "completed_epochs"]
 
@@ -79,7 +77,6 @@ def truncate_history(path: PathLike, epochs: int) -> None:
     crash lost the matching checkpoint) must go: history.csv then lists every epoch exactly once.
     Malformed rows (a line cut by a crash) are dropped too.
     """
-    from yolo3.saving import atomic_write
     fields, rows = read_rows(path)
     if not fields:
         return

@@ -1,4 +1,5 @@
-"""keras-yolo3's public contracts under keras-yolo3's names (``yolo3.model`` re-exports them).
+"""keras-yolo3's public contracts under keras-yolo3's names (``yolo3.model`` re-exports them): a
+compatibility face that nothing inside yolo3 imports.
 
 keras-yolo3 users' scripts call these with keras-yolo3's arguments, defaults and return values:
 
@@ -25,29 +26,15 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.decode import correct_boxes, yolo_head
+from yolo3.keras_yolo3_args import KERAS_YOLO3_DEFAULTS
+from yolo3.loss import yolo_loss as _yolo3_loss
+from yolo3.masks import keras_yolo3_masks
+from yolo3.targets import preprocess_true_boxes as _encode
 
 Masks = Optional[Sequence[Sequence[int]]]
 
 __all__ = ["keras_yolo3_masks", "yolo_eval", "yolo_correct_boxes", "yolo_boxes_and_scores",
            "yolo_loss", "preprocess_true_boxes", "KERAS_YOLO3_DEFAULTS"]
-
-# keras-yolo3's yolo.py YOLO._defaults (paths relative to the working folder).
-KERAS_YOLO3_DEFAULTS = {
-    "model_path": "model_data/yolo.h5",
-    "anchors_path": "model_data/yolo_anchors.txt",
-    "classes_path": "model_data/coco_classes.txt",
-    "score": 0.3,
-    "iou": 0.45,
-    "model_image_size": (416, 416),
-    "gpu_num": 1,
-}
-
-
-def keras_yolo3_masks(num_layers: int) -> List[List[int]]:
-    """keras-yolo3's masks: 3 output layers (9 anchors) ``[[6, 7, 8], [3, 4, 5], [0, 1, 2]]``,
-    otherwise (tiny, 6 anchors) ``[[3, 4, 5], [1, 2, 3]]`` (the original yolov3-tiny.cfg's)."""
-    return [[6, 7, 8], [3, 4, 5], [0, 1, 2]] if num_layers == 3 else [[3, 4, 5], [1, 2, 3]]
-
 
 def _yx(boxes: tf.Tensor) -> tf.Tensor:
     """``(..., 4)`` x1, y1, x2, y2 -> y1, x1, y2, x2."""
@@ -111,10 +98,9 @@ def yolo_loss(args, anchors, num_classes: int, ignore_thresh: float = .5, print_
     """keras-yolo3's loss signature: ``args = [*yolo_outputs, *y_true]``; the number of output
     layers is ``len(anchors) // 3`` and the masks keras-yolo3's unless ``anchor_mask`` is given.
     Returns the batch-mean loss (a scalar). See :func:`yolo3.loss.yolo_loss`."""
-    from yolo3.loss import yolo_loss as loss
     anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
     masks = keras_yolo3_masks(len(anchors) // 3) if anchor_mask is None else anchor_mask
-    return loss(args, anchors, num_classes, ignore_thresh, print_loss, anchor_mask=masks)
+    return _yolo3_loss(args, anchors, num_classes, ignore_thresh, print_loss, anchor_mask=masks)
 
 
 def preprocess_true_boxes(true_boxes, input_shape, anchors, num_classes: int, *,
@@ -122,52 +108,6 @@ def preprocess_true_boxes(true_boxes, input_shape, anchors, num_classes: int, *,
     """keras-yolo3's signature: ``true_boxes (m, T, 5)`` ``x1, y1, x2, y2, class`` input pixels ->
     ``y_true`` per scale, with keras-yolo3's masks (``len(anchors) // 3`` scales) unless
     ``anchor_mask`` is given. See :func:`yolo3.targets.preprocess_true_boxes`."""
-    from yolo3.targets import preprocess_true_boxes as encode
     anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
     masks = keras_yolo3_masks(len(anchors) // 3) if anchor_mask is None else anchor_mask
-    return encode(true_boxes, input_shape, anchors, num_classes, anchor_mask=masks)
-
-
-_VIDEO_FLAGS = ("image", "input", "output")  # yolo_video.py's own flags, meaningless to YOLO
-_FLAG_ALIASES = {"model": "model_path", "anchors": "anchors_path", "classes": "classes_path"}
-
-
-def resolve_yolo_kwargs(model_path, anchors_path, classes_path, input_size, model_image_size,
-                        flags: dict):
-    """``(model_path, anchors_path, classes_path, input_size)`` for :class:`yolo3.detector.YOLO`
-    from its arguments and keras-yolo3's keyword arguments.
-
-    ``flags`` are the extra keywords: yolo_video.py's ``model``, ``anchors``, ``classes`` (used
-    unless the ``*_path`` argument is given) and ``image``, ``input``, ``output`` (ignored); any other
-    is a TypeError, as for any unknown keyword. Without ``model_path`` the model is keras-yolo3's
-    default ``model_data/yolo.h5``; a model that carries no anchors or classes (and has no side
-    files) takes keras-yolo3's default ``model_data`` files when they exist. ``model_image_size``
-    is keras-yolo3's ``(h, w)`` (``(None, None)``: each image's own size, rounded down to a multiple
-    of 32 — returned as the input size ``"image"``).
-    """
-    import os
-
-    from yolo3.metadata import read_info, read_side_files
-    named = {"model_path": model_path, "anchors_path": anchors_path, "classes_path": classes_path}
-    for key, value in flags.items():
-        if key in _FLAG_ALIASES:
-            if named[_FLAG_ALIASES[key]] is None:
-                named[_FLAG_ALIASES[key]] = value
-        elif key not in _VIDEO_FLAGS:
-            raise TypeError(f"YOLO() got an unexpected keyword argument {key!r}")
-    model_path = named["model_path"] or KERAS_YOLO3_DEFAULTS["model_path"]
-    anchors_path, classes_path = named["anchors_path"], named["classes_path"]
-    if (anchors_path is None or classes_path is None) and os.path.isfile(model_path) \
-            and read_info(model_path) is None:
-        side = read_side_files(model_path)
-        for fact, key in (("anchors", "anchors_path"), ("class_names", "classes_path")):
-            default = KERAS_YOLO3_DEFAULTS[key]
-            if named[key] is None and fact not in side and os.path.isfile(default):
-                named[key] = default
-        anchors_path, classes_path = named["anchors_path"], named["classes_path"]
-    if model_image_size is not None:
-        if input_size is not None:
-            raise TypeError("give input_size or keras-yolo3's model_image_size, not both")
-        size = tuple(model_image_size)
-        input_size = "image" if size == (None, None) else size
-    return model_path, anchors_path, classes_path, input_size
+    return _encode(true_boxes, input_shape, anchors, num_classes, anchor_mask=masks)

@@ -32,9 +32,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import default_masks, strides_for, validate_masks
-from yolo3.boxes import box_iou, swap_last_pair
+from yolo3.box_ops import box_iou, swap_last_pair
 from yolo3.decode import yolo_head
+from yolo3.masks import default_masks, validate_masks
+from yolo3.specs import strides_for
 
 Masks = Optional[Sequence[Sequence[int]]]
 BOX_LOSSES = ("mse", "giou", "diou", "ciou")

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +26,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.anchors import default_masks, read_anchors, read_classes, validate_masks, write_anchors
+from yolo3.anchors import read_anchors, read_classes, write_anchors
 from yolo3.errors import FileFormatError, PathLike
+from yolo3.fileio import atomic_write, write_text_atomic
+from yolo3.masks import default_masks, validate_masks
 
 INFO_NAME = "yolo3.json"
 FORMAT = "yolo3-model-info"
@@ -41,9 +41,8 @@ TRAINING_CLASSES = "classes.txt"
 
 __all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
            "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME", "info_json",
-           "embed_info_tflite", "TFLITE_METADATA_NAME", "ONNX_METADATA_KEY"]
+           "ONNX_METADATA_KEY"]
 
-TFLITE_METADATA_NAME = "yolo3"
 ONNX_METADATA_KEY = "yolo3"
 
 
@@ -120,14 +119,16 @@ def info_json(info: ModelInfo) -> str:
 
 def read_info(path: PathLike) -> Optional[ModelInfo]:
     """The :class:`ModelInfo` a model file carries, or None when it carries none: a ``.keras``
-    archive's ``yolo3.json``, a ``.tflite``'s ``yolo3`` metadata, an ``.onnx``'s ``yolo3``
-    metadata property, a SavedModel folder's ``yolo3.json``."""
+    archive's ``yolo3.json``, an ``.onnx``'s ``yolo3`` metadata property, a SavedModel folder's
+    ``yolo3.json`` (a ``.tflite``'s ``yolo3`` metadata needs TensorFlow's flatbuffer schema:
+    :func:`yolo3.tflite_metadata.read_tflite_info`)."""
     path = os.fspath(path)
     try:
         if os.path.isdir(path):
             text = _read_file(os.path.join(path, INFO_NAME))
         elif path.endswith(".tflite"):
-            text = _read_tflite_metadata(path)
+            raise FileFormatError(path, "a TFLite model's info is read by "
+                                        "yolo3.tflite_metadata.read_tflite_info")
         elif path.endswith(".onnx"):
             text = _read_onnx_metadata(path)
         elif zipfile.is_zipfile(path):
@@ -146,19 +147,6 @@ def _read_file(path: str) -> Optional[str]:
     return open(path, encoding="utf-8").read() if os.path.isfile(path) else None
 
 
-def _read_tflite_metadata(path: str) -> Optional[str]:
-    """The ``yolo3`` metadata buffer of a TFLite flatbuffer (read in place, nothing unpacked)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    with open(path, "rb") as f:
-        data = f.read()
-    model = schema.Model.GetRootAs(data, 0)
-    for i in range(model.MetadataLength()):
-        entry = model.Metadata(i)
-        if entry.Name() and entry.Name().decode() == TFLITE_METADATA_NAME:
-            return model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode("utf-8")
-    return None
-
-
 def _read_onnx_metadata(path: str) -> Optional[str]:
     try:
         import onnx
@@ -167,21 +155,6 @@ def _read_onnx_metadata(path: str) -> Optional[str]:
                                     "pip install 'yolo3[export]'") from None
     model = onnx.load(path, load_external_data=False)
     return next((p.value for p in model.metadata_props if p.key == ONNX_METADATA_KEY), None)
-
-
-def embed_info_tflite(flatbuffer: bytes, info: ModelInfo) -> bytes:
-    """A TFLite flatbuffer with ``info`` added as its ``yolo3`` metadata."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flatbuffer))
-    buffer = schema.BufferT()
-    buffer.data = list(info_json(info).encode("utf-8"))
-    model.buffers.append(buffer)
-    entry = schema.MetadataT()
-    entry.name = TFLITE_METADATA_NAME
-    entry.buffer = len(model.buffers) - 1
-    model.metadata = (model.metadata or []) + [entry]
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
 def embed_info(path: PathLike, info: ModelInfo) -> None:
@@ -196,18 +169,14 @@ def embed_info(path: PathLike, info: ModelInfo) -> None:
         with zipfile.ZipFile(path, "a") as archive:
             archive.writestr(INFO_NAME, text)
         return
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-info-", suffix=".keras", dir=os.path.dirname(path) or ".")
-    os.close(fd)
-    try:
+
+    def rewrite(tmp: str) -> None:
         with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w") as dst:
             for item in src.infolist():
                 if item.filename != INFO_NAME:
                     dst.writestr(item, src.read(item.filename))
             dst.writestr(INFO_NAME, text)
-        shutil.move(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, rewrite, suffix=".keras")
 
 
 # -- side files (models written before) --------------------------------------------------------
@@ -237,7 +206,7 @@ def write_sidecars(out_path: PathLike, anchors: Optional[np.ndarray], masks: Lis
         write_anchors(anchors_path, anchors)
     meta = {"masks": masks, "num_classes": num_classes, "input_size": list(input_size),
             "header": list(header)}
-    masks_path.write_text(json.dumps(meta) + "\n", encoding="utf-8")
+    write_text_atomic(masks_path, json.dumps(meta) + "\n")
     return (anchors_path if anchors is not None else None), masks_path
 
 

@@ -1,145 +1,26 @@
-"""The Keras bodies of the registered variants, and keras-yolo3's public names.
+"""keras-yolo3's ``yolo3.model``: its public names with their contracts (a compatibility face).
 
-keras-yolo3's ``yolo3.model`` names keep their contracts here: ``yolo_body``, ``tiny_yolo_body``,
-``yolo_head``, ``box_iou`` and, from :mod:`yolo3.keras_yolo3`, ``yolo_eval`` (one image, boxes
-y1, x1, y2, x2), ``yolo_correct_boxes``, ``yolo_boxes_and_scores``, ``yolo_loss`` and
-``preprocess_true_boxes`` with keras-yolo3's default masks.
-
-Bodies are built from :mod:`yolo3.architectures` by :class:`KerasNet` (the same description the
-Darknet cfgs are written from), so every layer has a name and parts are reached by name, never by
-index:
-
-- backbone layers start with ``backbone_``; its feature taps are ``backbone_c3`` (stride 8),
-  ``backbone_c4`` (stride 16) and ``backbone_c5`` (stride 32) (tiny: ``backbone_c4``, ``backbone_c5``);
-- each detection head's layers start with ``head_s32_``, ``head_s16_``, ``head_s8_``;
-- the raw outputs are the 1x1 convolutions ``output_s32``, ``output_s16``, ``output_s8``.
-
-A Darknet convolution block ``NAME`` is the layers ``NAME_pad`` (stride 2 only: Darknet pads top and
-left), ``NAME_conv`` (no bias), ``NAME_bn`` (epsilon 1e-6 as in Darknet) and ``NAME_leaky`` (0.1).
-Body outputs are ``(batch, h / s, w / s, A * (5 + C))`` for strides ``s`` = 32, 16, 8 (tiny: 32, 16).
+``yolo_body``, ``tiny_yolo_body``, ``yolo_head``, ``box_iou`` and, from :mod:`yolo3.keras_yolo3`,
+``yolo_eval`` (one image, boxes y1, x1, y2, x2), ``yolo_correct_boxes``, ``yolo_boxes_and_scores``,
+``yolo_loss`` and ``preprocess_true_boxes`` with keras-yolo3's default masks; plus yolo3's
+``build_body`` and ``yolo_training_model``. The bodies live in :mod:`yolo3.bodies`; nothing inside
+yolo3 imports this module.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
-
-import keras
-from keras import layers
-
 from yolo3.architectures import BACKBONE_PREFIX
-from yolo3.blocks import BN_EPSILON, LEAKY_SLOPE, BlockNames, conv_block
-from yolo3.boxes import box_iou
+from yolo3.blocks import BN_EPSILON, LEAKY_SLOPE
+from yolo3.bodies import (KerasNet, block_names, build_body, build_spec_body, output_layer_names,
+                          tiny_yolo_body, yolo_body)
+from yolo3.box_ops import box_iou
 from yolo3.decode import yolo_head
 from yolo3.keras_yolo3 import (preprocess_true_boxes, yolo_boxes_and_scores, yolo_correct_boxes,
                                yolo_eval, yolo_loss)
-from yolo3.keras_compat import producing_layer
-from yolo3.specs import ModelSpec, get_spec
+from yolo3.loss import yolo_training_model
 
 __all__ = [
     "yolo_body", "tiny_yolo_body", "build_body", "yolo_head", "yolo_correct_boxes",
     "yolo_boxes_and_scores", "yolo_eval", "preprocess_true_boxes", "yolo_loss", "box_iou",
     "yolo_training_model", "BACKBONE_PREFIX", "output_layer_names", "KerasNet", "BN_EPSILON",
-    "LEAKY_SLOPE",
+    "LEAKY_SLOPE", "block_names", "build_spec_body",
 ]
-
-_TOP_LEFT = ((1, 0), (1, 0))  # Darknet pads stride-2 convolutions on the top and left only
-
-
-def block_names(block: str, stride: int = 1) -> BlockNames:
-    """Keras layer names of the yolo3 convolution block ``block``."""
-    return BlockNames(conv=f"{block}_conv", bn=f"{block}_bn", act=f"{block}_leaky",
-                      pad=f"{block}_pad" if stride == 2 else None)
-
-
-class KerasNet:
-    """:class:`yolo3.architectures.Net` building Keras layers with yolo3 names; collects outputs."""
-
-    def __init__(self, inputs):
-        self.current = inputs
-        self.outputs: List = []
-
-    def conv(self, block, filters, size, stride=1):
-        self.current = conv_block(self.current, filters, size, block_names(block, stride),
-                                  stride=stride, padding=_TOP_LEFT if stride == 2 else "same")
-        return self.current
-
-    def output(self, stride, filters):
-        self.current = layers.Conv2D(filters, 1, padding="same", use_bias=True,
-                                     name=f"output_s{stride}")(self.current)
-        self.outputs.append(self.current)
-        return self.current
-
-    def shortcut(self, name, source):
-        self.current = layers.Add(name=name)([source, self.current])
-        return self.current
-
-    def tap(self, name):
-        self.current = layers.Identity(name=name)(self.current)
-        return self.current
-
-    def route(self, source):
-        self.current = source
-        return source
-
-    def concat(self, name, sources):
-        self.current = layers.Concatenate(name=name)(list(sources))
-        return self.current
-
-    def upsample(self, name):
-        self.current = layers.UpSampling2D(2, interpolation="nearest", name=name)(self.current)
-        return self.current
-
-    def maxpool(self, name, size, stride):
-        self.current = layers.MaxPooling2D(size, strides=stride, padding="same",
-                                           name=name)(self.current)
-        return self.current
-
-
-def _body(spec: ModelSpec, inputs, anchors_per_scale: int, num_classes: int) -> keras.Model:
-    net = KerasNet(inputs)
-    spec.describe(net, anchors_per_scale * (num_classes + 5))
-    return keras.Model(inputs, net.outputs, name=spec.keras_name)
-
-
-def yolo_body(inputs, num_anchors: int, num_classes: int) -> keras.Model:
-    """YOLOv3: Darknet-53 and three heads (keras-yolo3 signature).
-
-    inputs: a Keras input ``(batch, h, w, 3)``, h and w multiples of 32 (or None);
-    num_anchors: anchors per scale (3). Outputs ``[y32, y16, y8]``.
-    """
-    return _body(get_spec("yolov3"), inputs, num_anchors, num_classes)
-
-
-def tiny_yolo_body(inputs, num_anchors: int, num_classes: int) -> keras.Model:
-    """Tiny YOLOv3 (keras-yolo3 signature); outputs ``[y32, y16]``."""
-    return _body(get_spec("tiny"), inputs, num_anchors, num_classes)
-
-
-def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Optional[int] = None,
-                    input_shape: Tuple[Optional[int], Optional[int]] = (None, None)) -> keras.Model:
-    """The body of ``spec`` for ``num_classes``; input ``(h, w)`` multiples of the largest stride,
-    or None for any size. ``anchors_per_scale`` defaults to the spec's (3)."""
-    if any(side is not None for side in input_shape):  # None: any size
-        spec.check_input_size(tuple(spec.max_stride if v is None else v for v in input_shape))
-    if anchors_per_scale is None:
-        anchors_per_scale = spec.anchors_per_scale(len(spec.anchors))
-    inputs = keras.Input(shape=(*input_shape, 3), name="image")
-    return _body(spec, inputs, anchors_per_scale, num_classes)
-
-
-def build_body(model, num_classes: int, num_anchors: int = 3,
-               input_shape: Tuple[Optional[int], Optional[int]] = (None, None)) -> keras.Model:
-    """Build the variant ``model`` (a name from :mod:`yolo3.specs`, or a spec) for ``num_classes``
-    with ``num_anchors`` anchors per scale; input ``(h, w)`` multiples of 32 or None."""
-    return build_spec_body(get_spec(model), num_classes, num_anchors, input_shape)
-
-
-def output_layer_names(body: keras.Model) -> List[str]:
-    """Names of the layers producing the body's outputs (``output_s32`` ...), in output order."""
-    return [producing_layer(t).name for t in body.outputs]
-
-
-def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thresh: float = .5,
-                        anchor_mask: Optional[Sequence[Sequence[int]]] = None) -> keras.Model:
-    """See :func:`yolo3.loss.yolo_training_model`."""
-    from yolo3.loss import yolo_training_model as impl
-    return impl(body, anchors, num_classes, ignore_thresh=ignore_thresh, anchor_mask=anchor_mask)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Optional, Set
 
+from yolo3.errors import ArgumentError
+
 PRECISIONS = ("auto", "float32", "bfloat16")
 TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
@@ -55,7 +57,6 @@ def resolve_precision(precision: str, gpu: Optional[bool] = None) -> str:
     computes it natively (a GPU that does, or a CPU with AVX-512 BF16 / AMX), float32 elsewhere (on
     an AVX2-only CPU bfloat16 is emulated and many times slower). ``gpu``: whether inference runs
     on a GPU (default: whether TensorFlow sees one)."""
-    from yolo3.errors import ArgumentError
     if precision not in PRECISIONS:
         raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision != "auto":
@@ -75,7 +76,6 @@ def resolve_training_precision(precision: str, gpu: Optional[bool] = None) -> st
     or AMX, else ``float32`` (emulated bfloat16 made a YOLOv3-416 training step 13x slower).
     ``gpu``: whether training runs on GPUs (default: whether TensorFlow sees one).
     """
-    from yolo3.errors import ArgumentError
     if precision not in TRAINING_PRECISIONS:
         raise ArgumentError(f"precision must be one of {TRAINING_PRECISIONS}, got {precision!r}")
     if precision != "auto":

@@ -15,8 +15,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.anchors import read_classes
+from yolo3.decode import decode_detections
+from yolo3.detector import YOLO
 from yolo3.errors import ArgumentError, FileFormatError, PathLike
+from yolo3.letterbox import boxes_to_image_np, letterbox_np
 from yolo3.metadata import read_info
+from yolo3.tflite_metadata import read_tflite_info
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 EXPORTED_SUFFIXES = (".tflite", ".onnx")
@@ -117,11 +122,10 @@ class ExportedDetector:
 
     def __init__(self, path: PathLike, classes_path: Optional[PathLike] = None, score: float = 0.3,
                  iou: float = 0.45, max_boxes: int = 100, num_threads: Optional[int] = None):
-        from yolo3.anchors import read_classes
         path = os.fspath(path)
         if not os.path.exists(path):
             raise FileFormatError(path, "model file not found")
-        info = read_info(path)
+        info = read_tflite_info(path) if path.endswith(".tflite") else read_info(path)
         if info is None or not info.export:
             raise FileFormatError(path, "not a model exported by yolo3 (it carries no yolo3 info): "
                                         "export it with yolo3 export")
@@ -156,7 +160,6 @@ class ExportedDetector:
     # -- preparing inputs ------------------------------------------------------------------------
     def preprocess(self, image: np.ndarray) -> np.ndarray:
         """One image letterboxed to the model's input, float32 in [0, 1]."""
-        from yolo3.letterbox import letterbox_np
         return letterbox_np(image, self.input_hw)
 
     def _to_input(self, x: np.ndarray) -> np.ndarray:
@@ -200,7 +203,6 @@ class ExportedDetector:
         """One ``(boxes, scores, classes)`` per image (boxes x1, y1, x2, y2 in its pixels)."""
         import tensorflow as tf
 
-        from yolo3.decode import decode_detections
         if not len(images):
             return []
         x = np.stack([self.preprocess(im) for im in images])
@@ -239,14 +241,12 @@ class TFLiteDetector:
     def prepare(self, image: np.ndarray) -> np.ndarray:
         """One ``(H, W, 3)`` image (uint8, or float in [0, 1]) letterboxed to the model's input:
         float32 in [0, 1] (:func:`yolo3.letterbox.letterbox_np`)."""
-        from yolo3.letterbox import letterbox_np
         return letterbox_np(image, self.input_shape[1:3])
 
     def detect_image(self, image: np.ndarray) -> Detections:
         """Detect in one image of any size with the model's own decoding: ``(boxes (N, 4) x1, y1,
         x2, y2 image pixels, scores, classes)`` (a uint8 model gets the letterboxed pixels rounded
         back to 0..255)."""
-        from yolo3.letterbox import boxes_to_image_np
         if self.input_shape[0] != 1:
             raise ValueError(f"detect_image runs one image; this model takes batches of "
                              f"{self.input_shape[0]}")
@@ -270,6 +270,5 @@ def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
             raise ArgumentError(f"{os.fspath(path)}: an exported model has a fixed input size, "
                                 f"anchors and variant; drop {', '.join(given)}")
         return ExportedDetector(path, classes_path, score=score, iou=iou, max_boxes=max_boxes)
-    from yolo3.detector import YOLO
     return YOLO(path, anchors_path, classes_path, score=score, iou=iou, input_size=input_size,
                 model_type=model_type, max_boxes=max_boxes, precision=precision)

@@ -3,8 +3,10 @@
 A :class:`ModelSpec` knows its architecture (:mod:`yolo3.architectures`, from which both the Keras
 body and the Darknet cfg are derived), its default anchors and masks, its output strides, its
 input-size rule and the Darknet layouts whose weights load into it. Code elsewhere asks the
-registry (:func:`get_spec`, :func:`spec_names`, :func:`spec_of_layers`) and never compares variant
-names itself; adding a variant is one entry in :data:`SPECS` plus its tests. No TensorFlow here.
+registry (:func:`get_spec`, :func:`spec_names`, :func:`spec_of_layers`, :func:`strides_for`) and
+never compares variant names itself; adding a variant is one entry in :data:`SPECS` plus its tests.
+The registry is data: the Keras bodies are built from a spec by :mod:`yolo3.bodies`, the cfg
+layouts by :mod:`yolo3.darknet.layout`. No TensorFlow here.
 
 Variants: ``yolov3`` (Darknet-53, three scales), ``yolov3-spp`` (YOLOv3 with spatial pyramid
 pooling) and ``tiny`` (tiny YOLOv3, two scales). Backbone layouts (Darknet weights for the
@@ -19,13 +21,14 @@ import numpy as np
 
 from yolo3 import architectures
 from yolo3.errors import ArgumentError
+from yolo3.masks import default_masks
 
 Size = Union[int, Sequence[int]]
 Describe = Callable[..., None]
 
 __all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_specs",
            "spec_of_layers", "layout_names", "layout", "check_input_size", "UnknownModelError",
-           "InputSizeError"]
+           "InputSizeError", "strides_for"]
 
 
 class UnknownModelError(ArgumentError):
@@ -115,7 +118,6 @@ class ModelSpec:
     def default_masks(self, num_anchors: Optional[int] = None) -> List[List[int]]:
         """Anchor indices per output, largest stride first, for ``num_anchors`` anchors (default: the
         spec's): consecutive groups, the largest anchors on the largest stride."""
-        from yolo3.anchors import default_masks
         return default_masks(len(self.anchors) if num_anchors is None else num_anchors,
                              self.num_scales)
 
@@ -137,13 +139,6 @@ class ModelSpec:
     def darknet_sources(self) -> Tuple[str, ...]:
         """Darknet layouts whose converted weights load into this body, best first."""
         return (self.name,) + ((self.backbone,) if self.backbone else ())
-
-    def build(self, num_classes: int, num_anchors: Optional[int] = None,
-              input_shape: Tuple[Optional[int], Optional[int]] = (None, None)):
-        """The Keras inference body: input ``(h, w, 3)`` RGB in [0, 1] (sides multiples of the
-        largest stride, or None), outputs ``(batch, h / s, w / s, A * (5 + C))`` per stride."""
-        from yolo3.model import build_spec_body
-        return build_spec_body(self, num_classes, num_anchors, input_shape)
 
 
 def _spec(name: str, summary: str, describe: Describe, anchors: Sequence[Tuple[float, float]],
@@ -218,3 +213,12 @@ def spec_of_layers(layer_names: Collection[str]) -> Optional[ModelSpec]:
         if wanted == convs:
             return spec
     return None
+
+
+def strides_for(num_scales: int) -> List[int]:
+    """Output strides of a body with ``num_scales`` outputs, largest first, as the registered
+    variants have them (every variant's strides start the longest list: ``[32, 16, 8]``)."""
+    longest = max((spec.strides for spec in SPECS.values()), key=len)
+    if not 1 <= num_scales <= len(longest):
+        raise ValueError(f"a YOLOv3 body has 1 to {len(longest)} output scales, got {num_scales}")
+    return list(longest[:num_scales])

@@ -21,9 +21,10 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import default_masks, strides_for, validate_masks
-from yolo3.boxes import wh_iou, wh_iou_tf
-from yolo3.specs import check_input_size
+from yolo3.box_ops import wh_iou_tf
+from yolo3.boxes import wh_iou
+from yolo3.masks import default_masks, validate_masks
+from yolo3.specs import check_input_size, strides_for
 
 Masks = Optional[Sequence[Sequence[int]]]
 

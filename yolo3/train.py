@@ -21,9 +21,9 @@ is the checkpoint of the best mAP@0.5:0.95; without it, of the lowest validation
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -35,19 +35,35 @@ import tensorflow as tf
 from yolo3.anchors import read_anchors, read_classes, write_anchors, write_classes
 from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.bn_statistics import BatchNormStatistics
+from yolo3.bodies import build_spec_body, output_layer_names
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
                              PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body,
-                             load_resume_state, remove_stale_temporaries, restore_resume_state,
-                             truncate_history)
-from yolo3.distribute import ClusterTask, cluster_task, make_strategy, prepare_fit, replica_devices
-from yolo3.errors import ArgumentError, Yolo3Error
-from yolo3.history import completed_epochs
+                             load_resume_state, restore_resume_state)
+from yolo3.data.annotations import scan_annotations
+from yolo3.data.augment import AugmentConfig
+from yolo3.data.pipeline import MultiScale, make_dataset
+from yolo3.data.verify import verify_images
+from yolo3.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
+                              prepare_fit, replica_devices)
+from yolo3.errors import ArgumentError, CommandFailed, Yolo3Error
+from yolo3.fileio import remove_stale_temporaries
+from yolo3.history import completed_epochs, truncate_history
 from yolo3.keras_compat import ExactSwapEMAWeights
+from yolo3.loss import BOX_LOSSES, identity_loss, yolo_training_model
 from yolo3.metadata import ModelInfo
+from yolo3.parallel import multi_gpu_model
+from yolo3.paths import check_output_dir
+from yolo3.precision import TRAINING_PRECISIONS, resolve_training_precision
+from yolo3.recipe import (JIT_CHOICES, OPTIMIZERS, auto_ema_momentum, auto_eval_every, dtype_policy,
+                          learning_rate, make_optimizer, multi_scale_sizes, output_bias_priors,
+                          use_jit)
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
 from yolo3.train_config import TrainConfig
+from yolo3.weights import load_weights_by_name
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
            "validate_config", "ConfigError", "shard_by_data", "prepare_data", "prepare_output",
@@ -175,9 +191,6 @@ def validate_config(config: TrainConfig) -> None:
 
 
 def _validate_recipe(config: TrainConfig, spec: ModelSpec) -> None:
-    from yolo3.loss import BOX_LOSSES
-    from yolo3.precision import TRAINING_PRECISIONS
-    from yolo3.recipe import JIT_CHOICES, OPTIMIZERS, multi_scale_sizes
     choices = [("--optimizer", config.optimizer, OPTIMIZERS), ("--box-loss", config.box_loss, BOX_LOSSES),
                ("--precision", config.precision, TRAINING_PRECISIONS), ("--jit", config.jit, JIT_CHOICES)]
     for flag, value, allowed in choices:
@@ -218,16 +231,15 @@ def _validate_recipe(config: TrainConfig, spec: ModelSpec) -> None:
 def _load_records(path: str, class_names: Sequence[str], strict: bool = False):
     """Records of an annotation file. Invalid boxes (no area, outside the image) are dropped with
     one warning each naming FILE:LINE and a summary line, unless ``strict`` (then they are errors)."""
-    from yolo3.data.annotations import scan_annotations
     result = scan_annotations(path, class_names, strict=True, drop_invalid_boxes=not strict)
     for problem in result.dropped_boxes:
-        print(f"warning: {problem} (box dropped)", file=sys.stderr)
+        logger.warning("%s (box dropped)", problem)
     if result.dropped_boxes:
-        print(f"warning: {path}: {len(result.dropped_boxes)} invalid boxes dropped "
-              "(--strict refuses them instead)", file=sys.stderr)
+        logger.warning("%s: %d invalid boxes dropped (strict refuses them instead)", path,
+                       len(result.dropped_boxes))
     if result.clipped_boxes:
-        print(f"warning: {path}: {result.clipped_boxes} boxes extend past their image and were "
-              "clipped", file=sys.stderr)
+        logger.warning("%s: %d boxes extend past their image and were clipped", path,
+                       result.clipped_boxes)
     records = result.records
     if not records:
         raise ConfigError(f"{path}: no annotated images")
@@ -263,16 +275,15 @@ def prepare_data(config: TrainConfig) -> TrainData:
     crowded = [r for r in records + val_records
                if len(np.asarray(r.boxes).reshape(-1, 5)) > config.max_boxes]
     if crowded:
-        print(f"warning: {len(crowded)} images have more than {config.max_boxes} boxes (first: "
-              f"{crowded[0].path}, {len(np.asarray(crowded[0].boxes).reshape(-1, 5))}); training "
-              f"uses the first {config.max_boxes} of each (--max-boxes)", file=sys.stderr)
+        logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
+                       "uses the first %d of each", len(crowded), config.max_boxes, crowded[0].path,
+                       len(np.asarray(crowded[0].boxes).reshape(-1, 5)), config.max_boxes)
     return TrainData(spec, class_names, anchors, masks, records, val_records)
 
 
 def _verify_decodable(records: list, verbose: int) -> None:
     """Every image decoded once by the pipeline's decoder before training (cached between runs):
     a bad file is named now, not met as a TensorFlow error mid-epoch."""
-    from yolo3.data.verify import verify_images
     failures = verify_images([r.path for r in records], progress=bool(verbose))
     if failures:
         shown = "\n  ".join(str(f) for f in failures[:10])
@@ -285,7 +296,6 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
     """Refuse, before anything is written, an ``--output`` that is not a folder, and a ``--resume``
     whose run does not match (its ``resume.json`` unreadable, its classes, anchors or variant
     different). Without saved state, ``--resume`` says that it starts from the beginning."""
-    from yolo3.paths import check_output_dir
     out = Path(check_output_dir(config.output, "--output"))
     if not config.resume:
         return
@@ -294,8 +304,8 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}") from None
     if state is None:
-        print(f"warning: --resume: {out} has no saved state (resume.json): training starts at "
-              "epoch 1", file=sys.stderr)
+        logger.warning("resume: %s has no saved state (resume.json): training starts at epoch 1",
+                       out)
         return
     expected = {"classes.txt": (read_classes, data.class_names, "class list"),
                 "anchors.txt": (read_anchors, data.anchors, "anchors")}
@@ -354,11 +364,9 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
     current Keras dtype policy, with ``--weights`` loaded by name (skipped layers listed). With
     ``multi_scale`` the body takes any input size."""
-    from yolo3.loss import yolo_training_model
-    from yolo3.weights import load_weights_by_name
     side = None if config.multi_scale else config.input_size
     with placement.scope():
-        body = data.spec.build(data.num_classes, len(data.masks[0]), (side, side))
+        body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), (side, side))
         template = yolo_training_model(body, data.anchors, data.num_classes,
                                        anchor_mask=data.masks, box_loss=config.box_loss,
                                        label_smoothing=config.label_smoothing,
@@ -380,8 +388,6 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
 def _initialise_output_priors(body: keras.Model, data: TrainData, input_size: int, keep=()) -> None:
     """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
     priors of :func:`yolo3.recipe.output_bias_priors` (objects per image from the training set)."""
-    from yolo3.model import output_layer_names
-    from yolo3.recipe import output_bias_priors
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
     for name, stride, mask in zip(output_layer_names(body), data.spec.strides, data.masks):
         if name in keep:
@@ -401,7 +407,7 @@ def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
     if state:
-        print(f"resuming from {state['path']} after epoch {start_epoch}")
+        logger.info("resuming from %s after epoch %d", state["path"], start_epoch)
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
     if config.resume:
         truncate_history(run.write_dir / "history.csv", start_epoch)
@@ -427,9 +433,6 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
     import dataclasses
 
-    from yolo3.data.augment import AugmentConfig
-    from yolo3.data.pipeline import MultiScale, make_dataset
-    from yolo3.recipe import multi_scale_sizes
     size = (config.input_size, config.input_size)
     augment = AugmentConfig.preset(config.augment)
     if augment is not None and config.mosaic:
@@ -458,7 +461,6 @@ def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[tf.data.
     """The training images (``bn_stats_images`` of them, a seeded choice, letterboxed at the input
     size, no augmentation, decoded once and cached) over which the batch-norm statistics are
     recomputed; None when ``bn_stats_images`` is 0."""
-    from yolo3.data.pipeline import make_dataset
     count = min(int(config.bn_stats_images), len(data.records))
     if count <= 0:
         return None
@@ -495,7 +497,6 @@ def stages(config: TrainConfig, start_epoch: int) -> List[Stage]:
 def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.optimizers.Optimizer:
     """The stage's optimiser: its schedule over the stage, weight decay and EMA (momentum from the
     whole run's length unless given)."""
-    from yolo3.recipe import auto_ema_momentum, learning_rate, make_optimizer
     lr = learning_rate(config.optimizer, config.lr)
     if config.schedule == "cosine":
         total = max(1, steps * stage_epochs)
@@ -507,7 +508,6 @@ def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.opti
 
 def eval_interval(config: TrainConfig, data: TrainData) -> int:
     """Epochs between two mAP evaluations (0: none): ``eval_every``, or the automatic interval."""
-    from yolo3.recipe import auto_eval_every
     if config.eval_every is not None:
         return int(config.eval_every)
     return auto_eval_every(len(data.val_records), len(data.records))
@@ -536,7 +536,7 @@ def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoi
     if _has_tensorboard():
         callbacks.append(keras.callbacks.TensorBoard(str(run.write_dir / "logs")))
     elif config.verbose:
-        print("TensorBoard is not installed (pip install tensorboard): no logs/ written")
+        logger.warning("TensorBoard is not installed (pip install tensorboard): no logs/ written")
     if config.schedule == "plateau":
         callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.verbose))
     if config.strategy == "multiworker":
@@ -553,8 +553,6 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     """Compile and fit one stage (the wrapper over ``placement.devices``, a strategy, or the
     template itself); restores the optimiser of ``state`` when resuming inside this stage.
     Returns the stage's Keras history."""
-    from yolo3.loss import identity_loss
-    from yolo3.parallel import multi_gpu_model
     train_ds, val_ds = datasets
     with placement.scope():
         frozen_count = set_stage_trainable(body, stage.frozen, config.freeze_bn)
@@ -565,13 +563,11 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                       jit_compile=_jit(config, placement))
     prepare_fit(model, train_ds, placement.strategy)
     name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
-    from yolo3.recipe import learning_rate
-    print(f"stage {name}: epochs {max(stage.first, start_epoch) + 1}..{stage.last}, "
-          f"{placement.replicas} replica(s), global batch {placement.global_batch}, "
-          f"{placement.steps} steps/epoch, {config.optimizer} lr "
-          f"{learning_rate(config.optimizer, config.lr):g} ({config.schedule}), "
-          f"{config.strategy}, {keras.config.dtype_policy().name}"
-          f"{', XLA' if model.jit_compile else ''}")  # one line per stage, also with --quiet
+    logger.info("stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, %s lr %g "
+                "(%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
+                placement.replicas, placement.global_batch, placement.steps, config.optimizer,
+                learning_rate(config.optimizer, config.lr), config.schedule, config.strategy,
+                keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
@@ -585,7 +581,6 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     except tf.errors.InvalidArgumentError as e:
         if not any(word in str(e) for word in ("image", "JPEG", "PNG", "decode", "Decode")):
             raise
-        from yolo3.errors import CommandFailed
         reason = next((line for line in str(e).splitlines() if "image" in line or "JPEG" in line
                        or "PNG" in line), str(e).splitlines()[0])
         raise CommandFailed(f"an image could not be decoded during training although every image "
@@ -620,7 +615,6 @@ def weights_finite(model: keras.Model) -> bool:
 def train(config: TrainConfig) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
     policy of ``precision`` holds while training and is restored afterwards."""
-    from yolo3.recipe import dtype_policy
     validate_config(config)
     with dtype_policy(training_precision(config)):
         return _train(config)
@@ -629,7 +623,6 @@ def train(config: TrainConfig) -> TrainResult:
 def training_precision(config: TrainConfig) -> str:
     """The dtype policy ``config.precision`` means on this machine (see
     :func:`yolo3.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
-    from yolo3.precision import resolve_training_precision
     return resolve_training_precision(config.precision, gpu=_on_gpu(config))
 
 
@@ -641,7 +634,6 @@ def _on_gpu(config: TrainConfig) -> bool:
 
 def _jit(config: TrainConfig, placement: Placement) -> bool:
     """XLA for the step: never for the replica wrapper (it keeps its per-device placement)."""
-    from yolo3.recipe import use_jit
     return use_jit(config.jit, _on_gpu(config)) and not placement.uses_wrapper
 
 
@@ -692,7 +684,8 @@ def _train(config: TrainConfig) -> TrainResult:
         nan_stop.message = (f"{nan_stop.message or 'the weights are not finite numbers'}; no "
                             f"good checkpoint exists, so no final model was written in {run.output}")
     if evaluation is not None and checkpoint.best > -math.inf and config.verbose:
-        print(f"best validation mAP@0.5:0.95 {checkpoint.best:.4f} ({run.output / 'best.keras'})")
+        logger.info("best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
+                    run.output / "best.keras")
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)
@@ -703,7 +696,6 @@ def _sharing(placement: Placement):
     strategy (so early stopping decides alike everywhere); None in a single process."""
     if placement.strategy is None or placement.task.num_workers <= 1:
         return None
-    from yolo3.distribute import broadcast_from_chief
     return lambda values: broadcast_from_chief(placement.strategy, values, placement.task.is_chief)
 
 

@@ -15,6 +15,12 @@ from typing import Tuple
 import numpy as np
 from PIL import Image
 
+from yolo3.data.annotations import _Sink, parse_text_annotations
+from yolo3.data.augment import AugmentConfig, random_augment
+from yolo3.data.images import load_image, probe_image
+from yolo3.errors import AnnotationError
+from yolo3.letterbox import boxes_to_input, geometry_np, letterbox_np
+
 __all__ = ["compose", "rand", "letterbox_image", "get_random_data"]
 
 
@@ -34,7 +40,6 @@ def letterbox_image(image: Image.Image, size: Tuple[int, int]) -> Image.Image:
     """Resize a PIL image keeping its aspect ratio (bicubic) onto a gray (128, 128, 128) canvas of
     ``size`` = ``(w, h)``, centred; returns a new RGB PIL image. The placement is
     :func:`yolo3.letterbox.geometry_np`'s, the one the decoders undo."""
-    from yolo3.letterbox import geometry_np
     w, h = size
     new_hw, offset_hw, _ = geometry_np((image.height, image.width), (h, w))
     nh, nw = int(new_hw[0]), int(new_hw[1])
@@ -47,11 +52,9 @@ def letterbox_image(image: Image.Image, size: Tuple[int, int]) -> Image.Image:
 def _read_line(annotation_line: str):
     """``(image path, boxes (N, 5) float32)`` of one keras-yolo3 text row (paths relative to the
     working folder); boxes without area are dropped, as keras-yolo3's generator did."""
-    from yolo3.data.annotations import _Sink, parse_text_annotations
     rows = parse_text_annotations(annotation_line, "<annotation line>",
                                   sink=_Sink(strict=True, drop_invalid_boxes=True))
     if len(rows) != 1:
-        from yolo3.errors import AnnotationError
         raise AnnotationError(None, f"expected one annotation line, got {annotation_line!r}")
     path, boxes, _ = rows[0]
     return path, boxes
@@ -81,9 +84,6 @@ def get_random_data(annotation_line: str, input_shape, random: bool = True, max_
     """
     import tensorflow as tf
 
-    from yolo3.data.augment import AugmentConfig, random_augment
-    from yolo3.data.images import load_image, probe_image
-    from yolo3.letterbox import boxes_to_input, letterbox_np
 
     path, boxes = _read_line(annotation_line)
     h, w = (int(v) for v in input_shape)

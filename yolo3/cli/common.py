@@ -13,6 +13,7 @@ Nothing here imports TensorFlow: ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import Callable, Optional, Sequence
@@ -22,7 +23,7 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "make_parser", "run_command", "execute",
-           "error", "warn", "add_model_arguments", "add_precision_argument", "model_choices"]
+           "error", "warn", "configure_logging", "add_model_arguments", "add_precision_argument", "model_choices"]
 
 
 def prog(name: str) -> str:
@@ -41,7 +42,42 @@ def make_parser(name: str, description: str, epilog: Optional[str] = None,
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an unexpected error")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("--quiet", action="store_true",
+                          help="only warnings and errors (and no progress bars)")
+    loudness.add_argument("--verbose", action="store_true", help="also the library's debug messages")
     return parser
+
+
+class ConsoleHandler(logging.Handler):
+    """The library's log records as the command line shows them: information on stdout as it is,
+    warnings and errors on stderr as ``yolo3 <command>: warning: ...``. The streams are looked up at
+    each record, so a redirected ``sys.stdout`` gets them."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.command = name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = self.format(record)
+            if record.levelno >= logging.WARNING:
+                print(f"{prog(self.command)}: {record.levelname.lower()}: {message}",
+                      file=sys.stderr)
+            else:
+                print(message, file=sys.stdout)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def configure_logging(name: str, quiet: bool = False, verbose: bool = False) -> None:
+    """Show the ``yolo3`` loggers' records for command ``name``: INFO and above (``--quiet``:
+    WARNING and above; ``--verbose``: DEBUG too). Replaces a handler an earlier command set."""
+    logger = logging.getLogger("yolo3")
+    for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
+        logger.removeHandler(handler)
+    logger.addHandler(ConsoleHandler(name))
+    logger.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
 
 
 def error(name: str, message: object) -> None:
@@ -57,6 +93,7 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
             args: argparse.Namespace) -> int:
     """Run a command's ``run(args)`` and map what it raises to a message and an exit code."""
     from yolo3.errors import CommandFailed, Yolo3Error
+    configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False))
     try:
         code = run(args)
         return EXIT_OK if code is None else int(code)

@@ -133,7 +133,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--max-boxes", type=int, default=d("max_boxes"), help="ground-truth boxes kept "
                    "per image (the loss's static padding; images with more are reported; "
                    "default %(default)s)")
-    e.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,10 +18,12 @@ import numpy as np
 from yolo3.blocks import BlockNames, activation_layer, conv_block
 from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec,
                                UpsampleSpec, parse_cfg)
-from yolo3.darknet.weights import ConvWeights, Header, read_weights
+from yolo3.darknet.weights import ConvWeights, Header, in_channels, read_weights
 from yolo3.errors import DarknetError, PathLike
+from yolo3.keras_compat import producing_layer
 from yolo3.metadata import ModelInfo
 from yolo3.metadata import write_sidecars as _write_sidecar_files
+from yolo3.saving import atomic_save_model, atomic_save_weights
 
 
 def _conv_block(x, layer: Layer, kernel_initializer: str):
@@ -101,7 +103,6 @@ def conv_weights_from_model(model, cfg: DarknetCfg, layer: Layer,
     conv = model.get_layer(conv_name or f"conv_{layer.index}")
     params = conv.get_weights()
     kernel = np.transpose(params[0], (3, 2, 0, 1))
-    from yolo3.darknet.weights import in_channels
     expected = (s.filters, in_channels(cfg, layer), s.size, s.size)
     if kernel.shape != expected:
         raise DarknetError(cfg.path, f"Keras layer {conv.name!r} has kernel (out, in, h, w) "
@@ -179,8 +180,6 @@ def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
     input size and weights header (:mod:`yolo3.metadata`); side files are written beside it too.
     Nothing is written when the inputs are bad.
     """
-    from yolo3.keras_compat import producing_layer
-    from yolo3.saving import atomic_save_model, atomic_save_weights
     out = Path(out_path)
     if not (out.name.endswith(".keras") or out.name.endswith(".weights.h5")):
         raise DarknetError(out, "output must end with .keras (model) or .weights.h5 (weights only)")

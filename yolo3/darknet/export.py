@@ -19,13 +19,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.anchors import default_masks
 from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
                                YoloSpec, format_cfg, parse_cfg_text)
 from yolo3.darknet.convert import conv_weights_from_model
 from yolo3.darknet.layout import CONVERTED_NAME, block_layer_names, layout_layers
 from yolo3.darknet.weights import Header, write_weights
 from yolo3.errors import DarknetError, PathLike
+from yolo3.keras_compat import inbound_tensors, producing_layer
+from yolo3.masks import default_masks
+from yolo3.specs import get_spec, spec_of_layers
 
 CONVERTED = "converted"
 _ACTS = ("leaky", "relu", "mish", "logistic")
@@ -38,7 +40,6 @@ def _net(height: int, width: int, channels: int) -> Dict[str, str]:
 
 def _producers(layer) -> List[str]:
     """Names of the layers whose outputs feed ``layer`` (first inbound node)."""
-    from yolo3.keras_compat import inbound_tensors, producing_layer
     return [producing_layer(t).name for t in inbound_tensors(layer)]
 
 
@@ -52,7 +53,6 @@ def _index_of(name: str, model) -> int:
 
 def _converted_layers(model, anchors, masks, classes) -> Tuple[List[Layer], Dict[int, Tuple[str, Optional[str]]]]:
     """Rebuild cfg layers from a converted model's ``<kind>_<index>`` layers."""
-    from yolo3.keras_compat import producing_layer
     groups: Dict[int, Dict[str, object]] = {}
     for layer in model.layers:
         m = CONVERTED_NAME.match(layer.name)
@@ -108,7 +108,6 @@ def _converted_layers(model, anchors, masks, classes) -> Tuple[List[Layer], Dict
 def model_kind(model) -> str:
     """The registered variant of a yolo3 body (``'yolov3'``, ``'tiny'``, ...) or ``'converted'``
     (``conv_<i>`` names); DarknetError for anything else."""
-    from yolo3.specs import spec_of_layers
     names = {l.name for l in model.layers}
     spec = spec_of_layers(names)
     if spec is not None:
@@ -131,7 +130,6 @@ def export_darknet(model, cfg_out: PathLike, weights_out: PathLike,
     variant's (:meth:`yolo3.specs.ModelSpec.default_masks`, tiny: ``[[3, 4, 5], [0, 1, 2]]``).
     num_classes: default from the output filters. input_size: ``(height, width)`` for ``[net]``.
     """
-    from yolo3.specs import get_spec
     kind = model_kind(model)
     n_out = len(model.outputs)
     spec = None if kind == CONVERTED else get_spec(kind)

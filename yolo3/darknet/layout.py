@@ -21,7 +21,7 @@ import numpy as np
 from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
                                YoloSpec, format_cfg)
 from yolo3.errors import DarknetError
-from yolo3.specs import UnknownModelError, layout, layout_names
+from yolo3.specs import UnknownModelError, get_spec, layout, layout_names
 
 __all__ = ["DarknetNet", "body_to_cfg_index", "layout_blocks", "layout_layers", "layout_cfg_text",
            "block_layer_names", "converted_layer", "CONVERTED_NAME", "LAYOUT_KINDS"]
@@ -134,7 +134,6 @@ def layout_cfg_text(kind: str, num_classes: int = 80, anchors: Optional[np.ndarr
                     input_size: Tuple[int, int] = (416, 416)) -> str:
     """A complete Darknet cfg for variant ``kind`` (default: the spec's COCO anchors and masks),
     e.g. to benchmark or convert without Darknet's own cfg files."""
-    from yolo3.specs import get_spec
     spec = get_spec(kind)
     anchors = spec.default_anchors() if anchors is None else anchors
     masks = spec.default_masks(len(anchors)) if masks is None else masks

@@ -29,6 +29,7 @@ import numpy as np
 
 from yolo3.data.images import probe_images
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
+from yolo3.fileio import write_text_atomic
 
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
                "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
@@ -566,6 +567,5 @@ def write_annotations(path: PathLike, records: Sequence[Record], relative: bool 
     With ``relative=True``, images inside the annotation file's folder are written relative to it.
     """
     base = os.path.dirname(os.path.abspath(os.fspath(path))) if relative else None
-    from yolo3.anchors import write_text_atomic
     lines = [format_record(r, base) for r in records]
     write_text_atomic(path, "".join(line + "\n" for line in lines))

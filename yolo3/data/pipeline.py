@@ -20,6 +20,7 @@ import tensorflow as tf
 from yolo3.data.annotations import Record
 from yolo3.data.augment import AugmentConfig, letterbox, mosaic, random_augment
 from yolo3.data.images import load_image, probe_images
+from yolo3.targets import encode_targets
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -182,7 +183,6 @@ def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchor
     ds = ds.map(_no_autograph(process), num_parallel_calls=num_parallel_calls, deterministic=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if targets:
-        from yolo3.targets import encode_targets  # written alongside; imported lazily
 
         def encode(image, b):
             hw = tf.shape(image)[1:3]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from yolo3.errors import AnnotationError, PathLike
+from yolo3.fileio import write_text_atomic
 
 __all__ = ["verify_images", "cache_file", "PIPELINE_FORMATS"]
 
@@ -46,7 +47,6 @@ def _read_cache(path: Path) -> Dict[str, str]:
 
 def _write_cache(path: Path, known: Dict[str, str]) -> None:
     try:
-        from yolo3.anchors import write_text_atomic
         write_text_atomic(path, json.dumps(known))
     except OSError:
         pass  # a cache that cannot be written only costs time

@@ -7,7 +7,11 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.data.annotations import load_annotations
+from yolo3.data.images import is_image_file, load_image
+from yolo3.data.synthetic import render_image
 from yolo3.errors import ArgumentError, PathLike
+from yolo3.letterbox import letterbox_np
 
 __all__ = ["calibration_paths", "calibration_images", "sample_images"]
 
@@ -15,7 +19,6 @@ __all__ = ["calibration_paths", "calibration_images", "sample_images"]
 def calibration_paths(source: PathLike, count: int, seed: int = 0) -> List[str]:
     """Up to ``count`` image paths from ``source``: an annotation file (text rows, VOC, COCO: its
     images) or a folder (its image files, recursively). A seeded sample when there are more."""
-    from yolo3.data.images import is_image_file
     source = os.fspath(source)
     if not os.path.exists(source):
         raise ArgumentError(f"calibration source not found: {source}")
@@ -25,7 +28,6 @@ def calibration_paths(source: PathLike, count: int, seed: int = 0) -> List[str]:
         if not paths:
             raise ArgumentError(f"{source}: folder has no images (.jpg, .jpeg, .png, .bmp, .gif)")
     else:
-        from yolo3.data.annotations import load_annotations
         paths = sorted({r.path for r in load_annotations(source, check_images=False)})
         if not paths:
             raise ArgumentError(f"{source}: no images in the annotation file")
@@ -41,8 +43,6 @@ def calibration_images(paths: Sequence[str], input_hw: Tuple[int, int]) -> List[
     """The images letterboxed to ``input_hw``: float32 ``(h, w, 3)`` in [0, 1]."""
     from tqdm import tqdm
 
-    from yolo3.data.images import load_image
-    from yolo3.letterbox import letterbox_np
     return [letterbox_np(load_image(p), input_hw)
             for p in tqdm(paths, desc="calibration images", unit="img", leave=False)]
 
@@ -50,8 +50,6 @@ def calibration_images(paths: Sequence[str], input_hw: Tuple[int, int]) -> List[
 def sample_images(input_hw: Tuple[int, int], count: int = 4, seed: int = 0) -> List[np.ndarray]:
     """Synthetic check images (solid shapes on textured backgrounds), letterboxed: for checking an
     export when no calibration images were given."""
-    from yolo3.data.synthetic import render_image
-    from yolo3.letterbox import letterbox_np
     rng = np.random.default_rng(seed)
     sizes = [(int(input_hw[0] * f), int(input_hw[1] * g)) for f, g in
              ((1.0, 1.0), (0.75, 1.25), (1.5, 1.0), (0.6, 0.6))]

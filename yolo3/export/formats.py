@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 import tempfile
 import warnings
 from typing import Iterable, Optional
@@ -20,8 +19,9 @@ import tensorflow as tf
 
 from yolo3.errors import ArgumentError, PathLike
 from yolo3.export.graph import image_function, model_function
-from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, embed_info_tflite, info_json
-from yolo3.saving import atomic_write
+from yolo3.fileio import atomic_directory, atomic_write
+from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, info_json
+from yolo3.tflite_metadata import embed_info_tflite
 
 QUANTIZATIONS = ("none", "float16", "int8")
 ONNX_OPSET = 17
@@ -68,19 +68,12 @@ def export_saved_model(detector, out_dir: PathLike) -> str:
                         [tf.TensorSpec([None, None, 3], tf.uint8, name="image")]),
     })
     out_dir = os.fspath(out_dir)
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-saved-", dir=parent)
-    try:
-        archive.write_out(tmp, verbose=False)
-        with open(os.path.join(tmp, INFO_NAME), "w", encoding="utf-8") as f:
+
+    def write(folder) -> None:
+        archive.write_out(os.fspath(folder), verbose=False)
+        with open(os.path.join(folder, INFO_NAME), "w", encoding="utf-8") as f:
             f.write(info_json(exported_info(detector, "saved_model")))
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    finally:
-        if os.path.isdir(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+    atomic_directory(out_dir, write)
     return out_dir
 
 

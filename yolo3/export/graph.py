@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from yolo3.decode import boxes_and_scores, decode_detections
 from yolo3.letterbox import letterbox_tf
+from yolo3.specs import strides_for
 
 DETECTION_KEYS = ("boxes", "scores", "classes", "count")
 
@@ -30,7 +31,6 @@ __all__ = ["DETECTION_KEYS", "raw_names", "model_function", "image_function", "c
 
 def raw_names(detector) -> List[str]:
     """``raw_s<stride>`` for each body output, largest stride first."""
-    from yolo3.anchors import strides_for
     return [f"raw_s{stride}" for stride in strides_for(len(detector.anchor_mask))]
 
 

@@ -17,7 +17,9 @@ from typing import List, Sequence
 
 import numpy as np
 
+from yolo3.decode import decode_detections
 from yolo3.errors import CommandFailed, PathLike
+from yolo3.runtimes import ExportedDetector
 
 # relative error of the raw maps allowed per (format, quantisation)
 TOLERANCES = {"none": 1e-4, "float16": 1e-2, "int8": 0.25}
@@ -76,8 +78,6 @@ def verify_export(path: PathLike, detector, images: Sequence[np.ndarray], quanti
     (and the file removed) when the comparison is off."""
     import tensorflow as tf
 
-    from yolo3.decode import decode_detections
-    from yolo3.runtimes import ExportedDetector
     path = os.fspath(path)
     exported = ExportedDetector(path)
     # images as 8-bit pixels, which uint8 and int8 inputs take exactly: both models see the same
