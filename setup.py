@@ -44,6 +44,8 @@ setup(
             "hypothesis",
             "pycocotools",
             "matplotlib",
+            # the layer contracts in .importlinter, checked by tests/test_structure.py
+            "import-linter>=2.1",
             *EXPORT,
         ],
         "plot": ["matplotlib"],

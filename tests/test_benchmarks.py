@@ -25,7 +25,7 @@ def test_flop_counts_are_darknets():
 def test_opencv_runner_gives_the_raw_maps_of_the_converted_body(tmp_path):
     """The accuracy table decodes OpenCV's maps with our host decoding: they must be the maps our
     converted body computes, in the same layout."""
-    from yolo3.benchmarks.export import OpenCVRunner
+    from yolo3.benchmarks.contenders import OpenCVRunner
     from yolo3.darknet.convert import convert
     from yolo3.darknet.layout import layout_cfg_text
     from yolo3.darknet.random_weights import write_random_weights

@@ -3,7 +3,10 @@ variant name, light modules do not import TensorFlow, and one CLI serves every c
 from __future__ import annotations
 
 import ast
+import configparser
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +165,116 @@ def test_unexpected_errors_are_one_line_exit_1(capsys, monkeypatch):
     monkeypatch.setenv("YOLO3_TRACEBACK", "1")
     with pytest.raises(RuntimeError):
         execute("detect", boom, None)
+
+
+# -- the floors (.importlinter) ----------------------------------------------------------------------
+
+LIBRARY = [p for p in sorted(PACKAGE.rglob("*.py"))
+           if p.parts[len(PACKAGE.parts)] != "cli" and p != PACKAGE / "__init__.py"]
+
+
+def _lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess:
+    code = "import sys\nfrom importlinter.cli import lint_imports\nsys.exit(lint_imports())\n"
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+
+
+def test_import_contracts_are_kept():
+    proc = _lint_imports(REPO, REPO)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "3 kept, 0 broken" in proc.stdout
+
+
+def test_the_contracts_catch_an_upward_import(tmp_path):
+    """A copy of the package with one upward import (the mask rule reaching the registry, the cycle
+    the renovation removed) breaks the floors contract."""
+    shutil.copytree(PACKAGE, tmp_path / "yolo3", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
+    masks = tmp_path / "yolo3" / "masks.py"
+    masks.write_text(masks.read_text() + "\nfrom yolo3.specs import get_spec  # noqa\n")
+    proc = _lint_imports(tmp_path, tmp_path)
+    assert proc.returncode != 0 and "yolo3.masks -> yolo3.specs" in proc.stdout, proc.stdout[-3000:]
+
+
+def _floor_modules() -> set:
+    config = configparser.ConfigParser()
+    config.read(REPO / ".importlinter")
+    text = config["importlinter:contract:floors"]["layers"]
+    return {name.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")
+            for name in re.split(r"[:|]", line)}
+
+
+def test_every_module_stands_on_a_floor():
+    """Each module is in the floors contract itself or inside a package that is (package faces that
+    only re-export, and the never-imported peer script, excepted)."""
+    floors = _floor_modules()
+    exempt = {"yolo3", "yolo3.data", "yolo3.darknet"}
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if name in exempt or any(name == f or name.startswith(f + ".") for f in floors):
+            continue
+        missing.append(name)
+    assert not missing, f"modules on no floor of .importlinter: {missing}"
+
+
+def test_no_import_cycles_function_level_imports_included():
+    import grimp  # installed with import-linter (the test extra)
+    graph = grimp.build_graph("yolo3", cache_dir=None)
+    cycles = [(a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
+              if graph.chain_exists(importer=b, imported=a)]
+    assert not cycles, cycles[:5]
+
+
+def _function_level_yolo3_imports(path: Path):
+    found = []
+
+    def visit(node, inside):
+        for child in ast.iter_child_nodes(node):
+            here = inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if inside and isinstance(child, ast.ImportFrom) and (child.level or
+                                                                 (child.module or "").startswith("yolo3")):
+                found.append(child.lineno)
+            elif inside and isinstance(child, ast.Import) and any(a.name.startswith("yolo3")
+                                                                  for a in child.names):
+                found.append(child.lineno)
+            visit(child, here)
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def test_at_most_ten_function_level_imports_outside_the_cli_each_with_its_reason():
+    found = [(p, line) for p in LIBRARY for line in _function_level_yolo3_imports(p)]
+    assert len(found) <= 10, found
+    for path, line in found:
+        text = path.read_text(encoding="utf-8").splitlines()[line - 1]
+        assert "#" in text, f"{path.relative_to(REPO)}:{line}: say why this import is inside a function"
+
+
+def test_the_library_logs_and_only_the_cli_prints():
+    offenders = []
+    for path in LIBRARY:
+        if path.parts[len(PACKAGE.parts)] == "benchmarks":  # benchmarks print their tables
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+RENAMES = {("os", "replace"), ("os", "rename"), ("shutil", "move"), ("tempfile", "mkstemp"),
+           ("tempfile", "mkdtemp")}
+
+
+def test_one_module_renames_files_into_place():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "fileio.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and (node.value.id, node.attr) in RENAMES:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not offenders, "write through yolo3.fileio instead:\n" + "\n".join(offenders)

@@ -5,13 +5,6 @@ with the machine they ran on (CPU model, flags, float32 matmul peak) beside abso
 generator), ``training`` (images/s, share of the matmul peak, wrapper overhead), ``inference``
 (OpenCV DNN vs our forward vs end to end), ``convert`` (Darknet converter time and memory),
 ``recipe`` (time to accuracy: keras-yolo3's recipe vs today's defaults), ``export`` (deployment
-formats: latency, size and mAP).
+formats: latency, size and mAP). Each module's ``run(args)`` runs it; its arguments are defined by
+:mod:`yolo3.cli.benchmark`.
 """
-BENCHMARKS = {
-    "data": "yolo3.benchmarks.data",
-    "training": "yolo3.benchmarks.training",
-    "inference": "yolo3.benchmarks.inference",
-    "convert": "yolo3.benchmarks.convert",
-    "recipe": "yolo3.benchmarks.recipe",
-    "export": "yolo3.benchmarks.export",
-}

@@ -18,6 +18,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from yolo3.errors import ArgumentError
+from yolo3.darknet.random_weights import write_random_weights
+from yolo3.darknet.layout import layout_cfg_text
+from yolo3.errors import CommandFailed
+from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import matmul_peak_gflops
 
 _CHILD = """
 import json, sys, time
@@ -30,29 +36,13 @@ print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1}))
 """
 
 
-NAME = "convert"
-DESCRIPTION = ("Darknet -> Keras converter on full-size random weights: conversion time, process wall "
-               "time and peak memory (target <= 15 s, <= 2 GB).")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cfg", type=Path, help="Darknet cfg (default: the cfg of --model, written "
-                                            "from the registry)")
-    p.add_argument("--model", default="yolov3", help="variant whose cfg to use without --cfg "
-                                                     "(default yolov3)")
-    p.add_argument("--out-format", choices=["keras", "weights.h5"], default="keras")
-
-
 def run(args: argparse.Namespace) -> int:
-    from yolo3.errors import ArgumentError
     if args.cfg is not None and not args.cfg.is_file():
         raise ArgumentError(f"cfg not found: {args.cfg}")
-    from yolo3.darknet.random_weights import write_random_weights
     with tempfile.TemporaryDirectory() as tmp:
         if args.cfg is None:
-            from yolo3.darknet.layout import layout_cfg_text
-            args.cfg = Path(tmp) / f"{args.model}.cfg"
-            args.cfg.write_text(layout_cfg_text(args.model), encoding="utf-8")
+            args.cfg = Path(tmp) / f"{args.variant}.cfg"
+            args.cfg.write_text(layout_cfg_text(args.variant), encoding="utf-8")
         weights = Path(tmp) / "random.weights"
         t = time.perf_counter()
         write_random_weights(args.cfg, weights, seed=0)
@@ -63,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
                               capture_output=True, text=True)
         wall_s = time.perf_counter() - t
         if proc.returncode:
-            from yolo3.errors import CommandFailed
             raise CommandFailed(f"the converter process failed ({proc.returncode}):\n"
                                 f"{proc.stderr[-3000:]}")
         times = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -76,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
                 ("convert (parse, read, build, load, save)", f"{times['convert_s']:.1f} s"),
                 ("converter process wall time", f"{wall_s:.1f} s"),
                 ("converter process peak RSS", f"{peak_mb:.0f} MB")]
-    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
     print(machine_line(matmul_peak_gflops()))
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}} | value\n{'-' * width}-+------")

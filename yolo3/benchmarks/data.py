@@ -17,6 +17,14 @@ import time
 from typing import Iterator, Tuple
 
 import numpy as np
+from yolo3.targets import preprocess_true_boxes
+from yolo3.anchors import YOLO_ANCHORS
+from yolo3.anchors import read_classes
+from yolo3.data.annotations import load_annotations
+from yolo3.data.pipeline import make_dataset
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import matmul_peak_gflops
 
 
 def classic_generator(records, input_hw: Tuple[int, int], anchors: np.ndarray, num_classes: int,
@@ -25,7 +33,6 @@ def classic_generator(records, input_hw: Tuple[int, int], anchors: np.ndarray, n
     from matplotlib.colors import hsv_to_rgb, rgb_to_hsv
     from PIL import Image
 
-    from yolo3.targets import preprocess_true_boxes
 
     rng = np.random.default_rng(seed)
     h, w = input_hw
@@ -93,28 +100,8 @@ def _time(it, batches: int, warmup: int) -> float:
     return time.perf_counter() - t0
 
 
-NAME = "data"
-DESCRIPTION = ("Throughput of the tf.data pipeline vs the classic Python generator (decode, augment, "
-               "encode y_true) on the same annotation file.")
-
-
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--annotations", help="annotation file (default: a temporary synthetic dataset)")
-    ap.add_argument("--classes", help="classes file")
-    ap.add_argument("--num-images", type=int, default=96, help="synthetic images to write")
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--size", type=int, default=416)
-    ap.add_argument("--batches", type=int, default=15, help="timed batches per contender")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-
-
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from yolo3.anchors import YOLO_ANCHORS, read_classes
-    from yolo3.data.annotations import load_annotations
-    from yolo3.data.pipeline import make_dataset
-    from yolo3.data.synthetic import make_synthetic_dataset
 
     tmp = None
     if args.annotations:
@@ -135,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
     t_gen = _time(gen, args.batches, args.warmup)
     n = args.batches * args.batch_size
     ips_pipe, ips_gen = n / t_pipe, n / t_gen
-    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
     print(machine_line(matmul_peak_gflops()))
     print(f"{len(records)} images from {ann}; batches of {args.batch_size} at {args.size}x{args.size}; "
           f"{args.batches} timed batches each")

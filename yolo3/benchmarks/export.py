@@ -27,10 +27,27 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+from yolo3.darknet.cfg import parse_cfg
+from yolo3.detector import YOLO
+from yolo3.runtimes import ExportedDetector
+from yolo3.benchmarks.contenders import OpenCVRunner
+from yolo3.darknet.layout import layout_cfg_text
+from yolo3.darknet.random_weights import write_random_weights
+from yolo3.export import export_onnx, export_tflite, verify_export
+from yolo3.export.calibration import calibration_images, calibration_paths
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.benchmarks.isolated import interleaved
+from yolo3.benchmarks.isolated import median
+from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.darknet.convert import convert
+from yolo3.precision import resolve_precision
+from yolo3.specs import get_spec
+from yolo3.darknet.export import export_darknet
+from yolo3.data.annotations import load_annotations
+from yolo3.data.images import load_image
+from yolo3.evaluation import evaluate_detections
 
-NAME = "export"
-DESCRIPTION = ("Deployment formats side by side: latency, size and mAP of Keras, TFLite "
-               "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.")
 
 FORMATS = ("keras", "keras-bf16", "tflite", "tflite-fp16", "tflite-int8", "onnx", "opencv")
 LABELS = {"keras": "Keras float32", "keras-bf16": "Keras bfloat16", "tflite": "TFLite float32",
@@ -38,76 +55,7 @@ LABELS = {"keras": "Keras float32", "keras-bf16": "Keras bfloat16", "tflite": "T
           "onnx": "ONNX Runtime", "opencv": "OpenCV DNN (Darknet files)"}
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", nargs="+", default=["yolov3", "tiny"], help="variants to time")
-    p.add_argument("--input-size", type=int, default=416)
-    p.add_argument("--darknet-dir", default=os.path.join("..", "shared", "darknet"),
-                   help="folder with yolov3-tiny.cfg / .weights (real weights for tiny when there)")
-    p.add_argument("--calibration", default=None, help="int8 calibration images: annotation file "
-                   "or folder (default: synthetic images)")
-    p.add_argument("--calibration-images", type=int, default=32)
-    p.add_argument("--runs", type=int, default=10, help="timed runs per contender and round")
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--force-bf16", action="store_true", help="time Keras bfloat16 even where it "
-                   "is emulated")
-    p.add_argument("--trained", default=None, help="a trained .keras model for the accuracy table")
-    p.add_argument("--annotations", default=None, help="held-out annotations for --trained")
-    p.add_argument("--seed", type=int, default=0)
-
-
 # -- runners of raw maps (children and the accuracy table) -----------------------------------------
-
-class OpenCVRunner:
-    """OpenCV DNN on Darknet files, giving the raw maps that feed each ``[yolo]`` layer as
-    ``raw_s<stride>`` (NHWC), for :meth:`yolo3.runtimes.ExportedDetector.from_runner`."""
-
-    input_dtype = np.dtype(np.float32)
-    input_quantization = None
-
-    def __init__(self, cfg_path: str, weights_path: str, strides):
-        import cv2
-
-        from yolo3.darknet.cfg import parse_cfg
-        self.net = cv2.dnn.readNetFromDarknet(cfg_path, weights_path)
-        self.net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-        self.net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-        self.names = [f"conv_{i}" for i in parse_cfg(cfg_path).output_indices()]
-        self.strides = list(strides)
-
-    def run(self, images: np.ndarray) -> Dict[str, np.ndarray]:
-        self.net.setInput(np.ascontiguousarray(np.asarray(images, np.float32).transpose(0, 3, 1, 2)))
-        outs = self.net.forward(self.names)
-        return {f"raw_s{s}": np.asarray(o).transpose(0, 2, 3, 1) for s, o in zip(self.strides, outs)}
-
-
-def _keras_runner(path: str, precision: str):
-    from yolo3.detector import YOLO
-    detector = YOLO(path, precision=precision)
-    return lambda x: detector.forward(x)
-
-
-def _exported_runner(path: str):
-    from yolo3.runtimes import ExportedDetector
-    detector = ExportedDetector(path)
-    return lambda x: detector.raw_outputs(x)
-
-
-def latency_child(p: dict) -> dict:
-    """Milliseconds of the raw maps of one prepared image with format ``p['format']``."""
-    from yolo3.benchmarks.isolated import timed_runs
-    fmt, path = p["format"], p["path"]
-    if fmt == "keras":
-        fn = _keras_runner(path, "float32")
-    elif fmt == "keras-bf16":
-        fn = _keras_runner(path, "bfloat16")
-    elif fmt == "opencv":
-        runner = OpenCVRunner(p["cfg"], path, p["strides"])
-        fn = runner.run
-    else:
-        fn = _exported_runner(path)
-    x = np.random.default_rng(0).uniform(0, 1, (1, p["size"], p["size"], 3)).astype(np.float32)
-    return {"times": timed_runs(lambda: fn(x), p["runs"], p["warmup"])}
 
 
 # -- preparing the files ---------------------------------------------------------------------------
@@ -117,16 +65,13 @@ def _darknet_files(model: str, size: int, darknet_dir: str, folder: str, seed: i
     """``(cfg, weights, source)`` for ``model``: Darknet's real tiny weights when available."""
     real_cfg = os.path.join(darknet_dir, f"yolov3-{model}.cfg")
     real_weights = os.path.join(darknet_dir, f"yolov3-{model}.weights")
-    from yolo3.darknet.layout import layout_cfg_text
     cfg = os.path.join(folder, f"{model}.cfg")
     with open(cfg, "w", encoding="utf-8") as f:
         f.write(layout_cfg_text(model, input_size=(size, size)))
     if os.path.exists(real_weights) and os.path.exists(real_cfg):
-        from yolo3.darknet.cfg import parse_cfg
         real = parse_cfg(real_cfg)
         if [c.spec.filters for c in real.convs()] == [c.spec.filters for c in parse_cfg(cfg).convs()]:
             return _resized_cfg(real_cfg, size, folder), real_weights, "Darknet's COCO weights"
-    from yolo3.darknet.random_weights import write_random_weights
     weights = os.path.join(folder, f"{model}.weights")
     write_random_weights(cfg, weights, seed=seed)
     return cfg, weights, "random weights"
@@ -146,27 +91,24 @@ def _resized_cfg(cfg_path: str, size: int, folder: str) -> str:
 def _export_all(keras_path: str, folder: str, stem: str, calibration: str, count: int,
                 raw: bool) -> Dict[str, str]:
     """``{format: path}``: TFLite float32 / float16 / int8 and ONNX of ``keras_path``, each checked
-    against Keras by ``yolo3 export`` when written."""
-    from yolo3.cli.export import main as export_main
+    against Keras when written (as ``yolo3 export`` checks them)."""
     paths = {"tflite": f"{stem}.tflite", "tflite-fp16": f"{stem}-fp16.tflite",
              "tflite-int8": f"{stem}-int8.tflite", "onnx": f"{stem}.onnx"}
     paths = {k: os.path.join(folder, v) for k, v in paths.items()}
-    extra = ["--raw"] if raw else []
+    detector = YOLO(keras_path, precision="float32")
+    images = calibration_images(calibration_paths(calibration, count), detector.input_hw)
+    check = images[:8]
     for fmt, quantize in (("tflite", "none"), ("tflite-fp16", "float16"), ("tflite-int8", "int8")):
-        args = ["--model", keras_path, "--tflite", paths[fmt], "--quantize", quantize,
-                "--tflite-input", "uint8" if quantize == "int8" else "float32", *extra]
-        if quantize == "int8":
-            args += ["--calibration", calibration, "--calibration-images", str(count)]
-        if export_main(args) != 0:
-            raise RuntimeError(f"yolo3 export {' '.join(args)} failed")
-    if export_main(["--model", keras_path, "--onnx", paths["onnx"], "--onnx-input", "float32",
-                    *extra]) != 0:
-        raise RuntimeError("ONNX export failed")
+        export_tflite(detector, paths[fmt], input_dtype="uint8" if quantize == "int8" else "float32",
+                      quantize=quantize, calibration=images if quantize == "int8" else None,
+                      raw=raw)
+        verify_export(paths[fmt], detector, check, quantize)
+    export_onnx(detector, paths["onnx"], input_dtype="float32", raw=raw)
+    verify_export(paths["onnx"], detector, check)
     return paths
 
 
 def _calibration_folder(folder: str, size: int, count: int, seed: int) -> str:
-    from yolo3.data.synthetic import make_synthetic_dataset
     make_synthetic_dataset(os.path.join(folder, "calibration"), count, (size, size), seed=seed,
                            style="textured")
     return os.path.join(folder, "calibration", "images")
@@ -180,11 +122,6 @@ def _size_mb(path: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from yolo3.benchmarks.isolated import interleaved, median
-    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
-    from yolo3.darknet.convert import convert
-    from yolo3.precision import resolve_precision
-    from yolo3.specs import get_spec
     peak = matmul_peak_gflops()
     native_bf16 = resolve_precision("auto") == "bfloat16"
     size = args.input_size
@@ -193,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="yolo3-export-bench-") as tmp:
         calibration = args.calibration or _calibration_folder(tmp, size, args.calibration_images,
                                                               args.seed)
-        for model in args.models:
+        for model in args.variants:
             folder = os.path.join(tmp, model)
             os.makedirs(folder)
             cfg, weights, source = _darknet_files(model, size, args.darknet_dir, folder, args.seed)
@@ -204,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
             paths["opencv"] = weights
             common = dict(size=size, runs=args.runs, warmup=args.warmup, cfg=cfg,
                           strides=list(get_spec(model).strides))
-            contenders = {fmt: ("yolo3.benchmarks.export:latency_child",
+            contenders = {fmt: ("yolo3.benchmarks.contenders:raw_map_latency",
                                 dict(common, format=fmt, path=paths[fmt])) for fmt in paths}
             if native_bf16 or args.force_bf16:
-                contenders["keras-bf16"] = ("yolo3.benchmarks.export:latency_child",
+                contenders["keras-bf16"] = ("yolo3.benchmarks.contenders:raw_map_latency",
                                             dict(common, format="keras-bf16", path=keras_path))
             times = {k: median(v) for k, v in interleaved(contenders, args.rounds).items()}
             tables.append((f"{model}-{size} ({source})", _latency_rows(times, paths, native_bf16,
@@ -251,12 +188,6 @@ def _latency_rows(times: Dict[str, float], paths: Dict[str, str], native_bf16: b
 
 def _accuracy(args: argparse.Namespace, tmp: str, calibration: str, with_bf16: bool) -> List[tuple]:
     """mAP of ``--trained`` in every format on ``--annotations``."""
-    from yolo3.darknet.export import export_darknet
-    from yolo3.data.annotations import load_annotations
-    from yolo3.data.images import load_image
-    from yolo3.detector import YOLO
-    from yolo3.evaluation import evaluate_detections
-    from yolo3.runtimes import ExportedDetector
     if not args.annotations:
         raise SystemExit("--trained needs --annotations (its held-out set)")
     folder = os.path.join(tmp, "trained")
@@ -297,7 +228,6 @@ def _accuracy(args: argparse.Namespace, tmp: str, calibration: str, with_bf16: b
 
 
 def _strides(detector) -> List[int]:
-    from yolo3.specs import get_spec
     return list(get_spec(detector.info.variant).strides)
 
 

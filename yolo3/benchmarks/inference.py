@@ -33,25 +33,17 @@ import tempfile
 from typing import List
 
 import numpy as np
-
-NAME = "inference"
-DESCRIPTION = ("Inference: OpenCV DNN forward vs our forward vs our end-to-end detect, on the same "
-               "random Darknet weights, each in its own process; plus the converter's agreement "
-               "with OpenCV.")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cfg", help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
-                                 "of --model, written from the registry)")
-    p.add_argument("--model", default="yolov3", help="variant whose cfg to use without --cfg")
-    p.add_argument("--image", help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
-    p.add_argument("--input-size", type=int, default=416)
-    p.add_argument("--runs", type=int, default=12, help="timed runs per contender and round")
-    p.add_argument("--rounds", type=int, default=2, help="turns each contender takes")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--score", type=float, default=0.3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="also write the figures to this JSON file")
+from yolo3.benchmarks.contenders import prepared
+from yolo3.detector import YOLO
+from yolo3.benchmarks.isolated import interleaved
+from yolo3.benchmarks.isolated import median
+from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.darknet.cfg import parse_cfg
+from yolo3.darknet.convert import convert
+from yolo3.darknet.random_weights import write_random_weights
+from yolo3.precision import resolve_precision
+from yolo3.darknet.layout import layout_cfg_text
 
 
 def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
@@ -60,60 +52,12 @@ def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(a64 - r64) / np.linalg.norm(r64))
 
 
-def _prepared(image_path: str, size: int):
-    """The image resized (no letterbox) to ``size``: ``(rgb uint8 (s, s, 3), x float32 (1, s, s, 3))``."""
-    import cv2
-
-    from yolo3.data.images import load_image
-    resized = cv2.resize(load_image(image_path), (size, size))
-    return resized, (resized.astype(np.float32) / 255.0)[None]
-
-
-def opencv_child(p: dict) -> dict:
-    """Time OpenCV DNN's forward of a prepared blob."""
-    import cv2
-
-    from yolo3.benchmarks.isolated import timed_runs
-    net = cv2.dnn.readNetFromDarknet(p["cfg"], p["weights"])
-    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-    names = net.getUnconnectedOutLayersNames()
-    resized, _ = _prepared(p["image"], p["size"])
-    blob = cv2.dnn.blobFromImage(resized, 1 / 255.0, (p["size"], p["size"]), swapRB=False, crop=False)
-
-    def forward():
-        net.setInput(blob)
-        return net.forward(names)
-    return {"times": timed_runs(forward, p["runs"], p["warmup"])}
-
-
-def yolo3_child(p: dict) -> dict:
-    """Time our forward (``what='forward'``, at ``precision``), ``detect`` from the JPEG file
-    (``'e2e'``, default precision) or ``detect_batch`` of 8 images (``'batch8'``)."""
-    from yolo3.benchmarks.isolated import timed_runs
-    from yolo3.data.images import load_image
-    from yolo3.detector import YOLO
-    det = YOLO(p["model"], input_size=p["size"], score=p["score"], precision=p["precision"])
-    what = p["what"]
-    if what == "forward":
-        _, x = _prepared(p["image"], p["size"])
-        fn = lambda: det.forward(x)  # noqa: E731
-    elif what == "e2e":
-        fn = lambda: det.detect(load_image(p["image"]))  # noqa: E731
-    else:
-        batch = [load_image(p["image"])] * 8
-        fn = lambda: det.detect_batch(batch)  # noqa: E731
-    return {"times": timed_runs(fn, p["runs"], p["warmup"]), "precision": det.precision,
-            "detections": len(det.detect(load_image(p["image"]))[0])}
-
-
 def _agreement(cfg, cfg_path: str, weights: str, model_path: str, image: str, size: int,
                with_bf16: bool) -> dict:
     import cv2
 
-    from yolo3.detector import YOLO
     net = cv2.dnn.readNetFromDarknet(cfg_path, weights)
-    resized, x = _prepared(image, size)
+    resized, x = prepared(image, size)
     net.setInput(cv2.dnn.blobFromImage(resized, 1 / 255.0, (size, size), swapRB=False, crop=False))
     reference = [np.asarray(o).transpose(0, 2, 3, 1)
                  for o in net.forward([f"conv_{i}" for i in cfg.output_indices()])]
@@ -141,12 +85,6 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import cv2
 
-    from yolo3.benchmarks.isolated import interleaved, median
-    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
-    from yolo3.darknet.cfg import parse_cfg
-    from yolo3.darknet.convert import convert
-    from yolo3.darknet.random_weights import write_random_weights
-    from yolo3.precision import resolve_precision
 
     size = args.input_size
     peak = matmul_peak_gflops()
@@ -155,10 +93,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
         cfg_path = args.cfg
         if cfg_path is None:
-            from yolo3.darknet.layout import layout_cfg_text
-            cfg_path = os.path.join(tmp, f"{args.model}.cfg")
+            cfg_path = os.path.join(tmp, f"{args.variant}.cfg")
             with open(cfg_path, "w", encoding="utf-8") as f:
-                f.write(layout_cfg_text(args.model, input_size=(size, size)))
+                f.write(layout_cfg_text(args.variant, input_size=(size, size)))
         cfg = parse_cfg(cfg_path)
         gflop = cfg.conv_flops(size, size) / 1e9
         weights = os.path.join(tmp, "random.weights")
@@ -168,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         image = args.image or _synthetic_jpeg(os.path.join(tmp, "synthetic.jpg"), args.seed)
         common = dict(size=size, image=image, runs=args.runs, warmup=args.warmup, score=args.score,
                       model=model_path)
-        child = "yolo3.benchmarks.inference:yolo3_child"
+        child = "yolo3.benchmarks.contenders:yolo3_inference"
         contenders = {
-            "opencv": ("yolo3.benchmarks.inference:opencv_child",
+            "opencv": ("yolo3.benchmarks.contenders:opencv_forward",
                        dict(common, cfg=cfg_path, weights=weights)),
             "forward": (child, dict(common, what="forward", precision="float32")),
             "e2e": (child, dict(common, what="e2e", precision="auto")),
@@ -183,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         agreement = _agreement(cfg, cfg_path, weights, model_path, image, size, with_bf16)
     med = {k: median(v) for k, v in times.items()}
     result = {
-        "cfg": args.cfg or args.model, "input_size": size, "runs": len(times["opencv"]),
+        "cfg": args.cfg or args.variant, "input_size": size, "runs": len(times["opencv"]),
         "default_precision": default_precision,
         "opencv_forward_ms": med["opencv"], "our_forward_ms": med["forward"],
         "our_end_to_end_ms": med["e2e"], "batch8_images_per_s": 8000.0 / med["batch8"],

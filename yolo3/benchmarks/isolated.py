@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Tuple
+from yolo3.errors import CommandFailed
 
 _MARK = "@@YOLO3-BENCHMARK@@"
 
@@ -43,7 +44,6 @@ def run_child(target: str, payload: dict, timeout: float = 1800) -> dict:
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(_MARK) and proc.returncode == 0:
             return json.loads(line[len(_MARK):])
-    from yolo3.errors import CommandFailed
     raise CommandFailed(f"benchmark child {target} failed ({proc.returncode}):\n"
                         f"{proc.stderr[-3000:]}")
 

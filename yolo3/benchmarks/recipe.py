@@ -30,10 +30,26 @@ import argparse
 import os
 import tempfile
 from typing import Dict, List, Optional
+from yolo3.distribute import configure_logical_cpus
+from yolo3.history import read_history
+from yolo3.train import TrainConfig
+from yolo3.train import train
+from yolo3.data.photo_synthetic import make_photo_dataset
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.anchors import kmeans_anchors
+from yolo3.anchors import read_classes
+from yolo3.anchors import write_anchors
+from yolo3.data.annotations import box_sizes
+from yolo3.data.annotations import load_annotations
+from yolo3.errors import ArgumentError
+from yolo3.data.yolo_layout import write_yolo_layout
+from yolo3.evaluation import evaluate_detections
+from yolo3.benchmarks.machine import cores
+from yolo3.benchmarks.isolated import run_child
+from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.specs import get_spec
 
-NAME = "recipe"
-DESCRIPTION = ("Time to accuracy: keras-yolo3's recipe against today's defaults on the same "
-               "synthetic set, mAP@0.5:0.95 over training time, each in its own process.")
 
 # keras-yolo3's recipe: MSE box loss, no EMA or weight decay, Adam 1e-3, one anchor per box,
 # Keras's moving batch-norm averages
@@ -41,53 +57,10 @@ OLD_RECIPE = dict(box_loss="mse", ema=False, weight_decay=0.0, prior_bias=False,
                   lr=1e-3, assign_iou=1.0, bn_stats_images=0)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="tiny", help="variant (default tiny)")
-    p.add_argument("--input-size", type=int, default=160, help="input size (default 160)")
-    p.add_argument("--epochs", type=int, default=16, help="epochs for both recipes (default 16)")
-    p.add_argument("--batch-size", type=int, default=8, help="images per replica (default 8)")
-    p.add_argument("--num-images", type=int, default=1000, help="training images (default 1000)")
-    p.add_argument("--val-images", type=int, default=200, help="validation images (default 200)")
-    p.add_argument("--image-size", type=int, default=224, help="synthetic image side (default 224)")
-    p.add_argument("--style", choices=["solid", "textured", "photo"], default="solid",
-                   help="synthetic style: solid (the demo's), textured (harder) or photo "
-                        "(realistic: yolo3 synth --style photo)")
-    p.add_argument("--photos", default=None, help="photo style: folder of photographs (default: "
-                   "scikit-image's)")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=None, metavar="B",
-                   help="train each recipe at each of these per-replica batch sizes (default: "
-                        "--batch-size)")
-    p.add_argument("--anchors", choices=["default", "kmeans"], default="default",
-                   help="the variant's default anchors, or k-means anchors of the training boxes "
-                        "(as a user would compute them)")
-    p.add_argument("--peer", choices=["ultralytics"], default=None,
-                   help="also train the peer on the same data and score it alike")
-    p.add_argument("--peer-python", default=None,
-                   help="the Python of an environment with ultralytics installed")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for the peer (default: the cores yolo3 uses)")
-    p.add_argument("--augment", choices=["full", "light", "none"], default="light",
-                   help="augmentation for both (default light, the 0.2 demo's)")
-    p.add_argument("--cpu-replicas", type=int, default=2, help="logical CPU replicas through the "
-                   "wrapper, as the demo (0: one device)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
-                   "classes.txt) instead of generating one")
-    p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
-    p.add_argument("--extra", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="TrainConfig fields for the new recipe (e.g. bn_stats_images=0), to "
-                        "measure one choice against the defaults")
-    p.add_argument("--plot", default=None, help="write mAP@0.5:0.95 over time to this PNG")
-    p.add_argument("--json", default=None, help="write the curves to this JSON file")
-
-
 def train_child(p: dict) -> dict:
     """Train one recipe (``p['config']``: TrainConfig fields); the per-epoch history."""
     if p.get("cpu_replicas"):
-        from yolo3.distribute import configure_logical_cpus
         configure_logical_cpus(p["cpu_replicas"])
-    from yolo3.history import read_history
-    from yolo3.train import TrainConfig, train
     result = train(TrainConfig(**p["config"]))
     history = read_history(os.path.join(result.output, "history.csv"))
     return {k: history[k] for k in ("seconds", "mAP50", "mAP50_95", "loss") if k in history}
@@ -98,11 +71,9 @@ def _dataset(args: argparse.Namespace, folder: str) -> str:
         return args.data
     total = args.num_images + args.val_images
     if args.style == "photo":
-        from yolo3.data.photo_synthetic import make_photo_dataset
         make_photo_dataset(folder, total, args.photos, seed=args.seed,
                            val_fraction=args.val_images / total)
         return folder
-    from yolo3.data.synthetic import make_synthetic_dataset
     make_synthetic_dataset(folder, total, (args.image_size, args.image_size), seed=args.seed,
                            val_fraction=args.val_images / total, style=args.style)
     return folder
@@ -131,8 +102,6 @@ def map_at(times: List[float], maps: List[float], budget: float) -> float:
 
 
 def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> str:
-    from yolo3.anchors import kmeans_anchors, read_classes, write_anchors
-    from yolo3.data.annotations import box_sizes, load_annotations
     names = read_classes(os.path.join(data, "classes.txt"))
     records = load_annotations(os.path.join(data, "train.txt"), names)
     anchors, _ = kmeans_anchors(box_sizes(records, (input_size, input_size)), num_anchors, seed=0)
@@ -165,7 +134,6 @@ def _count(path: str) -> int:
 
 def check_peer_python(args: argparse.Namespace) -> None:
     """Refuse a missing ``--peer-python`` before anything is trained."""
-    from yolo3.errors import ArgumentError
     if not args.peer_python or not os.path.exists(args.peer_python):
         raise ArgumentError("--peer ultralytics needs --peer-python: the Python of an environment "
                             "with Ultralytics (python -m venv peer && peer/bin/pip install "
@@ -177,10 +145,6 @@ def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int
     import json
     import subprocess
 
-    from yolo3.anchors import read_classes
-    from yolo3.data.annotations import load_annotations
-    from yolo3.data.yolo_layout import write_yolo_layout
-    from yolo3.evaluation import evaluate_detections
     import numpy as np
     check_peer_python(args)
     names = read_classes(os.path.join(data, "classes.txt"))
@@ -190,7 +154,6 @@ def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int
     val_list = os.path.join(folder, "val_images.txt")
     with open(val_list, "w", encoding="utf-8") as f:
         f.write("".join(r.path + "\n" for r in val))
-    from yolo3.benchmarks.machine import cores
     threads = args.threads or cores()
     driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ultralytics_peer.py")
     out = os.path.join(folder, "peer")
@@ -221,8 +184,6 @@ def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from yolo3.benchmarks.isolated import run_child
-    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
     if args.peer:
         check_peer_python(args)
     peak = matmul_peak_gflops()
@@ -235,9 +196,8 @@ def run(args: argparse.Namespace) -> int:
         counts = [_count(os.path.join(data, f"{split}.txt")) for split in ("train", "val")]
         anchors = None
         if args.anchors == "kmeans":
-            from yolo3.specs import get_spec
             anchors = _kmeans_anchors(data, args.input_size,
-                                      len(get_spec(args.model).default_anchors()),
+                                      len(get_spec(args.variant).default_anchors()),
                                       os.path.join(tmp, "anchors.txt"))
         for batch in batches:
             for name in args.recipes:
@@ -245,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
                 config = dict(annotations=os.path.join(data, "train.txt"),
                               val_annotations=os.path.join(data, "val.txt"),
                               classes=os.path.join(data, "classes.txt"), anchors=anchors,
-                              output=os.path.join(tmp, label), model=args.model,
+                              output=os.path.join(tmp, label), model=args.variant,
                               input_size=args.input_size, epochs=args.epochs,
                               batch_size=batch, cpu_replicas=args.cpu_replicas,
                               augment=args.augment, seed=args.seed, eval_every=1, verbose=0,
@@ -262,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
             peer = peer_run(args, data, tmp, batches[0] * replicas)
     print(machine_line(peak))
-    print(f"{args.model}-{args.input_size}, {args.epochs} epochs, {counts[0]} training + "
+    print(f"{args.variant}-{args.input_size}, {args.epochs} epochs, {counts[0]} training + "
           f"{counts[1]} validation images ({args.data or args.style}), {args.anchors} anchors, batch "
           f"{' '.join(map(str, batches))}{f' x {args.cpu_replicas} replicas' if args.cpu_replicas else ''}"
           "; time = training time (steps + validation loss), evaluations not counted")

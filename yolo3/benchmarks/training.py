@@ -23,39 +23,32 @@ import os
 import tempfile
 import time
 from typing import List, Optional
+from yolo3.darknet.cfg import parse_cfg_text
+from yolo3.darknet.layout import layout_cfg_text
+from yolo3.targets import preprocess_true_boxes
+from yolo3.loss import identity_loss
+from yolo3.loss import yolo_training_model
+from yolo3.parallel import multi_gpu_model
+from yolo3.recipe import dtype_policy
+from yolo3.specs import get_spec
+from yolo3.train_config import default
+from yolo3.distribute import configure_logical_cpus
+from yolo3.data.annotations import load_annotations
+from yolo3.data.augment import AugmentConfig
+from yolo3.data.pipeline import make_dataset
+from yolo3.precision import resolve_training_precision
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.benchmarks.isolated import run_child
+from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import matmul_peak_gflops
 
-NAME = "training"
-DESCRIPTION = ("Training throughput: images/s for each variant in float32, mixed precision and "
-               "XLA, the replica wrapper, the data-wait share and mixed precision's loss, each in "
-               "its own process, against the float32 matmul peak.")
 
 NUM_CLASSES = 80
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", nargs="+", default=["yolov3", "tiny"], help="variants (default: "
-                   "yolov3 tiny)")
-    p.add_argument("--size", type=int, default=416, help="input size (multiple of 32)")
-    p.add_argument("--batch", type=int, nargs="+", default=[8], help="global batch size(s)")
-    p.add_argument("--steps", type=int, default=5, help="timed steps after two warm-up steps")
-    p.add_argument("--replicas", type=int, default=2, help="replicas for the wrapper row (0: none)")
-    p.add_argument("--no-jit", action="store_true", help="skip the XLA rows")
-    p.add_argument("--force-mixed", action="store_true", help="also time mixed_bfloat16 on a CPU "
-                   "that emulates it")
-    p.add_argument("--data-wait", action="store_true", help="also feed tiny from the real pipeline "
-                   "and report the share of step time spent waiting for data")
-    p.add_argument("--data-images", type=int, default=200, help="synthetic images for --data-wait")
-    p.add_argument("--loss-steps", type=int, default=0, help="compare float32 and mixed precision "
-                   "losses after this many steps (0: no comparison)")
-    p.add_argument("--loss-model", default="tiny", help="variant for --loss-steps (default tiny)")
-    p.add_argument("--loss-size", type=int, default=160, help="input size for --loss-steps")
 
 
 def forward_gflops(model: str, size: int) -> float:
     """Forward GFLOP of one image (Darknet's count, from the variant's layout; 65.9 for
     YOLOv3-416)."""
-    from yolo3.darknet.cfg import parse_cfg_text
-    from yolo3.darknet.layout import layout_cfg_text
     return parse_cfg_text(layout_cfg_text(model, input_size=(size, size))).conv_flops() / 1e9
 
 
@@ -63,7 +56,6 @@ def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
     """A fixed batch: images in [0, 1], two boxes each, targets encoded by the project's encoder."""
     import numpy as np
 
-    from yolo3.targets import preprocess_true_boxes
     rng = np.random.default_rng(seed)
     x = rng.uniform(0, 1, (batch, size, size, 3)).astype("float32")
     boxes = np.zeros((batch, max_boxes, 5), "float32")
@@ -82,11 +74,6 @@ def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit:
            max_boxes: int, seed: int = 0):
     import keras
 
-    from yolo3.loss import identity_loss, yolo_training_model
-    from yolo3.parallel import multi_gpu_model
-    from yolo3.recipe import dtype_policy
-    from yolo3.specs import get_spec
-    from yolo3.train_config import default
     spec = get_spec(spec_name)
     keras.utils.set_random_seed(seed)
     with dtype_policy(policy):
@@ -110,7 +97,6 @@ def throughput_child(p: dict) -> dict:
     if p["replicas"] > 1:
         import tensorflow as tf
         if not tf.config.list_physical_devices("GPU"):
-            from yolo3.distribute import configure_logical_cpus
             configure_logical_cpus(p["replicas"])
     max_boxes = 100
     spec, _, model = _model(p["model"], p["size"], p["policy"], p["replicas"], p["jit"],
@@ -134,9 +120,6 @@ def throughput_child(p: dict) -> dict:
 
 
 def _pipeline(p: dict, spec, max_boxes: int):
-    from yolo3.data.annotations import load_annotations
-    from yolo3.data.augment import AugmentConfig
-    from yolo3.data.pipeline import make_dataset
     classes = [line.strip() for line in open(p["classes"], encoding="utf-8") if line.strip()]
     records = load_annotations(p["data"], classes)
     anchors = spec.default_anchors()
@@ -157,13 +140,11 @@ def loss_child(p: dict) -> dict:
 
 def mixed_policy() -> Optional[str]:
     """The mixed policy ``--precision auto`` trains in on this machine, or None (float32)."""
-    from yolo3.precision import resolve_training_precision
     chosen = resolve_training_precision("auto")
     return None if chosen == "float32" else chosen
 
 
 def _synthetic(folder: str, images: int, size: int) -> tuple:
-    from yolo3.data.synthetic import make_synthetic_dataset
     return make_synthetic_dataset(folder, images, (size, size), style="textured", seed=0,
                                   image_format="jpg")
 
@@ -172,8 +153,6 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from yolo3.benchmarks.isolated import run_child
-    from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
     peak = matmul_peak_gflops()
     gpus = tf.config.list_physical_devices("GPU")
     mixed = mixed_policy() or ("mixed_bfloat16" if args.force_mixed else None)
@@ -191,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         return img_s
 
     device = "1 GPU" if gpus else "CPU"
-    for model in args.models:
+    for model in args.variants:
         for batch in args.batch:
             base = dict(model=model, size=args.size, batch=batch, steps=args.steps,
                         policy="float32", jit=False, replicas=1)
@@ -213,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if args.data_wait:
         with tempfile.TemporaryDirectory(prefix="yolo3-bench-") as folder:
             annotations, classes = _synthetic(folder, args.data_images, 320)
-            for model in args.models:
+            for model in args.variants:
                 batch = args.batch[0]
                 p = dict(model=model, size=args.size, batch=batch, steps=max(args.steps, 10),
                          policy="float32", jit=False, replicas=1, data=annotations,
@@ -230,14 +209,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _loss_table(args: argparse.Namespace, mixed: Optional[str]) -> None:
-    from yolo3.benchmarks.isolated import run_child
     if not mixed:
         print(f"\nloss after {args.loss_steps} steps: skipped (no native mixed precision here; "
               "--force-mixed runs it emulated)")
         return
-    p = dict(model=args.loss_model, size=args.loss_size, batch=8, steps=args.loss_steps)
+    p = dict(model=args.loss_variant, size=args.loss_size, batch=8, steps=args.loss_steps)
     fp32 = run_child("yolo3.benchmarks.training:loss_child", dict(p, policy="float32"))["losses"]
     low = run_child("yolo3.benchmarks.training:loss_child", dict(p, policy=mixed))["losses"]
-    print(f"\n{args.loss_model}-{args.loss_size}, batch 8, same start and batches: loss at step 1 "
+    print(f"\n{args.loss_variant}-{args.loss_size}, batch 8, same start and batches: loss at step 1 "
           f"float32 {fp32[0]:.4f}, {mixed} {low[0]:.4f}; after {args.loss_steps} steps float32 "
           f"{fp32[-1]:.4f}, {mixed} {low[-1]:.4f} ({100 * (low[-1] - fp32[-1]) / fp32[-1]:+.2f}%)")

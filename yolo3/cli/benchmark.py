@@ -1,32 +1,175 @@
 """``yolo3 benchmark <name>`` (``yolo3-benchmark``, ``tools/benchmark_<name>.py``): the benchmarks
-of :mod:`yolo3.benchmarks`, each running its contenders side by side and printing a table."""
+of :mod:`yolo3.benchmarks`, each running its contenders side by side and printing a table.
+
+Their arguments are defined here, so that ``--help`` imports no benchmark (nor TensorFlow); the
+benchmark's module is imported when it runs.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 from typing import List, Optional
 
-from yolo3.cli.common import make_parser, run_command
+from yolo3.cli.common import add_variant_argument, make_parser, run_command
 
 NAME = "benchmark"
 DESCRIPTION = ("Benchmarks that run their contenders side by side in one process and print a table, "
                "with the CPU flags and the float32 matmul peak.")
 
 
+def _data_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--annotations", help="annotation file (default: a temporary synthetic dataset)")
+    p.add_argument("--classes", help="classes file")
+    p.add_argument("--num-images", type=int, default=96, help="synthetic images to write")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--size", type=int, default=416)
+    p.add_argument("--batches", type=int, default=15, help="timed batches per contender")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _training_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default=["yolov3", "tiny"], many=True,
+                         help="variants (default: yolov3 tiny)")
+    p.add_argument("--size", type=int, default=416, help="input size (multiple of 32)")
+    p.add_argument("--batch", type=int, nargs="+", default=[8], help="global batch size(s)")
+    p.add_argument("--steps", type=int, default=5, help="timed steps after two warm-up steps")
+    p.add_argument("--replicas", type=int, default=2, help="replicas for the wrapper row (0: none)")
+    p.add_argument("--no-jit", action="store_true", help="skip the XLA rows")
+    p.add_argument("--force-mixed", action="store_true", help="also time mixed_bfloat16 on a CPU "
+                   "that emulates it")
+    p.add_argument("--data-wait", action="store_true", help="also feed tiny from the real pipeline "
+                   "and report the share of step time spent waiting for data")
+    p.add_argument("--data-images", type=int, default=200, help="synthetic images for --data-wait")
+    p.add_argument("--loss-steps", type=int, default=0, help="compare float32 and mixed precision "
+                   "losses after this many steps (0: no comparison)")
+    p.add_argument("--loss-variant", "--loss-model", dest="loss_variant", default="tiny",
+                   help="variant for --loss-steps (default tiny)")
+    p.add_argument("--loss-size", type=int, default=160, help="input size for --loss-steps")
+
+
+def _inference_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cfg", help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
+                                 "of --variant, written from the registry)")
+    add_variant_argument(p, default="yolov3", help="variant whose cfg to use without --cfg")
+    p.add_argument("--image", help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
+    p.add_argument("--input-size", type=int, default=416)
+    p.add_argument("--runs", type=int, default=12, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=int, default=2, help="turns each contender takes")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--score", type=float, default=0.3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="also write the figures to this JSON file")
+
+
+def _convert_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cfg", type=Path, help="Darknet cfg (default: the cfg of --variant, written "
+                                            "from the registry)")
+    add_variant_argument(p, default="yolov3", help="variant whose cfg to use without --cfg "
+                                                   "(default yolov3)")
+    p.add_argument("--out-format", choices=["keras", "weights.h5"], default="keras")
+
+
+def _recipe_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default="tiny", help="variant (default tiny)")
+    p.add_argument("--input-size", type=int, default=160, help="input size (default 160)")
+    p.add_argument("--epochs", type=int, default=16, help="epochs for both recipes (default 16)")
+    p.add_argument("--batch-size", type=int, default=8, help="images per replica (default 8)")
+    p.add_argument("--num-images", type=int, default=1000, help="training images (default 1000)")
+    p.add_argument("--val-images", type=int, default=200, help="validation images (default 200)")
+    p.add_argument("--image-size", type=int, default=224, help="synthetic image side (default 224)")
+    p.add_argument("--style", choices=["solid", "textured", "photo"], default="solid",
+                   help="synthetic style: solid (the demo's), textured (harder) or photo "
+                        "(realistic: yolo3 synth --style photo)")
+    p.add_argument("--photos", default=None, help="photo style: folder of photographs (default: "
+                   "scikit-image's)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=None, metavar="B",
+                   help="train each recipe at each of these per-replica batch sizes (default: "
+                        "--batch-size)")
+    p.add_argument("--anchors", choices=["default", "kmeans"], default="default",
+                   help="the variant's default anchors, or k-means anchors of the training boxes "
+                        "(as a user would compute them)")
+    p.add_argument("--peer", choices=["ultralytics"], default=None,
+                   help="also train the peer on the same data and score it alike")
+    p.add_argument("--peer-python", default=None,
+                   help="the Python of an environment with ultralytics installed")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for the peer (default: the cores yolo3 uses)")
+    p.add_argument("--augment", choices=["full", "light", "none"], default="light",
+                   help="augmentation for both (default light, the 0.2 demo's)")
+    p.add_argument("--cpu-replicas", type=int, default=2, help="logical CPU replicas through the "
+                   "wrapper, as the demo (0: one device)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
+                   "classes.txt) instead of generating one")
+    p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
+    p.add_argument("--extra", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="TrainConfig fields for the new recipe (e.g. bn_stats_images=0), to "
+                        "measure one choice against the defaults")
+    p.add_argument("--plot", default=None, help="write mAP@0.5:0.95 over time to this PNG")
+    p.add_argument("--json", default=None, help="write the curves to this JSON file")
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default=["yolov3", "tiny"], many=True, help="variants to time")
+    p.add_argument("--input-size", type=int, default=416)
+    p.add_argument("--darknet-dir", default=os.path.join("..", "shared", "darknet"),
+                   help="folder with yolov3-tiny.cfg / .weights (real weights for tiny when there)")
+    p.add_argument("--calibration", default=None, help="int8 calibration images: annotation file "
+                   "or folder (default: synthetic images)")
+    p.add_argument("--calibration-images", type=int, default=32)
+    p.add_argument("--runs", type=int, default=10, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--force-bf16", action="store_true", help="time Keras bfloat16 even where it "
+                   "is emulated")
+    p.add_argument("--trained", default=None, help="a trained .keras model for the accuracy table")
+    p.add_argument("--annotations", default=None, help="held-out annotations for --trained")
+    p.add_argument("--seed", type=int, default=0)
+
+
+# name -> (the module whose run(args) runs it, its description, its arguments)
+BENCHMARKS = {
+    "data": ("yolo3.benchmarks.data",
+             "Throughput of the tf.data pipeline vs the classic Python generator (decode, augment, "
+             "encode y_true) on the same annotation file.", _data_arguments),
+    "training": ("yolo3.benchmarks.training",
+                 "Training throughput: images/s for each variant in float32, mixed precision and "
+                 "XLA, the replica wrapper, the data-wait share and mixed precision's loss, each "
+                 "in its own process, against the float32 matmul peak.", _training_arguments),
+    "inference": ("yolo3.benchmarks.inference",
+                  "Inference: OpenCV DNN forward vs our forward vs our end-to-end detect, on the "
+                  "same random Darknet weights, each in its own process; plus the converter's "
+                  "agreement with OpenCV.", _inference_arguments),
+    "convert": ("yolo3.benchmarks.convert",
+                "Darknet -> Keras converter on full-size random weights: conversion time, process "
+                "wall time and peak memory (target <= 15 s, <= 2 GB).", _convert_arguments),
+    "recipe": ("yolo3.benchmarks.recipe",
+               "Time to accuracy: keras-yolo3's recipe against today's defaults on the same "
+               "synthetic set, mAP@0.5:0.95 over training time, each in its own process.",
+               _recipe_arguments),
+    "export": ("yolo3.benchmarks.export",
+               "Deployment formats side by side: latency, size and mAP of Keras, TFLite "
+               "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.",
+               _export_arguments),
+}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from yolo3.benchmarks import BENCHMARKS
     sub = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    for name, path in BENCHMARKS.items():
-        module = importlib.import_module(path)
-        q = sub.add_parser(name, help=module.DESCRIPTION)
-        make_parser(f"{NAME} {name}", module.DESCRIPTION, parser=q)
-        module.add_arguments(q)
-        q.set_defaults(benchmark_run=module.run)
+    for name, (module, description, arguments) in BENCHMARKS.items():
+        q = sub.add_parser(name, help=description)
+        make_parser(f"{NAME} {name}", description, parser=q)
+        arguments(q)
+        q.set_defaults(benchmark_module=module)
 
 
 def run(args: argparse.Namespace) -> int:
-    return args.benchmark_run(args)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the benchmark imports TensorFlow
+    return importlib.import_module(args.benchmark_module).run(args)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -23,7 +23,7 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "make_parser", "run_command", "execute",
-           "error", "warn", "configure_logging", "add_model_arguments", "add_precision_argument", "model_choices"]
+           "error", "warn", "configure_logging", "add_model_arguments", "add_variant_argument", "add_precision_argument", "model_choices"]
 
 
 def prog(name: str) -> str:
@@ -133,6 +133,34 @@ def model_choices() -> list:
     """The registered variant names (:mod:`yolo3.specs`), for ``--model`` / ``--model-type``."""
     from yolo3.specs import spec_names
     return spec_names()
+
+
+class _RenamedFlag(argparse.Action):
+    """An old spelling of a flag: stores into the new flag's destination and warns once."""
+
+    def __init__(self, option_strings, dest, new: str = "", **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is now {self.new} (the old spelling will "
+              "go in a later release)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_variant_argument(parser: argparse.ArgumentParser, *, default=None, many: bool = False,
+                         help: str = "", old: Optional[str] = None, **kwargs) -> None:
+    """``--variant NAME`` (``--variants NAME ...`` with ``many``): a registered variant, the one name
+    of the concept; the old spelling ``--model`` / ``--models`` (or ``old``) still works and
+    warns (``--model`` names a model file everywhere else)."""
+    flag = "--variants" if many else "--variant"
+    dest = flag[2:]
+    nargs = "+" if many else None
+    parser.add_argument(flag, dest=dest, default=default, nargs=nargs, choices=model_choices(),
+                        metavar="VARIANT", help=help, **kwargs)
+    parser.add_argument(old or ("--models" if many else "--model"), dest=dest, nargs=nargs,
+                        choices=model_choices(), action=_RenamedFlag, new=flag,
+                        help=argparse.SUPPRESS)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, model_help: str,
