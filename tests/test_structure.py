@@ -278,3 +278,17 @@ def test_one_module_renames_files_into_place():
                     and (node.value.id, node.attr) in RENAMES:
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")
     assert not offenders, "write through yolo3.fileio instead:\n" + "\n".join(offenders)
+
+
+def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
+    from yolo3.cli import build_parser
+    parser = build_parser()
+    args = parser.parse_args(["benchmark", "training", "--variants", "tiny"])
+    assert args.variants == ["tiny"] and capsys.readouterr().err == ""
+    args = parser.parse_args(["benchmark", "training", "--models", "tiny", "yolov3"])
+    assert args.variants == ["tiny", "yolov3"]
+    assert "--models is now --variants" in capsys.readouterr().err
+    args = parser.parse_args(["benchmark", "recipe", "--model", "tiny"])
+    assert args.variant == "tiny" and "--model is now --variant" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["benchmark", "recipe", "--variant", "yolo9"])

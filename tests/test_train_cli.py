@@ -121,7 +121,8 @@ def _run_cli(args, **kw):
 def test_wrapper_cli_with_two_cpu_replicas(dataset, tmp_path):
     d, classes = dataset
     out = tmp_path / "w"
-    p = _run_cli(_args(d, classes, out, "--cpu-replicas", "2", "--epochs", "1"))
+    args = [a for a in _args(d, classes, out, "--cpu-replicas", "2", "--epochs", "1") if a != "--quiet"]
+    p = _run_cli(args)  # without --quiet: the stage line is information
     text, _ = p.communicate(timeout=300)
     assert p.returncode == 0, text
     assert "2 replica(s)" in text and (out / "final.weights.h5").exists()

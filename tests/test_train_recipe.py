@@ -185,14 +185,14 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     # SGD's default peak 1e-2, one warm-up epoch of 3 steps: step 0 runs at a third of it
     assert float(optimizer.learning_rate) == pytest.approx(1e-2 / 3)
     seen = {}
-    import yolo3.data.pipeline as pipeline
-    real = pipeline.make_dataset
+    import yolo3.train
+    real = yolo3.train.make_dataset
 
     def spy(records, *args, **kwargs):
         seen[kwargs["training"]] = kwargs
         return real(records, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "make_dataset", spy)
+    monkeypatch.setattr(yolo3.train, "make_dataset", spy)
     train_ds, _ = make_datasets(config, data, placement)
     assert seen[True]["augment"].mosaic == 0.5 and seen[True]["augment"].jitter == 0.1  # light
     assert seen[True]["multi_scale"].sizes == ((64, 64), (96, 96))

@@ -49,6 +49,7 @@ from yolo3.errors import ArgumentError, CommandFailed, Yolo3Error
 from yolo3.fileio import remove_stale_temporaries
 from yolo3.history import completed_epochs, truncate_history
 from yolo3.keras_compat import ExactSwapEMAWeights
+from yolo3.log import NOTICE
 from yolo3.loss import BOX_LOSSES, identity_loss, yolo_training_model
 from yolo3.metadata import ModelInfo
 from yolo3.parallel import multi_gpu_model
@@ -563,7 +564,7 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                       jit_compile=_jit(config, placement))
     prepare_fit(model, train_ds, placement.strategy)
     name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
-    logger.info("stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, %s lr %g "
+    logger.log(NOTICE, "stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, %s lr %g "
                 "(%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
                 placement.replicas, placement.global_batch, placement.steps, config.optimizer,
                 learning_rate(config.optimizer, config.lr), config.schedule, config.strategy,
@@ -684,7 +685,7 @@ def _train(config: TrainConfig) -> TrainResult:
         nan_stop.message = (f"{nan_stop.message or 'the weights are not finite numbers'}; no "
                             f"good checkpoint exists, so no final model was written in {run.output}")
     if evaluation is not None and checkpoint.best > -math.inf and config.verbose:
-        logger.info("best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
+        logger.log(NOTICE, "best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
                     run.output / "best.keras")
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,

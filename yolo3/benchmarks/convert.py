@@ -1,9 +1,9 @@
 """Benchmark the Darknet -> Keras converter on a full-size random yolov3.weights (~248 MB).
 
-    yolo3 benchmark convert [--cfg PATH/yolov3.cfg | --model yolov3] [--out-format keras|weights.h5]
+    yolo3 benchmark convert [--cfg PATH/yolov3.cfg | --variant yolov3] [--out-format keras|weights.h5]
     (or python tools/benchmark_convert.py ...)
 
-Without ``--cfg`` the cfg of ``--model`` is written from the registry. Writes random weights for the cfg in a temporary folder, then converts them in a fresh Python process
+Without ``--cfg`` the cfg of ``--variant`` is written from the registry. Writes random weights for the cfg in a temporary folder, then converts them in a fresh Python process
 (so its peak RSS is the converter's alone) and prints a table: file size, in-process conversion time
 (parse + read + build + load + save), the process's total wall time (including importing
 TensorFlow) and its peak RSS. The target is <= 15 s and <= 2 GB on a 2-core machine.

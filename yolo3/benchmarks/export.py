@@ -1,7 +1,7 @@
 """Deployment formats side by side: latency per image, model size and accuracy of Keras float32,
 Keras bfloat16, TFLite float32 / float16 / int8 (LiteRT), ONNX Runtime and OpenCV DNN.
 
-    yolo3 benchmark export [--models yolov3 tiny] [--input-size 416] [--darknet-dir DIR]
+    yolo3 benchmark export [--variants yolov3 tiny] [--input-size 416] [--darknet-dir DIR]
                            [--trained MODEL.keras --annotations VAL.txt] [--runs 10] [--rounds 2]
     (or python tools/benchmark_export.py ...)
 

@@ -1,9 +1,9 @@
 """Benchmark inference: OpenCV DNN forward vs our forward vs our end-to-end ``detect``.
 
-    yolo3 benchmark inference [--cfg ../shared/darknet/yolov3.cfg | --model yolov3] [--image dog.jpg]
+    yolo3 benchmark inference [--cfg ../shared/darknet/yolov3.cfg | --variant yolov3] [--image dog.jpg]
     (or python tools/benchmark_inference.py ...)
 
-Without ``--cfg`` the cfg of ``--model`` is written from the registry. Writes random Darknet weights
+Without ``--cfg`` the cfg of ``--variant`` is written from the registry. Writes random Darknet weights
 for the cfg, converts them with ``yolo3.darknet.convert`` and times, on the same weights and input
 size, batch 1, each contender in its own process (:mod:`yolo3.benchmarks.isolated`), the contenders
 taking turns over ``--rounds``; medians of all runs:

@@ -2,7 +2,7 @@
 against the peer (Ultralytics), trained in turn on the same synthetic set for the same number of
 epochs, mAP@0.5:0.95 over training time.
 
-    yolo3 benchmark recipe [--model tiny] [--input-size 160] [--epochs 16] [--num-images 1000]
+    yolo3 benchmark recipe [--variant tiny] [--input-size 160] [--epochs 16] [--num-images 1000]
                            [--val-images 200] [--style solid|textured|photo] [--cpu-replicas 2]
                            [--batch-sizes 4 8 16] [--anchors kmeans] [--plot recipe.png]
                            [--peer ultralytics --peer-python /path/to/peer/venv/bin/python]

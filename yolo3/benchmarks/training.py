@@ -1,7 +1,7 @@
 """Training throughput: images/s per variant in float32, mixed precision and with XLA, the
 replica wrapper, the share of step time spent waiting for data, and mixed precision's loss.
 
-    yolo3 benchmark training [--models yolov3 tiny] [--size 416] [--batch 8] [--steps 5]
+    yolo3 benchmark training [--variants yolov3 tiny] [--size 416] [--batch 8] [--steps 5]
                              [--replicas 2] [--data-wait] [--loss-steps 50]
     (or python tools/benchmark_training.py ...)
 

@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Callable, Optional, Sequence
 
+from yolo3.log import NOTICE
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -44,7 +46,7 @@ def make_parser(name: str, description: str, epilog: Optional[str] = None,
                         help="show the Python traceback of an unexpected error")
     loudness = parser.add_mutually_exclusive_group()
     loudness.add_argument("--quiet", action="store_true",
-                          help="only warnings and errors (and no progress bars)")
+                          help="only summary lines, warnings and errors (no progress bars)")
     loudness.add_argument("--verbose", action="store_true", help="also the library's debug messages")
     return parser
 
@@ -72,12 +74,13 @@ class ConsoleHandler(logging.Handler):
 
 def configure_logging(name: str, quiet: bool = False, verbose: bool = False) -> None:
     """Show the ``yolo3`` loggers' records for command ``name``: INFO and above (``--quiet``:
-    WARNING and above; ``--verbose``: DEBUG too). Replaces a handler an earlier command set."""
+    NOTICE and above, :mod:`yolo3.log`; ``--verbose``: DEBUG too). Replaces a handler an earlier
+    command set."""
     logger = logging.getLogger("yolo3")
     for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
         logger.removeHandler(handler)
     logger.addHandler(ConsoleHandler(name))
-    logger.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    logger.setLevel(NOTICE if quiet else logging.DEBUG if verbose else logging.INFO)
 
 
 def error(name: str, message: object) -> None:

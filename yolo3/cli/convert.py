@@ -89,7 +89,8 @@ def _export(args) -> int:
 
 def _migrate(args) -> int:
     from yolo3.errors import ArgumentError
-    from yolo3.saving import atomic_save_model, load_keras_yolo3
+    from yolo3.loading import load_keras_yolo3
+    from yolo3.saving import atomic_save_model
     if args.out is not None or not args.second.endswith(".keras"):
         raise ArgumentError("a keras-yolo3 .h5 converts to one .keras file: IN.h5 OUT.keras")
     from yolo3.paths import check_outputs

@@ -1,0 +1,14 @@
+"""The library's one logging addition: the NOTICE level, between INFO and WARNING.
+
+Modules log through ``logging.getLogger(__name__)``; the command line decides what shows
+(:func:`yolo3.cli.common.configure_logging`). NOTICE is for the few summary lines a run should
+show even with ``--quiet`` (which hides INFO): each training stage's setup and the best score.
+"""
+from __future__ import annotations
+
+import logging
+
+NOTICE = 25
+logging.addLevelName(NOTICE, "NOTICE")
+
+__all__ = ["NOTICE"]
