@@ -2,7 +2,8 @@
 
 Modules log through ``logging.getLogger(__name__)``; the command line decides what shows
 (:func:`yolo3.cli.common.configure_logging`). NOTICE is for the few summary lines a run should
-show even with ``--quiet`` (which hides INFO): each training stage's setup and the best score.
+show even with ``--quiet`` (which hides INFO): each training stage's setup, where a resumed run
+starts, and the best score.
 """
 from __future__ import annotations
 

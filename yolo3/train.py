@@ -408,7 +408,7 @@ def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
     if state:
-        logger.info("resuming from %s after epoch %d", state["path"], start_epoch)
+        logger.log(NOTICE, "resuming from %s after epoch %d", state["path"], start_epoch)
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
     if config.resume:
         truncate_history(run.write_dir / "history.csv", start_epoch)
