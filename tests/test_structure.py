@@ -205,6 +205,21 @@ def _floor_modules() -> set:
             for name in re.split(r"[:|]", line)}
 
 
+def test_the_tensorflow_ban_covers_exactly_the_floors_below_the_ops():
+    """The forbidden contract's list is the floors from "pure formats" down, so a module added to
+    those floors cannot escape the ban."""
+    text = (REPO / ".importlinter").read_text(encoding="utf-8")  # raw: configparser drops comments
+    floors = text.split("[importlinter:contract:floors]", 1)[1].split("\n[", 1)[0]
+    lines = floors.split("layers =", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("# pure formats"))
+    below = {name.strip() for line in lines[start:] if line.strip() and not line.strip().startswith("#")
+             for name in re.split(r"[:|]", line)}
+    config = configparser.ConfigParser()
+    config.read(REPO / ".importlinter")
+    banned = config["importlinter:contract:no-tensorflow-below-ops"]["source_modules"].split()
+    assert len(banned) == len(set(banned)) and set(banned) == below, set(banned) ^ below
+
+
 def test_every_module_stands_on_a_floor():
     """Each module is in the floors contract itself or inside a package that is (package faces that
     only re-export, and the never-imported peer script, excepted)."""

@@ -165,7 +165,8 @@ def _check_checkpoints_readable(out, classes):
     Returns the epoch of the resume state (0 without one)."""
     import keras
     from yolo3.anchors import default_anchors
-    from yolo3.callbacks import TEMP_PREFIX, load_resume_state
+    from yolo3.callbacks import load_resume_state
+    from yolo3.fileio import TEMP_PREFIX
     from yolo3.loss import yolo_training_model
     from yolo3.bodies import build_body
     n = len(Path(classes).read_text().split())

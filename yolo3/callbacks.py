@@ -29,7 +29,7 @@ from yolo3.data.images import load_image
 from yolo3.detector import YOLO
 from yolo3.errors import PathLike
 from yolo3.evaluation import evaluate_detections
-from yolo3.fileio import TEMP_PREFIX, atomic_directory, atomic_write
+from yolo3.fileio import atomic_directory, atomic_write, write_text_atomic
 from yolo3.graph_surgery import with_compute_dtype
 from yolo3.keras_compat import (load_weights_without, save_weights_without, swap_ema_weights,
                                 uses_ema)
@@ -39,10 +39,9 @@ from yolo3.visualize import draw_on_array
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TemplateCheckpoint",
-           "ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
-           "StopOnNaN", "MapEvaluation", "PreciseBatchNorm", "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body",
-           "TEMP_PREFIX"]
+__all__ = ["TemplateCheckpoint", "ResumeState", "save_resume_state", "load_resume_state",
+           "restore_resume_state", "StopOnNaN", "MapEvaluation", "PreciseBatchNorm",
+           "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body"]
 
 
 
@@ -94,8 +93,7 @@ def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
              "dir": name, "ema_in_model": bool(ema_in_model)}
     if variant is not None:
         state["variant"] = variant  # so that --resume with another --model is refused
-    atomic_write(output_dir / "resume.json",
-                 lambda p: Path(p).write_text(json.dumps(state), encoding="utf-8"), suffix=".json")
+    write_text_atomic(output_dir / "resume.json", json.dumps(state))
     for old in output_dir.glob("resume-*"):
         if old.name != name and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)

@@ -21,7 +21,8 @@ from PIL import Image
 
 from yolo3.decode import decode_detections
 from yolo3.errors import FileFormatError, PathLike
-from yolo3.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
+from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
+                                  with_compute_dtype)
 from yolo3.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 from yolo3.letterbox import letterbox_tf
 from yolo3.loading import load_body

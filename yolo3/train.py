@@ -564,11 +564,11 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                       jit_compile=_jit(config, placement))
     prepare_fit(model, train_ds, placement.strategy)
     name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
-    logger.log(NOTICE, "stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, %s lr %g "
-                "(%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
-                placement.replicas, placement.global_batch, placement.steps, config.optimizer,
-                learning_rate(config.optimizer, config.lr), config.schedule, config.strategy,
-                keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
+    logger.log(NOTICE, "stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, "
+               "%s lr %g (%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
+               placement.replicas, placement.global_batch, placement.steps, config.optimizer,
+               learning_rate(config.optimizer, config.lr), config.schedule, config.strategy,
+               keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
@@ -686,7 +686,7 @@ def _train(config: TrainConfig) -> TrainResult:
                             f"good checkpoint exists, so no final model was written in {run.output}")
     if evaluation is not None and checkpoint.best > -math.inf and config.verbose:
         logger.log(NOTICE, "best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
-                    run.output / "best.keras")
+                   run.output / "best.keras")
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)

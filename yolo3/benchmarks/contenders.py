@@ -26,6 +26,14 @@ def prepared(image_path: str, size: int) -> Tuple[np.ndarray, np.ndarray]:
     return resized, (resized.astype(np.float32) / 255.0)[None]
 
 
+def _opencv_net(cfg_path: str, weights_path: str):
+    """OpenCV DNN's network of Darknet files, on its own CPU backend."""
+    net = cv2.dnn.readNetFromDarknet(cfg_path, weights_path)
+    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+    return net
+
+
 class OpenCVRunner:
     """OpenCV DNN on Darknet files, giving the raw maps that feed each ``[yolo]`` layer as
     ``raw_s<stride>`` (NHWC), for :meth:`yolo3.runtimes.ExportedDetector.from_runner`."""
@@ -34,9 +42,7 @@ class OpenCVRunner:
     input_quantization = None
 
     def __init__(self, cfg_path: str, weights_path: str, strides):
-        self.net = cv2.dnn.readNetFromDarknet(cfg_path, weights_path)
-        self.net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-        self.net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        self.net = _opencv_net(cfg_path, weights_path)
         self.names = [f"conv_{i}" for i in parse_cfg(cfg_path).output_indices()]
         self.strides = list(strides)
 
@@ -48,9 +54,7 @@ class OpenCVRunner:
 
 def opencv_forward(p: dict) -> dict:
     """Time OpenCV DNN's forward of a prepared blob (``cfg``, ``weights``, ``image``, ``size``)."""
-    net = cv2.dnn.readNetFromDarknet(p["cfg"], p["weights"])
-    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+    net = _opencv_net(p["cfg"], p["weights"])
     names = net.getUnconnectedOutLayersNames()
     resized, _ = prepared(p["image"], p["size"])
     blob = cv2.dnn.blobFromImage(resized, 1 / 255.0, (p["size"], p["size"]), swapRB=False, crop=False)
@@ -79,7 +83,8 @@ def yolo3_inference(p: dict) -> dict:
             "detections": len(det.detect(load_image(p["image"]))[0])}
 
 
-def _raw_maps(fmt: str, path: str, p: dict) -> Callable[[np.ndarray], object]:
+def _raw_maps(p: dict) -> Callable[[np.ndarray], object]:
+    fmt, path = p["format"], p["path"]
     if fmt in ("keras", "keras-bf16"):
         from yolo3.detector import YOLO  # the contender's own runtime (see the module docstring)
         detector = YOLO(path, precision="bfloat16" if fmt == "keras-bf16" else "float32")
@@ -93,6 +98,6 @@ def _raw_maps(fmt: str, path: str, p: dict) -> Callable[[np.ndarray], object]:
 def raw_map_latency(p: dict) -> dict:
     """Milliseconds of the raw maps of one prepared image with format ``p['format']`` (keras,
     keras-bf16, an exported format, or opencv with ``cfg`` and ``strides``)."""
-    fn = _raw_maps(p["format"], p["path"], p)
+    fn = _raw_maps(p)
     x = np.random.default_rng(0).uniform(0, 1, (1, p["size"], p["size"], 3)).astype(np.float32)
     return {"times": timed_runs(lambda: fn(x), p["runs"], p["warmup"])}

@@ -25,7 +25,8 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "make_parser", "run_command", "execute",
-           "error", "warn", "configure_logging", "add_model_arguments", "add_variant_argument", "add_precision_argument", "model_choices"]
+           "error", "warn", "configure_logging", "add_model_arguments", "add_variant_argument",
+           "add_precision_argument", "model_choices"]
 
 
 def prog(name: str) -> str:
@@ -63,9 +64,10 @@ class ConsoleHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = self.format(record)
-            if record.levelno >= logging.WARNING:
-                print(f"{prog(self.command)}: {record.levelname.lower()}: {message}",
-                      file=sys.stderr)
+            if record.levelno >= logging.ERROR:
+                error(self.command, message)
+            elif record.levelno >= logging.WARNING:
+                warn(self.command, message)
             else:
                 print(message, file=sys.stdout)
         except Exception:  # noqa: BLE001 - logging must never raise
@@ -139,7 +141,7 @@ def model_choices() -> list:
 
 
 class _RenamedFlag(argparse.Action):
-    """An old spelling of a flag: stores into the new flag's destination and warns once."""
+    """An old spelling of a flag: stores into the new flag's destination and warns each time."""
 
     def __init__(self, option_strings, dest, new: str = "", **kwargs):
         super().__init__(option_strings, dest, **kwargs)
