@@ -61,7 +61,7 @@ def world(tmp_path_factory):
 def _train(world, out, *extra):
     d = world["data"]
     return ["train", "--annotations", d / "train.txt", "--val-annotations", d / "val.txt",
-            "--classes", d / "classes.txt", "--model", "tiny", "--input-size", "64",
+            "--classes", d / "classes.txt", "--variant", "tiny", "--input-size", "64",
             "--batch-size", "2", "--epochs", "1", "--freeze-epochs", "0", "--output", out,
             "--no-augment", "--quiet", "--anchors", world["anchors"], *extra]
 

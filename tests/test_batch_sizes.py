@@ -74,7 +74,7 @@ def _cli(out: Path, d: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(REPO / "train_multi_gpu.py"), "--annotations", str(d / "train.txt"),
          "--val-annotations", str(d / "val.txt"), "--classes", str(d / "classes.txt"),
-         "--model", "tiny", "--input-size", "96", "--epochs", "8", "--precision", "float32",
+         "--variant", "tiny", "--input-size", "96", "--epochs", "8", "--precision", "float32",
          "--seed", "0", "--quiet", "--output", str(out), *extra],
         capture_output=True, text=True, timeout=900)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from yolo3.bodies import build_body
-from yolo3.callbacks import load_resume_state, restore_resume_state, save_resume_state
+from yolo3.resume import load_resume_state, restore_resume_state, save_resume_state
 from yolo3.history import truncate_history
 from yolo3.saving import atomic_save_weights
 from yolo3.weights import WeightsError, load_weights_by_name
@@ -54,7 +54,7 @@ def test_load_weights_by_name_skips_mismatched_heads(tmp_path, caplog):
         caplog.clear()
         dst = build_body("tiny", 3, input_shape=(64, 64))
         with caplog.at_level(logging.INFO, logger="yolo3"):
-            report = load_weights_by_name(dst, path, model_type="tiny")
+            report = load_weights_by_name(dst, path, variant="tiny")
         assert sorted(n for n, _ in report.skipped) == ["output_s16", "output_s32"]
         assert "shape" in report.skipped[0][1]
         np.testing.assert_array_equal(dst.get_layer("backbone_conv0_conv").get_weights()[0],

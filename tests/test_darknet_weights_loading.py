@@ -87,7 +87,7 @@ def test_mapping_points_at_the_reference_cfg_convs(darknet_cfg_dir, kind):
 def test_darknet53_is_the_yolov3_backbone():
     yolov3, backbone = body_to_cfg_index("yolov3"), body_to_cfg_index("darknet53")
     assert backbone == {b: i for b, i in yolov3.items() if b.startswith("backbone_")}
-    with pytest.raises(Exception, match="unknown model kind"):
+    with pytest.raises(Exception, match="unknown layout"):
         body_to_cfg_index("spp")
 
 
@@ -158,7 +158,7 @@ def test_train_cli_reports_skipped_outputs(converted, tmp_path, capsys):
     d = tmp_path / "ds"
     _, classes = make_synthetic_dataset(str(d), 4, (64, 64), val_fraction=0.5)
     rc = train_main(["--annotations", str(d / "train.txt"), "--val-annotations", str(d / "val.txt"),
-                     "--classes", classes, "--model", "tiny", "--input-size", "64",
+                     "--classes", classes, "--variant", "tiny", "--input-size", "64",
                      "--batch-size", "2", "--epochs", "1", "--steps-per-epoch", "1",
                      "--validation-steps", "1", "--weights", str(converted("tiny")),
                      "--output", str(tmp_path / "out"), "--no-augment"])

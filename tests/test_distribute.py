@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from multidevice_helpers import result_of, run_cluster, run_with_devices, snippet_argv
-from yolo3.distribute import STRATEGIES, is_chief, make_strategy, num_workers
+from yolo3.choices import STRATEGIES
+from yolo3.distribute import is_chief, make_strategy, num_workers
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -144,7 +145,7 @@ def test_multiworker_two_workers_scale_gradients_like_one_process():
 def _train_argv(data, out, batch: int, *extra: str):
     return [sys.executable, str(REPO / "train_multi_gpu.py"), "--annotations", str(data / "train.txt"),
             "--val-annotations", str(data / "val.txt"), "--classes", str(data / "classes.txt"),
-            "--model", "tiny", "--input-size", "64", "--batch-size", str(batch), "--epochs", "1",
+            "--variant", "tiny", "--input-size", "64", "--batch-size", str(batch), "--epochs", "1",
             "--freeze-bn", "--no-augment", "--quiet", "--seed", "3", "--precision", "float32",
             "--output", str(out), *extra]
 

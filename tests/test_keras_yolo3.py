@@ -408,7 +408,7 @@ def test_trainer_starts_from_a_keras_yolo3_file(keras_yolo3_folder, tmp_path, ca
     from yolo3.data.synthetic import make_synthetic_dataset
     _, classes = make_synthetic_dataset(str(tmp_path / "ds"), 4, (64, 64), val_fraction=0.5)
     assert main(["--annotations", str(tmp_path / "ds" / "train.txt"), "--val-annotations",
-                 str(tmp_path / "ds" / "val.txt"), "--classes", classes, "--model", "tiny",
+                 str(tmp_path / "ds" / "val.txt"), "--classes", classes, "--variant", "tiny",
                  "--input-size", "64", "--batch-size", "2", "--epochs", "1", "--output",
                  str(tmp_path / "run"), "--no-augment", "--weights",
                  str(keras_yolo3_folder / "model_data" / "yolo.h5")]) == 0

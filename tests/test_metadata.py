@@ -84,7 +84,7 @@ def trained(tmp_path_factory):
     _, classes = make_synthetic_dataset(str(root / "ds"), 8, (96, 96), val_fraction=0.25)
     out = root / "run"
     assert main(["--annotations", str(root / "ds" / "train.txt"), "--val-annotations",
-                 str(root / "ds" / "val.txt"), "--classes", classes, "--model", "tiny",
+                 str(root / "ds" / "val.txt"), "--classes", classes, "--variant", "tiny",
                  "--input-size", "64", "--batch-size", "2", "--epochs", "1", "--output", str(out),
                  "--no-augment", "--quiet"]) == 0
     (out / "anchors.txt").unlink()

@@ -255,3 +255,18 @@ def test_assign_iou_reaches_the_targets(tmp_path):
             np.testing.assert_array_equal(got.numpy(), expected)
         counts[assign_iou] = sum(int(y.numpy()[..., 4].sum()) for y in y_true)
     assert counts[1.0] == 1 and counts[0.2] > 1
+
+
+def test_the_config_object_and_the_earlier_call_give_the_same_batches(tmp_path):
+    from yolo3.data.pipeline import DatasetConfig, TargetEncoding
+    recs = [_rect_image(tmp_path / f"r{i}.png") for i in range(6)]
+    old = make_dataset(recs, (64, 64), TINY_YOLO_ANCHORS, 3, 2, training=True, seed=4,
+                       true_boxes=True, assign_iou=0.35, max_boxes=7)
+    config = DatasetConfig((64, 64), 2, training=True, seed=4, max_boxes=7,
+                           targets=TargetEncoding(TINY_YOLO_ANCHORS, 3, assign_iou=0.35,
+                                                  true_boxes=True))
+    for a, b in zip(old, make_dataset(recs, config)):
+        for x, y in zip(a[0], b[0]):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+    with pytest.raises(TypeError, match="no other arguments"):
+        make_dataset(recs, config, 3)

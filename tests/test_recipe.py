@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from yolo3.recipe import (NO_DECAY, SGD_MOMENTUM, auto_ema_momentum, auto_eval_every, dtype_policy,
-                          learning_rate, make_optimizer, multi_scale_sizes, output_bias_priors,
+                          learning_rate, make_optimizer, output_bias_priors,
                           use_jit)
 
 
@@ -81,12 +81,7 @@ def test_eval_interval_keeps_evaluation_cheap():
     assert math.ceil(3000 / (3 * 2000) / 0.1) == 5
 
 
-def test_multi_scale_sizes_and_jit_choice():
-    assert multi_scale_sizes(320, 416) == (320, 352, 384, 416)
-    with pytest.raises(ValueError, match="multiples of 32"):
-        multi_scale_sizes(300, 416)
-    with pytest.raises(ValueError, match="MIN <= MAX"):
-        multi_scale_sizes(416, 320)
+def test_jit_choice():
     assert use_jit("auto", on_gpu=True) and not use_jit("auto", on_gpu=False)
     assert use_jit("on", on_gpu=False) and not use_jit("off", on_gpu=True)
     with pytest.raises(ValueError):

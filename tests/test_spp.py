@@ -90,7 +90,7 @@ def test_trains_through_the_cli(tmp_path):
     _, classes = make_synthetic_dataset(str(tmp_path / "ds"), 4, (64, 64), val_fraction=0.5)
     out = tmp_path / "run"
     assert main(["--annotations", str(tmp_path / "ds" / "train.txt"), "--val-annotations",
-                 str(tmp_path / "ds" / "val.txt"), "--classes", classes, "--model", "yolov3-spp",
+                 str(tmp_path / "ds" / "val.txt"), "--classes", classes, "--variant", "yolov3-spp",
                  "--input-size", "64", "--batch-size", "2", "--epochs", "1", "--output", str(out),
                  "--no-augment", "--quiet"]) == 0
     info = read_info(out / "final.keras")

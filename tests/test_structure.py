@@ -64,7 +64,7 @@ def test_no_module_outside_the_registry_compares_a_variant_name():
 def test_registry_lookup_and_facts():
     assert spec_names() == ["yolov3", "yolov3-spp", "tiny"]
     assert get_spec("yolov3-tiny") is SPECS["tiny"] and get_spec(SPECS["tiny"]) is SPECS["tiny"]
-    with pytest.raises(ValueError, match="unknown model 'yolo9'.*yolov3, yolov3-spp, tiny"):
+    with pytest.raises(ValueError, match="unknown variant 'yolo9'.*yolov3, yolov3-spp, tiny"):
         get_spec("yolo9")
     for spec in all_specs():
         assert spec.default_anchors().shape == (len(spec.anchors), 2)

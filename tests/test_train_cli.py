@@ -31,7 +31,7 @@ def dataset(tmp_path_factory):
 
 def _args(d, classes, out, *extra):
     return ["--annotations", str(d / "train.txt"), "--val-annotations", str(d / "val.txt"),
-            "--classes", classes, "--model", "tiny", "--input-size", "64", "--batch-size", "2",
+            "--classes", classes, "--variant", "tiny", "--input-size", "64", "--batch-size", "2",
             "--output", str(out), "--no-augment", "--quiet", *extra]
 
 
@@ -165,7 +165,7 @@ def _check_checkpoints_readable(out, classes):
     Returns the epoch of the resume state (0 without one)."""
     import keras
     from yolo3.anchors import default_anchors
-    from yolo3.callbacks import load_resume_state
+    from yolo3.resume import load_resume_state
     from yolo3.fileio import TEMP_PREFIX
     from yolo3.loss import yolo_training_model
     from yolo3.bodies import build_body
@@ -292,7 +292,7 @@ def test_invalid_boxes_are_dropped_with_a_warning_unless_strict(dataset, tmp_pat
     bad = tmp_path / "train_bad.txt"
     bad.write_text("\n".join(os.path.join(str(d), l) for l in lines) + "\n")
     args = ["--annotations", str(bad), "--val-annotations", str(d / "val.txt"), "--classes",
-            classes, "--model", "tiny", "--input-size", "64", "--batch-size", "2", "--epochs", "1",
+            classes, "--variant", "tiny", "--input-size", "64", "--batch-size", "2", "--epochs", "1",
             "--steps-per-epoch", "1", "--validation-steps", "1", "--no-augment", "--quiet"]
     assert main(args + ["--output", str(tmp_path / "lenient")]) == 0
     err = capsys.readouterr().err

@@ -13,7 +13,8 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.callbacks import MapEvaluation, restore_resume_state
+from yolo3.callbacks import MapEvaluation
+from yolo3.resume import restore_resume_state
 from yolo3.cli.evaluate import main as evaluate_main
 from yolo3.cli.train import main as train_main
 from yolo3.data.synthetic import make_synthetic_dataset
@@ -134,7 +135,8 @@ def _pieces(config):
 
 
 def test_ema_weights_are_what_checkpoints_and_the_final_model_hold(dataset, tmp_path):
-    from yolo3.callbacks import StopOnNaN, TemplateCheckpoint, load_resume_state
+    from yolo3.callbacks import StopOnNaN, TemplateCheckpoint
+    from yolo3.resume import load_resume_state
     momentum = 0.6
     config = _config(dataset, tmp_path / "ema", epochs=2, eval_every=0, ema_momentum=momentum,
                      lr=1e-2)

@@ -29,12 +29,16 @@ def _config(dataset, tmp_path, **kw):
 
 
 def test_validate_config_names_the_argument(dataset, tmp_path):
-    with pytest.raises(ConfigError, match="--model: unknown model 'yolo9'"):
+    with pytest.raises(ConfigError, match="variant: unknown variant 'yolo9'") as caught:
         validate_config(_config(dataset, tmp_path, model="yolo9"))
-    with pytest.raises(ConfigError, match="--input-size: .*multiple of 32"):
+    assert caught.value.settings == ("variant",)
+    with pytest.raises(ConfigError, match="input_size: .*multiple of 32"):
         validate_config(_config(dataset, tmp_path, input_size=70))
-    with pytest.raises(ConfigError, match="--freeze-epochs"):
+    with pytest.raises(ConfigError, match=r"need 0 <= freeze_epochs \(9\) <= epochs \(5\)") as caught:
         validate_config(_config(dataset, tmp_path, freeze_epochs=9))
+    assert caught.value.settings == ("freeze_epochs", "epochs")
+    flags = {"freeze_epochs": "--freeze-epochs", "epochs": "--epochs"}
+    assert caught.value.worded(flags.get).startswith("need 0 <= --freeze-epochs (9) <= --epochs (5)")
 
 
 def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_path):
@@ -65,7 +69,7 @@ def test_stages_after_a_resume(dataset, tmp_path):
 def test_prepare_output_chief_and_worker(dataset, tmp_path):
     config = _config(dataset, tmp_path)
     data = prepare_data(config)
-    out = Path(config.output)
+    out = Path(config.output.output_dir)
     out.mkdir(parents=True)
     (out / ".tmp-last.keras-x").write_text("half written")
     run = prepare_output(config, data, ClusterTask())

@@ -53,7 +53,7 @@ GPUS=$("$PY" -c 'import tensorflow as tf; print(len(tf.config.list_physical_devi
 if [[ "$GPUS" -ge 2 ]]; then REPLICAS=(--gpus 2); else REPLICAS=(--cpu-replicas 2); fi
 
 echo "== 3/5 training tiny YOLOv3 from scratch on 2 replicas (${REPLICAS[*]})"
-"$PY" train_multi_gpu.py --model tiny --strategy wrapper "${REPLICAS[@]}" \
+"$PY" train_multi_gpu.py --variant tiny --strategy wrapper "${REPLICAS[@]}" \
   --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" --classes "$DATA/classes.txt" \
   --anchors "$OUTPUT/anchors.txt" --input-size "$INPUT_SIZE" --batch-size "$BATCH_SIZE" \
   --epochs "$EPOCHS" --seed "$SEED" --output "$OUTPUT/train"

@@ -20,6 +20,7 @@ import tensorflow as tf
 from PIL import Image
 
 from yolo3.decode import decode_detections
+from yolo3.deprecation import renamed_keyword
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
                                   with_compute_dtype)
@@ -49,7 +50,7 @@ class YOLO:
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
     masks, classes and input size), ``.weights.h5`` template weights (the body is built from
-    ``model_type``, the anchors and the classes) or a keras-yolo3 ``.h5`` file. anchors_path /
+    ``variant``, the anchors and the classes) or a keras-yolo3 ``.h5`` file. anchors_path /
     classes_path / anchor_mask override what the model carries; for older models they default to
     the side files beside it. input_size: int or ``(h, w)``; None means the model's fixed input
     size, else the size it was trained or converted at, else 416.
@@ -65,16 +66,17 @@ class YOLO:
 
     def __init__(self, model_path: Optional[PathLike] = None, anchors_path: Optional[PathLike] = None,
                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
-                 input_size: InputSize = None, model_type: Optional[str] = None,
+                 input_size: InputSize = None, variant: Optional[str] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
                  precision: str = "auto", *, model_image_size=None, gpu_num: int = 1,
-                 **flags):
+                 model_type: Optional[str] = None, **flags):
+        variant = renamed_keyword("variant", variant, "model_type", model_type)
         precision = resolve_precision(precision)
         model_path, anchors_path, classes_path, input_size = resolve_yolo_kwargs(
             model_path, anchors_path, classes_path, input_size, model_image_size, flags)
         self.gpu_num = int(gpu_num)  # accepted for keras-yolo3 scripts: inference uses one device
         body, info = load_body(model_path, anchors_path=anchors_path, classes_path=classes_path,
-                               model_type=model_type, anchor_mask=anchor_mask)
+                               variant=variant, anchor_mask=anchor_mask)
         self.model_path: Optional[str] = os.fspath(model_path)
         self._setup(body, info, score, iou, input_size, max_boxes, precision)
 

@@ -19,14 +19,14 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from yolo3.errors import Yolo3Error
+from yolo3.choices import STRATEGIES
+from yolo3.errors import SettingError, Yolo3Error
 from yolo3.keras_compat import build_from_element_spec, replace_step
 
-__all__ = ["STRATEGIES", "configure_logical_cpus", "replica_devices", "make_strategy",
+__all__ = ["configure_logical_cpus", "replica_devices", "make_strategy",
            "is_chief", "num_workers", "task_index", "cluster_task", "ClusterTask", "prepare_fit",
            "broadcast_from_chief"]
 
-STRATEGIES = ("wrapper", "mirrored", "multiworker")
 
 
 def configure_logical_cpus(n: int) -> List[str]:
@@ -36,7 +36,7 @@ def configure_logical_cpus(n: int) -> List[str]:
     initialised its devices with another layout.
     """
     if n < 1:
-        raise ValueError(f"--cpu-replicas must be >= 1, got {n}")
+        raise SettingError(f"cpu_replicas must be >= 1, got {n}", "cpu_replicas")
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
@@ -52,11 +52,11 @@ def configure_logical_cpus(n: int) -> List[str]:
 def replica_devices(gpus: Optional[int] = None, cpu_replicas: Optional[int] = None) -> List[str]:
     """Device names for ``gpus`` GPUs or ``cpu_replicas`` logical CPUs (already configured)."""
     if gpus and cpu_replicas:
-        raise ValueError("give either --gpus or --cpu-replicas, not both")
+        raise SettingError("give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
     if gpus:
         found = len(tf.config.list_physical_devices("GPU"))
         if gpus > found:
-            raise ValueError(f"--gpus {gpus} asked for, but this machine has {found} GPU(s)")
+            raise SettingError(f"gpus {gpus} asked for, but this machine has {found} GPU(s)", "gpus")
         return [f"/gpu:{i}" for i in range(gpus)]
     if cpu_replicas:
         return [f"/cpu:{i}" for i in range(cpu_replicas)]
@@ -109,14 +109,14 @@ def task_index() -> int:
 def make_strategy(name: str, devices: Optional[List[str]] = None) -> Optional[tf.distribute.Strategy]:
     """The strategy for ``name``: None for ``wrapper`` (no strategy needed), else a tf.distribute one."""
     if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}: expected one of {STRATEGIES}")
+        raise SettingError(f"unknown strategy {name!r}: expected one of {STRATEGIES}", "strategy")
     if name == "wrapper":
         return None
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=devices or None)
     if "TF_CONFIG" not in os.environ:
-        raise ValueError("--strategy multiworker needs the TF_CONFIG environment variable "
-                         "(cluster worker addresses and this task's index)")
+        raise SettingError("strategy multiworker needs the TF_CONFIG environment variable "
+                           "(cluster worker addresses and this task's index)", "strategy")
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+import re
+from typing import Callable, Optional, Tuple, Union
 
 PathLike = Union[str, os.PathLike]
 
@@ -42,6 +43,25 @@ class DarknetError(FileFormatError):
 
 class ArgumentError(Yolo3Error, ValueError):
     """An argument value that cannot work (an unknown choice, a size the model cannot take ...)."""
+
+
+class SettingError(ArgumentError):
+    """A setting whose value cannot work. The message names settings as the library knows them
+    (``batch_size``, ``freeze_epochs``); ``settings`` lists them, so that a front end can word them
+    its own way (:meth:`worded`: the command line says ``--batch-size``)."""
+
+    def __init__(self, message: str, *settings: str):
+        super().__init__(message)
+        self.settings: Tuple[str, ...] = settings
+
+    def worded(self, name_of: Callable[[str], Optional[str]]) -> str:
+        """The message with each setting replaced by ``name_of(setting)`` (kept where it is None)."""
+        message = str(self)
+        for setting in sorted(self.settings, key=len, reverse=True):
+            name = name_of(setting)
+            if name:
+                message = re.sub(rf"(?<![\w-]){re.escape(setting)}(?![\w-])", name, message)
+        return message
 
 
 class CommandFailed(Yolo3Error):

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from yolo3.anchors import read_anchors, read_classes
 from yolo3.bodies import build_spec_body
+from yolo3.deprecation import renamed_keyword
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.masks import keras_yolo3_masks
 from yolo3.metadata import read_side_files, resolve_info
@@ -24,22 +25,24 @@ __all__ = ["load_body", "load_keras_yolo3"]
 
 
 def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
-              classes_path: Optional[PathLike] = None, model_type: Optional[str] = None,
-              anchor_mask: Optional[Sequence[Sequence[int]]] = None):
+              classes_path: Optional[PathLike] = None, variant: Optional[str] = None,
+              anchor_mask: Optional[Sequence[Sequence[int]]] = None,
+              model_type: Optional[str] = None):
     """``(body, info)`` for the model file ``path``.
 
     A keras-yolo3 ``.h5`` (Keras 2 HDF5) is migrated by :func:`load_keras_yolo3`. A ``.keras`` file
     gives its body and the facts it carries (or, for files written before, the
-    side files beside it); ``.weights.h5`` weights need the variant (``model_type``, else every
+    side files beside it); ``.weights.h5`` weights need the variant (``variant``, else every
     variant whose default anchor count is the anchors' is tried), anchors and classes (arguments or
     side files). Explicit arguments override what the file says (:func:`yolo3.metadata.resolve_info`).
     """
+    variant = renamed_keyword("variant", variant, "model_type", model_type)
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileFormatError(path, "model file not found")
     if path.endswith(".h5") and not path.endswith(".weights.h5"):
         return load_keras_yolo3(path, anchors_path=anchors_path, classes_path=classes_path,
-                                model_type=model_type, anchor_mask=anchor_mask)
+                                variant=variant, anchor_mask=anchor_mask)
     if not path.endswith(".weights.h5"):
         body, embedded = load_keras_model(path)
         spec = spec_of_layers([layer.name for layer in body.layers])
@@ -54,15 +57,15 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
         raise FileFormatError(path, "no anchors file given and none found beside the model")
     class_names = read_classes(classes_path) if classes_path is not None else side["class_names"]
     anchors = read_anchors(anchors_path) if anchors_path is not None else side["anchors"]
-    if model_type is not None:
-        candidates = [get_spec(model_type)]
+    if variant is not None:
+        candidates = [get_spec(variant)]
     else:  # the variants whose default anchor count this is (9: yolov3, yolov3-spp; 6: tiny)
         candidates = [s for s in all_specs() if len(s.anchors) == len(anchors)]
         if not candidates:
             raise FileFormatError(anchors_path or side["sources"]["anchors"],
                                   f"{len(anchors)} anchors: cannot infer the variant "
                                   f"({', '.join(f'{len(s.anchors)} -> {s.name}' for s in all_specs())}); "
-                                  "pass model_type")
+                                  "pass variant")
     body, spec = build_from_weights(path, len(class_names), candidates, len(anchors),
                                     len(anchor_mask[0]) if anchor_mask is not None else None)
     info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
@@ -71,17 +74,19 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
 
 
 def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
-                     classes_path: Optional[PathLike] = None, model_type: Optional[str] = None,
-                     anchor_mask: Optional[Sequence[Sequence[int]]] = None, verbose: bool = False):
+                     classes_path: Optional[PathLike] = None, variant: Optional[str] = None,
+                     anchor_mask: Optional[Sequence[Sequence[int]]] = None, verbose: bool = False,
+                     model_type: Optional[str] = None):
     """``(body, info)`` of a keras-yolo3 ``.h5`` file: a whole Keras 2 model (its ``convert.py``'s
     ``model_data/yolo.h5``) or ``save_weights`` of its training model.
 
-    The variant comes from the number of convolutions (or ``model_type``), the class count from the
+    The variant comes from the number of convolutions (or ``variant``), the class count from the
     output filters; anchors default to the side files, then to the variant's (= keras-yolo3's
     ``model_data``) anchors; masks to keras-yolo3's (tiny: ``[[3, 4, 5], [1, 2, 3]]``); class names
     to ``classes_path`` or the side files (numbers without them). The weights are mapped by
     :func:`yolo3.weights.load_weights_by_name` (creation order, batch-norm epsilon).
     """
+    variant = renamed_keyword("variant", variant, "model_type", model_type)
     path = os.fspath(path)
     try:
         source = read_layer_weights(path)
@@ -92,7 +97,7 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
         raise FileFormatError(path, "not a keras-yolo3 .h5 file (layers named conv2d_N / "
                                     "batch_normalization_N); yolo3 models are .keras or .weights.h5")
     try:
-        spec = keras_yolo3_spec(path, order, model_type)
+        spec = keras_yolo3_spec(path, order, variant)
     except WeightsError as e:
         raise FileFormatError(path, str(e).split(": ", 1)[1]) from None
     side = read_side_files(path)
@@ -107,7 +112,7 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
                                     "scale")
     body = build_spec_body(spec, out_filters // per - 5, per)
     try:
-        report = load_weights_by_name(body, path, model_type=spec.name, verbose=verbose)
+        report = load_weights_by_name(body, path, variant=spec.name, verbose=verbose)
     except WeightsError as e:
         raise FileFormatError(path, str(e).split(": ", 1)[-1]) from None
     if report.skipped:

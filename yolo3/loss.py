@@ -33,15 +33,15 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.box_ops import box_iou, swap_last_pair
+from yolo3.choices import BOX_LOSSES
 from yolo3.decode import yolo_head
 from yolo3.masks import default_masks, validate_masks
 from yolo3.specs import strides_for
 
 Masks = Optional[Sequence[Sequence[int]]]
-BOX_LOSSES = ("mse", "giou", "diou", "ciou")
 _MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes
 
-__all__ = ["BOX_LOSSES", "loss_terms", "yolo_loss", "YoloLoss", "identity_loss",
+__all__ = ["loss_terms", "yolo_loss", "YoloLoss", "identity_loss",
            "yolo_training_model", "gather_true_boxes", "pixel_boxes_to_cxcywh", "iou_variant"]
 
 

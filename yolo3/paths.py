@@ -2,14 +2,15 @@
 written, a file where a file is), a parent that can be made, and never an input.
 
 Every command calls these on its outputs before it creates or changes anything, so a refused run
-leaves the disk as it was. Plain Python (no TensorFlow). Errors read ``PATH: reason``.
+leaves the disk as it was. Plain Python (no TensorFlow). Errors read ``PATH: reason``; ``flag`` is
+the flag or setting that named the path (a :class:`~yolo3.errors.SettingError` lists it).
 """
 from __future__ import annotations
 
 import os
 from typing import Iterable, Optional, Sequence, Tuple
 
-from yolo3.errors import ArgumentError, PathLike
+from yolo3.errors import ArgumentError, PathLike, SettingError
 
 __all__ = ["check_output_dir", "check_output_file", "check_outputs", "refuse_overwriting_inputs",
            "same_or_inside"]
@@ -30,10 +31,10 @@ def check_output_dir(path: PathLike, flag: str) -> str:
     """``path`` must be a folder or not exist yet (with a parent that can be made); returns it."""
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
-        raise ArgumentError(f"{path}: {flag} must be a folder, and this is a file")
+        raise SettingError(f"{path}: {flag} must be a folder, and this is a file", flag)
     blocker = _blocking_ancestor(path)
     if blocker:
-        raise ArgumentError(f"{path}: {flag} cannot be made: {blocker} is a file, not a folder")
+        raise SettingError(f"{path}: {flag} cannot be made: {blocker} is a file, not a folder", flag)
     return path
 
 
@@ -41,10 +42,10 @@ def check_output_file(path: PathLike, flag: str) -> str:
     """``path`` must be a file or not exist yet (its folder existing or makeable); returns it."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        raise ArgumentError(f"{path}: {flag} must be a file, and this is a folder")
+        raise SettingError(f"{path}: {flag} must be a file, and this is a folder", flag)
     blocker = _blocking_ancestor(path)
     if blocker:
-        raise ArgumentError(f"{path}: {flag} cannot be written: {blocker} is a file, not a folder")
+        raise SettingError(f"{path}: {flag} cannot be written: {blocker} is a file, not a folder", flag)
     return path
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Optional, Set
 
+from yolo3.choices import TRAINING_PRECISIONS
 from yolo3.errors import ArgumentError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
-TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
-__all__ = ["PRECISIONS", "TRAINING_PRECISIONS", "cpu_flags", "has_fast_bfloat16",
+__all__ = ["PRECISIONS", "cpu_flags", "has_fast_bfloat16",
            "gpu_has_bfloat16", "resolve_precision", "resolve_training_precision"]
 
 

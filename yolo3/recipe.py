@@ -1,29 +1,29 @@
 """The training recipe's choices, each one decided here: optimiser (Adam, or SGD with Nesterov
 momentum), learning-rate schedule, decoupled weight decay (not on batch-norm or biases), an
-exponential moving average of the weights, the training dtype policy, XLA, multi-scale sizes and
+exponential moving average of the weights, the training dtype policy, XLA and
 how often to evaluate. :mod:`yolo3.train` asks; nothing here depends on the model variant.
 """
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional
 
-OPTIMIZERS = ("adam", "sgd")
+from yolo3.choices import JIT_CHOICES, OPTIMIZERS
+
 # Adam's 3e-3 (keras-yolo3 used 1e-3): measured better from scratch and fine-tuning alike with
 # warm-up, cosine decay, EMA and decoupled weight decay (README, measured figures)
 DEFAULT_LR = {"adam": 3e-3, "sgd": 1e-2}
 SGD_MOMENTUM = 0.937  # Darknet / YOLOv5's momentum, with Nesterov
 NO_DECAY = ("gamma", "beta", "bias")  # batch-norm scale and offset, biases: never decayed
-JIT_CHOICES = ("auto", "on", "off")
 EVAL_EVERY_EPOCH_MAX_IMAGES = 500  # evaluate every epoch up to this many validation images
 EVAL_SHARE = 0.1  # beyond that, keep evaluation under about this share of training time
 EMA_HORIZON_SHARE = 0.05  # the EMA averages over about this share of the run's steps
 EMA_MIN_HORIZON = 10
 
-__all__ = ["OPTIMIZERS", "DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "JIT_CHOICES",
+__all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY",
            "learning_rate", "auto_ema_momentum", "make_optimizer", "auto_eval_every",
-           "multi_scale_sizes", "use_jit", "dtype_policy"]
+           "use_jit", "dtype_policy"]
 
 
 def learning_rate(optimizer: str, lr: Optional[float] = None) -> float:
@@ -70,14 +70,6 @@ def auto_eval_every(num_val_images: int, num_train_images: int) -> int:
         return 1
     relative_cost = num_val_images / (3.0 * max(1, num_train_images))
     return max(1, math.ceil(relative_cost / EVAL_SHARE))
-
-
-def multi_scale_sizes(smallest: int, largest: int, stride: int = 32) -> Tuple[int, ...]:
-    """The multiples of ``stride`` in ``[smallest, largest]`` (both must be multiples)."""
-    if smallest % stride or largest % stride or not 0 < smallest <= largest:
-        raise ValueError(f"multi-scale sizes need multiples of {stride} with MIN <= MAX, got "
-                         f"{smallest} and {largest}")
-    return tuple(range(smallest, largest + 1, stride))
 
 
 def use_jit(jit: str, on_gpu: bool) -> bool:

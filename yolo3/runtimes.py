@@ -18,7 +18,8 @@ import numpy as np
 from yolo3.anchors import read_classes
 from yolo3.decode import decode_detections
 from yolo3.detector import YOLO
-from yolo3.errors import ArgumentError, FileFormatError, PathLike
+from yolo3.deprecation import renamed_keyword
+from yolo3.errors import ArgumentError, FileFormatError, PathLike, SettingError
 from yolo3.letterbox import boxes_to_image_np, letterbox_np
 from yolo3.metadata import read_info
 from yolo3.tflite_metadata import read_tflite_info
@@ -258,17 +259,18 @@ class TFLiteDetector:
 
 def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
                   classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
-                  input_size=None, model_type: Optional[str] = None, max_boxes: int = 100,
-                  precision: str = "auto"):
+                  input_size=None, variant: Optional[str] = None, max_boxes: int = 100,
+                  precision: str = "auto", *, model_type: Optional[str] = None):
     """The detector of any model file: :class:`ExportedDetector` for ``.tflite``, ``.onnx`` and
     SavedModel folders (their input size, anchors and masks are fixed: those arguments are
     refused), else :class:`yolo3.detector.YOLO`."""
+    variant = renamed_keyword("variant", variant, "model_type", model_type)
     if is_exported(path):
-        fixed = {"--anchors": anchors_path, "--input-size": input_size, "--model-type": model_type}
-        given = [flag for flag, value in fixed.items() if value is not None]
+        fixed = {"anchors": anchors_path, "input_size": input_size, "variant": variant}
+        given = [setting for setting, value in fixed.items() if value is not None]
         if given:
-            raise ArgumentError(f"{os.fspath(path)}: an exported model has a fixed input size, "
-                                f"anchors and variant; drop {', '.join(given)}")
+            raise SettingError(f"{os.fspath(path)}: an exported model has a fixed input size, "
+                               f"anchors and variant; drop {', '.join(given)}", *given)
         return ExportedDetector(path, classes_path, score=score, iou=iou, max_boxes=max_boxes)
     return YOLO(path, anchors_path, classes_path, score=score, iou=iou, input_size=input_size,
-                model_type=model_type, max_boxes=max_boxes, precision=precision)
+                variant=variant, max_boxes=max_boxes, precision=precision)

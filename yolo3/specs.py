@@ -31,8 +31,11 @@ __all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_spe
            "InputSizeError", "strides_for"]
 
 
-class UnknownModelError(ArgumentError):
-    """A model variant or layout name that the registry does not know."""
+class UnknownVariantError(ArgumentError):
+    """A variant or layout name that the registry does not know."""
+
+
+UnknownModelError = UnknownVariantError  # the name before 1.3
 
 
 class InputSizeError(ArgumentError):
@@ -183,7 +186,7 @@ def get_spec(name: Union[str, ModelSpec]) -> ModelSpec:
     for spec in SPECS.values():
         if name == spec.name or name in spec.aliases:
             return spec
-    raise UnknownModelError(f"unknown model {name!r}: expected one of {', '.join(SPECS)}")
+    raise UnknownVariantError(f"unknown variant {name!r}: expected one of {', '.join(SPECS)}")
 
 
 def layout_names() -> List[str]:
@@ -197,8 +200,8 @@ def layout(name: str) -> Describe:
         return BACKBONES[name]
     try:
         return get_spec(name).describe
-    except UnknownModelError:
-        raise UnknownModelError(f"unknown model kind {name!r}: choose from "
+    except UnknownVariantError:
+        raise UnknownVariantError(f"unknown layout {name!r}: choose from "
                                 f"{tuple(layout_names())}") from None
 
 

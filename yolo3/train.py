@@ -11,7 +11,7 @@ checks, nothing written yet; then :func:`prepare_output` (folders, side files),
 
 Layers are frozen by name: stage 1 trains every layer whose name does not start with
 ``backbone_``; stage 2 trains all. ``epochs`` is the total epoch count (stage 2 runs epochs
-``freeze_epochs .. epochs``). Outputs go to ``config.output`` (see :class:`TrainResult`).
+``freeze_epochs .. epochs``). Outputs go to ``config.output.output_dir`` (see :class:`TrainResult`).
 
 The recipe (optimiser, weight decay, EMA, precision, XLA, evaluation interval) is decided in
 :mod:`yolo3.recipe`. With evaluation on (``eval_every``), the validation set's COCO mAP is
@@ -24,9 +24,9 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -37,31 +37,30 @@ from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.bn_statistics import BatchNormStatistics
 from yolo3.bodies import build_spec_body, output_layer_names
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
-                             PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body,
-                             load_resume_state, restore_resume_state)
-from yolo3.data.annotations import scan_annotations
+                             PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body)
+from yolo3.data.annotations import load_training_records
 from yolo3.data.augment import AugmentConfig
-from yolo3.data.pipeline import MultiScale, make_dataset
-from yolo3.data.verify import verify_images
+from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
+from yolo3.data.verify import check_decodable
 from yolo3.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
                               prepare_fit, replica_devices)
-from yolo3.errors import ArgumentError, CommandFailed, Yolo3Error
+from yolo3.errors import CommandFailed, SettingError
 from yolo3.fileio import remove_stale_temporaries
 from yolo3.history import completed_epochs, truncate_history
 from yolo3.keras_compat import ExactSwapEMAWeights
 from yolo3.log import NOTICE
-from yolo3.loss import BOX_LOSSES, identity_loss, yolo_training_model
+from yolo3.loss import identity_loss, yolo_training_model
 from yolo3.metadata import ModelInfo
 from yolo3.parallel import multi_gpu_model
 from yolo3.paths import check_output_dir
-from yolo3.precision import TRAINING_PRECISIONS, resolve_training_precision
-from yolo3.recipe import (JIT_CHOICES, OPTIMIZERS, auto_ema_momentum, auto_eval_every, dtype_policy,
-                          learning_rate, make_optimizer, multi_scale_sizes, output_bias_priors,
-                          use_jit)
+from yolo3.precision import resolve_training_precision
+from yolo3.recipe import (auto_ema_momentum, auto_eval_every, dtype_policy, learning_rate,
+                          make_optimizer, output_bias_priors, use_jit)
+from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
-from yolo3.train_config import TrainConfig
+from yolo3.train_config import TrainConfig, check, multi_scale_sizes
 from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
@@ -73,8 +72,9 @@ __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_tra
            "training_precision"]
 
 
-class ConfigError(ArgumentError):
-    """A training argument that cannot work (missing file, bad size, class ids beyond the list)."""
+class ConfigError(SettingError):
+    """A training setting that cannot work: a missing file, a bad size, class ids beyond the list,
+    a run folder that does not match ``resume`` (``settings`` names the settings concerned)."""
 
 
 @dataclass
@@ -153,157 +153,58 @@ class Stage:
     frozen: bool
 
 
-def _check_file(path: Optional[str], what: str) -> None:
-    if path is not None and not os.path.exists(path):
-        raise ConfigError(f"{what} not found: {path}")
-
-
 def validate_config(config: TrainConfig) -> None:
-    """Refuse arguments that cannot work, with a message naming the argument."""
-    _check_file(config.annotations, "--annotations")
-    _check_file(config.val_annotations, "--val-annotations")
-    _check_file(config.classes, "--classes")
-    _check_file(config.anchors, "--anchors")
-    _check_file(config.weights, "--weights")
+    """Refuse settings that cannot work (:func:`yolo3.train_config.check`): :class:`ConfigError`
+    naming them."""
     try:
-        spec = get_spec(config.model)
-    except Yolo3Error as e:
-        raise ConfigError(f"--model: {e}") from None
-    try:
-        spec.check_input_size(config.input_size)
-    except Yolo3Error as e:
-        raise ConfigError(f"--input-size: {e}") from None
-    if config.max_boxes < 1:
-        raise ConfigError(f"--max-boxes must be >= 1, got {config.max_boxes}")
-    if config.batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {config.batch_size}")
-    if config.epochs < 1 or not 0 <= config.freeze_epochs <= config.epochs:
-        raise ConfigError(f"need 0 <= --freeze-epochs ({config.freeze_epochs}) <= --epochs "
-                          f"({config.epochs}) and --epochs >= 1")
-    if not config.val_annotations and not 0 < config.val_split < 1:
-        raise ConfigError(f"--val-split must be in (0, 1) without --val-annotations, got {config.val_split}")
-    if config.lr is not None and config.lr <= 0:
-        raise ConfigError(f"--lr must be positive, got {config.lr}")
-    if config.schedule not in ("cosine", "plateau"):
-        raise ConfigError(f"--schedule must be 'cosine' or 'plateau', got {config.schedule!r}")
-    if config.gpus and config.cpu_replicas:
-        raise ConfigError("give either --gpus or --cpu-replicas, not both")
-    _validate_recipe(config, spec)
-
-
-def _validate_recipe(config: TrainConfig, spec: ModelSpec) -> None:
-    choices = [("--optimizer", config.optimizer, OPTIMIZERS), ("--box-loss", config.box_loss, BOX_LOSSES),
-               ("--precision", config.precision, TRAINING_PRECISIONS), ("--jit", config.jit, JIT_CHOICES)]
-    for flag, value, allowed in choices:
-        if value not in allowed:
-            raise ConfigError(f"{flag} must be one of {', '.join(allowed)}, got {value!r}")
-    if config.weight_decay < 0:
-        raise ConfigError(f"--weight-decay must be >= 0, got {config.weight_decay}")
-    if config.bn_momentum is not None and not 0 <= config.bn_momentum < 1:
-        raise ConfigError(f"--bn-momentum must be in [0, 1), got {config.bn_momentum}")
-    if config.bn_stats_images < 0:
-        raise ConfigError(f"--bn-stats-images must be >= 0, got {config.bn_stats_images}")
-    if config.ema_momentum is not None and not 0 < config.ema_momentum < 1:
-        raise ConfigError(f"--ema-momentum must be in (0, 1), got {config.ema_momentum}")
-    if not 0 < config.assign_iou <= 1:
-        raise ConfigError(f"--assign-iou must be in (0, 1], got {config.assign_iou}")
-    if not 0 <= config.label_smoothing < 1:
-        raise ConfigError(f"--label-smoothing must be in [0, 1), got {config.label_smoothing}")
-    if not 0 <= config.mosaic <= 1:
-        raise ConfigError(f"--mosaic must be a probability in [0, 1], got {config.mosaic}")
-    if config.mosaic and config.augment == "none":
-        raise ConfigError("--mosaic needs augmentation: it cannot go with --augment none")
-    if config.multi_scale is not None:
-        try:
-            for size in multi_scale_sizes(*config.multi_scale):
-                spec.check_input_size(size)
-        except (ValueError, Yolo3Error) as e:
-            raise ConfigError(f"--multi-scale: {e}") from None
-        if config.multi_scale_every < 1:
-            raise ConfigError(f"--multi-scale-every must be >= 1, got {config.multi_scale_every}")
-    if config.eval_every is not None and config.eval_every < 0:
-        raise ConfigError(f"--eval-every must be >= 0 (0: no evaluation), got {config.eval_every}")
-    if config.patience < 0:
-        raise ConfigError(f"--patience must be >= 0, got {config.patience}")
-    if config.patience and config.eval_every == 0:
-        raise ConfigError("--patience counts evaluations: it needs --eval-every above 0")
-
-
-def _load_records(path: str, class_names: Sequence[str], strict: bool = False):
-    """Records of an annotation file. Invalid boxes (no area, outside the image) are dropped with
-    one warning each naming FILE:LINE and a summary line, unless ``strict`` (then they are errors)."""
-    result = scan_annotations(path, class_names, strict=True, drop_invalid_boxes=not strict)
-    for problem in result.dropped_boxes:
-        logger.warning("%s (box dropped)", problem)
-    if result.dropped_boxes:
-        logger.warning("%s: %d invalid boxes dropped (strict refuses them instead)", path,
-                       len(result.dropped_boxes))
-    if result.clipped_boxes:
-        logger.warning("%s: %d boxes extend past their image and were clipped", path,
-                       result.clipped_boxes)
-    records = result.records
-    if not records:
-        raise ConfigError(f"{path}: no annotated images")
-    for r in records:
-        boxes = np.asarray(r.boxes).reshape(-1, 5)
-        if len(boxes) and (boxes[:, 4].max() >= len(class_names) or boxes[:, 4].min() < 0):
-            raise ConfigError(f"{path}: {r.path} has class id {int(boxes[:, 4].max())} beyond the "
-                              f"{len(class_names)} classes of the class list")
-    return records
+        check(config)
+    except SettingError as e:
+        raise ConfigError(str(e), *e.settings) from None
 
 
 def prepare_data(config: TrainConfig) -> TrainData:
-    """Classes, anchors (the variant's defaults without ``--anchors``), masks, and the training and
-    validation records (``--val-annotations``, else a seeded ``--val-split`` of the annotations)."""
-    spec = get_spec(config.model)
-    class_names = read_classes(config.classes)
-    anchors = read_anchors(config.anchors) if config.anchors else spec.default_anchors()
+    """Classes, records, anchors (the variant's defaults without ``anchors``) and masks; the
+    validation records are ``val_annotations``, else a seeded ``val_split`` of the annotations."""
+    settings = config.data
+    class_names = read_classes(settings.classes)
+    anchors = read_anchors(settings.anchors) if settings.anchors else None
+    records = load_training_records(settings.annotations, class_names, settings.strict)
+    val_records = (load_training_records(settings.val_annotations, class_names, settings.strict)
+                   if settings.val_annotations else None)
+    spec = get_spec(config.model.variant)
+    anchors = spec.default_anchors() if anchors is None else anchors
     try:
         masks = spec.default_masks(len(anchors))
     except ValueError as e:
-        raise ConfigError(f"--anchors {config.anchors}: {e}") from None
-    records = _load_records(config.annotations, class_names, config.strict)
-    if config.val_annotations:
-        val_records = _load_records(config.val_annotations, class_names, config.strict)
-    else:
+        raise ConfigError(f"anchors {settings.anchors}: {e}", "anchors") from None
+    if val_records is None:
         order = np.random.default_rng(config.seed).permutation(len(records))
-        n_val = max(1, int(round(len(records) * config.val_split)))
+        n_val = max(1, int(round(len(records) * settings.val_split)))
         if n_val >= len(records):
-            raise ConfigError(f"{config.annotations}: {len(records)} images are too few for "
-                              f"--val-split {config.val_split}")
+            raise ConfigError(f"{settings.annotations}: {len(records)} images are too few for "
+                              f"val_split {settings.val_split}", "val_split")
         val_records = [records[i] for i in order[:n_val]]
         records = [records[i] for i in order[n_val:]]
-    crowded = [r for r in records + val_records
-               if len(np.asarray(r.boxes).reshape(-1, 5)) > config.max_boxes]
+    counts = [len(np.asarray(r.boxes).reshape(-1, 5)) for r in records + val_records]
+    crowded = [(r, n) for r, n in zip(records + val_records, counts) if n > settings.max_boxes]
     if crowded:
         logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
-                       "uses the first %d of each", len(crowded), config.max_boxes, crowded[0].path,
-                       len(np.asarray(crowded[0].boxes).reshape(-1, 5)), config.max_boxes)
+                       "uses the first %d of each", len(crowded), settings.max_boxes,
+                       crowded[0][0].path, crowded[0][1], settings.max_boxes)
     return TrainData(spec, class_names, anchors, masks, records, val_records)
 
 
-def _verify_decodable(records: list, verbose: int) -> None:
-    """Every image decoded once by the pipeline's decoder before training (cached between runs):
-    a bad file is named now, not met as a TensorFlow error mid-epoch."""
-    failures = verify_images([r.path for r in records], progress=bool(verbose))
-    if failures:
-        shown = "\n  ".join(str(f) for f in failures[:10])
-        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
-        raise ConfigError(f"{len(failures)} images cannot be used for training (yolo3 check "
-                          f"lists them all):\n  {shown}{more}")
-
-
 def check_run_folder(config: TrainConfig, data: TrainData) -> None:
-    """Refuse, before anything is written, an ``--output`` that is not a folder, and a ``--resume``
+    """Refuse, before anything is written, an ``output_dir`` that is not a folder, and a ``resume``
     whose run does not match (its ``resume.json`` unreadable, its classes, anchors or variant
-    different). Without saved state, ``--resume`` says that it starts from the beginning."""
-    out = Path(check_output_dir(config.output, "--output"))
-    if not config.resume:
+    different). Without saved state, ``resume`` says that it starts from the beginning."""
+    out = Path(check_output_dir(config.output.output_dir, "output_dir"))
+    if not config.output.resume:
         return
     try:
         state = load_resume_state(out)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}") from None
+        raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}", "resume") from None
     if state is None:
         logger.warning("resume: %s has no saved state (resume.json): training starts at epoch 1",
                        out)
@@ -317,20 +218,20 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
         same = (list(theirs) == list(ours) if name == "classes.txt" else
                 np.shape(theirs) == np.shape(ours) and np.allclose(theirs, ours, atol=1e-2))
         if not same:
-            raise ConfigError(f"{out / name}: --resume: the run was trained with a different "
+            raise ConfigError(f"{out / name}: resume: the run was trained with a different "
                               f"{what} ({len(theirs)} entries) than the one given now "
-                              f"({len(ours)} entries)")
+                              f"({len(ours)} entries)", "resume")
     variant = state.get("variant")
     if variant is not None and variant != data.spec.name:
-        raise ConfigError(f"{out / 'resume.json'}: --resume: the run trains {variant!r}, not "
-                          f"--model {data.spec.name!r}")
+        raise ConfigError(f"{out / 'resume.json'}: resume: the run trains {variant!r}, not "
+                          f"variant {data.spec.name!r}", "resume", "variant")
 
 
 def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> RunFolder:
     """Make the output folder; non-chief workers of a cluster write to ``.worker-<i>/`` (same code
     path, nothing clobbered). Removes what a killed run half-wrote; the chief writes
     ``anchors.txt`` and ``classes.txt``."""
-    out = Path(config.output)
+    out = Path(config.output.output_dir)
     write_dir = out if task.is_chief else out / f".worker-{task.index}"
     write_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(write_dir)
@@ -345,16 +246,17 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
     per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
     first thing: :func:`yolo3.distribute.configure_logical_cpus`)."""
-    devices = replica_devices(config.gpus or None, config.cpu_replicas or None)
-    strategy = make_strategy(config.strategy, devices if config.strategy == "mirrored" else None)
+    devices = replica_devices(config.hardware.gpus or None, config.hardware.cpu_replicas or None)
+    strategy = make_strategy(config.hardware.strategy,
+                             devices if config.hardware.strategy == "mirrored" else None)
     replicas = strategy.num_replicas_in_sync if strategy else max(1, len(devices))
-    global_batch = config.batch_size * replicas
+    global_batch = config.hardware.batch_size * replicas
     if num_records < global_batch:
-        raise ConfigError(f"--batch-size {config.batch_size}: the {num_records} training images "
-                          f"of {config.annotations} are fewer than one global batch "
-                          f"({config.batch_size} x {replicas} replicas)")
-    steps = config.steps_per_epoch or num_records // global_batch
-    if config.strategy != "wrapper":
+        raise ConfigError(f"batch_size {config.hardware.batch_size}: the {num_records} training "
+                          f"images of {config.data.annotations} are fewer than one global batch "
+                          f"({config.hardware.batch_size} x {replicas} replicas)", "batch_size")
+    steps = config.schedule.steps_per_epoch or num_records // global_batch
+    if config.hardware.strategy != "wrapper":
         devices = []
     return Placement(strategy, devices, replicas, global_batch, steps, task or cluster_task())
 
@@ -363,26 +265,26 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
                  ) -> Tuple[keras.Model, keras.Model, List[Tuple[str, str]]]:
     """``(body, template, skipped layers)``: the body and its training model (output: the loss,
     ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
-    current Keras dtype policy, with ``--weights`` loaded by name (skipped layers listed). With
+    current Keras dtype policy, with ``weights`` loaded by name (skipped layers listed). With
     ``multi_scale`` the body takes any input size."""
-    side = None if config.multi_scale else config.input_size
+    side = None if config.data.multi_scale else config.model.input_size
     with placement.scope():
         body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), (side, side))
         template = yolo_training_model(body, data.anchors, data.num_classes,
-                                       anchor_mask=data.masks, box_loss=config.box_loss,
-                                       label_smoothing=config.label_smoothing,
-                                       max_boxes=config.max_boxes)
+                                       anchor_mask=data.masks, box_loss=config.recipe.box_loss,
+                                       label_smoothing=config.recipe.label_smoothing,
+                                       max_boxes=config.data.max_boxes)
     skipped: List[Tuple[str, str]] = []
     loaded = set()
-    if config.weights:
-        report = load_weights_by_name(body, config.weights, model_type=data.spec.name)
+    if config.model.weights:
+        report = load_weights_by_name(body, config.model.weights, variant=data.spec.name)
         skipped, loaded = report.skipped, set(report.loaded)
-    if config.prior_bias:
-        _initialise_output_priors(body, data, config.input_size, keep=loaded)
-    if config.bn_momentum is not None:
+    if config.model.prior_bias:
+        _initialise_output_priors(body, data, config.model.input_size, keep=loaded)
+    if config.model.bn_momentum is not None:
         for layer in body.layers:
             if isinstance(layer, keras.layers.BatchNormalization):
-                layer.momentum = float(config.bn_momentum)
+                layer.momentum = float(config.model.bn_momentum)
     return body, template, skipped
 
 
@@ -401,19 +303,22 @@ def _initialise_output_priors(body: keras.Model, data: TrainData, input_size: in
 
 
 def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
-    """``(state, start epoch, best)``: with ``--resume`` the chief's last complete state (one epoch
+    """``(state, start epoch, best)``: with ``resume`` the chief's last complete state (one epoch
     for all workers), its weights loaded into ``template``; history rows of epochs that will be
     trained again are dropped (multi-worker runs: from the BackupAndRestore epoch)."""
-    state = load_resume_state(run.output) if config.resume else None
+    backup = run.write_dir / "backup"
+    backup_epoch = (_backup_epoch(backup) if config.hardware.strategy == "multiworker"
+                    and backup.exists() else None)
+    state = load_resume_state(run.output) if config.output.resume else None
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
     if state:
         logger.log(NOTICE, "resuming from %s after epoch %d", state["path"], start_epoch)
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
-    if config.resume:
+    if config.output.resume:
         truncate_history(run.write_dir / "history.csv", start_epoch)
-    elif config.strategy == "multiworker" and (run.write_dir / "backup").exists():
-        truncate_history(run.write_dir / "history.csv", _backup_epoch(run.write_dir / "backup"))
+    elif backup_epoch is not None:
+        truncate_history(run.write_dir / "history.csv", backup_epoch)
     return state, start_epoch, best
 
 
@@ -432,26 +337,21 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
                   ) -> Tuple[tf.data.Dataset, tf.data.Dataset]:
     """Training (augmented, shuffled, mosaic and multi-scale as configured) and validation
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
-    import dataclasses
-
-    size = (config.input_size, config.input_size)
-    augment = AugmentConfig.preset(config.augment)
-    if augment is not None and config.mosaic:
-        augment = dataclasses.replace(augment, mosaic=config.mosaic)
-    multi_scale = None
-    if config.multi_scale:
-        multi_scale = MultiScale(tuple((s, s) for s in multi_scale_sizes(*config.multi_scale)),
-                                 config.multi_scale_every)
-
-    def dataset(records, training: bool) -> tf.data.Dataset:
-        return make_dataset(records, size, data.anchors, data.num_classes, placement.global_batch,
-                            training=training, anchor_mask=data.masks, max_boxes=config.max_boxes,
-                            seed=config.seed, augment=augment if training else None,
-                            multi_scale=multi_scale if training else None, true_boxes=True,
-                            assign_iou=config.assign_iou)
-
-    train_ds, val_ds = dataset(data.records, True), dataset(data.val_records, False)
-    if config.steps_per_epoch:
+    settings = config.data
+    sizes = multi_scale_sizes(*settings.multi_scale) if settings.multi_scale else None
+    augment = AugmentConfig.preset(settings.augment)
+    if augment is not None and settings.mosaic:
+        augment = replace(augment, mosaic=settings.mosaic)
+    targets = TargetEncoding(data.anchors, data.num_classes, data.masks,
+                             config.recipe.assign_iou, true_boxes=True)
+    validation = DatasetConfig((config.model.input_size,) * 2, placement.global_batch,
+                               training=False, targets=targets, max_boxes=settings.max_boxes,
+                               seed=config.seed, augment=None)
+    training = replace(validation, training=True, augment=augment, multi_scale=(
+        MultiScale(tuple((s, s) for s in sizes), settings.multi_scale_every) if sizes else None))
+    train_ds = make_dataset(data.records, training)
+    val_ds = make_dataset(data.val_records, validation)
+    if config.schedule.steps_per_epoch:
         train_ds = train_ds.repeat()
     if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
@@ -462,15 +362,14 @@ def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[tf.data.
     """The training images (``bn_stats_images`` of them, a seeded choice, letterboxed at the input
     size, no augmentation, decoded once and cached) over which the batch-norm statistics are
     recomputed; None when ``bn_stats_images`` is 0."""
-    count = min(int(config.bn_stats_images), len(data.records))
+    count = min(int(config.recipe.bn_stats_images), len(data.records))
     if count <= 0:
         return None
     order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
     records = [data.records[i] for i in sorted(order)]
-    size = (config.input_size, config.input_size)
-    return make_dataset(records, size, data.anchors, data.num_classes, min(16, count),
-                        training=False, anchor_mask=data.masks, max_boxes=config.max_boxes,
-                        seed=config.seed, augment=None, targets=False, cache=True)
+    return make_dataset(records, DatasetConfig(
+        (config.model.input_size,) * 2, min(16, count), training=False,
+        max_boxes=config.data.max_boxes, seed=config.seed, augment=None, cache=True))
 
 
 def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:
@@ -491,26 +390,26 @@ def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: boo
 
 def stages(config: TrainConfig, start_epoch: int) -> List[Stage]:
     """The stages still to run after ``start_epoch`` completed epochs."""
-    planned = [Stage(0, config.freeze_epochs, True), Stage(config.freeze_epochs, config.epochs, False)]
+    planned = [Stage(0, config.schedule.freeze_epochs, True), Stage(config.schedule.freeze_epochs, config.schedule.epochs, False)]
     return [s for s in planned if s.last > s.first and s.last > start_epoch]
 
 
 def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.optimizers.Optimizer:
     """The stage's optimiser: its schedule over the stage, weight decay and EMA (momentum from the
     whole run's length unless given)."""
-    lr = learning_rate(config.optimizer, config.lr)
-    if config.schedule == "cosine":
+    lr = learning_rate(config.recipe.optimizer, config.recipe.lr)
+    if config.schedule.schedule == "cosine":
         total = max(1, steps * stage_epochs)
-        warm = int(round(config.warmup_epochs * steps))
+        warm = int(round(config.schedule.warmup_epochs * steps))
         lr = WarmupCosine(lr, total, min(warm, total - 1))
-    momentum = config.ema_momentum or auto_ema_momentum(steps * config.epochs)
-    return make_optimizer(config.optimizer, lr, config.weight_decay, config.ema, momentum)
+    momentum = config.recipe.ema_momentum or auto_ema_momentum(steps * config.schedule.epochs)
+    return make_optimizer(config.recipe.optimizer, lr, config.recipe.weight_decay, config.recipe.ema, momentum)
 
 
 def eval_interval(config: TrainConfig, data: TrainData) -> int:
     """Epochs between two mAP evaluations (0: none): ``eval_every``, or the automatic interval."""
-    if config.eval_every is not None:
-        return int(config.eval_every)
+    if config.schedule.eval_every is not None:
+        return int(config.schedule.eval_every)
     return auto_eval_every(len(data.val_records), len(data.records))
 
 
@@ -524,7 +423,7 @@ def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoi
     # the checkpoint: a crash between them repeats the epoch (its row is dropped on resume)
     # instead of leaving a gap in history.csv.
     callbacks: list = [EpochClock(), nan_stop]
-    if config.ema:
+    if config.recipe.ema:
         callbacks.append(ExactSwapEMAWeights(swap_on_epoch=True))
     if bn_statistics is not None:
         callbacks.append(bn_statistics)
@@ -536,14 +435,14 @@ def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoi
         callbacks.append(early_stop)
     if _has_tensorboard():
         callbacks.append(keras.callbacks.TensorBoard(str(run.write_dir / "logs")))
-    elif config.verbose:
+    elif config.output.verbose:
         logger.warning("TensorBoard is not installed (pip install tensorboard): no logs/ written")
-    if config.schedule == "plateau":
-        callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.verbose))
-    if config.strategy == "multiworker":
+    if config.schedule.schedule == "plateau":
+        callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.output.verbose))
+    if config.hardware.strategy == "multiworker":
         # one folder per worker: Keras 3 writes the backup on every worker (HDF5 locks clash)
         callbacks.append(keras.callbacks.BackupAndRestore(str(run.write_dir / "backup")))
-        if config.ema:
+        if config.recipe.ema:
             callbacks.append(EmaAfterBackupRestore(run.write_dir / "backup"))
     return callbacks
 
@@ -556,7 +455,7 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     Returns the stage's Keras history."""
     train_ds, val_ds = datasets
     with placement.scope():
-        frozen_count = set_stage_trainable(body, stage.frozen, config.freeze_bn)
+        frozen_count = set_stage_trainable(body, stage.frozen, config.model.freeze_bn)
         model = (multi_gpu_model(template, devices=placement.devices) if placement.uses_wrapper
                  else template)
         optimizer = _optimizer(config, placement.steps, stage.last - stage.first)
@@ -566,8 +465,8 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     name = (f"1 (heads only, {frozen_count} layers frozen)" if stage.frozen else "2 (all layers)")
     logger.log(NOTICE, "stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, "
                "%s lr %g (%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
-               placement.replicas, placement.global_batch, placement.steps, config.optimizer,
-               learning_rate(config.optimizer, config.lr), config.schedule, config.strategy,
+               placement.replicas, placement.global_batch, placement.steps, config.recipe.optimizer,
+               learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule, config.hardware.strategy,
                keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
@@ -575,10 +474,10 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     try:
         history = model.fit(train_ds, validation_data=val_ds, epochs=stage.last,
                             initial_epoch=max(stage.first, start_epoch),
-                            steps_per_epoch=placement.steps if config.steps_per_epoch else None,
-                            validation_steps=config.validation_steps, callbacks=callbacks,
+                            steps_per_epoch=placement.steps if config.schedule.steps_per_epoch else None,
+                            validation_steps=config.schedule.validation_steps, callbacks=callbacks,
                             shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
-                            verbose=config.verbose)
+                            verbose=config.output.verbose)
     except tf.errors.InvalidArgumentError as e:
         if not any(word in str(e) for word in ("image", "JPEG", "PNG", "decode", "Decode")):
             raise
@@ -586,7 +485,7 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                        or "PNG" in line), str(e).splitlines()[0])
         raise CommandFailed(f"an image could not be decoded during training although every image "
                             f"decoded when it started (did a file change?); 'yolo3 check "
-                            f"--annotations {config.annotations}' names it. TensorFlow: "
+                            f"--annotations {config.data.annotations}' names it. TensorFlow: "
                             f"{reason.strip()}") from None
     return {k: [float(x) for x in v] for k, v in history.history.items()}
 
@@ -616,26 +515,27 @@ def weights_finite(model: keras.Model) -> bool:
 def train(config: TrainConfig) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
     policy of ``precision`` holds while training and is restored afterwards."""
+    policy = training_precision(config)
     validate_config(config)
-    with dtype_policy(training_precision(config)):
+    with dtype_policy(policy):
         return _train(config)
 
 
 def training_precision(config: TrainConfig) -> str:
-    """The dtype policy ``config.precision`` means on this machine (see
+    """The dtype policy ``config.recipe.precision`` means on this machine (see
     :func:`yolo3.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
-    return resolve_training_precision(config.precision, gpu=_on_gpu(config))
+    return resolve_training_precision(config.recipe.precision, gpu=_on_gpu(config))
 
 
 def _on_gpu(config: TrainConfig) -> bool:
-    if config.cpu_replicas:
+    if config.hardware.cpu_replicas:
         return False
     return bool(tf.config.list_physical_devices("GPU"))
 
 
 def _jit(config: TrainConfig, placement: Placement) -> bool:
     """XLA for the step: never for the replica wrapper (it keeps its per-device placement)."""
-    return use_jit(config.jit, _on_gpu(config)) and not placement.uses_wrapper
+    return use_jit(config.recipe.jit, _on_gpu(config)) and not placement.uses_wrapper
 
 
 def _train(config: TrainConfig) -> TrainResult:
@@ -645,28 +545,29 @@ def _train(config: TrainConfig) -> TrainResult:
     placement = pick_strategy(config, len(data.records))
     # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
     # its collectives before TensorFlow's runtime starts
-    _verify_decodable(data.records + data.val_records, config.verbose)
+    check_decodable([r.path for r in data.records + data.val_records],
+                    progress=bool(config.output.verbose))
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     bn_images = batch_norm_images(config, data)
-    info = data.info(config.input_size)
+    info = data.info(config.model.input_size)
     nan_stop = StopOnNaN()
     every = eval_interval(config, data)
     evaluation = early_stop = None
     if every:
         evaluation = MapEvaluation(body, info, data.val_records, every=every,
-                                   batch_size=config.batch_size, verbose=config.verbose,
+                                   batch_size=config.hardware.batch_size, verbose=config.output.verbose,
                                    logs_dir=run.write_dir / "logs" if run.chief else None,
                                    evaluate=run.chief, share=_sharing(placement))
-        if config.patience:
-            early_stop = EarlyStopOnPlateau(config.patience, "mAP50_95", best=best,
-                                            verbose=config.verbose)
+        if config.schedule.patience:
+            early_stop = EarlyStopOnPlateau(config.schedule.patience, "mAP50_95", best=best,
+                                            verbose=config.output.verbose)
     checkpoint = TemplateCheckpoint(body, run.write_dir, template=template, best=best,
-                                    verbose=config.verbose, info=info,
+                                    verbose=config.output.verbose, info=info,
                                     monitor="mAP50_95" if every else "val_loss",
-                                    mode="max" if every else "min", ema=config.ema)
+                                    mode="max" if every else "min", ema=config.recipe.ema)
     history: Dict[str, List[float]] = {}
     for stage in stages(config, start_epoch):
         # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
@@ -684,7 +585,7 @@ def _train(config: TrainConfig) -> TrainResult:
         nan_stop.stopped = True
         nan_stop.message = (f"{nan_stop.message or 'the weights are not finite numbers'}; no "
                             f"good checkpoint exists, so no final model was written in {run.output}")
-    if evaluation is not None and checkpoint.best > -math.inf and config.verbose:
+    if evaluation is not None and checkpoint.best > -math.inf and config.output.verbose:
         logger.log(NOTICE, "best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
                    run.output / "best.keras")
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,

@@ -1,79 +1,300 @@
-"""The training configuration: every setting :func:`yolo3.train.train` takes, with its default.
+"""The training configuration: every setting :func:`yolo3.train.train` takes, its default and its
+rules, in six sections.
 
-The one owner of the defaults: ``yolo3 train``'s flags read them from here (``--freeze-epochs``
-is ``freeze_epochs``). Plain Python, no TensorFlow: ``yolo3 train --help`` stays fast.
+:class:`TrainConfig` holds :class:`DataSettings` (what to learn from), :class:`ModelSettings` (what
+to train), :class:`RecipeSettings` (how), :class:`ScheduleSettings` (how long),
+:class:`HardwareSettings` (where) and :class:`OutputSettings` (what it writes), plus the seed.
+Every setting has one name, unique over the sections (``batch_size`` is
+``config.hardware.batch_size``); ``yolo3 train``'s flags are those names (``--batch-size``) and read
+their defaults here. :func:`check` refuses values that cannot work with a
+:class:`~yolo3.errors.SettingError` naming the settings; the command line words them as its flags.
+
+Plain Python, no TensorFlow: ``yolo3 train --help`` stays fast.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
-__all__ = ["TrainConfig", "default"]
+from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
+                           STRATEGIES, TRAINING_PRECISIONS)
+from yolo3.errors import SettingError, Yolo3Error
+from yolo3.specs import get_spec
+
+__all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
+           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "multi_scale_sizes"]
 
 
 @dataclass
-class TrainConfig:
-    """Everything :func:`train` needs; the CLI flags map one to one (``--freeze-epochs`` ...)."""
+class DataSettings:
+    """What to learn from: annotations, classes, anchors, validation split and augmentation."""
 
-    annotations: str
-    classes: str
-    output: str
+    annotations: str = ""
+    classes: str = ""
     val_annotations: Optional[str] = None
-    val_split: float = 0.1
-    anchors: Optional[str] = None
-    model: str = "yolov3"
+    val_split: float = 0.1  # held out of ``annotations`` when ``val_annotations`` is not given
+    anchors: Optional[str] = None  # None: the variant's COCO anchors
+    max_boxes: int = 100  # ground-truth boxes kept per image (the loss's static padding)
+    strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
+    # AugmentConfig preset: full, light or none. light measured better on 10-epoch runs of a few
+    # hundred images (three synthetic sets, from scratch and fine-tuned); full for long runs
+    augment: str = "light"
+    mosaic: float = 0.0  # probability of a 4-image mosaic per training image
+    multi_scale: Optional[Tuple[int, int]] = None  # (MIN, MAX): random multiple of 32 in between
+    multi_scale_every: int = 10  # steps between two size changes
+
+
+@dataclass
+class ModelSettings:
+    """What to train: the variant at its input size, the initial weights, how layers start."""
+
+    variant: str = "yolov3"
     input_size: int = 416
-    weights: Optional[str] = None
-    freeze_epochs: int = 0
-    epochs: int = 10
-    batch_size: int = 8
-    gpus: int = 0
-    cpu_replicas: int = 0
-    strategy: str = "wrapper"
-    lr: Optional[float] = None  # None: the optimiser's default (recipe.DEFAULT_LR: Adam 3e-3, SGD 1e-2)
-    schedule: str = "cosine"
-    warmup_epochs: float = 1.0
+    weights: Optional[str] = None  # converted Darknet or a checkpoint; layers matched by name
+    prior_bias: bool = True  # new output layers start at the data's objectness and class priors
+    freeze_bn: bool = False  # every batch norm frozen in inference mode
+    bn_momentum: Optional[float] = None  # the batch norms' moving-average momentum; None: 0.99
+
+
+@dataclass
+class RecipeSettings:
+    """How to train: optimiser, regularisation, loss, precision and XLA."""
+
     optimizer: str = "adam"  # adam or sgd (momentum 0.937, Nesterov)
+    lr: Optional[float] = None  # None: the optimiser's default (recipe.DEFAULT_LR)
     weight_decay: float = 5e-4  # decoupled; never on batch-norm or biases
     ema: bool = True  # checkpoints and evaluation use the exponential moving average of the weights
     ema_momentum: Optional[float] = None  # None: from the run's length (recipe.auto_ema_momentum)
-    prior_bias: bool = True  # new output layers start at the data's objectness and class priors
     box_loss: str = "ciou"  # mse (keras-yolo3's), giou, diou or ciou
     label_smoothing: float = 0.0
     # each box is also a positive on every other anchor whose shape IoU with it exceeds this
     # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3). 0.35 measured best of 0.1,
     # 0.213 (Darknet's YOLOv4 value), 0.35 and 0.5 on two realistic sets at global batch 16
     assign_iou: float = 0.35
-    mosaic: float = 0.0  # probability of a 4-image mosaic per training image
-    multi_scale: Optional[Tuple[int, int]] = None  # (MIN, MAX): random multiple of 32 in between
-    multi_scale_every: int = 10  # steps between two size changes
-    eval_every: Optional[int] = None  # epochs between mAP evaluations; None: auto; 0: never
-    patience: int = 0  # stop after this many evaluations without a better mAP@0.5:0.95; 0: never
-    precision: str = "auto"  # auto, float32, mixed_bfloat16 or mixed_float16
-    jit: str = "auto"  # XLA for the training step: auto (GPUs), on or off
-    resume: bool = False
-    seed: int = 0
-    steps_per_epoch: Optional[int] = None
-    validation_steps: Optional[int] = None
-    max_boxes: int = 100
-    # AugmentConfig preset: full, light or none. light measured better on 10-epoch runs of a few
-    # hundred images (three synthetic sets, from scratch and fine-tuned); full for long runs
-    augment: str = "light"
-    freeze_bn: bool = False
     # batch-norm statistics recomputed with the evaluated weights over this many training images
     # before each validation and save (yolo3.bn_statistics); 0: Keras's moving averages
     bn_stats_images: int = 256
-    bn_momentum: Optional[float] = None  # the batch norms' moving-average momentum; None: 0.99
-    strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
+    precision: str = "auto"  # auto, float32, mixed_bfloat16 or mixed_float16
+    jit: str = "auto"  # XLA for the training step: auto (GPUs), on or off
+
+
+@dataclass
+class ScheduleSettings:
+    """How long: epochs and stages, the learning-rate schedule, evaluation and early stopping."""
+
+    epochs: int = 10  # in all, including the frozen stage
+    freeze_epochs: int = 0  # stage 1: the backbone_* layers frozen
+    schedule: str = "cosine"  # cosine (warm-up, then cosine decay per stage) or plateau
+    warmup_epochs: float = 1.0
+    steps_per_epoch: Optional[int] = None  # None: one pass over the data
+    validation_steps: Optional[int] = None  # None: all of the validation set
+    eval_every: Optional[int] = None  # epochs between mAP evaluations; None: auto; 0: never
+    patience: int = 0  # stop after this many evaluations without a better mAP@0.5:0.95; 0: never
+
+
+@dataclass
+class HardwareSettings:
+    """Where: images per replica, and the replicas (GPUs, logical CPUs) and how they cooperate."""
+
+    batch_size: int = 8  # per replica; the global batch is this times the replicas
+    gpus: int = 0
+    cpu_replicas: int = 0
+    strategy: str = "wrapper"  # wrapper, mirrored or multiworker
+
+
+@dataclass
+class OutputSettings:
+    """What the run writes and says: its folder, resuming in it, progress bars."""
+
+    output_dir: str = ""
+    resume: bool = False
     verbose: int = 1
 
 
+SECTIONS = {"data": DataSettings, "model": ModelSettings, "recipe": RecipeSettings,
+            "schedule": ScheduleSettings, "hardware": HardwareSettings, "output": OutputSettings}
+# flat names that are not the setting's own: the output folder is ``--output``; ``model`` was the
+# variant's name before 1.3 (``TrainConfig(model="tiny")`` still works)
+_FLAT_ALIASES = {"output": "output_dir", "model": "variant"}
+
+
+def _setting_sections() -> Dict[str, str]:
+    return {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+
+
+@dataclass(init=False)
+class TrainConfig:
+    """Everything :func:`yolo3.train.train` needs, in sections; :attr:`seed` seeds all.
+
+    ``TrainConfig(data=DataSettings(...), model=ModelSettings(...), ...)``, or with the settings by
+    name: ``TrainConfig(annotations=..., classes=..., output=..., batch_size=16)`` (each goes to its
+    section; ``output`` is the output folder).
+    """
+
+    data: DataSettings
+    model: ModelSettings
+    recipe: RecipeSettings
+    schedule: ScheduleSettings  # its setting ``schedule`` is config.schedule.schedule
+    hardware: HardwareSettings
+    output: OutputSettings
+    seed: int = 0
+
+    def __init__(self, data: Optional[DataSettings] = None, model: Any = None,
+                 recipe: Optional[RecipeSettings] = None, schedule: Optional[ScheduleSettings] = None,
+                 hardware: Optional[HardwareSettings] = None, output: Any = None, seed: int = 0,
+                 **settings: Any):
+        flat: Dict[str, Any] = dict(settings)
+        given = {"data": data, "model": model, "recipe": recipe, "schedule": schedule,
+                 "hardware": hardware, "output": output}
+        for name, value in list(given.items()):
+            # a setting that shares its name with a section (schedule) or spells one of its
+            # settings (model: the variant, output: the output folder)
+            if value is not None and not isinstance(value, SECTIONS[name]):
+                flat[name], given[name] = value, None
+        if isinstance(flat.get("output"), os.PathLike):
+            flat["output"] = os.fspath(flat["output"])
+        per_section: Dict[str, Dict[str, Any]] = {name: {} for name in SECTIONS}
+        owners = _setting_sections()
+        for name, value in flat.items():
+            name = _FLAT_ALIASES.get(name, name)
+            if name not in owners:
+                raise TypeError(f"TrainConfig has no setting {name!r}")
+            per_section[owners[name]][name] = value
+        for name, cls in SECTIONS.items():
+            section = given[name] if given[name] is not None else cls()
+            if per_section[name]:
+                section = dataclasses.replace(section, **per_section[name])
+            setattr(self, name, section)
+        self.seed = int(seed)
+
+    def settings(self) -> Dict[str, Any]:
+        """Every setting by its name (``{'batch_size': 8, ...}``), and ``seed``."""
+        flat = {f.name: getattr(getattr(self, section), f.name)
+                for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+        flat["seed"] = self.seed
+        return flat
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "TrainConfig":
+        """A config from settings by name (the parsed command line's ``vars(args)``); names that are
+        not settings (``quiet``, ``debug`` ...) are ignored."""
+        owners = _setting_sections()
+        known = {k: v for k, v in settings.items()
+                 if _FLAT_ALIASES.get(k, k) in owners or k == "seed"}
+        return cls(**known)
+
+
 def default(name: str) -> Any:
-    """The default of the :class:`TrainConfig` field ``name``."""
-    for f in dataclasses.fields(TrainConfig):
-        if f.name == name:
-            if f.default is dataclasses.MISSING:
-                raise KeyError(f"{name} has no default: it is required")
-            return f.default
-    raise KeyError(f"TrainConfig has no field {name!r}")
+    """The default of the setting ``name`` (``batch_size``, ``seed`` ...)."""
+    if name == "seed":
+        return 0
+    owner = _setting_sections().get(_FLAT_ALIASES.get(name, name))
+    if owner is None:
+        raise KeyError(f"TrainConfig has no setting {name!r}")
+    return next(f.default for f in dataclasses.fields(SECTIONS[owner])
+                if f.name == _FLAT_ALIASES.get(name, name))
+
+
+def multi_scale_sizes(smallest: int, largest: int, stride: int = 32) -> Tuple[int, ...]:
+    """The sizes of the ``multi_scale`` setting: multiples of ``stride`` in ``[smallest, largest]``."""
+    if smallest % stride or largest % stride or not 0 < smallest <= largest:
+        raise SettingError(f"multi_scale sizes need multiples of {stride} with MIN <= MAX, got "
+                           f"{smallest} and {largest}", "multi_scale")
+    return tuple(range(smallest, largest + 1, stride))
+
+
+# ---------------------------------------------------------------------------------- the rules
+
+def check(config: TrainConfig) -> None:
+    """Refuse settings that cannot work (a missing file, a size the variant cannot take, a value
+    out of range, two settings that contradict each other): :class:`SettingError` naming them."""
+    _check_data(config.data)
+    _check_recipe(config.recipe)
+    _check_schedule(config.schedule)
+    _check_hardware(config.hardware)
+    _check_model(config.model, config.data)  # last: the only rule that asks the registry
+
+
+def _need(condition: bool, message: str, *settings: str) -> None:
+    if not condition:
+        raise SettingError(message, *settings)
+
+
+def _one_of(value: Any, allowed: Tuple[str, ...], setting: str) -> None:
+    _need(value in allowed, f"{setting} must be one of {', '.join(allowed)}, got {value!r}", setting)
+
+
+def _exists(path: Optional[str], setting: str) -> None:
+    _need(path is None or os.path.exists(path), f"{setting} not found: {path}", setting)
+
+
+def _check_data(data: DataSettings) -> None:
+    for setting in ("annotations", "val_annotations", "classes", "anchors"):
+        _exists(getattr(data, setting), setting)
+    _need(data.max_boxes >= 1, f"max_boxes must be >= 1, got {data.max_boxes}", "max_boxes")
+    _need(bool(data.val_annotations) or 0 < data.val_split < 1,
+          f"val_split must be in (0, 1) without val_annotations, got {data.val_split}",
+          "val_split", "val_annotations")
+    _one_of(data.augment, AUGMENT_PRESETS, "augment")
+    _need(0 <= data.mosaic <= 1, f"mosaic must be a probability in [0, 1], got {data.mosaic}",
+          "mosaic")
+    _need(not (data.mosaic and data.augment == "none"),
+          "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
+    _need(data.multi_scale_every >= 1,
+          f"multi_scale_every must be >= 1, got {data.multi_scale_every}", "multi_scale_every")
+
+
+def _check_model(model: ModelSettings, data: DataSettings) -> None:
+    _exists(model.weights, "weights")
+    _need(model.bn_momentum is None or 0 <= model.bn_momentum < 1,
+          f"bn_momentum must be in [0, 1), got {model.bn_momentum}", "bn_momentum")
+    sizes = [model.input_size] + list(multi_scale_sizes(*data.multi_scale) if data.multi_scale else [])
+    try:
+        spec = get_spec(model.variant)
+    except Yolo3Error as e:
+        raise SettingError(f"variant: {e}", "variant") from None
+    for size, setting in zip(sizes, ["input_size"] + ["multi_scale"] * (len(sizes) - 1)):
+        try:
+            spec.check_input_size(size)
+        except Yolo3Error as e:
+            raise SettingError(f"{setting}: {e}", setting) from None
+
+
+def _check_recipe(recipe: RecipeSettings) -> None:
+    _one_of(recipe.optimizer, OPTIMIZERS, "optimizer")
+    _one_of(recipe.box_loss, BOX_LOSSES, "box_loss")
+    _one_of(recipe.precision, TRAINING_PRECISIONS, "precision")
+    _one_of(recipe.jit, JIT_CHOICES, "jit")
+    _need(recipe.lr is None or recipe.lr > 0, f"lr must be positive, got {recipe.lr}", "lr")
+    _need(recipe.weight_decay >= 0, f"weight_decay must be >= 0, got {recipe.weight_decay}",
+          "weight_decay")
+    _need(recipe.ema_momentum is None or 0 < recipe.ema_momentum < 1,
+          f"ema_momentum must be in (0, 1), got {recipe.ema_momentum}", "ema_momentum")
+    _need(0 < recipe.assign_iou <= 1, f"assign_iou must be in (0, 1], got {recipe.assign_iou}",
+          "assign_iou")
+    _need(0 <= recipe.label_smoothing < 1,
+          f"label_smoothing must be in [0, 1), got {recipe.label_smoothing}", "label_smoothing")
+    _need(recipe.bn_stats_images >= 0,
+          f"bn_stats_images must be >= 0, got {recipe.bn_stats_images}", "bn_stats_images")
+
+
+def _check_schedule(schedule: ScheduleSettings) -> None:
+    _need(schedule.epochs >= 1 and 0 <= schedule.freeze_epochs <= schedule.epochs,
+          f"need 0 <= freeze_epochs ({schedule.freeze_epochs}) <= epochs ({schedule.epochs}) and "
+          "epochs >= 1", "freeze_epochs", "epochs")
+    _one_of(schedule.schedule, SCHEDULES, "schedule")
+    _need(schedule.eval_every is None or schedule.eval_every >= 0,
+          f"eval_every must be >= 0 (0: no evaluation), got {schedule.eval_every}", "eval_every")
+    _need(schedule.patience >= 0, f"patience must be >= 0, got {schedule.patience}", "patience")
+    _need(not (schedule.patience and schedule.eval_every == 0),
+          "patience counts evaluations: it needs eval_every above 0", "patience", "eval_every")
+
+
+def _check_hardware(hardware: HardwareSettings) -> None:
+    _need(hardware.batch_size >= 1, f"batch_size must be >= 1, got {hardware.batch_size}",
+          "batch_size")
+    _need(not (hardware.gpus and hardware.cpu_replicas),
+          "give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
+    _one_of(hardware.strategy, STRATEGIES, "strategy")

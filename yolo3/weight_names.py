@@ -95,10 +95,10 @@ def shift_variance(variance: np.ndarray, from_epsilon: float, to_epsilon: float)
     return shifted
 
 
-def keras_yolo3_spec(path: str, order: Tuple[List[str], List[str]], model_type: Optional[str] = None):
-    """The variant of a keras-yolo3 file: ``model_type``'s, else the one with as many blocks as the
+def keras_yolo3_spec(path: str, order: Tuple[List[str], List[str]], variant: Optional[str] = None):
+    """The variant of a keras-yolo3 file: ``variant``'s, else the one with as many blocks as the
     file has convolutions; WeightsError when none fits."""
-    candidates = [get_spec(model_type)] if model_type else all_specs()
+    candidates = [get_spec(variant)] if variant else all_specs()
     for spec in candidates:
         if len(spec.blocks()) == len(order[0]):
             return spec

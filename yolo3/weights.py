@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
+from yolo3.deprecation import renamed_keyword
 from yolo3.errors import Yolo3Error
 from yolo3.keras_compat import all_layers
 from yolo3.saving import build_from_weights, load_keras_model
@@ -92,8 +93,9 @@ def read_layer_weights(path: os.PathLike, variants: Optional[Sequence[str]] = No
             for name, layer in layers_with_weights(source).items()}
 
 
-def load_weights_by_name(model: keras.Model, path: os.PathLike, model_type: Optional[str] = None,
-                         num_anchors: int = 3, verbose: bool = True) -> LoadReport:
+def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optional[str] = None,
+                         num_anchors: int = 3, verbose: bool = True, *,
+                         model_type: Optional[str] = None) -> LoadReport:
     """Copy weights from ``path`` into ``model``'s layers with the same names and shapes.
 
     Layers missing from the file or with other shapes are skipped and listed in the report (and
@@ -102,9 +104,10 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, model_type: Opti
     as ``unmapped``. Raises
     ``WeightsError`` when no layer at all matches, or when a converted source fits no known layout.
     """
+    variant = renamed_keyword("variant", variant, "model_type", model_type)
     types = spec_names()
-    if model_type:
-        types = [get_spec(model_type).name] + [t for t in types if t != get_spec(model_type).name]
+    if variant:
+        types = [get_spec(variant).name] + [t for t in types if t != get_spec(variant).name]
     source = read_layer_weights(path, types, num_anchors)
     report = LoadReport()
     targets = layers_with_weights(model)

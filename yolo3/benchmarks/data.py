@@ -21,7 +21,7 @@ from yolo3.targets import preprocess_true_boxes
 from yolo3.anchors import YOLO_ANCHORS
 from yolo3.anchors import read_classes
 from yolo3.data.annotations import load_annotations
-from yolo3.data.pipeline import make_dataset
+from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.machine import machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
     records = load_annotations(ann, names)
     num_classes = len(names) if names else int(max(r.boxes[:, 4].max() for r in records if len(r.boxes))) + 1
     hw = (args.size, args.size)
-    ds = make_dataset(records, hw, YOLO_ANCHORS, num_classes, args.batch_size, training=True,
-                      seed=args.seed, max_boxes=20).repeat()
+    ds = make_dataset(records, DatasetConfig(hw, args.batch_size, training=True, targets=TargetEncoding(
+        YOLO_ANCHORS, num_classes), seed=args.seed, max_boxes=20)).repeat()
     t_pipe = _time(iter(ds), args.batches, args.warmup)
     gen = classic_generator(records, hw, YOLO_ANCHORS, num_classes, args.batch_size, seed=args.seed)
     t_gen = _time(gen, args.batches, args.warmup)

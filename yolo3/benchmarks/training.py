@@ -35,7 +35,7 @@ from yolo3.train_config import default
 from yolo3.distribute import configure_logical_cpus
 from yolo3.data.annotations import load_annotations
 from yolo3.data.augment import AugmentConfig
-from yolo3.data.pipeline import make_dataset
+from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.precision import resolve_training_precision
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.isolated import run_child
@@ -123,10 +123,11 @@ def _pipeline(p: dict, spec, max_boxes: int):
     classes = [line.strip() for line in open(p["classes"], encoding="utf-8") if line.strip()]
     records = load_annotations(p["data"], classes)
     anchors = spec.default_anchors()
-    ds = make_dataset(records, (p["size"], p["size"]), anchors, NUM_CLASSES, p["batch"],
-                      training=True, anchor_mask=spec.default_masks(len(anchors)),
-                      max_boxes=max_boxes, seed=0, augment=AugmentConfig.preset("full"),
-                      true_boxes=True)
+    targets = TargetEncoding(anchors, NUM_CLASSES, spec.default_masks(len(anchors)),
+                             true_boxes=True)
+    ds = make_dataset(records, DatasetConfig((p["size"], p["size"]), p["batch"], training=True,
+                                             targets=targets, max_boxes=max_boxes, seed=0,
+                                             augment=AugmentConfig.preset("full")))
     return iter(ds.repeat())
 
 

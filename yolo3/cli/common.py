@@ -106,7 +106,7 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
         error(name, e)
         return EXIT_FAILED
     except Yolo3Error as e:
-        error(name, e)
+        error(name, _worded(e, getattr(args, "parser", None)))
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         error(name, "interrupted")
@@ -123,6 +123,17 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
         return EXIT_FAILED
 
 
+def _worded(e: Exception, parser: Optional[argparse.ArgumentParser]) -> object:
+    """A :class:`yolo3.errors.SettingError` worded with this command's flags (the setting
+    ``batch_size`` is the flag whose destination it is, ``--batch-size``); other errors as they are."""
+    worded = getattr(e, "worded", None)
+    if worded is None or parser is None:
+        return e
+    flags = {action.dest: action.option_strings[0] for action in parser._actions
+             if action.option_strings and action.help != argparse.SUPPRESS}
+    return worded(flags.get)
+
+
 def run_command(name: str, description: str, add_arguments: Callable[[argparse.ArgumentParser], None],
                 run: Callable[[argparse.Namespace], Optional[int]],
                 argv: Optional[Sequence[str]] = None, epilog: Optional[str] = None) -> int:
@@ -135,7 +146,7 @@ def run_command(name: str, description: str, add_arguments: Callable[[argparse.A
 
 
 def model_choices() -> list:
-    """The registered variant names (:mod:`yolo3.specs`), for ``--model`` / ``--model-type``."""
+    """The registered variant names (:mod:`yolo3.specs`), for ``--variant``."""
     from yolo3.specs import spec_names
     return spec_names()
 
@@ -171,14 +182,14 @@ def add_variant_argument(parser: argparse.ArgumentParser, *, default=None, many:
 def add_model_arguments(parser: argparse.ArgumentParser, model_help: str,
                         required: bool = True) -> None:
     """``--model PATH`` and the overrides of what the model carries: ``--anchors``, ``--classes``,
-    ``--model-type`` (for ``.weights.h5``), ``--input-size``."""
+    ``--variant`` (for ``.weights.h5``; ``--model-type`` is its old spelling), ``--input-size``."""
     parser.add_argument("--model", required=required, help=model_help)
     parser.add_argument("--anchors", help="anchors file (default: the anchors the model carries, "
                                           "else the file beside it)")
     parser.add_argument("--classes", help="classes file (default: the class names the model "
                                           "carries, else classes.txt beside it)")
-    parser.add_argument("--model-type", choices=model_choices(),
-                        help="variant of a .weights.h5 file (default: from the anchor count)")
+    add_variant_argument(parser, old="--model-type",
+                         help="variant of a .weights.h5 file (default: from the anchor count)")
     parser.add_argument("--input-size", type=int, default=None,
                         help="network input side, a multiple of 32 (default: the size the model "
                              "was trained or converted at, else 416)")

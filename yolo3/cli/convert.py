@@ -5,7 +5,7 @@ Import:   yolo3 convert CFG WEIGHTS OUT.keras|OUT.weights.h5 [--classes FILE]
 Export:   yolo3 convert MODEL.keras OUT.cfg OUT.weights [--anchors FILE] [--masks 6,7,8/3,4,5/0,1,2]
           [--num-classes N]  (anchors, masks, classes, input size and the weights header default to
           what MODEL carries (or, for older files, its side files), else to the variant's defaults)
-Migrate:  yolo3 convert KERAS_YOLO3.h5 OUT.keras [--anchors FILE] [--classes FILE] [--model-type T]
+Migrate:  yolo3 convert KERAS_YOLO3.h5 OUT.keras [--anchors FILE] [--classes FILE] [--variant V]
           (keras-yolo3's model_data/yolo.h5 or a trained_weights_*.h5; anchors default to the
           variant's COCO anchors, masks to keras-yolo3's)
 """
@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import model_choices, run_command
+from yolo3.cli.common import add_variant_argument, run_command
 
 NAME = "convert"
 DESCRIPTION = ("Convert Darknet cfg+weights to a Keras body (CFG WEIGHTS OUT.keras|OUT.weights.h5), "
@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                      "(one per line, as many as the model's classes)")
     p.add_argument("--anchors", help="export / migrate: anchors file (default: what the model "
                                      "carries, else the variant's COCO anchors)")
-    p.add_argument("--model-type", choices=model_choices(), help="migrate: the variant of the "
-                                                                 ".h5 (default: from its layers)")
+    add_variant_argument(p, old="--model-type", help="migrate: the variant of the .h5 (default: "
+                         "from its layers)")
     p.add_argument("--masks", help="export: masks per output, largest stride first, e.g. "
                                    "'3,4,5/0,1,2' (default: what the model carries, else the "
                                    "default masks)")
@@ -96,7 +96,7 @@ def _migrate(args) -> int:
     from yolo3.paths import check_outputs
     check_outputs([("OUT.keras", args.second)], [args.src, args.anchors, args.classes])
     body, info = load_keras_yolo3(args.src, anchors_path=args.anchors, classes_path=args.classes,
-                                  model_type=args.model_type, verbose=True)
+                                  variant=args.variant, verbose=True)
     atomic_save_model(body, args.second, info)
     print(f"wrote {args.second}: {info.variant}, {info.num_classes} classes, masks {info.masks}, "
           f"anchors from {info.sources.get('anchors', 'the variant')}")

@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.runtimes import load_detector
 
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
-                             iou=args.iou, input_size=args.input_size, model_type=args.model_type,
+                             iou=args.iou, input_size=args.input_size, variant=args.variant,
                              precision=args.precision)
     os.makedirs(args.output, exist_ok=True)
     entries: list = []

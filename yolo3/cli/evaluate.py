@@ -15,7 +15,7 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import add_precision_argument, model_choices, run_command, warn
+from yolo3.cli.common import add_precision_argument, add_variant_argument, run_command, warn
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--anchors", help="anchors file for --model (default: what the model carries)")
     p.add_argument("--input-size", type=int, default=None, help="network input side for --model "
                                                                 "(default: the model's)")
-    p.add_argument("--model-type", choices=model_choices(), help="variant of a .weights.h5 --model")
+    add_variant_argument(p, old="--model-type", help="variant of a .weights.h5 --model")
     p.add_argument("--score", type=float, default=0.001, help="score threshold for --model")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")
     p.add_argument("--batch-size", type=int, default=4, help="images per forward pass for --model")
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _detector(args):
     from yolo3.runtimes import load_detector
     return load_detector(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-                         input_size=args.input_size, model_type=args.model_type,
+                         input_size=args.input_size, variant=args.variant,
                          max_boxes=max(args.max_dets, 100), precision=args.precision)
 
 

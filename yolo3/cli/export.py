@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     paths = (calibration_paths(args.calibration, args.calibration_images)
              if args.calibration else None)
     det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
-               input_size=args.input_size, model_type=args.model_type, max_boxes=args.max_boxes,
+               input_size=args.input_size, variant=args.variant, max_boxes=args.max_boxes,
                precision="float32")
     h, w = det.input_hw
     images = calibration_images(paths, det.input_hw) if paths else None

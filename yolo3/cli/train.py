@@ -5,9 +5,11 @@ import argparse
 import os
 from typing import List, Optional
 
-from yolo3.cli.common import model_choices, run_command
+from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
+                           STRATEGIES, TRAINING_PRECISIONS)
+from yolo3.cli.common import add_variant_argument, run_command
 
-__all__ = ["add_arguments", "run", "main", "build_parser"]
+__all__ = ["add_arguments", "run", "main", "build_parser", "config_from_args"]
 
 NAME = "train"
 DESCRIPTION = ("Train a YOLOv3 variant on one device, several GPUs or logical CPUs (replica wrapper "
@@ -31,9 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--val-split", type=float, default=d("val_split"), help="fraction of --annotations held out "
       "for validation when --val-annotations is not given (default %(default)s)")
     a("--classes", required=True, help="class list file, one name per line (class id = line index)")
-    a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --model)")
-    a("--model", choices=model_choices(), default=d("model"),
-      help="architecture, a registered variant (default %(default)s)")
+    a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --variant)")
+    add_variant_argument(p, default=d("variant"), help="architecture, a registered variant "
+                         "(default %(default)s; --model is its old spelling)")
     a("--input-size", type=int, default=d("input_size"), help="square input size, a multiple of 32 "
       "(default %(default)s)")
     a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
@@ -48,15 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on")
     a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
       "replicas (machines without GPUs; same code path as --gpus)")
-    a("--strategy", choices=["wrapper", "mirrored", "multiworker"], default=d("strategy"),
+    a("--strategy", choices=STRATEGIES, default=d("strategy"),
       help="wrapper: yolo3.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
       "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
     r = p.add_argument_group("recipe")
-    r.add_argument("--optimizer", choices=["adam", "sgd"], default=d("optimizer"),
+    r.add_argument("--optimizer", choices=OPTIMIZERS, default=d("optimizer"),
                    help="adam, or sgd (momentum 0.937, Nesterov) (default %(default)s)")
     r.add_argument("--lr", type=float, default=d("lr"), help="peak learning rate (default: "
                    f"{DEFAULT_LR['adam']:g} for adam, {DEFAULT_LR['sgd']:g} for sgd)")
-    r.add_argument("--schedule", choices=["cosine", "plateau"], default=d("schedule"),
+    r.add_argument("--schedule", choices=SCHEDULES, default=d("schedule"),
                    help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on "
                    "val_loss plateau (default %(default)s)")
     r.add_argument("--warmup-epochs", type=float, default=d("warmup_epochs"),
@@ -72,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="start new output layers (training from scratch, or heads of another "
                    "class count) at the objectness and class priors of the training set, not at "
                    "0.5 everywhere (default %(default)s)")
-    r.add_argument("--box-loss", choices=["mse", "giou", "diou", "ciou"], default=d("box_loss"),
+    r.add_argument("--box-loss", choices=BOX_LOSSES, default=d("box_loss"),
                    help="box regression loss: mse (keras-yolo3's), giou, diou or ciou "
                    "(default %(default)s)")
     r.add_argument("--label-smoothing", type=float, default=d("label_smoothing"),
@@ -81,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a box is also a positive on every other anchor whose shape IoU with it "
                    "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
                    "(default %(default)s)")
-    r.add_argument("--augment", choices=["full", "light", "none"], default=d("augment"),
+    r.add_argument("--augment", choices=AUGMENT_PRESETS, default=d("augment"),
                    help="training augmentation: full (keras-yolo3 strength: scale 0.25-2, aspect "
                    "jitter 0.3, flip, HSV), light (scale 0.7-1.3, jitter 0.1, flip, mild HSV) or "
                    "none (default %(default)s)")
@@ -94,11 +96,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
     r.add_argument("--multi-scale-every", type=int, default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
-    r.add_argument("--precision", choices=["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+    r.add_argument("--precision", choices=TRAINING_PRECISIONS,
                    default=d("precision"), help="auto (default): mixed_bfloat16 on CPUs with "
                    "native bfloat16 (AVX-512 BF16, AMX) and on GPUs that have it, mixed_float16 on "
                    "other GPUs, float32 otherwise")
-    r.add_argument("--jit", choices=["auto", "on", "off"], default=d("jit"), help="compile the "
+    r.add_argument("--jit", choices=JIT_CHOICES, default=d("jit"), help="compile the "
                    "training step with XLA: auto (on GPUs only), on or off; never for the replica "
                    "wrapper (default %(default)s)")
     r.add_argument("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in "
@@ -119,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "images, else an interval keeping evaluation under about 10%% of training)")
     e.add_argument("--patience", type=int, default=d("patience"), help="stop when mAP@0.5:0.95 has "
                    "not improved for N evaluations (default 0: never)")
-    e.add_argument("--output", required=True, help="output folder: checkpoints, final.keras, "
+    e.add_argument("--output", dest="output_dir", required=True, help="output folder: checkpoints, final.keras, "
                    "final.weights.h5, history.csv, logs/ (TensorBoard)")
     e.add_argument("--resume", action="store_true", help="continue from the last completed epoch "
                    "in --output (template weights, optimiser state, epoch, best score)")
@@ -149,31 +151,26 @@ def run(args: argparse.Namespace) -> int:
     if args.cpu_replicas:  # first thing: before TensorFlow initialises its devices
         from yolo3.distribute import configure_logical_cpus
         configure_logical_cpus(args.cpu_replicas)
-    from yolo3.train import TrainConfig, train
+    from yolo3.train import train
 
-    config = TrainConfig(
-        annotations=args.annotations, classes=args.classes, output=args.output,
-        val_annotations=args.val_annotations, val_split=args.val_split, anchors=args.anchors,
-        model=args.model, input_size=args.input_size, weights=args.weights,
-        freeze_epochs=args.freeze_epochs, epochs=args.epochs, batch_size=args.batch_size,
-        gpus=args.gpus, cpu_replicas=args.cpu_replicas, strategy=args.strategy, lr=args.lr,
-        schedule=args.schedule, warmup_epochs=args.warmup_epochs, resume=args.resume, seed=args.seed,
-        steps_per_epoch=args.steps_per_epoch, validation_steps=args.validation_steps,
-        augment=args.augment, freeze_bn=args.freeze_bn, strict=args.strict,
-        bn_stats_images=args.bn_stats_images, bn_momentum=args.bn_momentum,
-        optimizer=args.optimizer, weight_decay=args.weight_decay, ema=args.ema,
-        prior_bias=args.prior_bias,
-        ema_momentum=args.ema_momentum, box_loss=args.box_loss,
-        label_smoothing=args.label_smoothing, assign_iou=args.assign_iou, mosaic=args.mosaic,
-        multi_scale=tuple(args.multi_scale) if args.multi_scale else None,
-        multi_scale_every=args.multi_scale_every, eval_every=args.eval_every,
-        patience=args.patience, precision=args.precision, jit=args.jit, max_boxes=args.max_boxes,
-        verbose=0 if args.quiet else 1)
+    config = config_from_args(args)
     result = train(config)
     if result.stopped_on_nan:
         raise CommandFailed(result.message)
     print(f"yolo3 train: wrote {result.final_model} and {result.final_weights}")
     return 0
+
+
+def config_from_args(args: argparse.Namespace):
+    """The :class:`yolo3.train_config.TrainConfig` of parsed arguments: every flag's destination is
+    the setting of the same name (``--batch-size`` -> ``batch_size``); ``--quiet`` turns progress
+    bars off. Plain Python: nothing here imports TensorFlow."""
+    from yolo3.train_config import TrainConfig
+    settings = {k: v for k, v in vars(args).items() if k != "verbose"}
+    if settings.get("multi_scale"):
+        settings["multi_scale"] = tuple(settings["multi_scale"])
+    settings["verbose"] = 0 if args.quiet else 1
+    return TrainConfig.from_settings(settings)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -21,7 +21,7 @@ import numpy as np
 from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
                                YoloSpec, format_cfg)
 from yolo3.errors import DarknetError
-from yolo3.specs import UnknownModelError, get_spec, layout, layout_names
+from yolo3.specs import UnknownVariantError, get_spec, layout, layout_names
 
 __all__ = ["DarknetNet", "body_to_cfg_index", "layout_blocks", "layout_layers", "layout_cfg_text",
            "block_layer_names", "converted_layer", "CONVERTED_NAME", "LAYOUT_KINDS"]
@@ -94,7 +94,7 @@ LAYOUT_KINDS = tuple(layout_names())
 def _run(kind: str, net: DarknetNet, out_filters: int) -> DarknetNet:
     try:
         describe = layout(kind)
-    except UnknownModelError as e:
+    except UnknownVariantError as e:
         raise DarknetError(None, str(e)) from None
     describe(net, out_filters)
     return net

@@ -17,6 +17,7 @@ keras-yolo3's generator effectively did, instead of refusing their lines.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -30,6 +31,8 @@ import numpy as np
 from yolo3.data.images import probe_images
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 from yolo3.fileio import write_text_atomic
+
+logger = logging.getLogger(__name__)
 
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
                "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
@@ -524,6 +527,32 @@ def load_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
         warnings.warn(f"{os.fspath(path)}: {res.clipped_boxes} boxes extend past their image and "
                       "were clipped", stacklevel=2)
     return res.records
+
+
+def load_training_records(path: PathLike, class_names: Sequence[str], strict: bool = False
+                          ) -> List[Record]:
+    """The records training reads from ``path``: invalid boxes (no area, outside the image) are
+    dropped with one warning each naming ``FILE:LINE`` and a summary line, unless ``strict`` (then
+    they are errors, as every other malformed input is). Raises :class:`AnnotationError` when no
+    image is annotated, or when a class id is beyond ``class_names``."""
+    path = os.fspath(path)
+    result = scan_annotations(path, class_names, strict=True, drop_invalid_boxes=not strict)
+    for problem in result.dropped_boxes:
+        logger.warning("%s (box dropped)", problem)
+    if result.dropped_boxes:
+        logger.warning("%s: %d invalid boxes dropped (strict refuses them instead)", path,
+                       len(result.dropped_boxes))
+    if result.clipped_boxes:
+        logger.warning("%s: %d boxes extend past their image and were clipped", path,
+                       result.clipped_boxes)
+    if not result.records:
+        raise AnnotationError(path, "no annotated images")
+    for r in result.records:
+        boxes = np.asarray(r.boxes).reshape(-1, 5)
+        if len(boxes) and (boxes[:, 4].max() >= len(class_names) or boxes[:, 4].min() < 0):
+            raise AnnotationError(path, f"{r.path} has class id {int(boxes[:, 4].max())} beyond "
+                                        f"the {len(class_names)} classes of the class list")
+    return result.records
 
 
 def box_sizes(records: Sequence[Record], input_hw: Optional[Sequence[int]] = None) -> np.ndarray:

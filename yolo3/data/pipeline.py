@@ -12,7 +12,7 @@ epoch (each new iteration of the dataset), and the same seed gives the same batc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -87,116 +87,181 @@ def _record_tensors(records: Sequence[Record]):
     return paths, tf.constant(orient, tf.int32), boxes
 
 
-def make_dataset(records: Sequence[Record], input_shape: Tuple[int, int], anchors, num_classes: int,
-                 batch_size: int, *, training: bool, anchor_mask=None, max_boxes: int = 100,
-                 seed: Optional[int] = None, augment: Optional[AugmentConfig] = AugmentConfig(),
-                 multi_scale: Optional[MultiScale] = None, shuffle: Optional[bool] = None,
-                 drop_remainder: Optional[bool] = None, cache: bool = False, targets: bool = True,
-                 true_boxes: bool = False, assign_iou: float = 1.0,
-                 num_parallel_calls=AUTOTUNE) -> tf.data.Dataset:
-    """Batches for training (``training=True``: augmentation, shuffling) or validation (letterbox).
+@dataclass(frozen=True)
+class TargetEncoding:
+    """What the ``y_true`` targets encode (:func:`yolo3.targets.encode_targets`): ``anchors``
+    ``(N, 2)`` pixels ``(w, h)`` at the network input, the class count, the masks (None: the
+    default split) and ``assign_iou``, the extra-anchor threshold (1: only the best anchor).
+    ``true_boxes``: the padded boxes ``(batch, max_boxes, 5)`` go last in the inputs too, for the
+    training model's static ``true_boxes`` input."""
 
-    Yields ``((image, *y_true), dummy)`` with image ``(batch, h, w, 3)`` float32 in ``[0, 1]``, y_true per
-    scale largest stride first, dummy float32 zeros ``(batch,)`` (``true_boxes``: the padded boxes
-    ``(batch, max_boxes, 5)`` too, last, for the training model's static ``true_boxes`` input);
-    with ``targets=False`` yields ``(image, boxes)``. One pass over ``records`` per iteration.
-    assign_iou: the targets' extra-anchor threshold (:func:`yolo3.targets.encode_targets`).
+    anchors: Any
+    num_classes: int
+    masks: Optional[Sequence[Sequence[int]]] = None
+    assign_iou: float = 1.0
+    true_boxes: bool = False
 
-    augment: None = plain letterbox even when training. multi_scale: input size changes every N
-    batches (training only). shuffle / drop_remainder default to ``training``. cache keeps decoded
-    images in memory (uint8). ``seed=None`` draws a fresh seed.
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """How :func:`make_dataset` batches: the input size ``(h, w)``, images per batch, training
+    (augmentation, shuffling, dropping the last partial batch) or validation (letterbox), and the
+    targets to encode (None: ``(image, boxes)`` batches).
+
+    ``augment`` None: plain letterbox even when training. ``multi_scale``: the input size changes
+    every N batches (training only). ``shuffle`` / ``drop_remainder`` default to ``training``.
+    ``cache`` keeps decoded images in memory (uint8). ``seed`` None draws a fresh seed.
     """
-    if seed is None:
-        seed = int(np.random.default_rng().integers(2 ** 31 - 1))
-    shuffle = training if shuffle is None else shuffle
-    drop_remainder = training if drop_remainder is None else drop_remainder
-    if not training:
-        multi_scale = None
-    do_aug = training and augment is not None
-    use_mosaic = do_aug and augment.mosaic > 0
-    n_src = 4 if use_mosaic else 1
-    anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
 
-    paths, orient, boxes = _record_tensors(records)
-    n = len(records)
-    base = tf.data.Dataset.from_tensor_slices((paths, orient, boxes))
-    if cache:
-        base = base.map(_no_autograph(lambda p, o, b: (tf.cast(decode_image(p, o) * 255.0 + 0.5, tf.uint8), b)),
-                        num_parallel_calls=num_parallel_calls).cache()
-    streams = []
-    for k in range(n_src):
-        s = base
-        if shuffle or k > 0:
-            s = s.shuffle(n, seed=seed + 7919 * k, reshuffle_each_iteration=True)
-        streams.append(s)
-    parts = [tuple(streams), tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)]
-    if multi_scale is not None:
-        sizes = tf.constant(multi_scale.sizes, tf.int32)
-        group = batch_size * multi_scale.every
-        group_rand = tf.data.Dataset.random(seed=seed + 2, rerandomize_each_iteration=True).flat_map(
-            lambda r: tf.data.Dataset.from_tensors(r).repeat(group))
-        parts.append(group_rand)
-    ds = tf.data.Dataset.zip(tuple(parts))
+    input_shape: Tuple[int, int]
+    batch_size: int
+    training: bool
+    targets: Optional[TargetEncoding] = None
+    max_boxes: int = 100
+    seed: Optional[int] = None
+    augment: Optional[AugmentConfig] = AugmentConfig()
+    multi_scale: Optional[MultiScale] = None
+    shuffle: Optional[bool] = None
+    drop_remainder: Optional[bool] = None
+    cache: bool = False
+    num_parallel_calls: int = AUTOTUNE
 
-    fixed_hw = tf.constant(input_shape, tf.int32)
+    @classmethod
+    def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,
+                       training: bool, anchor_mask=None, targets: bool = True,
+                       true_boxes: bool = False, assign_iou: float = 1.0, **options
+                       ) -> "DatasetConfig":
+        """The config of :func:`make_dataset`'s earlier signature (``make_dataset(records,
+        input_shape, anchors, num_classes, batch_size, training=..., ...)``)."""
+        encoding = (TargetEncoding(anchors, num_classes, anchor_mask, assign_iou, true_boxes)
+                    if targets else None)
+        return cls(tuple(input_shape), batch_size, training, encoding, **options)
 
-    def load(item):
-        if cache:
+
+class _Elements:
+    """The per-element and per-batch functions of one :class:`DatasetConfig` (tf.data maps)."""
+
+    def __init__(self, config: DatasetConfig, seed: int):
+        self.config = config
+        self.seed = seed
+        self.augment = config.augment if config.training else None
+        self.multi_scale = config.multi_scale if config.training else None
+        self.use_mosaic = self.augment is not None and self.augment.mosaic > 0
+        self.fixed_hw = tf.constant(config.input_shape, tf.int32)
+        self.sizes = (tf.constant(self.multi_scale.sizes, tf.int32)
+                      if self.multi_scale is not None else None)
+        if config.targets is not None:
+            self.anchors = np.asarray(config.targets.anchors, np.float32).reshape(-1, 2)
+
+    def load(self, item):
+        """A source element -> ``(image (h, w, 3) float32 in [0, 1], boxes (n, 5))``."""
+        if self.config.cache:
             image, b = item
             return tf.cast(image, tf.float32) / 255.0, b
         p, o, b = item
         return decode_image(p, o), b
 
-    def process(srcs, rand, group_rand=None):
-        if group_rand is not None:
-            # Dataset.random values are poor modulo small numbers: use one as a stateless seed.
-            idx = tf.random.stateless_uniform((), seed=tf.stack([group_rand, tf.constant(seed, tf.int64)]),
-                                              maxval=len(multi_scale.sizes), dtype=tf.int32)
-            input_hw = sizes[idx]
-        else:
-            input_hw = fixed_hw
-        seed_pair = tf.stack([rand, tf.constant(seed, tf.int64)])
-        image, b = load(srcs[0])
-        if not do_aug:
+    def input_hw(self, group_rand):
+        if group_rand is None:
+            return self.fixed_hw
+        # Dataset.random values are poor modulo small numbers: use one as a stateless seed.
+        idx = tf.random.stateless_uniform((), seed=tf.stack([group_rand, tf.constant(self.seed, tf.int64)]),
+                                          maxval=len(self.multi_scale.sizes), dtype=tf.int32)
+        return self.sizes[idx]
+
+    def process(self, srcs, rand, group_rand=None):
+        """One image: letterboxed, augmented or a mosaic of four; boxes padded to ``max_boxes``."""
+        input_hw = self.input_hw(group_rand)
+        seed_pair = tf.stack([rand, tf.constant(self.seed, tf.int64)])
+        image, b = self.load(srcs[0])
+        if self.augment is None:
             image, b = letterbox(image, b, input_hw)
-        elif not use_mosaic:
-            image, b = random_augment(image, b, input_hw, seed_pair, augment)
+        elif not self.use_mosaic:
+            image, b = random_augment(image, b, input_hw, seed_pair, self.augment)
         else:
-            seeds = tf.random.experimental.stateless_split(seed_pair, num=6)
-            image, b = random_augment(image, b, input_hw, seeds[1], augment)
-            first = (image, b)
-
-            def four():
-                ims, bxs = [first[0]], [first[1]]
-                for k, src in enumerate(srcs[1:], start=2):
-                    im_k, b_k = random_augment(*load(src), input_hw, seeds[k], augment)
-                    ims.append(im_k)
-                    bxs.append(b_k)
-                return mosaic(ims, bxs, input_hw, seeds[5], augment.min_box_size)
-
-            use = tf.random.stateless_uniform((), seed=seeds[0]) < augment.mosaic
-            image, b = tf.cond(use, four, lambda: first)
+            image, b = self.maybe_mosaic(srcs, image, b, input_hw, seed_pair)
         image = tf.ensure_shape(image, [None, None, 3])
-        return image, pad_boxes(b, max_boxes)
+        return image, pad_boxes(b, self.config.max_boxes)
 
+    def maybe_mosaic(self, srcs, image, b, input_hw, seed_pair):
+        augment = self.augment
+        seeds = tf.random.experimental.stateless_split(seed_pair, num=6)
+        first = random_augment(image, b, input_hw, seeds[1], augment)
+
+        def four():
+            ims, bxs = [first[0]], [first[1]]
+            for k, src in enumerate(srcs[1:], start=2):
+                im_k, b_k = random_augment(*self.load(src), input_hw, seeds[k], augment)
+                ims.append(im_k)
+                bxs.append(b_k)
+            return mosaic(ims, bxs, input_hw, seeds[5], augment.min_box_size)
+
+        use = tf.random.stateless_uniform((), seed=seeds[0]) < augment.mosaic
+        return tf.cond(use, four, lambda: first)
+
+    def encode(self, image, b):
+        """A batch -> ``((image, *y_true[, boxes]), dummy)``."""
+        targets = self.config.targets
+        hw = tf.shape(image)[1:3] if self.multi_scale is not None else tuple(self.config.input_shape)
+        y_true = encode_targets(b, hw, self.anchors, targets.num_classes, targets.masks,
+                                targets.assign_iou)
+        dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
+        return ((image, *y_true, b) if targets.true_boxes else (image, *y_true)), dummy
+
+
+def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, Tuple[int, int]],
+                 *args, **kwargs) -> tf.data.Dataset:
+    """Batches of ``records`` as ``config`` says (:class:`DatasetConfig`).
+
+    Yields ``((image, *y_true), dummy)`` with image ``(batch, h, w, 3)`` float32 in ``[0, 1]``, y_true
+    per scale largest stride first, dummy float32 zeros ``(batch,)`` (with ``true_boxes``, the
+    padded boxes ``(batch, max_boxes, 5)`` last in the inputs); without targets yields
+    ``(image, boxes)``. One pass over ``records`` per iteration.
+
+    The earlier call ``make_dataset(records, input_shape, anchors, num_classes, batch_size,
+    training=..., ...)`` still works (:meth:`DatasetConfig.from_arguments`).
+    """
+    if not isinstance(config, DatasetConfig):
+        config = DatasetConfig.from_arguments(config, *args, **kwargs)
+    elif args or kwargs:
+        raise TypeError("make_dataset(records, config) takes no other arguments")
+    seed = config.seed
+    if seed is None:
+        seed = int(np.random.default_rng().integers(2 ** 31 - 1))
+    shuffle = config.training if config.shuffle is None else config.shuffle
+    drop_remainder = config.training if config.drop_remainder is None else config.drop_remainder
+    elements = _Elements(config, seed)
+    calls = config.num_parallel_calls
+
+    paths, orient, boxes = _record_tensors(records)
+    n = len(records)
+    base = tf.data.Dataset.from_tensor_slices((paths, orient, boxes))
+    if config.cache:
+        base = base.map(_no_autograph(lambda p, o, b: (tf.cast(decode_image(p, o) * 255.0 + 0.5, tf.uint8), b)),
+                        num_parallel_calls=calls).cache()
+    streams = []
+    for k in range(4 if elements.use_mosaic else 1):
+        s = base
+        if shuffle or k > 0:
+            s = s.shuffle(n, seed=seed + 7919 * k, reshuffle_each_iteration=True)
+        streams.append(s)
+    parts = [tuple(streams), tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)]
+    if elements.multi_scale is not None:
+        group = config.batch_size * elements.multi_scale.every
+        group_rand = tf.data.Dataset.random(seed=seed + 2, rerandomize_each_iteration=True).flat_map(
+            lambda r: tf.data.Dataset.from_tensors(r).repeat(group))
+        parts.append(group_rand)
+    ds = tf.data.Dataset.zip(tuple(parts))
     # No Python control flow depends on tensors here: skipping autograph saves seconds of tracing.
-    ds = ds.map(_no_autograph(process), num_parallel_calls=num_parallel_calls, deterministic=True)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if targets:
-
-        def encode(image, b):
-            hw = tf.shape(image)[1:3]
-            y_true = encode_targets(b, hw if multi_scale is not None else tuple(input_shape),
-                                    anchors, num_classes, anchor_mask, assign_iou)
-            dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
-            return ((image, *y_true, b) if true_boxes else (image, *y_true)), dummy
-
-        ds = ds.map(_no_autograph(encode), num_parallel_calls=num_parallel_calls, deterministic=True)
+    ds = ds.map(_no_autograph(elements.process), num_parallel_calls=calls, deterministic=True)
+    ds = ds.batch(config.batch_size, drop_remainder=drop_remainder)
+    if config.targets is not None:
+        ds = ds.map(_no_autograph(elements.encode), num_parallel_calls=calls, deterministic=True)
     if ds.cardinality() == tf.data.UNKNOWN_CARDINALITY:  # multi-scale's flat_map hides it
-        batches = n // batch_size if drop_remainder else -(-n // batch_size)
+        batches = n // config.batch_size if drop_remainder else -(-n // config.batch_size)
         ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     return ds.prefetch(AUTOTUNE)
 
 
-__all__ = ["make_dataset", "MultiScale", "AugmentConfig", "load_image",
+__all__ = ["make_dataset", "DatasetConfig", "TargetEncoding", "MultiScale", "AugmentConfig", "load_image",
            "decode_image", "apply_orientation", "pad_boxes"]

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from yolo3.errors import AnnotationError, PathLike
+from yolo3.errors import AnnotationError, ArgumentError, PathLike
 from yolo3.fileio import write_text_atomic
 
-__all__ = ["verify_images", "cache_file", "PIPELINE_FORMATS"]
+__all__ = ["verify_images", "check_decodable", "cache_file", "PIPELINE_FORMATS"]
 
 PIPELINE_FORMATS = "JPEG, PNG, BMP or GIF"
 
@@ -91,3 +91,15 @@ def verify_images(paths: Sequence[PathLike], progress: bool = True, use_cache: b
     if use_cache and todo:
         _write_cache(store, known)
     return failures
+
+
+def check_decodable(paths: Sequence[PathLike], progress: bool = True) -> None:
+    """Raise :class:`~yolo3.errors.ArgumentError` naming (up to ten of) the files of ``paths`` that
+    the pipeline cannot decode, so that a bad file is named before training, not met as a
+    TensorFlow error mid-epoch (:func:`verify_images`, cached between runs)."""
+    failures = verify_images(paths, progress=progress)
+    if failures:
+        shown = "\n  ".join(str(f) for f in failures[:10])
+        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
+        raise ArgumentError(f"{len(failures)} images cannot be used for training (yolo3 check "
+                            f"lists them all):\n  {shown}{more}")

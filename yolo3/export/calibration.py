@@ -10,7 +10,7 @@ import numpy as np
 from yolo3.data.annotations import load_annotations
 from yolo3.data.images import is_image_file, load_image
 from yolo3.data.synthetic import render_image
-from yolo3.errors import ArgumentError, PathLike
+from yolo3.errors import ArgumentError, PathLike, SettingError
 from yolo3.letterbox import letterbox_np
 
 __all__ = ["calibration_paths", "calibration_images", "sample_images"]
@@ -32,7 +32,7 @@ def calibration_paths(source: PathLike, count: int, seed: int = 0) -> List[str]:
         if not paths:
             raise ArgumentError(f"{source}: no images in the annotation file")
     if count < 1:
-        raise ArgumentError(f"--calibration-images must be >= 1, got {count}")
+        raise SettingError(f"calibration_images must be >= 1, got {count}", "calibration_images")
     if len(paths) > count:
         chosen = np.random.default_rng(seed).choice(len(paths), size=count, replace=False)
         paths = [paths[i] for i in sorted(chosen)]

@@ -17,7 +17,7 @@ from typing import Iterable, Optional
 import numpy as np
 import tensorflow as tf
 
-from yolo3.errors import ArgumentError, PathLike
+from yolo3.errors import ArgumentError, PathLike, SettingError
 from yolo3.export.graph import image_function, model_function
 from yolo3.fileio import atomic_directory, atomic_write
 from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, info_json
@@ -92,7 +92,7 @@ def export_tflite(detector, out_path: PathLike, input_dtype: str = "uint8", batc
     """
     _check_float32(detector, "TFLite")
     if quantize not in QUANTIZATIONS:
-        raise ArgumentError(f"--quantize must be one of {QUANTIZATIONS}, got {quantize!r}")
+        raise SettingError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}", "quantize")
     if input_dtype not in ("uint8", "float32", "int8"):
         raise ArgumentError(f"TFLite input must be uint8, int8 or float32, got {input_dtype!r}")
     if quantize == "int8" and input_dtype == "float32":
@@ -131,7 +131,7 @@ def _int8_flatbuffer(detector, converter, calibration, batch: int, dtype: tf.DTy
     TFLite's quantiser (``tf.lite.experimental.QuantizationDebugger``). The input stays ``dtype``
     (uint8 or int8 pixels), quantised to int8 inside."""
     if calibration is None:
-        raise ArgumentError("int8 quantisation needs calibration images (--calibration)")
+        raise SettingError("int8 quantisation needs calibration images (calibration)", "calibration")
     images = [np.asarray(x, np.float32) for x in calibration]
     if not images:
         raise ArgumentError("no calibration images")

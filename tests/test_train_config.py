@@ -1,0 +1,114 @@
+"""yolo3.train_config: the sections, settings by name, defaults, the rules, and the command line's
+one builder (every flag of yolo3 train is a setting, every setting a flag)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from yolo3.errors import SettingError
+from yolo3.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, check,
+                                default, multi_scale_sizes)
+
+
+def _files(tmp_path):
+    ann, classes = tmp_path / "a.txt", tmp_path / "c.txt"
+    ann.write_text("")
+    classes.write_text("a\n")
+    return dict(annotations=str(ann), classes=str(classes), output=str(tmp_path / "out"))
+
+
+def test_settings_by_name_go_to_their_sections(tmp_path):
+    config = TrainConfig(batch_size=16, model="tiny", schedule="plateau", lr=0.01, seed=3,
+                         **_files(tmp_path))
+    assert config.hardware.batch_size == 16 and config.model.variant == "tiny"
+    assert config.schedule.schedule == "plateau" and config.recipe.lr == 0.01 and config.seed == 3
+    assert config.output.output_dir == str(tmp_path / "out")
+    assert config.data.annotations.endswith("a.txt")
+    flat = config.settings()
+    assert flat["batch_size"] == 16 and flat["variant"] == "tiny" and flat["seed"] == 3
+    assert TrainConfig(**{k: v for k, v in flat.items()}) == config  # a round trip
+    sectioned = TrainConfig(data=DataSettings(annotations="x", classes="y"),
+                            hardware=HardwareSettings(batch_size=4), output="o")
+    assert sectioned.hardware.batch_size == 4 and sectioned.data.annotations == "x"
+    with pytest.raises(TypeError, match="no setting 'batch'"):
+        TrainConfig(batch=3)
+
+
+def test_every_setting_has_one_name_and_a_default():
+    names = [f.name for cls in SECTIONS.values() for f in dataclasses.fields(cls)]
+    assert len(names) == len(set(names))
+    assert default("batch_size") == 8 and default("assign_iou") == 0.35
+    assert default("model") == default("variant") == "yolov3" and default("seed") == 0
+    with pytest.raises(KeyError):
+        default("nothing")
+
+
+def test_multi_scale_sizes():
+    assert multi_scale_sizes(320, 416) == (320, 352, 384, 416)
+    with pytest.raises(SettingError, match="multiples of 32") as caught:
+        multi_scale_sizes(300, 416)
+    assert caught.value.settings == ("multi_scale",)
+    with pytest.raises(ValueError, match="MIN <= MAX"):
+        multi_scale_sizes(416, 320)
+
+
+@pytest.mark.parametrize("setting, value, settings, message", [
+    ("batch_size", 0, ("batch_size",), "batch_size must be >= 1, got 0"),
+    ("optimizer", "rmsprop", ("optimizer",), "optimizer must be one of adam, sgd"),
+    ("box_loss", "l1", ("box_loss",), "box_loss must be one of mse, giou, diou, ciou"),
+    ("assign_iou", 0.0, ("assign_iou",), r"assign_iou must be in \(0, 1\]"),
+    ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
+    ("variant", "yolo9", ("variant",), "unknown variant 'yolo9'"),
+    ("input_size", 100, ("input_size",), "multiple of 32"),
+    ("multi_scale", (320, 300), ("multi_scale",), "MIN <= MAX"),
+    ("eval_every", -1, ("eval_every",), "eval_every must be >= 0"),
+    ("strategy", "ring", ("strategy",), "strategy must be one of wrapper, mirrored, multiworker"),
+    ("weights", "missing.keras", ("weights",), "weights not found: missing.keras"),
+])
+def test_check_names_the_setting(tmp_path, setting, value, settings, message):
+    config = TrainConfig(**_files(tmp_path), **{setting: value})
+    with pytest.raises(SettingError, match=message) as caught:
+        check(config)
+    assert caught.value.settings == settings
+
+
+def test_check_names_both_settings_of_a_contradiction(tmp_path):
+    with pytest.raises(SettingError) as caught:
+        check(TrainConfig(**_files(tmp_path), gpus=2, cpu_replicas=2))
+    assert caught.value.settings == ("gpus", "cpu_replicas")
+    with pytest.raises(SettingError, match="patience counts evaluations") as caught:
+        check(TrainConfig(**_files(tmp_path), patience=3, eval_every=0))
+    assert caught.value.settings == ("patience", "eval_every")
+    check(TrainConfig(**_files(tmp_path)))  # the defaults pass
+
+
+def test_the_command_line_builds_the_config_and_words_settings_as_flags(tmp_path):
+    from yolo3.cli.common import _worded
+    from yolo3.cli.train import build_parser, config_from_args
+    parser = build_parser()
+    files = _files(tmp_path)
+    args = parser.parse_args(["--annotations", files["annotations"], "--classes", files["classes"],
+                              "--output", files["output"], "--variant", "tiny", "--batch-size", "3",
+                              "--multi-scale", "320", "416", "--quiet", "--no-ema"])
+    config = config_from_args(args)
+    assert config.model.variant == "tiny" and config.hardware.batch_size == 3
+    assert config.data.multi_scale == (320, 416) and config.output.verbose == 0
+    assert config.recipe.ema is False and config.output.output_dir == files["output"]
+    # every setting is a flag's destination: the CLI can word each one
+    dests = {a.dest for a in parser._actions}
+    assert set(TrainConfig(**files).settings()) <= dests
+    error = SettingError("need 0 <= freeze_epochs (3) <= epochs (2)", "freeze_epochs", "epochs")
+    assert str(_worded(error, parser)) == "need 0 <= --freeze-epochs (3) <= --epochs (2)"
+    assert str(_worded(SettingError("output_dir must be a folder", "output_dir"), parser)) == \
+        "--output must be a folder"
+
+
+def test_trains_old_variant_flag_still_works_and_warns(tmp_path, capsys):
+    from yolo3.cli.train import build_parser, config_from_args
+    files = _files(tmp_path)
+    args = build_parser().parse_args(["--annotations", files["annotations"], "--classes",
+                                      files["classes"], "--output", files["output"], "--model",
+                                      "tiny"])
+    assert config_from_args(args).model.variant == "tiny"
+    assert "--model is now --variant" in capsys.readouterr().err

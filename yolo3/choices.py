@@ -1,0 +1,18 @@
+"""The values yolo3's training settings may take, one owner for each list.
+
+Plain data on a low floor, so that the settings' rules (:mod:`yolo3.train_config`), the code that
+acts on them (loss, recipe, precision, distribute) and the command line's ``choices=`` read the
+same tuple.
+"""
+from __future__ import annotations
+
+BOX_LOSSES = ("mse", "giou", "diou", "ciou")  # keras-yolo3's squared error, then the IoU family
+OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("cosine", "plateau")
+JIT_CHOICES = ("auto", "on", "off")
+TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("wrapper", "mirrored", "multiworker")
+AUGMENT_PRESETS = ("full", "light", "none")
+
+__all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
+           "STRATEGIES", "AUGMENT_PRESETS"]
