@@ -1,14 +1,12 @@
-"""Atomic checkpoint writes, resume state, NaN stop, name-based weight loading."""
+"""Atomic checkpoint writes, NaN stop, name-based weight loading."""
 from __future__ import annotations
 
 import logging
 
-import keras
 import numpy as np
 import pytest
 
 from yolo3.bodies import build_body
-from yolo3.resume import load_resume_state, restore_resume_state, save_resume_state
 from yolo3.history import truncate_history
 from yolo3.saving import atomic_save_weights
 from yolo3.weights import WeightsError, load_weights_by_name
@@ -23,27 +21,6 @@ def test_atomic_save_weights_roundtrip(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(ValueError, match=".weights.h5"):
         atomic_save_weights(body, tmp_path / "b.h5")
-
-
-def test_resume_state_restores_weights_and_optimizer(tmp_path):
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    opt = keras.optimizers.Adam(0.1)
-    model.compile(opt, "mse")
-    model.fit(np.ones((4, 3)), np.zeros((4, 2)), epochs=2, verbose=0)
-    save_resume_state(tmp_path, 2, model, opt, best=1.5)
-    save_resume_state(tmp_path, 3, model, opt, best=1.0)
-    state = load_resume_state(tmp_path)
-    assert state["epoch"] == 3 and state["best"] == 1.0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["resume-00003", "resume.json"]
-    fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    opt2 = keras.optimizers.Adam(0.1)
-    restore_resume_state(state, fresh, opt2)
-    assert int(opt2.iterations.numpy()) == int(opt.iterations.numpy()) == 2
-    for a, b in zip(model.weights, fresh.weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
-    for a, b in zip(opt.variables, opt2.variables):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert load_resume_state(tmp_path / "nothing") is None
 
 
 def test_load_weights_by_name_skips_mismatched_heads(tmp_path, caplog):

@@ -1,0 +1,40 @@
+"""yolo3.deprecation and the old spellings it keeps working: model_type= is variant= now."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from yolo3.deprecation import renamed_keyword
+from yolo3.errors import SettingError
+
+
+def test_renamed_keyword():
+    assert renamed_keyword("variant", "tiny", "model_type", None) == "tiny"
+    with pytest.warns(DeprecationWarning, match="model_type= is now variant="):
+        assert renamed_keyword("variant", None, "model_type", "tiny") == "tiny"
+    with pytest.raises(TypeError, match="give variant= only"):
+        renamed_keyword("variant", "tiny", "model_type", "yolov3")
+
+
+def test_load_weights_by_name_takes_the_old_keyword(tmp_path):
+    from yolo3.bodies import build_body
+    from yolo3.saving import atomic_save_weights
+    from yolo3.weights import load_weights_by_name
+    src = build_body("tiny", 2, input_shape=(64, 64))
+    path = atomic_save_weights(src, tmp_path / "w.weights.h5")
+    dst = build_body("tiny", 2, input_shape=(64, 64))
+    with pytest.warns(DeprecationWarning):
+        old = load_weights_by_name(dst, path, model_type="tiny", verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = load_weights_by_name(dst, path, variant="tiny", verbose=False)
+    assert old.loaded == new.loaded and len(new.loaded) > 10
+
+
+def test_setting_error_words_whole_setting_names_only():
+    e = SettingError("batch_size 0 and val_batch_size 2: batch_size must be >= 1", "batch_size")
+    assert e.worded({"batch_size": "--batch-size"}.get) == \
+        "--batch-size 0 and val_batch_size 2: --batch-size must be >= 1"
+    assert e.worded(lambda s: None) == str(e)
+    assert isinstance(e, ValueError) and e.settings == ("batch_size",)
