@@ -37,4 +37,7 @@ def test_setting_error_words_whole_setting_names_only():
     assert e.worded({"batch_size": "--batch-size"}.get) == \
         "--batch-size 0 and val_batch_size 2: --batch-size must be >= 1"
     assert e.worded(lambda s: None) == str(e)
+    paths = SettingError("runs/resume/resume.json: cannot resume: no resume.", "resume")
+    assert paths.worded({"resume": "--resume"}.get) == \
+        "runs/resume/resume.json: cannot --resume: no --resume."
     assert isinstance(e, ValueError) and e.settings == ("batch_size",)

@@ -60,7 +60,9 @@ class SettingError(ArgumentError):
         for setting in sorted(self.settings, key=len, reverse=True):
             name = name_of(setting)
             if name:
-                message = re.sub(rf"(?<![\w-]){re.escape(setting)}(?![\w-])", name, message)
+                # a whole word, not part of a path or file name (resume.json, runs/resume)
+                message = re.sub(rf"(?<![\w./-]){re.escape(setting)}(?![\w/-]|\.\w)", name,
+                                 message)
         return message
 
 
