@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import keras
 import numpy as np
@@ -190,9 +191,9 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     import yolo3.train
     real = yolo3.train.make_dataset
 
-    def spy(records, *args, **kwargs):
-        seen[kwargs["training"]] = kwargs
-        return real(records, *args, **kwargs)
+    def spy(records, dataset_config):
+        seen[dataset_config.training] = vars(dataset_config)
+        return real(records, dataset_config)
 
     monkeypatch.setattr(yolo3.train, "make_dataset", spy)
     train_ds, _ = make_datasets(config, data, placement)
@@ -249,26 +250,26 @@ def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, caplog):
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(optimizer="rmsprop"), "--optimizer must be one of adam, sgd"),
-    (dict(box_loss="l1"), "--box-loss must be one of mse, giou, diou, ciou"),
-    (dict(precision="bfloat16"), "--precision must be one of"),
-    (dict(jit="maybe"), "--jit must be one of auto, on, off"),
-    (dict(weight_decay=-1.0), "--weight-decay must be >= 0"),
-    (dict(ema_momentum=1.0), r"--ema-momentum must be in \(0, 1\)"),
-    (dict(label_smoothing=1.0), r"--label-smoothing must be in \[0, 1\)"),
-    (dict(mosaic=1.5), "--mosaic must be a probability"),
-    (dict(mosaic=0.5, augment="none"), "--mosaic needs augmentation"),
-    (dict(multi_scale=(64, 100)), "--multi-scale: .*multiples of 32"),
-    (dict(multi_scale=(64, 96), multi_scale_every=0), "--multi-scale-every must be >= 1"),
-    (dict(eval_every=-1), "--eval-every must be >= 0"),
-    (dict(patience=2, eval_every=0), "--patience counts evaluations"),
-    (dict(lr=0.0), "--lr must be positive"),
-    (dict(bn_stats_images=-1), "--bn-stats-images must be >= 0"),
-    (dict(bn_momentum=1.0), r"--bn-momentum must be in \[0, 1\)"),
-    (dict(assign_iou=0.0), r"--assign-iou must be in \(0, 1\]"),
-    (dict(assign_iou=1.2), r"--assign-iou must be in \(0, 1\]"),
+    (dict(optimizer="rmsprop"), "optimizer must be one of adam, sgd"),
+    (dict(box_loss="l1"), "box_loss must be one of mse, giou, diou, ciou"),
+    (dict(precision="bfloat16"), "precision must be one of"),
+    (dict(jit="maybe"), "jit must be one of auto, on, off"),
+    (dict(weight_decay=-1.0), "weight_decay must be >= 0"),
+    (dict(ema_momentum=1.0), r"ema_momentum must be in \(0, 1\)"),
+    (dict(label_smoothing=1.0), r"label_smoothing must be in \[0, 1\)"),
+    (dict(mosaic=1.5), "mosaic must be a probability"),
+    (dict(mosaic=0.5, augment="none"), "mosaic needs augmentation"),
+    (dict(multi_scale=(64, 100)), "multi_scale.*multiples of 32"),
+    (dict(multi_scale=(64, 96), multi_scale_every=0), "multi_scale_every must be >= 1"),
+    (dict(eval_every=-1), "eval_every must be >= 0"),
+    (dict(patience=2, eval_every=0), "patience counts evaluations"),
+    (dict(lr=0.0), "lr must be positive"),
+    (dict(bn_stats_images=-1), "bn_stats_images must be >= 0"),
+    (dict(bn_momentum=1.0), r"bn_momentum must be in \[0, 1\)"),
+    (dict(assign_iou=0.0), r"assign_iou must be in \(0, 1\]"),
+    (dict(assign_iou=1.2), r"assign_iou must be in \(0, 1\]"),
 ])
-def test_bad_recipe_values_are_refused_naming_the_flag(dataset, tmp_path, kw, message):
+def test_bad_recipe_values_are_refused_naming_the_setting(dataset, tmp_path, kw, message):
     with pytest.raises(ConfigError, match=message):
         validate_config(_config(dataset, tmp_path, **kw))
 
@@ -290,7 +291,7 @@ def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
                     "--multi-scale", "320", "480", "--multi-scale-every", "5", "--eval-every", "3",
                     "--patience", "4", "--precision", "float32", "--jit", "off",
                     "--bn-stats-images", "32", "--assign-iou", "0.3"])
-    c = seen["config"]
+    c = SimpleNamespace(**seen["config"].settings())
     assert (c.optimizer, c.weight_decay, c.ema, c.ema_momentum) == ("sgd", 0.0, False, 0.9)
     assert (c.box_loss, c.label_smoothing, c.mosaic) == ("diou", 0.05, 0.3)
     assert (c.multi_scale, c.multi_scale_every, c.eval_every, c.patience) == ((320, 480), 5, 3, 4)
