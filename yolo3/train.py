@@ -166,18 +166,17 @@ def prepare_data(config: TrainConfig) -> TrainData:
     """Classes, records, anchors (the variant's defaults without ``anchors``) and masks; the
     validation records are ``val_annotations``, else a seeded ``val_split`` of the annotations."""
     settings = config.data
-    class_names = read_classes(settings.classes)
-    anchors = read_anchors(settings.anchors) if settings.anchors else None
-    records = load_training_records(settings.annotations, class_names, settings.strict)
-    val_records = (load_training_records(settings.val_annotations, class_names, settings.strict)
-                   if settings.val_annotations else None)
     spec = get_spec(config.model.variant)
-    anchors = spec.default_anchors() if anchors is None else anchors
-    try:
+    class_names = read_classes(settings.classes)
+    anchors = read_anchors(settings.anchors) if settings.anchors else spec.default_anchors()
+    try:  # before the records: reading them probes every image
         masks = spec.default_masks(len(anchors))
     except ValueError as e:
         raise ConfigError(f"anchors {settings.anchors}: {e}", "anchors") from None
-    if val_records is None:
+    records = load_training_records(settings.annotations, class_names, settings.strict)
+    if settings.val_annotations:
+        val_records = load_training_records(settings.val_annotations, class_names, settings.strict)
+    else:
         order = np.random.default_rng(config.seed).permutation(len(records))
         n_val = max(1, int(round(len(records) * settings.val_split)))
         if n_val >= len(records):
@@ -306,9 +305,6 @@ def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
     """``(state, start epoch, best)``: with ``resume`` the chief's last complete state (one epoch
     for all workers), its weights loaded into ``template``; history rows of epochs that will be
     trained again are dropped (multi-worker runs: from the BackupAndRestore epoch)."""
-    backup = run.write_dir / "backup"
-    backup_epoch = (_backup_epoch(backup) if config.hardware.strategy == "multiworker"
-                    and backup.exists() else None)
     state = load_resume_state(run.output) if config.output.resume else None
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
@@ -317,8 +313,8 @@ def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
     if config.output.resume:
         truncate_history(run.write_dir / "history.csv", start_epoch)
-    elif backup_epoch is not None:
-        truncate_history(run.write_dir / "history.csv", backup_epoch)
+    elif config.hardware.strategy == "multiworker" and (run.write_dir / "backup").exists():
+        truncate_history(run.write_dir / "history.csv", _backup_epoch(run.write_dir / "backup"))
     return state, start_epoch, best
 
 
@@ -390,7 +386,8 @@ def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: boo
 
 def stages(config: TrainConfig, start_epoch: int) -> List[Stage]:
     """The stages still to run after ``start_epoch`` completed epochs."""
-    planned = [Stage(0, config.schedule.freeze_epochs, True), Stage(config.schedule.freeze_epochs, config.schedule.epochs, False)]
+    frozen, epochs = config.schedule.freeze_epochs, config.schedule.epochs
+    planned = [Stage(0, frozen, True), Stage(frozen, epochs, False)]
     return [s for s in planned if s.last > s.first and s.last > start_epoch]
 
 
@@ -403,7 +400,8 @@ def _optimizer(config: TrainConfig, steps: int, stage_epochs: int) -> keras.opti
         warm = int(round(config.schedule.warmup_epochs * steps))
         lr = WarmupCosine(lr, total, min(warm, total - 1))
     momentum = config.recipe.ema_momentum or auto_ema_momentum(steps * config.schedule.epochs)
-    return make_optimizer(config.recipe.optimizer, lr, config.recipe.weight_decay, config.recipe.ema, momentum)
+    return make_optimizer(config.recipe.optimizer, lr, config.recipe.weight_decay,
+                          config.recipe.ema, momentum)
 
 
 def eval_interval(config: TrainConfig, data: TrainData) -> int:
@@ -438,7 +436,8 @@ def _callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoi
     elif config.output.verbose:
         logger.warning("TensorBoard is not installed (pip install tensorboard): no logs/ written")
     if config.schedule.schedule == "plateau":
-        callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2, verbose=config.output.verbose))
+        callbacks.append(keras.callbacks.ReduceLROnPlateau(patience=2,
+                                                           verbose=config.output.verbose))
     if config.hardware.strategy == "multiworker":
         # one folder per worker: Keras 3 writes the backup on every worker (HDF5 locks clash)
         callbacks.append(keras.callbacks.BackupAndRestore(str(run.write_dir / "backup")))
@@ -466,15 +465,16 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     logger.log(NOTICE, "stage %s: epochs %d..%d, %d replica(s), global batch %d, %d steps/epoch, "
                "%s lr %g (%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
                placement.replicas, placement.global_batch, placement.steps, config.recipe.optimizer,
-               learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule, config.hardware.strategy,
-               keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
+               learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule,
+               config.hardware.strategy, keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
     try:
         history = model.fit(train_ds, validation_data=val_ds, epochs=stage.last,
                             initial_epoch=max(stage.first, start_epoch),
-                            steps_per_epoch=placement.steps if config.schedule.steps_per_epoch else None,
+                            steps_per_epoch=(placement.steps if config.schedule.steps_per_epoch
+                                             else None),
                             validation_steps=config.schedule.validation_steps, callbacks=callbacks,
                             shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
                             verbose=config.output.verbose)
@@ -515,9 +515,8 @@ def weights_finite(model: keras.Model) -> bool:
 def train(config: TrainConfig) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
     policy of ``precision`` holds while training and is restored afterwards."""
-    policy = training_precision(config)
     validate_config(config)
-    with dtype_policy(policy):
+    with dtype_policy(training_precision(config)):
         return _train(config)
 
 
@@ -558,7 +557,8 @@ def _train(config: TrainConfig) -> TrainResult:
     evaluation = early_stop = None
     if every:
         evaluation = MapEvaluation(body, info, data.val_records, every=every,
-                                   batch_size=config.hardware.batch_size, verbose=config.output.verbose,
+                                   batch_size=config.hardware.batch_size,
+                                   verbose=config.output.verbose,
                                    logs_dir=run.write_dir / "logs" if run.chief else None,
                                    evaluate=run.chief, share=_sharing(placement))
         if config.schedule.patience:

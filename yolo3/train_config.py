@@ -190,11 +190,11 @@ def default(name: str) -> Any:
     """The default of the setting ``name`` (``batch_size``, ``seed`` ...)."""
     if name == "seed":
         return 0
-    owner = _setting_sections().get(_FLAT_ALIASES.get(name, name))
+    name = _FLAT_ALIASES.get(name, name)
+    owner = _setting_sections().get(name)
     if owner is None:
         raise KeyError(f"TrainConfig has no setting {name!r}")
-    return next(f.default for f in dataclasses.fields(SECTIONS[owner])
-                if f.name == _FLAT_ALIASES.get(name, name))
+    return next(f.default for f in dataclasses.fields(SECTIONS[owner]) if f.name == name)
 
 
 def multi_scale_sizes(smallest: int, largest: int, stride: int = 32) -> Tuple[int, ...]:
