@@ -112,3 +112,20 @@ def test_trains_old_variant_flag_still_works_and_warns(tmp_path, capsys):
                                       "tiny"])
     assert config_from_args(args).model.variant == "tiny"
     assert "--model is now --variant" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--batch-size", "0"], "yolo3 train: error: --batch-size must be >= 1, got 0"),
+    (["--freeze-epochs", "9", "--epochs", "5"],
+     "yolo3 train: error: need 0 <= --freeze-epochs (9) <= --epochs (5) and --epochs >= 1"),
+    (["--assign-iou", "0"], r"yolo3 train: error: --assign-iou must be in (0, 1], got 0.0"),
+])
+def test_a_bad_setting_on_the_command_line_names_its_flag_and_exits_2(tmp_path, capsys, extra,
+                                                                       message):
+    from yolo3.cli.train import main
+    files = _files(tmp_path)
+    code = main(["--annotations", files["annotations"], "--classes", files["classes"],
+                 "--output", files["output"], "--variant", "tiny", "--input-size", "64"] + extra)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # refused before anything is written
