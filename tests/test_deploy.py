@@ -203,7 +203,7 @@ def test_bfloat16_finds_the_float32_detections_on_real_weights(tmp_path):
     found = 0
     for photo in sorted((SHARED / "images").glob("*.jpg")):
         image = load_image(photo)
-        (fb, fs, fc), (bb, bs, bc) = f32.detect(image), b16.detect(image)
+        (fb, _, fc), (bb, _, bc) = f32.detect(image), b16.detect(image)
         found += len(fb)
         for box, cls in zip(fb, fc):
             same = bc == cls

@@ -41,3 +41,21 @@ def test_setting_error_words_whole_setting_names_only():
     assert paths.worded({"resume": "--resume"}.get) == \
         "runs/resume/resume.json: cannot --resume: no --resume."
     assert isinstance(e, ValueError) and e.settings == ("batch_size",)
+
+
+def test_accepts_old_keywords_maps_the_old_name_and_warns():
+    from yolo3.deprecation import accepts_old_keywords
+
+    @accepts_old_keywords(model_type="variant")
+    def load(path, variant=None):
+        """Docstring kept."""
+        return path, variant
+
+    assert load.__doc__ == "Docstring kept." and load.__name__ == "load"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load("a", variant="tiny") == ("a", "tiny")
+    with pytest.warns(DeprecationWarning, match="model_type= is now variant="):
+        assert load("a", model_type="tiny") == ("a", "tiny")
+    with pytest.raises(TypeError, match="give variant= only"):
+        load("a", variant="tiny", model_type="yolov3")

@@ -1,10 +1,13 @@
 """Old spellings of keyword arguments: accepted for a while, with a warning naming the new one."""
 from __future__ import annotations
 
+import functools
 import warnings
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-__all__ = ["renamed_keyword"]
+__all__ = ["renamed_keyword", "accepts_old_keywords"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def renamed_keyword(new_name: str, new_value: Any, old_name: str, old_value: Any,
@@ -18,3 +21,18 @@ def renamed_keyword(new_name: str, new_value: Any, old_name: str, old_value: Any
     warnings.warn(f"{old_name}= is now {new_name}= (the old spelling will go in a later release)",
                   DeprecationWarning, stacklevel=stacklevel)
     return old_value
+
+
+def accepts_old_keywords(**new_name_of: str) -> Callable[[F], F]:
+    """Decorate a function so that each old keyword (``model_type="variant"``: old=new) is taken
+    as its new one, through :func:`renamed_keyword`; the function itself knows only the new names."""
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            for old, new in new_name_of.items():
+                if old in kwargs:
+                    kwargs[new] = renamed_keyword(new, kwargs.get(new), old, kwargs.pop(old),
+                                                  stacklevel=4)
+            return function(*args, **kwargs)
+        return wrapper  # type: ignore[return-value]
+    return decorate

@@ -20,7 +20,7 @@ import tensorflow as tf
 from PIL import Image
 
 from yolo3.decode import decode_detections
-from yolo3.deprecation import renamed_keyword
+from yolo3.deprecation import accepts_old_keywords
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
                                   with_compute_dtype)
@@ -64,13 +64,12 @@ class YOLO:
 
     _defaults = None  # keras-yolo3's YOLO._defaults (see get_defaults), filled below the class
 
+    @accepts_old_keywords(model_type="variant")
     def __init__(self, model_path: Optional[PathLike] = None, anchors_path: Optional[PathLike] = None,
                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
                  input_size: InputSize = None, variant: Optional[str] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
-                 precision: str = "auto", *, model_image_size=None, gpu_num: int = 1,
-                 model_type: Optional[str] = None, **flags):
-        variant = renamed_keyword("variant", variant, "model_type", model_type)
+                 precision: str = "auto", *, model_image_size=None, gpu_num: int = 1, **flags):
         precision = resolve_precision(precision)
         model_path, anchors_path, classes_path, input_size = resolve_yolo_kwargs(
             model_path, anchors_path, classes_path, input_size, model_image_size, flags)

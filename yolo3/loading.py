@@ -12,22 +12,22 @@ from typing import Optional, Sequence
 
 from yolo3.anchors import read_anchors, read_classes
 from yolo3.bodies import build_spec_body
-from yolo3.deprecation import renamed_keyword
+from yolo3.deprecation import accepts_old_keywords
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.masks import keras_yolo3_masks
 from yolo3.metadata import read_side_files, resolve_info
-from yolo3.saving import build_from_weights, load_keras_model, output_channels
+from yolo3.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
 from yolo3.specs import all_specs, get_spec, spec_of_layers
 from yolo3.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
-from yolo3.weights import load_weights_by_name, read_layer_weights
+from yolo3.weights import load_weights_by_name
 
 __all__ = ["load_body", "load_keras_yolo3"]
 
 
+@accepts_old_keywords(model_type="variant")
 def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
               classes_path: Optional[PathLike] = None, variant: Optional[str] = None,
-              anchor_mask: Optional[Sequence[Sequence[int]]] = None,
-              model_type: Optional[str] = None):
+              anchor_mask: Optional[Sequence[Sequence[int]]] = None):
     """``(body, info)`` for the model file ``path``.
 
     A keras-yolo3 ``.h5`` (Keras 2 HDF5) is migrated by :func:`load_keras_yolo3`. A ``.keras`` file
@@ -36,7 +36,6 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     variant whose default anchor count is the anchors' is tried), anchors and classes (arguments or
     side files). Explicit arguments override what the file says (:func:`yolo3.metadata.resolve_info`).
     """
-    variant = renamed_keyword("variant", variant, "model_type", model_type)
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileFormatError(path, "model file not found")
@@ -73,10 +72,10 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     return body, info
 
 
+@accepts_old_keywords(model_type="variant")
 def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
                      classes_path: Optional[PathLike] = None, variant: Optional[str] = None,
-                     anchor_mask: Optional[Sequence[Sequence[int]]] = None, verbose: bool = False,
-                     model_type: Optional[str] = None):
+                     anchor_mask: Optional[Sequence[Sequence[int]]] = None, verbose: bool = False):
     """``(body, info)`` of a keras-yolo3 ``.h5`` file: a whole Keras 2 model (its ``convert.py``'s
     ``model_data/yolo.h5``) or ``save_weights`` of its training model.
 
@@ -86,7 +85,6 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     to ``classes_path`` or the side files (numbers without them). The weights are mapped by
     :func:`yolo3.weights.load_weights_by_name` (creation order, batch-norm epsilon).
     """
-    variant = renamed_keyword("variant", variant, "model_type", model_type)
     path = os.fspath(path)
     try:
         source = read_layer_weights(path)

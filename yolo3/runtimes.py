@@ -18,7 +18,7 @@ import numpy as np
 from yolo3.anchors import read_classes
 from yolo3.decode import decode_detections
 from yolo3.detector import YOLO
-from yolo3.deprecation import renamed_keyword
+from yolo3.deprecation import accepts_old_keywords
 from yolo3.errors import ArgumentError, FileFormatError, PathLike, SettingError
 from yolo3.letterbox import boxes_to_image_np, letterbox_np
 from yolo3.metadata import read_info
@@ -257,14 +257,14 @@ class TFLiteDetector:
         return boxes, out["scores"][0, :n], out["classes"][0, :n]
 
 
+@accepts_old_keywords(model_type="variant")
 def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
                   classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
                   input_size=None, variant: Optional[str] = None, max_boxes: int = 100,
-                  precision: str = "auto", *, model_type: Optional[str] = None):
+                  precision: str = "auto"):
     """The detector of any model file: :class:`ExportedDetector` for ``.tflite``, ``.onnx`` and
     SavedModel folders (their input size, anchors and masks are fixed: those arguments are
     refused), else :class:`yolo3.detector.YOLO`."""
-    variant = renamed_keyword("variant", variant, "model_type", model_type)
     if is_exported(path):
         fixed = {"anchors": anchors_path, "input_size": input_size, "variant": variant}
         given = [setting for setting, value in fixed.items() if value is not None]

@@ -1,5 +1,5 @@
-"""Keras model files: atomic saves with embedded model info, and reading them back with yolo3's
-Keras objects registered.
+"""Keras model files: atomic saves with embedded model info, reading them back with yolo3's
+Keras objects registered, and reading any weights file into ``{layer name: [arrays]}``.
 
 Every file is written through :func:`yolo3.fileio.atomic_write` (never half of one). A ``.keras``
 body saved with a :class:`~yolo3.metadata.ModelInfo` carries it inside (see :mod:`yolo3.metadata`).
@@ -11,20 +11,24 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 
 import yolo3.graph_surgery  # noqa: F401  registers FoldedBatchNorm
 import yolo3.loss  # noqa: F401  registers YoloLoss, identity_loss
 import yolo3.schedules  # noqa: F401  registers WarmupCosine
 from yolo3.bodies import build_spec_body
-from yolo3.errors import FileFormatError, PathLike
+from yolo3.errors import FileFormatError, PathLike, Yolo3Error
 from yolo3.fileio import atomic_write
+from yolo3.keras_compat import all_layers
 from yolo3.metadata import ModelInfo, embed_info, read_info
+from yolo3.specs import all_specs
+from yolo3.weight_names import Arrays, WeightsError
 
 __all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
-           "output_channels"]
+           "output_channels", "read_layer_weights", "layers_with_weights"]
 
 
 def atomic_save_weights(model, path: PathLike) -> Path:
@@ -87,3 +91,86 @@ def build_from_weights(path: PathLike, num_classes: int, candidates: Sequence, n
             errors.append(f"{spec.name}: {e}")
     raise FileFormatError(path, f"weights do not fit a body for {num_classes} classes "
                                 f"({'; '.join(errors) or 'no candidate variant'})")
+
+
+def layers_with_weights(model) -> Dict[str, object]:
+    """``{name: layer}`` of every layer of ``model`` (nested ones too) that has weights."""
+    return {layer.name: layer for layer in all_layers(model)
+            if layer.weights and not isinstance(layer, keras.Model)}
+
+
+def read_layer_weights(path: PathLike, candidates: Optional[Sequence] = None,
+                       num_anchors: int = 3) -> Arrays:
+    """``{layer name: [arrays]}`` from a ``.keras``, yolo3 ``.weights.h5`` or legacy Keras 2
+    ``.h5`` file (a ``.weights.h5`` is read into the first of the ``candidates`` specs whose body
+    takes it; default: every variant). WeightsError naming the file when it cannot be read."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise WeightsError(f"{path}: weights file not found")
+    if path.endswith(".keras") or zipfile.is_zipfile(path):
+        source, _ = load_keras_model(path)
+    else:
+        legacy = _read_legacy_h5(path)
+        if legacy is not None:
+            return legacy
+        source = _rebuild_body(path, candidates, num_anchors)
+    return {name: [np.asarray(w) for w in layer.get_weights()]
+            for name, layer in layers_with_weights(source).items()}
+
+
+def _rebuild_body(path: str, candidates: Optional[Sequence], num_anchors: int):
+    """The body a yolo3 ``.weights.h5`` was saved from, its class count read from the file."""
+    filters = _output_filters(path)
+    if not filters or filters[0] % num_anchors or filters[0] // num_anchors <= 5:
+        raise WeightsError(f"{path}: not a yolo3 body weights file (no output convolutions found)")
+    try:
+        body, _ = build_from_weights(path, filters[0] // num_anchors - 5,
+                                     candidates if candidates is not None else all_specs(),
+                                     num_anchors, anchors_per_scale=num_anchors)
+    except Yolo3Error as e:
+        raise WeightsError(f"{path}: does not fit a yolo3 body ({e.reason})") from None
+    return body
+
+
+_BN_ORDER = ("gamma", "beta", "moving_mean", "moving_variance")
+
+
+def _read_legacy_h5(path: str) -> Optional[Dict[str, List[np.ndarray]]]:
+    """Keras 2 HDF5 files (``save_weights``, or ``save`` under ``model_weights``): top-level
+    ``layer_names`` and per-layer ``weight_names``; ``{layer: [arrays in weight_names order]}``.
+    Batch norms come as ``[gamma, beta, moving_mean, moving_variance]`` whatever the stored order."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        root = f["model_weights"] if "model_weights" in f else f
+        if "layer_names" not in root.attrs:
+            return None
+        out = {}
+        for raw in root.attrs["layer_names"]:
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            group = root[name]
+            names = [n.decode() if isinstance(n, bytes) else str(n)
+                     for n in group.attrs.get("weight_names", [])]
+            if names:
+                arrays = {n.rsplit("/", 1)[-1].split(":")[0]: np.asarray(group[n]) for n in names}
+                if set(arrays) == set(_BN_ORDER):
+                    out[name] = [arrays[k] for k in _BN_ORDER]
+                else:
+                    out[name] = [np.asarray(group[n]) for n in names]
+        return out
+
+
+
+def _output_filters(path: str) -> List[int]:
+    """Output-conv filter counts in a yolo3 body ``.weights.h5`` (the only convolutions with a bias)."""
+    import h5py
+    found: List[int] = []
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Group) and name.endswith("/vars") and "0" in obj and "1" in obj:
+                k, b = obj["0"], obj["1"]
+                if len(k.shape) == 4 and k.shape[:2] == (1, 1) and b.shape == (k.shape[3],):
+                    found.append(int(k.shape[3]))
+        f.visititems(visit)
+    return found
+
+

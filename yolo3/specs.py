@@ -27,7 +27,7 @@ Size = Union[int, Sequence[int]]
 Describe = Callable[..., None]
 
 __all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_specs",
-           "spec_of_layers", "layout_names", "layout", "check_input_size", "UnknownModelError",
+           "specs_preferring", "spec_of_layers", "layout_names", "layout", "check_input_size", "UnknownModelError",
            "InputSizeError", "strides_for"]
 
 
@@ -177,6 +177,14 @@ def spec_names() -> List[str]:
 
 def all_specs() -> List[ModelSpec]:
     return list(SPECS.values())
+
+
+def specs_preferring(variant: Optional[str] = None) -> List[ModelSpec]:
+    """Every spec, ``variant``'s first (UnknownVariantError when it names none)."""
+    if not variant:
+        return all_specs()
+    first = get_spec(variant)
+    return [first] + [s for s in SPECS.values() if s is not first]
 
 
 def get_spec(name: Union[str, ModelSpec]) -> ModelSpec:

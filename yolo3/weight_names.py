@@ -1,8 +1,9 @@
-"""The pure side of weight loading: reading Keras 2 HDF5 groups, and mapping layer names.
+"""The pure side of weight loading: mapping the layer names of a weights file onto a model's.
 
-Nothing here touches a model: these functions read arrays from files and rename ``{layer name:
-[arrays]}`` dictionaries, as detectron2's ``c2_model_loading`` maps Caffe2 names under its
-checkpointer. :mod:`yolo3.weights` copies the renamed arrays into a model.
+Nothing here touches a model or a file: these functions rename ``{layer name: [arrays]}``
+dictionaries, as detectron2's ``c2_model_loading`` maps Caffe2 names under its checkpointer.
+:func:`yolo3.saving.read_layer_weights` reads the arrays, :func:`rename_for_model` is the one call
+that maps them, and :mod:`yolo3.weights` copies them into a model.
 
 - keras-yolo3's ``.h5`` files name layers ``conv2d_N``, ``batch_normalization_N`` in creation order,
   which is Darknet's cfg order and the order of the variant's blocks
@@ -13,11 +14,12 @@ checkpointer. :mod:`yolo3.weights` copies the renamed arrays into a model.
   :func:`rename_converted` through :func:`yolo3.darknet.layout.body_to_cfg_index`: a variant's own
   cfg into its body, or a backbone cfg into the ``backbone_*`` layers of the variants built on it.
 
-No TensorFlow here (h5py reads the files).
+No TensorFlow here.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -27,7 +29,7 @@ from yolo3.darknet.layout import (LAYOUT_KINDS, block_layer_names, body_to_cfg_i
 from yolo3.errors import Yolo3Error
 from yolo3.specs import all_specs, get_spec, spec_of_layers
 
-__all__ = ["WeightsError", "read_legacy_h5", "output_filters", "keras_yolo3_order",
+__all__ = ["WeightsError", "Renaming", "rename_for_model", "keras_yolo3_order",
            "keras_yolo3_spec", "rename_keras_yolo3", "shift_variance", "converted_conv_indices",
            "darknet_layout", "target_variant", "rename_converted", "KERAS_YOLO3_BN_EPSILON"]
 
@@ -36,31 +38,44 @@ class WeightsError(Yolo3Error, ValueError):
     """A weights file that cannot be read or matched to the model."""
 
 
-def read_legacy_h5(path: str) -> Optional[Dict[str, List[np.ndarray]]]:
-    """Keras 2 HDF5 files (``save_weights``, or ``save`` under ``model_weights``): top-level
-    ``layer_names`` and per-layer ``weight_names``; ``{layer: [arrays in weight_names order]}``.
-    Batch norms come as ``[gamma, beta, moving_mean, moving_variance]`` whatever the stored order."""
-    import h5py
-    with h5py.File(path, "r") as f:
-        root = f["model_weights"] if "model_weights" in f else f
-        if "layer_names" not in root.attrs:
-            return None
-        out = {}
-        for raw in root.attrs["layer_names"]:
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            group = root[name]
-            names = [n.decode() if isinstance(n, bytes) else str(n)
-                     for n in group.attrs.get("weight_names", [])]
-            if names:
-                arrays = {n.rsplit("/", 1)[-1].split(":")[0]: np.asarray(group[n]) for n in names}
-                if set(arrays) == set(_BN_ORDER):
-                    out[name] = [arrays[k] for k in _BN_ORDER]
-                else:
-                    out[name] = [np.asarray(group[n]) for n in names]
-        return out
+Arrays = Dict[str, List[np.ndarray]]
 
 
-_BN_ORDER = ("gamma", "beta", "moving_mean", "moving_variance")
+@dataclass
+class Renaming:
+    """A source renamed for a model: ``arrays`` by the model's layer names, and how they were
+    mapped (a converted Darknet source's cfg layout and its unused layers, or keras-yolo3's order)."""
+
+    arrays: Arrays
+    darknet_layout: Optional[str] = None
+    unmapped: List[str] = field(default_factory=list)
+    keras_yolo3: Optional[str] = None
+
+
+def rename_for_model(path: str, source: Arrays, layer_names: Sequence[str], model_name: str,
+                     epsilons: Dict[str, Optional[float]]) -> Renaming:
+    """``source`` (``{layer: [arrays]}`` read from ``path``) under the names of a model with
+    ``layer_names`` (all its layers) and the weighted layers ``epsilons`` (name: batch-norm epsilon,
+    None for other layers). A keras-yolo3 file is mapped by creation order, a converted Darknet model
+    by its cfg layout; any other source keeps its names. WeightsError when a keras-yolo3 or converted
+    source fits no layout of the model."""
+    order = keras_yolo3_order(source)
+    conv_indices = converted_conv_indices(source) if order is None else None
+    if order is None and conv_indices is None:
+        return Renaming(source)
+    kind = target_variant(layer_names, model_name, path)
+    if order is not None:
+        if kind is None:
+            raise WeightsError(f"{path}: a keras-yolo3 file maps only onto a yolo3 body")
+        arrays, summary = rename_keras_yolo3(path, source, get_spec(kind), order, epsilons)
+        return Renaming(arrays, keras_yolo3=summary)
+    if kind is None:  # a converted model onto another converted model: the names are the same
+        return Renaming(source)
+    layout = darknet_layout(path, kind, conv_indices)
+    arrays, unmapped = rename_converted(source, layout, set(epsilons))
+    return Renaming(arrays, darknet_layout=layout, unmapped=unmapped)
+
+
 _KERAS2_NAME = re.compile(r"^(conv2d|batch_normalization)(?:_(\d+))?$")
 KERAS_YOLO3_BN_EPSILON = 1e-3  # Keras's default, which keras-yolo3's models were trained with
 
@@ -138,20 +153,6 @@ def rename_keras_yolo3(path: str, source: Dict[str, List[np.ndarray]], spec, ord
     return renamed, (f"{len(convs)} convolutions and {len(bns)} batch norms mapped by creation "
                      f"order onto {onto} (variances shifted from keras-yolo3's batch-norm "
                      f"epsilon {KERAS_YOLO3_BN_EPSILON:g} to the body's)")
-
-
-def output_filters(path: str) -> List[int]:
-    """Output-conv filter counts in a yolo3 body ``.weights.h5`` (the only convolutions with a bias)."""
-    import h5py
-    found: List[int] = []
-    with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Group) and name.endswith("/vars") and "0" in obj and "1" in obj:
-                k, b = obj["0"], obj["1"]
-                if len(k.shape) == 4 and k.shape[:2] == (1, 1) and b.shape == (k.shape[3],):
-                    found.append(int(k.shape[3]))
-        f.visititems(visit)
-    return found
 
 
 def converted_conv_indices(source: Dict[str, List[np.ndarray]]) -> Optional[Set[int]]:
