@@ -33,6 +33,8 @@ setup(
         # OpenCV 5 dropped cv2.dnn.readNetFromDarknet, the reference the tests compare against.
         "opencv-python>=4.8,<5",
         "tqdm",
+        # data.yaml files of the YOLO layout (Ultralytics, Roboflow, CVAT, Label Studio exports)
+        "pyyaml>=6",
         # training writes TensorBoard logs (keras.callbacks.TensorBoard needs the package)
         "tensorboard",
     ],

@@ -314,7 +314,7 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
 # tests/test_<module>.py.
 _TESTED_IN_FEATURE_FILES = {
     "__main__", "architectures", "blocks", "bodies", "box_ops", "boxes", "cfg", "convert", "layout",
-    "random_weights", "weights", "augment", "images", "verify", "yolo_layout", "errors",
+    "random_weights", "weights", "augment", "images", "verify", "errors",
     "calibration", "formats", "graph", "graph_surgery", "history", "keras_yolo3_args", "loading",
     "log", "paths", "precision", "runtimes", "saving", "schedules", "specs", "tflite_metadata",
     "train", "utils", "video", "visualize"}

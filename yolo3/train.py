@@ -38,10 +38,11 @@ from yolo3.bn_statistics import BatchNormStatistics
 from yolo3.bodies import build_spec_body, output_layer_names
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
                              PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body)
-from yolo3.data.annotations import load_training_records
+from yolo3.data.annotations import Sources, load_training_records, source_name
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
 from yolo3.data.verify import check_decodable
+from yolo3.data.yolo_layout import read_data_file
 from yolo3.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
                               prepare_fit, replica_devices)
 from yolo3.errors import CommandFailed, SettingError
@@ -60,7 +61,7 @@ from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
-from yolo3.train_config import TrainConfig, check, multi_scale_sizes
+from yolo3.train_config import DataSettings, TrainConfig, check, multi_scale_sizes
 from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
            "validate_config", "ConfigError", "shard_by_data", "prepare_data", "prepare_output",
            "pick_strategy", "build_models", "check_run_folder", "restore_state", "make_datasets", "run_stage",
-           "stages", "TrainData", "Placement", "RunFolder", "Stage", "eval_interval",
+           "stages", "TrainData", "Placement", "RunFolder", "Stage", "eval_interval", "data_sources",
            "training_precision"]
 
 
@@ -162,25 +163,43 @@ def validate_config(config: TrainConfig) -> None:
         raise ConfigError(str(e), *e.settings) from None
 
 
+def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[Sources]]:
+    """``(class names, training sources, validation sources or None)``: from ``data_file`` (its
+    names unless ``classes`` is given, which must have as many), else from ``classes``,
+    ``annotations`` and ``val_annotations``."""
+    if not settings.data_file:
+        return (read_classes(settings.classes), settings.annotations,
+                settings.val_annotations or None)
+    dataset = read_data_file(settings.data_file)
+    names = dataset.names
+    if settings.classes:
+        names = read_classes(settings.classes)
+        if len(names) != len(dataset.names):
+            raise ConfigError(f"{settings.classes}: {len(names)} classes, but {dataset.path} "
+                              f"names {len(dataset.names)}", "classes", "data_file")
+    return names, dataset.sources("train"), dataset.sources("val")
+
+
 def prepare_data(config: TrainConfig) -> TrainData:
     """Classes, records, anchors (the variant's defaults without ``anchors``) and masks; the
-    validation records are ``val_annotations``, else a seeded ``val_split`` of the annotations."""
+    validation records are ``val_annotations`` (or the data file's val split), else a seeded
+    ``val_split`` of the annotations."""
     settings = config.data
     spec = get_spec(config.model.variant)
-    class_names = read_classes(settings.classes)
+    class_names, train_source, val_source = data_sources(settings)
     anchors = read_anchors(settings.anchors) if settings.anchors else spec.default_anchors()
     try:  # before the records: reading them probes every image
         masks = spec.default_masks(len(anchors))
     except ValueError as e:
         raise ConfigError(f"anchors {settings.anchors}: {e}", "anchors") from None
-    records = load_training_records(settings.annotations, class_names, settings.strict)
-    if settings.val_annotations:
-        val_records = load_training_records(settings.val_annotations, class_names, settings.strict)
+    records = load_training_records(train_source, class_names, settings.strict)
+    if val_source:
+        val_records = load_training_records(val_source, class_names, settings.strict)
     else:
         order = np.random.default_rng(config.seed).permutation(len(records))
         n_val = max(1, int(round(len(records) * settings.val_split)))
         if n_val >= len(records):
-            raise ConfigError(f"{settings.annotations}: {len(records)} images are too few for "
+            raise ConfigError(f"{source_name(train_source)}: {len(records)} images are too few for "
                               f"val_split {settings.val_split}", "val_split")
         val_records = [records[i] for i in order[:n_val]]
         records = [records[i] for i in order[n_val:]]
@@ -252,7 +271,7 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     global_batch = config.hardware.batch_size * replicas
     if num_records < global_batch:
         raise ConfigError(f"batch_size {config.hardware.batch_size}: the {num_records} training "
-                          f"images of {config.data.annotations} are fewer than one global batch "
+                          f"images of {_training_source(config)} are fewer than one global batch "
                           f"({config.hardware.batch_size} x {replicas} replicas)", "batch_size")
     steps = config.schedule.steps_per_epoch or num_records // global_batch
     if config.hardware.strategy != "wrapper":
@@ -485,7 +504,7 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                        or "PNG" in line), str(e).splitlines()[0])
         raise CommandFailed(f"an image could not be decoded during training although every image "
                             f"decoded when it started (did a file change?); 'yolo3 check "
-                            f"--annotations {config.data.annotations}' names it. TensorFlow: "
+                            f"{_check_flag(config)}' names it. TensorFlow: "
                             f"{reason.strip()}") from None
     return {k: [float(x) for x in v] for k, v in history.history.items()}
 
@@ -599,6 +618,17 @@ def _sharing(placement: Placement):
     if placement.strategy is None or placement.task.num_workers <= 1:
         return None
     return lambda values: broadcast_from_chief(placement.strategy, values, placement.task.is_chief)
+
+
+def _training_source(config: TrainConfig) -> str:
+    return config.data.data_file or config.data.annotations
+
+
+def _check_flag(config: TrainConfig) -> str:
+    """The ``yolo3 check`` arguments that read this run's data."""
+    if config.data.data_file:
+        return f"--data {config.data.data_file}"
+    return f"--annotations {config.data.annotations}"
 
 
 def _backup_epoch(backup_dir: Path) -> int:

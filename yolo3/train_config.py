@@ -32,7 +32,10 @@ class DataSettings:
     """What to learn from: annotations, classes, anchors, validation split and augmentation."""
 
     annotations: str = ""
-    classes: str = ""
+    classes: str = ""  # optional with data_file (its names)
+    # a data.yaml (Ultralytics) or obj.data (Darknet): the train and val sources and the class
+    # names, in place of annotations, val_annotations and classes
+    data_file: Optional[str] = None
     val_annotations: Optional[str] = None
     val_split: float = 0.1  # held out of ``annotations`` when ``val_annotations`` is not given
     anchors: Optional[str] = None  # None: the variant's COCO anchors
@@ -117,7 +120,7 @@ SECTIONS = {"data": DataSettings, "model": ModelSettings, "recipe": RecipeSettin
             "schedule": ScheduleSettings, "hardware": HardwareSettings, "output": OutputSettings}
 # flat names that are not the setting's own: the output folder is ``--output``; ``model`` was the
 # variant's name before 1.3 (``TrainConfig(model="tiny")`` still works)
-_FLAT_ALIASES = {"output": "output_dir", "model": "variant"}
+_FLAT_ALIASES = {"output": "output_dir", "model": "variant", "data": "data_file"}
 
 
 def _setting_sections() -> Dict[str, str]:
@@ -231,10 +234,19 @@ def _exists(path: Optional[str], setting: str) -> None:
 
 
 def _check_data(data: DataSettings) -> None:
-    for setting in ("annotations", "val_annotations", "classes", "anchors"):
-        _exists(getattr(data, setting), setting)
+    _need(bool(data.annotations) or bool(data.data_file),
+          "nothing to train on: give annotations, or a data_file (data.yaml / obj.data)",
+          "annotations", "data_file")
+    _need(not (data.data_file and (data.annotations or data.val_annotations)),
+          "data_file names the train and val sources: give it without annotations and "
+          "val_annotations", "data_file", "annotations", "val_annotations")
+    _need(bool(data.classes) or bool(data.data_file),
+          "classes is needed with annotations (a data_file brings its names)", "classes",
+          "annotations", "data_file")
+    for setting in ("annotations", "val_annotations", "classes", "anchors", "data_file"):
+        _exists(getattr(data, setting) or None, setting)
     _need(data.max_boxes >= 1, f"max_boxes must be >= 1, got {data.max_boxes}", "max_boxes")
-    _need(bool(data.val_annotations) or 0 < data.val_split < 1,
+    _need(bool(data.val_annotations) or bool(data.data_file) or 0 < data.val_split < 1,
           f"val_split must be in (0, 1) without val_annotations, got {data.val_split}",
           "val_split", "val_annotations")
     _one_of(data.augment, AUGMENT_PRESETS, "augment")

@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import run_command
+from yolo3.cli.common import add_source_arguments, annotation_sources, run_command
 from yolo3.data.annotations import Record
 
 NAME = "check"
@@ -68,8 +68,8 @@ def _stats(records: Sequence[Record], names: Sequence[str]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--annotations", required=True, help="text / VOC / COCO annotations")
-    p.add_argument("--classes", help="classes file (COCO files bring their own)")
+    add_source_arguments(p, "text / VOC / COCO annotations", split=None)
+    p.add_argument("--classes", help="classes file (COCO and data files bring their own)")
     p.add_argument("--images", help="image folder (COCO; default: guessed from the JSON path)")
     p.add_argument("--include-difficult", action="store_true")
     p.add_argument("--include-crowd", action="store_true")
@@ -85,14 +85,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.draw:
         from yolo3.paths import check_outputs
-        check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations])
+        check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations, args.data])
+    sources, names = annotation_sources(args)
     if args.classes:
         names = read_classes(args.classes)
-    elif detect_format(args.annotations) == "coco":
-        names = coco_class_names(args.annotations)
-    else:
-        names = None
-    res = scan_annotations(args.annotations, names, include_difficult=args.include_difficult,
+    elif names is None and isinstance(sources, str) and detect_format(sources) == "coco":
+        names = coco_class_names(sources)
+    res = scan_annotations(sources, names, include_difficult=args.include_difficult,
                            include_crowd=args.include_crowd, image_dir=args.images)
     from yolo3.data.verify import verify_images
     decoded = {r.path for r in res.records}

@@ -204,3 +204,27 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
                              "where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
                              "recent GPUs: about 1.7x faster, ~1%% error on the raw maps), float32 "
                              "elsewhere")
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, annotations_help: str,
+                         split: Optional[str]) -> None:
+    """``--annotations`` or ``--data`` (one of them), and ``--split``: which split of ``--data``
+    (``split`` by default; None: every split)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--annotations", help=annotations_help + "; also a YOLO-layout image folder "
+                       "or image-list file (labels in labels/ or beside the images)")
+    group.add_argument("--data", help="a data.yaml (Ultralytics) or obj.data (Darknet): its "
+                       "--split sources and its class names")
+    parser.add_argument("--split", choices=("train", "val", "test"), default=split,
+                        help=f"the split of --data to read (default: {split or 'every split'})")
+
+
+def annotation_sources(args: argparse.Namespace):
+    """``(sources, class names or None)`` of ``--annotations`` or ``--data`` / ``--split``."""
+    if not args.data:
+        return args.annotations, None
+    from yolo3.data.yolo_layout import read_data_file
+    dataset = read_data_file(args.data)
+    if args.split:
+        return dataset.sources(args.split), dataset.names
+    return [s for split in dataset.splits for s in dataset.splits[split]], dataset.names

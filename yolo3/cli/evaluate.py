@@ -15,7 +15,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import add_precision_argument, add_variant_argument, run_command, warn
+from yolo3.cli.common import (add_precision_argument, add_source_arguments, add_variant_argument,
+                              annotation_sources, run_command, warn)
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -23,7 +24,7 @@ DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--annotations", required=True, help="ground truth: text rows, VOC XML or COCO JSON")
+    add_source_arguments(p, "ground truth: text rows, VOC XML or COCO JSON", split="val")
     p.add_argument("--classes", help="classes file (default: the class names --model carries; "
                                      "required with --detections)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -97,16 +98,19 @@ def run(args: argparse.Namespace) -> int:
     outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
     if not args.no_plot:
         outputs.append(("--out (its plot)", os.path.splitext(args.out)[0] + "_pr.png"))
-    check_outputs(outputs, [args.annotations, args.detections, args.model, args.classes,
+    check_outputs(outputs, [args.annotations, args.data, args.detections, args.model, args.classes,
                             args.anchors])
+    sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
     if args.classes:
         class_names = read_classes(args.classes)
+    elif data_names is not None:
+        class_names = data_names
     elif det is not None:
         class_names = det.class_names
     else:
-        raise ArgumentError("--classes is required with --detections")
-    records = load_annotations(args.annotations, class_names, image_dir=args.image_dir,
+        raise ArgumentError("--classes (or --data) is required with --detections")
+    records = load_annotations(sources, class_names, image_dir=args.image_dir,
                                check_images=det is not None)
     gt: Dict[str, np.ndarray] = {}
     for r in records:
@@ -119,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
         unmatched = [p for p in raw if p not in mapping]
         if raw and len(unmatched) == len(raw):
             raise CommandFailed(f"{args.detections}: none of its {len(raw)} images is an image of "
-                                f"{args.annotations} (first: {unmatched[0]}): nothing to score")
+                                f"{args.data or args.annotations} (first: {unmatched[0]}): nothing to score")
         if unmatched:
             warn(NAME, f"{len(unmatched)} images in {args.detections} are not in "
-                       f"{args.annotations} and are ignored (first: {unmatched[0]})")
+                       f"{args.data or args.annotations} and are ignored (first: {unmatched[0]})")
         dets = {}
         for d, g in mapping.items():
             b, s, c = raw[d]
@@ -133,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         dets, entries, failed = _detect_records(det, records, class_names, args.batch_size)
         if failed and len(failed) == len(gt):
-            raise CommandFailed(f"{args.annotations}: none of its {len(gt)} images could be read: "
+            raise CommandFailed(f"{args.data or args.annotations}: none of its {len(gt)} images could be read: "
                                 "nothing to score")
         for p in failed:
             gt.pop(p, None)  # left out of the figures (not counted as misses), and said so below
@@ -142,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate_detections(gt, dets, len(class_names), class_names, max_dets=args.max_dets,
                                  with_curves=True)
     if result["mAP50"] is None:
-        raise CommandFailed(f"{args.annotations}: no ground-truth box to score against")
+        raise CommandFailed(f"{args.data or args.annotations}: no ground-truth box to score against")
     curves = result.pop("pr_curves")
     print(format_table(result))
     out_dir = os.path.dirname(os.path.abspath(args.out))

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import run_command
+from yolo3.cli.common import add_source_arguments, annotation_sources, run_command
 
 NAME = "kmeans"
 DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on the box sizes of an "
@@ -17,7 +17,7 @@ DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on th
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--annotations", required=True, help="text / VOC / COCO annotations")
+    add_source_arguments(p, "text / VOC / COCO annotations", split="train")
     p.add_argument("--classes", help="classes file (bounds class ids; VOC names)")
     p.add_argument("--clusters", type=int, default=9, help="number of anchors (default 9)")
     p.add_argument("--out", required=True, help="anchors file to write")
@@ -39,12 +39,13 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError(f"--clusters must be at least 1, got {args.clusters}")
     if args.restarts < 1:
         raise ArgumentError(f"--restarts must be at least 1, got {args.restarts}")
-    check_outputs([("--out", args.out)], [args.annotations, args.classes])
-    names = read_classes(args.classes) if args.classes else None
-    records = load_annotations(args.annotations, names, check_images=args.input_size is not None)
+    check_outputs([("--out", args.out)], [args.annotations, args.data, args.classes])
+    sources, names = annotation_sources(args)
+    names = read_classes(args.classes) if args.classes else names
+    records = load_annotations(sources, names, check_images=args.input_size is not None)
     box_wh = box_sizes(records, args.input_size)
     if len(box_wh) < args.clusters:
-        raise ArgumentError(f"{args.annotations}: {len(box_wh)} boxes, fewer than "
+        raise ArgumentError(f"{args.data or args.annotations}: {len(box_wh)} boxes, fewer than "
                             f"{args.clusters} clusters")
     anchors, iou = kmeans_anchors(box_wh, args.clusters, restarts=args.restarts, seed=args.seed,
                                   progress=True)

@@ -27,12 +27,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from yolo3.recipe import DEFAULT_LR
     from yolo3.train_config import default as d
     a = p.add_argument
-    a("--annotations", required=True, help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
-      "a VOC folder/XML or a COCO JSON")
+    a("--data", dest="data_file", default=None, help="a data.yaml (Ultralytics, Roboflow, CVAT, "
+      "Label Studio exports) or obj.data (Darknet): the train and val sources and the class names, "
+      "in place of --annotations, --val-annotations and --classes")
+    a("--annotations", default="", help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
+      "a VOC folder/XML, a COCO JSON, or a YOLO-layout image folder or image-list file (labels in "
+      "labels/ or beside the images)")
     a("--val-annotations", default=None, help="validation annotations (default: split off --val-split)")
     a("--val-split", type=float, default=d("val_split"), help="fraction of --annotations held out "
       "for validation when --val-annotations is not given (default %(default)s)")
-    a("--classes", required=True, help="class list file, one name per line (class id = line index)")
+    a("--classes", default="", help="class list file, one name per line (class id = line index); "
+      "needed with --annotations, optional with --data")
     a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --variant)")
     add_variant_argument(p, default=d("variant"), help="architecture, a registered variant "
                          "(default %(default)s; --model is its old spelling)")

@@ -1,4 +1,6 @@
-"""Annotation files -> :class:`Record` lists: keras-yolo3 text rows, Pascal VOC XML and COCO JSON.
+"""Annotation files -> :class:`Record` lists: keras-yolo3 text rows, Pascal VOC XML, COCO JSON and
+the YOLO layout (an image folder or image-list file with a label file per image; see
+:mod:`yolo3.data.yolo_layout`, which also reads the data files naming a dataset's sources).
 
 Text format (keras-yolo3): one image per line, ``path x1,y1,x2,y2,class x1,y1,x2,y2,class ...``.
 A path containing spaces is either quoted (``"my dir/a.jpg" 1,2,3,4,0``) or followed by a tab
@@ -24,15 +26,26 @@ import re
 import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from yolo3.data import yolo_layout
 from yolo3.data.images import probe_images
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 from yolo3.fileio import write_text_atomic
 
 logger = logging.getLogger(__name__)
+
+Sources = Union[PathLike, Sequence[PathLike]]  # one annotation source, or several read in turn
+
+
+def source_name(path: Sources) -> str:
+    """A source's path, or several joined by ``+`` (for messages)."""
+    if isinstance(path, (str, os.PathLike)):
+        return os.fspath(path)
+    return " + ".join(os.fspath(p) for p in path)
+
 
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
                "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
@@ -405,13 +418,64 @@ def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: b
 
 
 def detect_format(path: PathLike) -> str:
-    """``'coco'``, ``'voc'`` or ``'text'`` for an annotation path."""
+    """``'coco'``, ``'voc'``, ``'yolo'`` (an image folder or image-list file of the YOLO layout),
+    ``'data'`` (a data file naming several sources) or ``'text'`` for an annotation path."""
     p = os.fspath(path)
-    if os.path.isdir(p) or p.lower().endswith(".xml") or _is_voc_image_set(p):
+    if os.path.isdir(p):
+        has_xml = any(f.lower().endswith(".xml") for f in os.listdir(p))
+        return "voc" if has_xml or not _has_images(p) else "yolo"
+    if p.lower().endswith(".xml") or _is_voc_image_set(p):
         return "voc"
     if p.lower().endswith(".json"):
         return "coco"
+    if yolo_layout.is_data_file(p):
+        return "data"
+    if yolo_layout.is_image_list(p):
+        return "yolo"
     return "text"
+
+
+def _has_images(folder: str) -> bool:
+    for _, _, files in os.walk(folder):
+        if any(f.lower().endswith(yolo_layout.DECODED_EXTENSIONS) for f in files):
+            return True
+    return False
+
+
+def _yolo_rows(source: str, num_classes: Optional[int], sink: _Sink, result: "ScanResult"
+               ) -> List[Tuple[str, np.ndarray, str, Optional[int]]]:
+    """``(image, normalised boxes, label file or image, None)`` of a YOLO-layout source; refused
+    rows go to ``sink`` (dropped with ``FILE:LINE`` or reported), clipped rows are logged."""
+    images, skipped = yolo_layout.image_paths(source)
+    if skipped:
+        logger.warning("%s: %d images skipped (first: %s): the training pipeline decodes JPEG, "
+                       "PNG, BMP and GIF", source, len(skipped), skipped[0])
+    rows, labelled = [], 0
+    for image in images:
+        label = yolo_layout.label_file(image)
+        if label is None:  # no label file: an image without objects
+            rows.append((image, np.zeros((0, 5), np.float32), image, None))
+            continue
+        labelled += 1
+        try:
+            read = yolo_layout.read_label_file(label, num_classes)
+        except AnnotationError as e:
+            sink.report(e)
+            continue
+        for error in read.refused:
+            try:
+                sink.keep(lambda e=error: _raise(e))
+            except AnnotationError as e:
+                sink.report(e)
+        for line in read.clipped:
+            logger.warning("%s:%d: box extends past 0..1 and was clipped to the image", label, line)
+        result.clipped_boxes += len(read.clipped)
+        rows.append((image, read.boxes, label, None))
+    if not labelled:
+        raise AnnotationError(source, f"no label files for its {len(images)} images (looked for "
+                                      f"{yolo_layout.expected_labels(images[0])}); an image "
+                                      "without objects has an empty label file")
+    return rows
 
 
 def _clip_to_image(boxes: np.ndarray, hw: Optional[Tuple[int, int]], make_error, sink: _Sink
@@ -441,24 +505,37 @@ def _raise(error: Exception):
     raise error
 
 
-def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None, *,
+def scan_annotations(path: Sources, class_names: Optional[Sequence[str]] = None, *,
                      include_difficult: bool = False, include_crowd: bool = False,
                      check_images: bool = True, image_dir: Optional[str] = None,
                      strict: bool = False, drop_invalid_boxes: bool = False) -> ScanResult:
     """Read annotations of any format, collecting every problem (or raising the first if ``strict``).
 
-    ``class_names`` bounds the class ids of text files and maps VOC names (default: the 20 VOC
+    ``path``: one source (text, VOC, COCO, a YOLO-layout image folder or image list) or a sequence
+    of them (read in turn, one result). ``class_names`` bounds the class ids of text and YOLO files
+    and maps VOC names (default: the 20 VOC
     classes); COCO files bring their own. With ``check_images`` every image header is read: missing or
     unreadable images are problems, and boxes partly outside the image are clipped (and counted).
     ``drop_invalid_boxes``: boxes without area, or outside their image, are dropped (listed in
     ``dropped_boxes``) instead of being problems; negative coordinates are clipped.
     """
+    if not isinstance(path, (str, os.PathLike)):  # several sources: one result
+        return _merged([scan_annotations(p, class_names, include_difficult=include_difficult,
+                                         include_crowd=include_crowd, check_images=check_images,
+                                         image_dir=image_dir, strict=strict,
+                                         drop_invalid_boxes=drop_invalid_boxes) for p in path])
     path = os.fspath(path)
     sink = _Sink(strict, drop_invalid_boxes)
     result = ScanResult()
     fmt = detect_format(path)
     rows: List[Tuple[str, np.ndarray, str, Optional[int]]] = []  # (image, boxes, file, line)
-    if fmt == "text":
+    if fmt == "data":
+        raise AnnotationError(path, "a data file names several sources (train, val ...): read "
+                                    "one split's sources with yolo3.data.yolo_layout.read_data_file")
+    if fmt == "yolo":
+        rows = _yolo_rows(path, None if class_names is None else len(class_names), sink, result)
+        check_images = True  # the boxes are fractions of the image size: it is needed
+    elif fmt == "text":
         num = None if class_names is None else len(class_names)
         for image, boxes, line_no in parse_text_annotations(_read_text(path), path, num, sink):
             rows.append((image, boxes, path, line_no))
@@ -492,6 +569,9 @@ def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
                 sink.report(AnnotationError(file, f"image {image}: {e.reason}", line=line,
                                             where=where if line is None else None))
                 continue
+            if fmt == "yolo" and len(boxes):  # fractions of the image -> pixels
+                boxes = (np.asarray(boxes, np.float64) * [hw[1], hw[0], hw[1], hw[0], 1]
+                         ).astype(np.float32)
             try:
                 boxes, n = _clip_to_image(boxes, hw, lambda r, kind=AnnotationError: kind(
                     file, r, line=line, where=where if line is None else None), sink)
@@ -512,7 +592,19 @@ def scan_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
     return result
 
 
-def load_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None, *,
+def _merged(results: Sequence[ScanResult]) -> ScanResult:
+    out = ScanResult()
+    for r in results:
+        out.records += r.records
+        out.problems += r.problems
+        out.dropped_boxes += r.dropped_boxes
+        out.clipped_boxes += r.clipped_boxes
+        out.skipped_difficult += r.skipped_difficult
+        out.skipped_crowd += r.skipped_crowd
+    return out
+
+
+def load_annotations(path: Sources, class_names: Optional[Sequence[str]] = None, *,
                      include_difficult: bool = False, include_crowd: bool = False,
                      check_images: bool = True, image_dir: Optional[str] = None) -> List[Record]:
     """Read a text / COCO JSON (``.json``) / VOC (``.xml``, XML folder, image-set list) file.
@@ -524,19 +616,19 @@ def load_annotations(path: PathLike, class_names: Optional[Sequence[str]] = None
                            include_crowd=include_crowd, check_images=check_images,
                            image_dir=image_dir, strict=True)
     if res.clipped_boxes:
-        warnings.warn(f"{os.fspath(path)}: {res.clipped_boxes} boxes extend past their image and "
+        warnings.warn(f"{source_name(path)}: {res.clipped_boxes} boxes extend past their image and "
                       "were clipped", stacklevel=2)
     return res.records
 
 
-def load_training_records(path: PathLike, class_names: Sequence[str], strict: bool = False
+def load_training_records(path: Sources, class_names: Sequence[str], strict: bool = False
                           ) -> List[Record]:
     """The records training reads from ``path``: invalid boxes (no area, outside the image) are
     dropped with one warning each naming ``FILE:LINE`` and a summary line, unless ``strict`` (then
     they are errors, as every other malformed input is). Raises :class:`AnnotationError` when no
     image is annotated, or when a class id is beyond ``class_names``."""
-    path = os.fspath(path)
     result = scan_annotations(path, class_names, strict=True, drop_invalid_boxes=not strict)
+    path = source_name(path)
     for problem in result.dropped_boxes:
         logger.warning("%s (box dropped)", problem)
     if result.dropped_boxes:

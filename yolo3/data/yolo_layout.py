@@ -1,31 +1,397 @@
-"""Writing a dataset in the YOLO layout (Darknet's and Ultralytics'): ``images/SPLIT/*`` beside
-``labels/SPLIT/*.txt`` with one row ``class cx cy w h`` per box, normalised to 0..1 by the image
-size, and a ``data.yaml`` naming the splits and the classes.
+"""The YOLO layout (Darknet's and Ultralytics'; what Roboflow, CVAT and Label Studio export).
 
-Images are linked (symbolic links where the file system allows, else copied), never re-encoded.
+A dataset is described by a data file, an Ultralytics ``data.yaml`` (``path``, ``train``, ``val``,
+``test``: each a folder, a list of folders or a text file listing images; ``names`` a list or an
+``{id: name}`` mapping; ``nc``) or a Darknet ``obj.data`` (``classes``, ``train``, ``valid``,
+``names``). Each image has a label file: its path with the last ``images`` folder replaced by
+``labels`` (Ultralytics) or beside it (Darknet), extension ``.txt``, one row per object:
+``class cx cy w h`` normalised to 0..1 by the image size, or ``class x1 y1 x2 y2 ...`` (a
+segmentation polygon, read as its box). A missing or empty label file is an image without objects.
+
+This module reads the files (sources -> image paths, label rows -> normalised boxes with their line
+numbers) and writes the layout; :mod:`yolo3.data.annotations` turns the rows into records. No
+TensorFlow here.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
-from typing import Dict, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import yaml
 from PIL import Image
 
-from yolo3.data.annotations import Record
+from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 
-__all__ = ["label_rows", "write_yolo_layout"]
+__all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
+           "image_paths", "label_file", "expected_labels", "parse_label_rows", "read_label_file", "label_rows", "write_yolo_layout",
+           "DECODED_EXTENSIONS"]
+
+DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the training pipeline decodes
+_OTHER_IMAGES = (".webp", ".tif", ".tiff", ".dng", ".mpo", ".pfm", ".heic")
+_NOT_NORMALISED = 1.5  # a coordinate above this is a pixel value, not a fraction of the image
+SPLITS = ("train", "val", "test")
 
 
-def label_rows(boxes: np.ndarray, image_hw: Sequence[int]) -> str:
+# ------------------------------------------------------------------------------------ data files
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file read: class ``names`` and, per split (``train``, ``val``, ``test``), its
+    sources (absolute image folders or image-list files)."""
+
+    path: str
+    names: List[str]
+    splits: Dict[str, List[str]] = field(default_factory=dict)
+
+    def sources(self, split: str) -> List[str]:
+        """The sources of ``split``; AnnotationError naming the data file when it has none."""
+        if not self.splits.get(split):
+            raise AnnotationError(self.path, f"no {split!r} split "
+                                             f"(it has {', '.join(self.splits) or 'none'})")
+        return self.splits[split]
+
+
+def is_data_file(path: PathLike) -> bool:
+    """True for an Ultralytics ``.yaml`` / ``.yml`` or a Darknet ``.data`` file."""
+    return os.fspath(path).lower().endswith((".yaml", ".yml", ".data"))
+
+
+def read_data_file(path: PathLike) -> DataFile:
+    """Read a ``data.yaml`` or ``obj.data``; AnnotationError naming the file (and line, where
+    there is one) for a missing key, ``nc`` disagreeing with ``names``, or a source that does not
+    exist."""
+    path = os.path.abspath(os.fspath(path))
+    text = _read_utf8(path, "data file")
+    if path.lower().endswith(".data"):
+        return _read_darknet_data(path, text)
+    return _read_ultralytics_yaml(path, text)
+
+
+def _read_utf8(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise AnnotationError(path, f"{what} not found") from None
+    except UnicodeDecodeError as e:
+        raise AnnotationError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise AnnotationError(path, f"cannot read {what}: {e.strerror or e}") from None
+
+
+def _read_ultralytics_yaml(path: str, text: str) -> DataFile:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise AnnotationError(path, f"not valid YAML: {getattr(e, 'problem', None) or e}",
+                              line=mark.line + 1 if mark is not None else None) from None
+    if not isinstance(data, dict):
+        raise AnnotationError(path, "a data.yaml is a mapping with train, val and names")
+    names = _names(path, data)
+    missing = [k for k in ("train", "val") if not data.get(k)]
+    if missing:
+        raise AnnotationError(path, f"no {' and no '.join(missing)}: a data.yaml names the train "
+                                    "and val sources (folders, lists of folders or image-list files)")
+    root = _root(path, data.get("path"), data["train"])
+    splits = {}
+    for split in SPLITS:
+        value = data.get(split)
+        if not value:
+            continue
+        entries = value if isinstance(value, list) else [value]
+        splits[split] = [_ultralytics_source(path, root, str(entry), split) for entry in entries]
+    return DataFile(path, names, splits)
+
+
+def _names(path: str, data: dict) -> List[str]:
+    names = data.get("names")
+    if names is None:
+        raise AnnotationError(path, "no names: a data.yaml lists its class names (names: [a, b] or "
+                                    "names: {0: a, 1: b})")
+    if isinstance(names, dict):
+        try:
+            ids = sorted(int(k) for k in names)
+        except (TypeError, ValueError):
+            raise AnnotationError(path, "names: the keys of a names mapping are class ids 0, 1, "
+                                        "...") from None
+        if ids != list(range(len(ids))):
+            raise AnnotationError(path, f"names: class ids {ids[:8]} are not 0..{len(ids) - 1}")
+        names = [names[k] if k in names else names[str(k)] for k in ids]
+    if not isinstance(names, list) or not names:
+        raise AnnotationError(path, "names: expected a list or an {id: name} mapping")
+    names = [str(n) for n in names]
+    nc = data.get("nc")
+    if nc is not None and nc != len(names):
+        raise AnnotationError(path, f"nc is {nc} but names has {len(names)} entries")
+    return names
+
+
+def _root(path: str, declared, train) -> str:
+    """The dataset root, as Ultralytics resolves it: ``path`` (relative: against the working
+    folder, else the data file's folder, which stands in for Ultralytics' datasets folder; the
+    first where the train source exists), else the data file's folder."""
+    here = os.path.dirname(path)
+    if not declared:
+        return here
+    declared = os.path.expanduser(str(declared))
+    if os.path.isabs(declared):
+        return declared
+    candidates = [os.path.abspath(declared), os.path.normpath(os.path.join(here, declared))]
+    entry = str(train[0] if isinstance(train, list) else train)
+    for root in candidates:
+        if os.path.exists(os.path.join(root, entry)):
+            return root
+    return next((root for root in candidates if os.path.isdir(root)), candidates[1])
+
+
+def _ultralytics_source(path: str, root: str, entry: str, split: str) -> str:
+    source = os.path.normpath(os.path.join(root, os.path.expanduser(entry)))
+    if not os.path.exists(source) and entry.startswith("../"):
+        source = os.path.normpath(os.path.join(root, entry[3:]))  # Ultralytics' second try
+    if not os.path.exists(source):
+        raise AnnotationError(path, f"{split}: {source} does not exist")
+    return source
+
+
+def _read_darknet_data(path: str, text: str) -> DataFile:
+    values: Dict[str, Tuple[str, int]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" not in line:
+            raise AnnotationError(path, f"expected key = value, got {line!r}", line=number)
+        key, value = (s.strip() for s in line.split("=", 1))
+        values[key] = (value, number)
+    missing = [k for k in ("train", "valid", "names") if not values.get(k, ("",))[0]]
+    if missing:
+        raise AnnotationError(path, f"no {', '.join(missing)}: an obj.data names train, valid and "
+                                    "names (and classes)")
+    names_path, line = values["names"]
+    names_file = _darknet_path(path, names_path, "names", line)
+    names = [n.strip() for n in _read_utf8(names_file, "names file").splitlines() if n.strip()]
+    if not names:
+        raise AnnotationError(names_file, "no class names")
+    if "classes" in values:
+        classes, line = values["classes"]
+        if not classes.isdigit() or int(classes) != len(names):
+            raise AnnotationError(path, f"classes is {classes} but {names_file} has {len(names)} "
+                                        "names", line=line)
+    splits = {split: [_darknet_path(path, values[key][0], key, values[key][1])]
+              for split, key in (("train", "train"), ("val", "valid"), ("test", "test"))
+              if values.get(key, ("",))[0]}
+    return DataFile(path, names, splits)
+
+
+def _darknet_path(path: str, value: str, key: str, line: int) -> str:
+    """A path of an obj.data: relative to Darknet's working folder, which is the working folder,
+    the data file's folder or its parent (``data/obj.data`` naming ``data/train.txt``)."""
+    value = os.path.expanduser(value)
+    here = os.path.dirname(path)
+    candidates = [value] if os.path.isabs(value) else [
+        os.path.abspath(value), os.path.join(here, value), os.path.join(os.path.dirname(here), value)]
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            return os.path.normpath(os.path.abspath(candidate))
+    raise AnnotationError(path, f"{key}: {value} does not exist (looked in "
+                                f"{', '.join(os.path.dirname(os.path.abspath(c)) for c in candidates)})",
+                          line=line)
+
+
+# ----------------------------------------------------------------------------------- image sources
+
+
+def is_image_list(path: PathLike) -> bool:
+    """True for a text file listing image paths one per line (and nothing else: no box fields)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path) or not path.lower().endswith(".txt"):
+        return False
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            lines = [ln.strip() for ln in f.read().splitlines()]
+    except (OSError, UnicodeDecodeError):
+        return False
+    lines = [ln for ln in lines if ln and not ln.startswith("#")]
+    return bool(lines) and all(os.path.splitext(ln)[1].lower() in DECODED_EXTENSIONS + _OTHER_IMAGES
+                               for ln in lines)
+
+
+def image_paths(source: PathLike) -> Tuple[List[str], List[str]]:
+    """``(images, skipped)``: the absolute image paths of a source (a folder, searched recursively,
+    or an image-list file), and the images of formats the training pipeline cannot decode."""
+    source = os.path.abspath(os.fspath(source))
+    if os.path.isdir(source):
+        found = []
+        for folder, dirs, files in os.walk(source):
+            dirs.sort()
+            found += [os.path.join(folder, f) for f in sorted(files)]
+    elif os.path.isfile(source):
+        found = _listed_images(source)
+    else:
+        raise AnnotationError(source, "image source not found")
+    images = [p for p in found if p.lower().endswith(DECODED_EXTENSIONS)]
+    skipped = [p for p in found if p.lower().endswith(_OTHER_IMAGES)]
+    if not images:
+        raise AnnotationError(source, "no images (JPEG, PNG, BMP, GIF) in this source"
+                              + (f"; {len(skipped)} of other formats" if skipped else ""))
+    return images, skipped
+
+
+def _listed_images(list_file: str) -> List[str]:
+    """Image paths of a list file: absolute as written; ``./x`` relative to the list's folder (as
+    Ultralytics reads it); other relative paths against the working folder, the list's folder or
+    its parent (Darknet's ``data/train.txt`` lists ``data/obj/x.jpg``), the first that exists."""
+    here = os.path.dirname(list_file)
+    out = []
+    for line in _read_utf8(list_file, "image list").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if os.path.isabs(line):
+            out.append(os.path.normpath(line))
+            continue
+        if line.startswith("./"):
+            out.append(os.path.normpath(os.path.join(here, line)))
+            continue
+        candidates = [os.path.abspath(line), os.path.join(here, line),
+                      os.path.join(os.path.dirname(here), line)]
+        out.append(os.path.normpath(next((c for c in candidates if os.path.exists(c)),
+                                         candidates[1])))
+    return out
+
+
+def label_file(image: str) -> Optional[str]:
+    """The label file of ``image``: Ultralytics' (the last ``images`` folder of the path replaced by
+    ``labels``), else Darknet's (beside the image); None when neither exists."""
+    stem = os.path.splitext(image)[0]
+    marker = f"{os.sep}images{os.sep}"
+    if marker in stem:
+        head, tail = stem.rsplit(marker, 1)
+        candidate = f"{head}{os.sep}labels{os.sep}{tail}.txt"
+        if os.path.isfile(candidate):
+            return candidate
+    beside = stem + ".txt"
+    return beside if os.path.isfile(beside) else None
+
+
+def expected_labels(image: str) -> str:
+    """Where the label files of ``image``'s source were looked for (for error messages)."""
+    folder = os.path.dirname(image)
+    marker = f"{os.sep}images{os.sep}"
+    if marker in folder + os.sep:
+        head, tail = (folder + os.sep).rsplit(marker, 1)
+        return f"{head}{os.sep}labels{os.sep}{tail} or .txt files beside the images"
+    return f".txt files beside the images in {folder}"
+
+
+# ------------------------------------------------------------------------------------- label rows
+
+
+@dataclass
+class LabelRows:
+    """One label file read: ``boxes`` ``(N, 5)`` float64 normalised ``x1, y1, x2, y2, class`` (kept
+    rows, clipped to 0..1), each kept row's ``lines``, the rows ``clipped`` (line numbers) and the
+    rows refused (:class:`InvalidBoxError` naming ``FILE:LINE``)."""
+
+    boxes: np.ndarray
+    lines: List[int]
+    clipped: List[int] = field(default_factory=list)
+    refused: List[InvalidBoxError] = field(default_factory=list)
+
+
+def parse_label_rows(text: str, path: str, num_classes: Optional[int]) -> LabelRows:
+    """Read ``class cx cy w h`` rows (or ``class x1 y1 ... xn yn`` polygons of 4+ points) of the
+    label file ``path``. A row with another count of numbers, a non-number, a class id outside
+    ``0..num_classes - 1``, a size that is not positive, pixel values instead of fractions, or a
+    box left without area inside the image is refused; coordinates outside 0..1 are clipped."""
+    boxes, lines, clipped, refused = [], [], [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            box, was_clipped = _row_box(fields, num_classes)
+        except ValueError as e:
+            refused.append(InvalidBoxError(path, str(e), line=number))
+            continue
+        boxes.append(box)
+        lines.append(number)
+        if was_clipped:
+            clipped.append(number)
+    array = np.asarray(boxes, np.float64).reshape(-1, 5)
+    return LabelRows(array, lines, clipped, refused)
+
+
+def _row_box(fields: Sequence[str], num_classes: Optional[int]) -> Tuple[List[float], bool]:
+    n = len(fields)
+    if n != 5 and (n < 9 or n % 2 == 0):
+        raise ValueError(f"{n} numbers: expected 5 (class cx cy w h) or a class and a polygon of "
+                         "4 or more points (9, 11, ... numbers)")
+    try:
+        values = [float(v) for v in fields]
+    except ValueError:
+        bad = next(v for v in fields if not _is_number(v))
+        raise ValueError(f"{bad!r} is not a number") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("a value is not finite")
+    cls = values[0]
+    if cls != int(cls) or cls < 0 or (num_classes is not None and cls >= num_classes):
+        limit = f"0..{num_classes - 1}" if num_classes is not None else ">= 0"
+        raise ValueError(f"class id {fields[0]} is outside the class list ({limit})")
+    coords = values[1:]
+    if max(abs(v) for v in coords) > _NOT_NORMALISED:
+        raise ValueError("coordinates above 1: label rows are fractions of the image size "
+                         "(pixel values?)")
+    if n == 5:
+        cx, cy, w, h = coords
+        if w <= 0 or h <= 0:
+            raise ValueError(f"size {w:g} x {h:g} is not positive")
+        x1, y1, x2, y2 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+    else:
+        xs, ys = coords[0::2], coords[1::2]
+        x1, y1, x2, y2 = min(xs), min(ys), max(xs), max(ys)
+    edges = [x1, y1, x2, y2]
+    inside = [min(max(v, 0.0), 1.0) for v in edges]
+    if inside[2] <= inside[0] or inside[3] <= inside[1]:
+        raise ValueError("the box has no area inside the image")
+    return inside + [cls], inside != edges
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_label_file(path: str, num_classes: Optional[int]) -> LabelRows:
+    """:func:`parse_label_rows` of a label file (AnnotationError naming it when unreadable)."""
+    return parse_label_rows(_read_utf8(path, "label file"), path, num_classes)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def label_rows(boxes: np.ndarray, image_hw: Sequence[int], scores: Optional[np.ndarray] = None
+               ) -> str:
     """``class cx cy w h`` rows (normalised, 6 decimals) of ``boxes`` ``(N, 5)`` pixel
-    ``x1, y1, x2, y2, class`` in an image of ``(h, w)``."""
+    ``x1, y1, x2, y2, class`` in an image of ``(h, w)``; with ``scores``, each row ends with its
+    score (Ultralytics' ``save_conf``)."""
     h, w = (float(v) for v in image_hw)
     lines = []
-    for x1, y1, x2, y2, cls in np.asarray(boxes, np.float64).reshape(-1, 5):
-        lines.append(f"{int(cls)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} "
-                     f"{(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")
+    for k, (x1, y1, x2, y2, cls) in enumerate(np.asarray(boxes, np.float64).reshape(-1, 5)):
+        row = (f"{int(cls)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} "
+               f"{(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")
+        if scores is not None:
+            row += f" {float(scores[k]):.6f}"
+        lines.append(row)
     return "".join(line + "\n" for line in lines)
 
 
@@ -36,11 +402,11 @@ def _link(source: str, target: str) -> None:
         shutil.copyfile(source, target)
 
 
-def write_yolo_layout(out_dir: str, splits: Dict[str, Sequence[Record]],
-                      class_names: Sequence[str]) -> str:
-    """Write ``splits`` (``{"train": records, "val": records, ...}``) under ``out_dir`` in the YOLO
-    layout; returns the path of ``data.yaml``. Image names are made unique per split by their
-    index; an image without boxes gets an empty label file (a negative)."""
+def write_yolo_layout(out_dir: str, splits: Dict[str, Sequence], class_names: Sequence[str]) -> str:
+    """Write ``splits`` (``{"train": records, "val": records, ...}``, records with ``path``,
+    ``boxes`` and ``image_hw``) under ``out_dir`` in the YOLO layout; returns the path of
+    ``data.yaml``. Image names are made unique per split by their index; an image without boxes
+    gets an empty label file (a negative)."""
     lines = [f"path: {os.path.abspath(out_dir)}"]
     for split, records in splits.items():
         images = os.path.join(out_dir, "images", split)
