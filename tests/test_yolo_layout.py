@@ -8,6 +8,7 @@ the reader.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -253,6 +254,24 @@ def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, 
                        str(run / "final.keras"), "--out", str(tmp_path / "ev.json"),
                        "--no-plot"]) == 0
     assert "circle" in capsys.readouterr().out
+    # pseudo-labels: one label file per image, the detections of the JSON normalised
+    labels, found = tmp_path / "pseudo", tmp_path / "found.json"
+    images = ultralytics / "images" / "train"
+    assert yolo3_main(["detect", "--model", str(run / "final.keras"), "--input", str(images),
+                       "--output", str(tmp_path / "drawn"), "--no-draw", "--json", str(found),
+                       "--score", "0.01", "--save-txt", str(labels), "--save-conf"]) == 0
+    entries = {Path(e["image"]).stem: e for e in json.loads(found.read_text())}
+    assert sorted(p.stem for p in labels.glob("*.txt")) == sorted(entries)
+    for stem, entry in entries.items():
+        h, w = IMAGES["train"][Path(entry["image"]).name][:2]
+        rows = np.loadtxt(labels / f"{stem}.txt", ndmin=2).reshape(-1, 6)
+        want = np.asarray(entry["boxes"], np.float64).reshape(-1, 4)
+        centre_size = np.stack([(want[:, 0] + want[:, 2]) / 2 / w, (want[:, 1] + want[:, 3]) / 2 / h,
+                                (want[:, 2] - want[:, 0]) / w, (want[:, 3] - want[:, 1]) / h], 1)
+        np.testing.assert_allclose(rows[:, 1:5], centre_size, atol=2e-5)
+        np.testing.assert_array_equal(rows[:, 0], entry["classes"])
+        np.testing.assert_allclose(rows[:, 5], entry["scores"], atol=1e-6)
+    assert sum(len(e["boxes"]) for e in entries.values()) > 0
 
 
 @pytest.mark.parametrize("argv,named", [
@@ -263,6 +282,10 @@ def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, 
       "--output", "{tmp}/run"], "--data names the train and val sources"),
     (["train", "--annotations", "{root}/images/train", "--output", "{tmp}/run"],
      "--classes is needed with --annotations (a --data brings its names)"),
+    (["detect", "--model", "{root}/none.keras", "--input", "{root}/images/val", "--output",
+      "{tmp}/run", "--save-txt", "{root}/images"], "--save-txt"),
+    (["detect", "--model", "{root}/none.keras", "--input", "{root}/images/val", "--output",
+      "{tmp}/run", "--save-conf"], "--save-conf adds scores to the --save-txt label files"),
 ])
 def test_bad_data_on_the_command_line_is_named_and_nothing_is_written(ultralytics, tmp_path,
                                                                      capsys, argv, named):

@@ -1,8 +1,10 @@
 """``yolo3 detect`` (``yolo3-detect``, ``tools/detect.py``): detect objects in images, folders,
 globs, videos or a webcam.
 
-Writes annotated images (same file names) or an annotated video (same frame rate) into ``--output``
-and, with ``--json``, a list with one object per image or video frame::
+Writes annotated images (same file names) or an annotated video (same frame rate) into ``--output``;
+with ``--save-txt DIR`` a YOLO-layout label file per image (``NAME.txt``, rows ``class cx cy w h``
+normalised to 0..1, ``--save-conf`` appends the score; video frames: ``NAME_FRAME.txt``), for
+pseudo-labelling; and, with ``--json``, a list with one object per image or video frame::
 
     {"image": path, "boxes": [[x1, y1, x2, y2], ...], "scores": [...], "classes": [...], "names": [...]}
 
@@ -41,7 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_precision_argument(p)
     p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
     p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
-    p.add_argument("--no-draw", action="store_true", help="only write the JSON")
+    p.add_argument("--no-draw", action="store_true", help="only write the JSON / label files")
+    p.add_argument("--save-txt", metavar="DIR", help="also write a YOLO-layout label file per "
+                   "image into DIR (class cx cy w h, normalised; an image without detections "
+                   "gets an empty file)")
+    p.add_argument("--save-conf", action="store_true", help="with --save-txt: end each row with "
+                   "its score")
 
 
 def classify_input(spec: str) -> Tuple[str, List[str]]:
@@ -109,6 +116,9 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
             results = detector.detect_batch([im for _, _, im in loaded])
             for (path, name, image), (boxes, scores, classes) in zip(loaded, results):
                 entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
+                if args.save_txt:
+                    _save_labels(args, os.path.splitext(name)[0], image.shape[:2], boxes, scores,
+                                 classes)
                 if not args.no_draw:
                     out = os.path.join(args.output, name)
                     try:
@@ -120,6 +130,18 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                                    file=sys.stderr)
                 bar.update(1)
     return failures
+
+
+def _save_labels(args, stem: str, image_hw, boxes, scores, classes) -> None:
+    """The label file ``--save-txt/STEM.txt`` of one image's detections."""
+    import numpy as np
+
+    from yolo3.data.yolo_layout import label_rows
+    from yolo3.fileio import write_text_atomic
+    rows = np.concatenate([np.asarray(boxes, np.float64).reshape(-1, 4),
+                           np.asarray(classes, np.float64).reshape(-1, 1)], axis=1)
+    write_text_atomic(os.path.join(args.save_txt, stem + ".txt"),
+                      label_rows(rows, image_hw, scores if args.save_conf else None))
 
 
 def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
@@ -147,6 +169,9 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
                 entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)
                 entry["frame"] = frame_index
                 entries.append(entry)
+                if args.save_txt:
+                    _save_labels(args, f"{stem}_{frame_index}", rgb.shape[:2], boxes, scores,
+                                 classes)
                 if writer is not None:
                     writer.write(draw_on_array(rgb, boxes, scores, classes, detector.class_names))
                 frame_index += 1
@@ -168,8 +193,11 @@ def run(args: argparse.Namespace) -> int:
     kind, items = classify_input(args.input)
     sources = [] if kind == "webcam" else items
     # annotated copies keep the inputs' names: the output folder must not hold any input
-    check_outputs(dirs=[("--output", args.output)], inputs=sources)
+    check_outputs(dirs=[("--output", args.output), ("--save-txt", args.save_txt)], inputs=sources)
     check_outputs([("--json", args.json)], sources + [args.model, args.anchors, args.classes])
+    if args.save_conf and not args.save_txt:
+        from yolo3.errors import ArgumentError
+        raise ArgumentError("--save-conf adds scores to the --save-txt label files: give --save-txt")
     from yolo3.evaluation import save_detection_json
     from yolo3.runtimes import load_detector
 
@@ -177,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
                              iou=args.iou, input_size=args.input_size, variant=args.variant,
                              precision=args.precision)
     os.makedirs(args.output, exist_ok=True)
+    if args.save_txt:
+        os.makedirs(args.save_txt, exist_ok=True)
     entries: list = []
     if kind == "images":
         failures = run_images(detector, items, args, entries)
@@ -186,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
         save_detection_json(args.json, entries)
     done = len({e["image"] for e in entries}) if kind == "images" else len(entries)
     print(f"{done} {'images' if kind == 'images' else 'frames'} processed, {failures} failed; "
-          f"output in {args.output}" + (f", detections in {args.json}" if args.json else ""),
+          f"output in {args.output}" + (f", detections in {args.json}" if args.json else "")
+          + (f", label files in {args.save_txt}" if args.save_txt else ""),
           file=sys.stderr)
     return 1 if failures else 0
 
