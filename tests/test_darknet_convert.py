@@ -207,3 +207,31 @@ def test_conv_flops_match_the_built_model(darknet_cfg_dir, name, h, w):
     assert cfg.conv_flops(h, w) == pytest.approx(expected, rel=1e-12)
     if (name, h) == ("yolov3", 416):  # Darknet prints 65.864 BFLOPs for yolov3.cfg at 416
         assert cfg.conv_flops() == pytest.approx(65.864e9, rel=1e-4)
+
+
+def test_pretrained_class_counts_get_their_names_unless_a_list_is_given(tmp_path, darknet_cfg_dir,
+                                                                      tiny_weights, capsys):
+    """An 80-class model converted without a class list names its classes as COCO does (the
+    reference list is Darknet's coco names file, read here), 20 classes as VOC, others by number."""
+    from yolo3.metadata import read_info
+    shared = darknet_cfg_dir
+    coco = [n.strip() for n in (shared / "coco_classes.txt").read_text().splitlines() if n.strip()]
+    voc = [n.strip() for n in (shared / "voc_classes.txt").read_text().splitlines() if n.strip()]
+    out = tmp_path / "coco.keras"
+    assert cli_main([str(shared / "yolov3-tiny.cfg"), str(tiny_weights), str(out),
+                     "--no-progress"]) == 0
+    assert "the 80 COCO names" in capsys.readouterr().out
+    assert read_info(out).class_names == coco
+    for classes, names in ((20, voc), (3, None)):
+        cfg = tmp_path / f"tiny{classes}.cfg"
+        text = (shared / "yolov3-tiny.cfg").read_text()
+        cfg.write_text(text.replace("classes=80", f"classes={classes}").replace(
+            "filters=255", f"filters={3 * (classes + 5)}"))
+        weights = tmp_path / f"tiny{classes}.weights"
+        write_random_weights(cfg, weights, seed=1)
+        result = convert(cfg, weights, tmp_path / f"tiny{classes}.keras", progress=False)
+        assert read_info(result.out_path).class_names == names
+        assert result.default_names == (None if names is None else "VOC")
+    given = convert(shared / "yolov3-tiny.cfg", tiny_weights, tmp_path / "given.keras",
+                    progress=False, class_names=[f"c{i}" for i in range(80)])
+    assert given.default_names is None and read_info(given.out_path).class_names[0] == "c0"

@@ -19,6 +19,7 @@ from yolo3.blocks import BlockNames, activation_layer, conv_block
 from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec,
                                UpsampleSpec, parse_cfg)
 from yolo3.darknet.weights import ConvWeights, Header, in_channels, read_weights
+from yolo3.data.annotations import well_known_classes
 from yolo3.errors import DarknetError, PathLike
 from yolo3.keras_compat import producing_layer
 from yolo3.metadata import ModelInfo
@@ -132,6 +133,7 @@ class ConvertResult:
     input_size: Tuple[int, int]
     header: Header
     output_names: List[str] = field(default_factory=list)
+    default_names: Optional[str] = None  # "COCO" / "VOC": the names stored without class_names
 
     def summary(self) -> str:
         lines = [f"wrote {self.out_path}",
@@ -142,6 +144,9 @@ class ConvertResult:
             anchors = ",  ".join(f"{w:g},{h:g}" for w, h in self.anchors)
             lines += [f"  anchors: {anchors}  -> {self.anchors_path}",
                       f"  masks: {self.masks}  classes: {self.num_classes}  -> {self.masks_path}"]
+            if self.default_names:
+                lines.append(f"  class names: the {self.num_classes} {self.default_names} names "
+                             "(no class list given; give one to name them otherwise)")
         else:
             lines.append(f"  no [yolo] layer (backbone); metadata -> {self.masks_path}")
         return "\n".join(lines)
@@ -160,10 +165,14 @@ def write_sidecars(out_path: PathLike, cfg: DarknetCfg, header: Header
 def model_info(cfg: DarknetCfg, header: Header,
                class_names: Optional[Sequence[str]] = None) -> Optional[ModelInfo]:
     """The :class:`~yolo3.metadata.ModelInfo` of a converted cfg (None for a backbone without
-    ``[yolo]`` layers). ``class_names`` must have the cfg's class count."""
+    ``[yolo]`` layers). ``class_names`` must have the cfg's class count; without them an 80-class
+    (20-class) model gets the COCO (VOC) names its pretrained weights were trained on."""
     anchors, masks, num_classes = cfg.yolo_info()
     if anchors is None:
         return None
+    known = well_known_classes(num_classes)
+    if class_names is None and known is not None:
+        class_names = known[1]
     if class_names is not None and len(class_names) != num_classes:
         raise DarknetError(cfg.path, f"{len(class_names)} class names for the {num_classes} classes "
                                      "of the cfg's [yolo] layers")
@@ -196,6 +205,9 @@ def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
     anchors_path, masks_path = write_sidecars(out, cfg, header)
     anchors, masks, num_classes = cfg.yolo_info()
     names = [producing_layer(t).name for t in model.outputs]
+    known = well_known_classes(num_classes) if class_names is None and anchors is not None else None
     return ConvertResult(out_path=out, anchors_path=anchors_path, masks_path=masks_path,
                          anchors=anchors, masks=masks, num_classes=num_classes,
-                         input_size=(cfg.height, cfg.width), header=header, output_names=names)
+                         input_size=(cfg.height, cfg.width), header=header, output_names=names,
+                         default_names=known[0] if known is not None and out.name.endswith(".keras")
+                         else None)

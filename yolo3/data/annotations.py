@@ -50,6 +50,23 @@ def source_name(path: Sources) -> str:
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
                "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
                "train", "tvmonitor")
+COCO_CLASSES = ("person", "bicycle", "car", "motorbike", "aeroplane", "bus", "train", "truck",
+                "boat", "traffic light", "fire hydrant", "stop sign", "parking meter", "bench",
+                "bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra",
+                "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase", "frisbee",
+                "skis", "snowboard", "sports ball", "kite", "baseball bat", "baseball glove",
+                "skateboard", "surfboard", "tennis racket", "bottle", "wine glass", "cup", "fork",
+                "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange", "broccoli",
+                "carrot", "hot dog", "pizza", "donut", "cake", "chair", "sofa", "pottedplant",
+                "bed", "diningtable", "toilet", "tvmonitor", "laptop", "mouse", "remote",
+                "keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator",
+                "book", "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush")
+
+
+def well_known_classes(num_classes: int) -> Optional[Tuple[str, Tuple[str, ...]]]:
+    """``("COCO", its 80 names)`` for 80 classes, ``("VOC", its 20 names)`` for 20, else None: the
+    names Darknet's and keras-yolo3's pretrained models of that class count were trained on."""
+    return {80: ("COCO", COCO_CLASSES), 20: ("VOC", VOC_CLASSES)}.get(int(num_classes))
 
 
 @dataclass(frozen=True, eq=False)
