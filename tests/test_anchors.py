@@ -104,3 +104,23 @@ def test_model_data_files_equal_constants(repo_root):
     for anchors in (YOLO_ANCHORS, TINY_YOLO_ANCHORS):
         area = anchors.prod(axis=1)
         assert np.all(np.diff(area) > 0)
+
+
+def test_anchor_fit_against_a_loop_reference():
+    """Best possible recall and mean best IoU, recomputed box by box in float64."""
+    from yolo3.anchors import ANCHOR_RATIO_LIMIT, anchor_fit
+    rng = np.random.default_rng(4)
+    box_wh = rng.uniform(2, 300, (200, 2))
+    anchors = np.array([[10, 13], [30, 61], [116, 90], [373, 326]], np.float64)
+    recalled, ious = 0, []
+    for w, h in box_wh:
+        worst = [min(w / aw, aw / w, h / ah, ah / h) for aw, ah in anchors]
+        recalled += max(worst) > 1 / ANCHOR_RATIO_LIMIT
+        ious.append(max(min(w, aw) * min(h, ah) / (w * h + aw * ah - min(w, aw) * min(h, ah))
+                        for aw, ah in anchors))
+    fit = anchor_fit(np.vstack([box_wh, [[0, 5]]]), anchors)  # a box without area is ignored
+    assert fit.boxes == 200
+    assert fit.best_possible_recall == pytest.approx(recalled / 200, abs=1e-12)
+    assert fit.mean_best_iou == pytest.approx(np.mean(ious), abs=1e-12)
+    assert anchor_fit(np.array([[10, 13]]), anchors).fits
+    assert not anchor_fit(np.array([[1000, 1.5]]), anchors).fits

@@ -58,6 +58,28 @@ def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_
         prepare_data(_config(dataset, tmp_path, anchors=str(bad)))
 
 
+def test_anchors_auto_are_kmeans_of_the_training_boxes_and_their_fit_is_reported(
+        dataset, tmp_path, caplog):
+    from yolo3.anchors import anchor_fit, kmeans_anchors
+    from yolo3.data.annotations import box_sizes
+    caplog.set_level("INFO")
+    data = prepare_data(_config(dataset, tmp_path, anchors="auto", val_split=0.2))
+    box_wh = box_sizes(data.records, (64, 64))
+    want, _ = kmeans_anchors(box_wh, 6, seed=3)
+    np.testing.assert_array_equal(data.anchors, want)
+    assert data.masks == [[3, 4, 5], [0, 1, 2]]
+    assert f"anchors fit the training boxes at 64x64: {anchor_fit(box_wh, want)}" in caplog.text
+    # anchors far larger than any box of 64 px images: said so, with the way out
+    caplog.clear()
+    huge = tmp_path / "huge.txt"
+    write_anchors(huge, np.full((6, 2), 600.0))
+    prepare_data(_config(dataset, tmp_path, anchors=str(huge), val_split=0.2))
+    assert "best possible recall 0.000 < 0.98" in caplog.text and "anchors auto" in caplog.text
+    with pytest.raises(ConfigError, match="anchors auto: k-means needs at least k=6 boxes") as e:
+        prepare_data(_config(dataset, tmp_path, anchors="auto", val_split=0.9))
+    assert e.value.settings == ("anchors",)
+
+
 def test_stages_after_a_resume(dataset, tmp_path):
     config = _config(dataset, tmp_path)
     assert stages(config, 0) == [Stage(0, 2, True), Stage(2, 5, False)]

@@ -6,6 +6,7 @@ lines of comma-separated numbers read as ``w,h`` pairs (``10,13,  16,30,  33,23`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -124,6 +125,43 @@ def average_best_iou(box_wh: np.ndarray, anchors: np.ndarray) -> float:
     if len(box_wh) == 0:
         raise ValueError("average_best_iou needs at least one box")
     return float(wh_iou(box_wh, anchors).max(axis=1).mean())
+
+
+# Ultralytics' AutoAnchor: a box is within reach of an anchor when neither side differs by more
+# than ANCHOR_RATIO_LIMIT times, and anchors fit the data when that holds for BPR_THRESHOLD of boxes.
+ANCHOR_RATIO_LIMIT = 4.0
+BPR_THRESHOLD = 0.98
+
+
+@dataclass(frozen=True)
+class AnchorFit:
+    """How anchors fit box sizes: the best possible recall (the share of boxes with an anchor whose
+    sides are within ``ANCHOR_RATIO_LIMIT`` times theirs) and the mean best centred IoU."""
+
+    best_possible_recall: float
+    mean_best_iou: float
+    boxes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.best_possible_recall >= BPR_THRESHOLD
+
+    def __str__(self) -> str:
+        return (f"best possible recall {self.best_possible_recall:.3f}, mean best IoU "
+                f"{self.mean_best_iou:.3f} over {self.boxes} boxes")
+
+
+def anchor_fit(box_wh: np.ndarray, anchors: np.ndarray) -> AnchorFit:
+    """:class:`AnchorFit` of ``anchors`` ``(K, 2)`` to box sizes ``box_wh`` ``(N, 2)`` (both
+    ``(w, h)`` in the same pixels, e.g. letterboxed into the input); boxes without area ignored."""
+    box_wh = np.asarray(box_wh, np.float64).reshape(-1, 2)
+    box_wh = box_wh[np.all(box_wh > 0, axis=1)]
+    if len(box_wh) == 0:
+        raise ValueError("anchor_fit needs at least one box with positive size")
+    ratio = box_wh[:, None, :] / np.asarray(anchors, np.float64)[None, :, :]  # (N, K, 2)
+    worst_side = np.minimum(ratio, 1.0 / ratio).min(axis=2)  # 1: same size, 0.25: 4 times off
+    recall = float((worst_side.max(axis=1) > 1.0 / ANCHOR_RATIO_LIMIT).mean())
+    return AnchorFit(recall, average_best_iou(box_wh, anchors), len(box_wh))
 
 
 def _kmeans_once(box_wh: np.ndarray, k: int, rng: np.random.Generator, max_iter: int):

@@ -13,6 +13,7 @@ JIT_CHOICES = ("auto", "on", "off")
 TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
+AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS"]
+           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS"]

@@ -32,13 +32,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import read_anchors, read_classes, write_anchors, write_classes
+from yolo3.anchors import (BPR_THRESHOLD, anchor_fit, format_anchors, kmeans_anchors, read_anchors,
+                           read_classes, write_anchors, write_classes)
 from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.bn_statistics import BatchNormStatistics
 from yolo3.bodies import build_spec_body, output_layer_names
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
                              PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body)
-from yolo3.data.annotations import Sources, load_training_records, source_name
+from yolo3.choices import AUTO_ANCHORS
+from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
 from yolo3.data.verify import check_decodable
@@ -187,7 +189,9 @@ def prepare_data(config: TrainConfig) -> TrainData:
     settings = config.data
     spec = get_spec(config.model.variant)
     class_names, train_source, val_source = data_sources(settings)
-    anchors = read_anchors(settings.anchors) if settings.anchors else spec.default_anchors()
+    auto = settings.anchors == AUTO_ANCHORS
+    anchors = read_anchors(settings.anchors) if settings.anchors and not auto else \
+        spec.default_anchors()
     try:  # before the records: reading them probes every image
         masks = spec.default_masks(len(anchors))
     except ValueError as e:
@@ -209,7 +213,32 @@ def prepare_data(config: TrainConfig) -> TrainData:
         logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
                        "uses the first %d of each", len(crowded), settings.max_boxes,
                        crowded[0][0].path, crowded[0][1], settings.max_boxes)
+    anchors = _anchors_for(records, anchors, auto, config.model.input_size, config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records)
+
+
+def _anchors_for(records: list, anchors: np.ndarray, auto: bool, input_size: int, seed: int
+                 ) -> np.ndarray:
+    """The run's anchors: ``anchors``, or with ``auto`` as many computed by k-means on the training
+    boxes letterboxed into the input; logs how they fit those boxes (and warns when badly)."""
+    box_wh = box_sizes(records, (input_size, input_size))
+    if auto:
+        try:
+            anchors, _ = kmeans_anchors(box_wh, len(anchors), seed=seed)
+        except ValueError as e:
+            raise ConfigError(f"anchors auto: {e}", "anchors") from None
+        logger.log(NOTICE, "anchors (k-means on %d training boxes at %dx%d): %s", len(box_wh),
+                   input_size, input_size, format_anchors(anchors).strip())
+    if not len(box_wh):
+        return anchors
+    fit = anchor_fit(box_wh, anchors)
+    logger.log(NOTICE, "anchors fit the training boxes at %dx%d: %s", input_size, input_size, fit)
+    if not fit.fits:
+        logger.warning("the anchors fit the training boxes badly (best possible recall %.3f < "
+                       "%.2f): anchors auto computes anchors for them (or yolo3 kmeans, with "
+                       "--input-size %d %d --clusters %d)", fit.best_possible_recall,
+                       BPR_THRESHOLD, input_size, input_size, len(anchors))
+    return anchors
 
 
 def check_run_folder(config: TrainConfig, data: TrainData) -> None:

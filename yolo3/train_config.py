@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
+from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
                            STRATEGIES, TRAINING_PRECISIONS)
 from yolo3.errors import SettingError, Yolo3Error
 from yolo3.specs import get_spec
@@ -38,7 +38,7 @@ class DataSettings:
     data_file: Optional[str] = None
     val_annotations: Optional[str] = None
     val_split: float = 0.1  # held out of ``annotations`` when ``val_annotations`` is not given
-    anchors: Optional[str] = None  # None: the variant's COCO anchors
+    anchors: Optional[str] = None  # a file; "auto": k-means on the training boxes; None: COCO's
     max_boxes: int = 100  # ground-truth boxes kept per image (the loss's static padding)
     strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
     # AugmentConfig preset: full, light or none. light measured better on 10-epoch runs of a few
@@ -244,7 +244,8 @@ def _check_data(data: DataSettings) -> None:
           "classes is needed with annotations (a data_file brings its names)", "classes",
           "annotations", "data_file")
     for setting in ("annotations", "val_annotations", "classes", "anchors", "data_file"):
-        _exists(getattr(data, setting) or None, setting)
+        value = getattr(data, setting) or None
+        _exists(None if setting == "anchors" and value == AUTO_ANCHORS else value, setting)
     _need(data.max_boxes >= 1, f"max_boxes must be >= 1, got {data.max_boxes}", "max_boxes")
     _need(bool(data.val_annotations) or bool(data.data_file) or 0 < data.val_split < 1,
           f"val_split must be in (0, 1) without val_annotations, got {data.val_split}",

@@ -38,7 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       "for validation when --val-annotations is not given (default %(default)s)")
     a("--classes", default="", help="class list file, one name per line (class id = line index); "
       "needed with --annotations, optional with --data")
-    a("--anchors", default=None, help="anchors file (default: Darknet's COCO anchors for --variant)")
+    a("--anchors", default=None, help="anchors file, or 'auto': k-means on the training boxes at "
+      "--input-size, written into the run and the model (default: Darknet's COCO anchors for "
+      "--variant; training starts by printing how well the anchors fit the boxes)")
     add_variant_argument(p, default=d("variant"), help="architecture, a registered variant "
                          "(default %(default)s; --model is its old spelling)")
     a("--input-size", type=int, default=d("input_size"), help="square input size, a multiple of 32 "
