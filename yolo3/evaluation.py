@@ -35,7 +35,7 @@ GroundTruth = Mapping[Hashable, np.ndarray]                       # id -> (N, 5)
 DetectionSet = Mapping[Hashable, Tuple[np.ndarray, np.ndarray, np.ndarray]]  # id -> boxes, scores, cls
 
 
-def _ordered_ids(gt: GroundTruth, dets: DetectionSet) -> List[Hashable]:
+def ordered_ids(gt: GroundTruth, dets: DetectionSet) -> List[Hashable]:
     ids = list(gt.keys()) + [k for k in dets.keys() if k not in gt]
     try:
         return sorted(ids)
@@ -43,7 +43,7 @@ def _ordered_ids(gt: GroundTruth, dets: DetectionSet) -> List[Hashable]:
         return ids
 
 
-def _split(gt: GroundTruth, dets: DetectionSet, ids: Sequence[Hashable], num_classes: int):
+def split_by_class(gt: GroundTruth, dets: DetectionSet, ids: Sequence[Hashable], num_classes: int):
     """Per class, per image: gt boxes ``(G, 4)`` and detections ``(boxes (D, 4), scores (D,))``."""
     gts = [[] for _ in range(num_classes)]
     dts = [[] for _ in range(num_classes)]
@@ -129,12 +129,13 @@ def coco_class_precision(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarr
     return _coco_precision(np.concatenate(all_scores), np.concatenate(all_matched, axis=1), num_gt)
 
 
-def voc_class_curve(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarray, np.ndarray]],
-                    iou_threshold: float = 0.5) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-    """VOC recall and precision ``(D,)`` of one class over all images; None without ground truth."""
+def voc_class_matches(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarray, np.ndarray]],
+                      iou_threshold: float = 0.5) -> Tuple[np.ndarray, np.ndarray, int]:
+    """VOC's greedy matching of one class over all images: ``(scores (D,) descending, true
+    positive (D,) bool, ground-truth count)``. A detection is a true positive when its best-IoU
+    ground truth in its image overlaps more than ``iou_threshold`` and is not taken by a
+    higher-scored detection."""
     num_gt = sum(len(g) for g in gts)
-    if num_gt == 0:
-        return None
     image_idx = np.concatenate([np.full(len(d[0]), i) for i, d in enumerate(dts)] + [np.zeros(0, int)])
     boxes = np.concatenate([d[0] for d in dts] + [np.zeros((0, 4))])
     scores = np.concatenate([d[1] for d in dts] + [np.zeros(0)])
@@ -156,6 +157,15 @@ def voc_class_curve(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarray, n
             if not flags[best_gt[d]]:
                 flags[best_gt[d]] = True
                 tp[rank] = True
+    return scores[order], tp, num_gt
+
+
+def voc_class_curve(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarray, np.ndarray]],
+                    iou_threshold: float = 0.5) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """VOC recall and precision ``(D,)`` of one class over all images; None without ground truth."""
+    _, tp, num_gt = voc_class_matches(gts, dts, iou_threshold)
+    if num_gt == 0:
+        return None
     tp_sum = np.cumsum(tp, dtype=np.float64)
     fp_sum = np.cumsum(~tp, dtype=np.float64)
     recall = tp_sum / num_gt
@@ -203,8 +213,8 @@ def evaluate_detections(gt: GroundTruth, dets: DetectionSet, num_classes: int,
         class_names = [str(k) for k in range(num_classes)]
     if len(class_names) != num_classes:
         raise ValueError(f"{len(class_names)} class names for {num_classes} classes")
-    ids = _ordered_ids(gt, dets)
-    gts, dts = _split(gt, dets, ids, num_classes)
+    ids = ordered_ids(gt, dets)
+    gts, dts = split_by_class(gt, dets, ids, num_classes)
     t50 = int(np.argmin(np.abs(IOU_THRESHOLDS - 0.5)))
     t75 = int(np.argmin(np.abs(IOU_THRESHOLDS - 0.75)))
     per_class, curves = [], []

@@ -121,3 +121,77 @@ def plot_pr_curves(curves: Sequence[Optional[dict]], class_names: Sequence[str],
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path: str) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    fig.clf()
+    return path
+
+
+def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str], path: str) -> str:
+    """Plot a ``(C + 1, C + 1)`` confusion matrix ``[predicted, true]`` (last: background) to a
+    PNG, each true class's column normalised to 1, with the counts written in (up to 30 classes).
+    Needs matplotlib (``pip install yolo3[plot]``)."""
+    plt = _pyplot()
+    matrix = np.asarray(matrix, np.float64)
+    labels = list(class_names) + ["background"]
+    shares = matrix / np.maximum(matrix.sum(axis=0, keepdims=True), 1)
+    side = min(4 + 0.45 * len(labels), 24)
+    fig, ax = plt.subplots(figsize=(side, side * 0.85), dpi=100)
+    image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    ticks = np.arange(len(labels))
+    ax.set_xticks(ticks, labels, rotation=90, fontsize=8)
+    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.set_xlabel("true")
+    ax.set_ylabel("predicted")
+    ax.set_title("Confusion matrix (columns: true class, normalised; counts inside)")
+    if len(labels) <= 31:
+        for (i, j), count in np.ndenumerate(matrix):
+            if count:
+                ax.text(j, i, f"{int(count)}", ha="center", va="center", fontsize=7,
+                        color="white" if shares[i, j] > 0.5 else "black")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_confidence_curves(curves, class_names: Sequence[str], path: str) -> str:
+    """Plot precision, recall and F1 against confidence (a
+    :class:`yolo3.diagnostics.ConfidenceCurves`) to one PNG of three panels: a thin line per class,
+    a thick one for the mean, the best-F1 confidence marked. Needs matplotlib."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5), dpi=100)
+    colors = class_colors(len(class_names))
+    best = curves.best()
+    for ax, (what, per_class, mean) in zip(axes, (
+            ("precision", curves.precision, curves.mean_precision),
+            ("recall", curves.recall, curves.mean_recall),
+            ("F1", curves.f1, curves.mean_f1))):
+        if len(curves.classes) <= 30:
+            for k in curves.classes:
+                ax.plot(curves.confidence, per_class[k], color=np.array(colors[k]) / 255.0,
+                        linewidth=0.8, alpha=0.8, label=class_names[k])
+        ax.plot(curves.confidence, mean, color="black", linewidth=2.5, label="all classes")
+        ax.axvline(best["confidence"], color="gray", linestyle="--", linewidth=1)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("confidence")
+        ax.set_ylabel(what)
+        ax.grid(True, alpha=0.3)
+    axes[2].set_title(f"best F1 {best['f1']:.3f} at confidence {best['confidence']:.3f}")
+    axes[0].set_title("precision (IoU 0.5)")
+    axes[1].set_title("recall (IoU 0.5)")
+    axes[2].legend(fontsize=7, loc="lower center", ncol=2 if len(curves.classes) > 10 else 1)
+    path = _save(fig, path)
+    plt.close(fig)
+    return path

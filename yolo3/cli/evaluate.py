@@ -1,9 +1,11 @@
 """``yolo3 evaluate`` (``yolo3-evaluate``, ``tools/evaluate.py``): VOC and COCO mAP of a model or
 of a detection JSON against ground truth.
 
-Prints a table per class and writes ``--out`` (JSON: ``mAP50``, ``mAP75``, ``mAP50_95`` (COCO,
-as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal VOC) and ``per_class``) plus a
-precision-recall plot ``<out stem>_pr.png`` beside it.
+Prints a table per class and the confidence of best F1, and writes ``--out`` (JSON: ``mAP50``,
+``mAP75``, ``mAP50_95`` (COCO, as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal
+VOC), ``per_class``, ``confidence_curves`` (precision, recall and F1 against confidence, per class
+and overall, and the best F1) and ``confusion_matrix`` (:mod:`yolo3.diagnostics`)) plus the plots
+``<out stem>_pr.png``, ``_confusion.png`` and ``_confidence.png`` beside it.
 """
 from __future__ import annotations
 
@@ -43,7 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image-dir", help="image folder for VOC / COCO annotations")
     p.add_argument("--max-dets", type=int, default=100, help="COCO maxDets per image and class")
     p.add_argument("--out", required=True, help="write the figures to this JSON file")
-    p.add_argument("--no-plot", action="store_true", help="skip the precision-recall PNG")
+    p.add_argument("--confusion-score", type=float, default=None, help="score threshold of the "
+                   "confusion matrix (default: the confidence of best F1)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plots (precision-recall, "
+                   "confusion matrix, precision / recall / F1 against confidence)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,18 +91,24 @@ def _detect_records(det, records, class_names, batch_size: int) -> tuple:
     return dets, entries, failed
 
 
+PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png")
+
+
 def run(args: argparse.Namespace) -> int:
     from yolo3.anchors import read_classes
     from yolo3.data.annotations import load_annotations
     from yolo3.errors import ArgumentError
+    from yolo3.diagnostics import confidence_curves, confusion_matrix
     from yolo3.evaluation import (align_image_keys, evaluate_detections, format_table,
                                   load_detection_json, save_detection_json)
+    from yolo3.fileio import write_text_atomic
 
     from yolo3.errors import CommandFailed
     from yolo3.paths import check_outputs
     outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
     if not args.no_plot:
-        outputs.append(("--out (its plot)", os.path.splitext(args.out)[0] + "_pr.png"))
+        stem = os.path.splitext(args.out)[0]
+        outputs += [("--out (its plot)", f"{stem}{suffix}") for suffix in PLOT_SUFFIXES]
     check_outputs(outputs, [args.annotations, args.data, args.detections, args.model, args.classes,
                             args.anchors])
     sources, data_names = annotation_sources(args)
@@ -149,18 +160,31 @@ def run(args: argparse.Namespace) -> int:
         raise CommandFailed(f"{args.data or args.annotations}: no ground-truth box to score against")
     curves = result.pop("pr_curves")
     print(format_table(result))
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(out_dir, exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
+    confidence = confidence_curves(gt, dets, len(class_names))
+    best = confidence.best()
+    score = best["confidence"] if args.confusion_score is None else args.confusion_score
+    matrix = confusion_matrix(gt, dets, len(class_names), score=score)
+    print(f"best F1 {best['f1']:.4f} at confidence {best['confidence']:.3f} (precision "
+          f"{best['precision']:.4f}, recall {best['recall']:.4f}); confusion matrix at score "
+          f"{score:.3f}")
+    result["confidence_curves"] = confidence.as_dict(class_names)
+    result["confusion_matrix"] = {"score": score, "iou": 0.45, "rows": "predicted",
+                                  "columns": "true", "labels": list(class_names) + ["background"],
+                                  "counts": matrix.tolist()}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
-        from yolo3.visualize import plot_pr_curves
-        png = os.path.splitext(args.out)[0] + "_pr.png"
+        from yolo3.visualize import (plot_confidence_curves, plot_confusion_matrix,
+                                     plot_pr_curves)
+        stem = os.path.splitext(args.out)[0]
         try:
-            plot_pr_curves(curves, class_names, png)
-            print(f"precision-recall plot: {png}", file=sys.stderr)
+            plot_pr_curves(curves, class_names, stem + "_pr.png")
+            plot_confusion_matrix(matrix, class_names, stem + "_confusion.png")
+            plot_confidence_curves(confidence, class_names, stem + "_confidence.png")
+            print(f"plots: {stem}_pr.png, {stem}_confusion.png, {stem}_confidence.png",
+                  file=sys.stderr)
         except ImportError:
-            warn(NAME, "matplotlib is not installed; no precision-recall plot")
+            warn(NAME, "matplotlib is not installed (pip install yolo3[plot]); no plots")
     if det is not None and failed:
         warn(NAME, f"{len(failed)} of {len(failed) + len(gt)} images could not be read and are "
                    "left out of the figures above")
