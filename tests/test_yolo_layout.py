@@ -247,9 +247,16 @@ def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, 
     run = tmp_path / "run"
     assert yolo3_main(["train", "--data", str(darknet / "data" / "obj.data"), "--variant", "tiny",
                        "--input-size", "64", "--batch-size", "2", "--epochs", "1",
-                       "--freeze-epochs", "0", "--output", str(run), "--quiet",
-                       "--eval-every", "0"]) == 0
+                       "--freeze-epochs", "0", "--output", str(run), "--quiet"]) == 0
     assert (run / "classes.txt").read_text().split() == NAMES
+    # evaluated at its one epoch: the diagnostics of the validation set (one circle, one negative)
+    diagnostics = json.loads((run / "diagnostics" / "diagnostics.json").read_text())
+    counts = np.asarray(diagnostics["confusion_matrix"]["counts"])
+    assert counts.shape == (4, 4) and counts[:, :3].sum(axis=0).tolist() == [1, 0, 0]
+    assert diagnostics["confusion_matrix"]["labels"] == NAMES + ["background"]
+    assert 0 <= diagnostics["confidence_curves"]["best"]["confidence"] <= 1
+    assert (run / "diagnostics" / "confusion.png").is_file()
+    assert (run / "diagnostics" / "confidence.png").is_file()
     assert yolo3_main(["evaluate", "--data", str(ultralytics / "data.yaml"), "--model",
                        str(run / "final.keras"), "--out", str(tmp_path / "ev.json"),
                        "--no-plot"]) == 0

@@ -15,6 +15,7 @@ masks, classes, input size). Every file is written atomically (:mod:`yolo3.filei
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -28,15 +29,17 @@ import numpy as np
 
 from yolo3.data.images import load_image
 from yolo3.detector import YOLO
+from yolo3.diagnostics import confidence_curves, confusion_matrix
 from yolo3.errors import PathLike
 from yolo3.evaluation import evaluate_detections
-from yolo3.fileio import atomic_write
+from yolo3.fileio import atomic_write, write_text_atomic
 from yolo3.graph_surgery import with_compute_dtype
 from yolo3.keras_compat import swap_ema_weights, uses_ema
 from yolo3.metadata import ModelInfo
 from yolo3.resume import save_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
-from yolo3.visualize import draw_on_array
+from yolo3.visualize import (draw_on_array, plot_confidence_curves, plot_confusion_matrix,
+                             plot_pr_curves)
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +151,7 @@ class MapEvaluation(keras.callbacks.Callback):
         self.evaluates, self.share = evaluate, share
         self._images = None
         self._detector = None
+        self.last: Optional[tuple] = None  # (epoch, ground truth, detections) of the last evaluation
 
     def _due(self, epoch: int) -> bool:
         last = self.params.get("epochs") if self.params else None
@@ -172,8 +176,41 @@ class MapEvaluation(keras.callbacks.Callback):
                 gt[k] = np.asarray(self.records[k].boxes, np.float64).reshape(-1, 5)
                 dets[k] = result
         figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names())
-        figures["detections"] = dets
+        figures["detections"], figures["ground_truth"] = dets, gt
         return figures
+
+    def write_diagnostics(self, folder: PathLike) -> Optional[dict]:
+        """Write the diagnostics of the last evaluation into ``folder``: ``diagnostics.json``
+        (precision, recall and F1 against confidence, the best F1, the confusion matrix at its
+        confidence) and, with matplotlib, ``confusion.png``, ``confidence.png`` and ``pr.png``.
+        Returns the best F1 (``{"epoch", "confidence", "f1", "precision", "recall"}``); None when
+        nothing was evaluated or the validation set has no box."""
+        if self.last is None:
+            return None
+        epoch, gt, dets = self.last
+        if not any(len(g) for g in gt.values()):
+            return None
+        names = self.info.names()
+        curves = confidence_curves(gt, dets, len(names))
+        best = dict(curves.best(), epoch=epoch)
+        matrix = confusion_matrix(gt, dets, len(names), score=best["confidence"])
+        os.makedirs(folder, exist_ok=True)
+        figures = {"epoch": epoch, "confidence_curves": curves.as_dict(names),
+                   "confusion_matrix": {"score": best["confidence"], "iou": 0.45,
+                                        "rows": "predicted", "columns": "true",
+                                        "labels": names + ["background"],
+                                        "counts": matrix.tolist()}}
+        write_text_atomic(os.path.join(folder, "diagnostics.json"), json.dumps(figures, indent=1))
+        try:
+            plot_confusion_matrix(matrix, names, os.path.join(folder, "confusion.png"))
+            plot_confidence_curves(curves, names, os.path.join(folder, "confidence.png"))
+            plot_pr_curves(evaluate_detections(gt, dets, len(names), names,
+                                               with_curves=True)["pr_curves"], names,
+                           os.path.join(folder, "pr.png"))
+        except ImportError:
+            logger.warning("matplotlib is not installed (pip install yolo3[plot]): "
+                           "diagnostics.json written, no plots")
+        return best
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         if logs is None:
@@ -182,6 +219,8 @@ class MapEvaluation(keras.callbacks.Callback):
             logs["mAP50"] = logs["mAP50_95"] = float("nan")
             return
         figures = self.evaluate() if self.evaluates else {"mAP50": 0.0, "mAP50_95": 0.0}
+        if self.evaluates:
+            self.last = (epoch + 1, figures["ground_truth"], figures["detections"])
         values = [float(figures["mAP50"] or 0.0), float(figures["mAP50_95"] or 0.0)]
         if self.share is not None:
             values = list(self.share(values))

@@ -636,6 +636,13 @@ def _train(config: TrainConfig) -> TrainResult:
     if evaluation is not None and checkpoint.best > -math.inf and config.output.verbose:
         logger.log(NOTICE, "best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
                    run.output / "best.keras")
+    if evaluation is not None and run.chief:
+        best_f1 = evaluation.write_diagnostics(run.output / "diagnostics")
+        if best_f1 is not None:
+            logger.log(NOTICE, "epoch %d on the validation set: best F1 %.4f at confidence %.3f "
+                       "(precision %.4f, recall %.4f); confusion matrix and curves in %s",
+                       best_f1["epoch"], best_f1["f1"], best_f1["confidence"],
+                       best_f1["precision"], best_f1["recall"], run.output / "diagnostics")
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)
