@@ -85,3 +85,29 @@ def test_cli_export_of_missing_model(tmp_path, capsys):
     rc = cli_main([str(tmp_path / "none.keras"), str(tmp_path / "o.cfg"), str(tmp_path / "o.weights")])
     err = capsys.readouterr().err
     assert rc == 2 and "none.keras" in err and "Traceback" not in err  # bad input: exit 2
+
+
+def test_a_non_square_model_exports_its_height_and_width_and_converts_back(tmp_path, capsys):
+    """A body trained at 96 x 160 (height x width): the cfg's [net] says so, and converting the cfg
+    back gives a model that carries (96, 160) and computes the same maps."""
+    from yolo3.darknet.convert import convert
+    from yolo3.metadata import ModelInfo, read_info
+    from yolo3.saving import atomic_save_model
+    from yolo3.specs import get_spec
+    rng = np.random.default_rng(3)
+    body = build_body("tiny", 3, input_shape=(96, 160))
+    randomise_batch_norms(body, rng)
+    spec = get_spec("tiny")
+    info = ModelInfo(anchors=CUSTOM_ANCHORS, masks=spec.default_masks(6), num_classes=3,
+                     class_names=["a", "b", "c"], variant="tiny", input_size=(96, 160))
+    model = atomic_save_model(body, tmp_path / "wide.keras", info)
+    cfg_out, weights_out = tmp_path / "wide.cfg", tmp_path / "wide.weights"
+    assert cli_main([str(model), str(cfg_out), str(weights_out)]) == 0
+    cfg = parse_cfg(cfg_out)
+    assert (cfg.height, cfg.width) == (96, 160)
+    back = convert(cfg_out, weights_out, tmp_path / "back.keras", progress=False)
+    assert read_info(back.out_path).input_size == (96, 160)
+    images = random_images(rng, 2, 96, 160)
+    ours = keras_forward(body, images)
+    theirs = keras_forward(keras.models.load_model(back.out_path), images)
+    assert max(rel_err(a, b) for a, b in zip(theirs, ours)) <= TOLERANCE

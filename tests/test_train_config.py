@@ -44,6 +44,19 @@ def test_every_setting_has_one_name_and_a_default():
         default("nothing")
 
 
+def test_a_non_square_input_and_its_multi_scale_shapes():
+    from yolo3.train_config import input_hw, multi_scale_shapes
+    assert input_hw(TrainConfig(input_size=416)) == (416, 416)
+    assert input_hw(TrainConfig(input_size=(288, 512))) == (288, 512)
+    # the longer side takes each size, the shorter keeps the aspect (rounded to 32)
+    assert multi_scale_shapes(320, 416, (288, 512)) == ((192, 320), (192, 352), (224, 384),
+                                                         (224, 416))
+    assert multi_scale_shapes(320, 384, (416, 416)) == ((320, 320), (352, 352), (384, 384))
+    with pytest.raises(SettingError, match=r"input_size: .*\(288, 500\).*500 is not") as e:
+        check(TrainConfig(annotations=__file__, classes=__file__, input_size=(288, 500)))
+    assert e.value.settings == ("input_size",)
+
+
 def test_multi_scale_sizes():
     assert multi_scale_sizes(320, 416) == (320, 352, 384, 416)
     with pytest.raises(SettingError, match="multiples of 32") as caught:

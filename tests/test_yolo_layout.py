@@ -246,9 +246,11 @@ def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, 
     assert "images: 7  (without boxes: 3)" in out and "no problems" in out
     run = tmp_path / "run"
     assert yolo3_main(["train", "--data", str(darknet / "data" / "obj.data"), "--variant", "tiny",
-                       "--input-size", "64", "--batch-size", "2", "--epochs", "1",
+                       "--input-size", "64", "96", "--batch-size", "2", "--epochs", "1",
                        "--freeze-epochs", "0", "--output", str(run), "--quiet"]) == 0
     assert (run / "classes.txt").read_text().split() == NAMES
+    from yolo3.metadata import read_info
+    assert read_info(run / "final.keras").input_size == (64, 96)  # height x width, as trained
     # evaluated at its one epoch: the diagnostics of the validation set (one circle, one negative)
     diagnostics = json.loads((run / "diagnostics" / "diagnostics.json").read_text())
     counts = np.asarray(diagnostics["confusion_matrix"]["counts"])

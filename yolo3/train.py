@@ -62,8 +62,8 @@ from yolo3.recipe import (auto_ema_momentum, auto_eval_every, dtype_policy, lear
 from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
-from yolo3.specs import ModelSpec, get_spec
-from yolo3.train_config import DataSettings, TrainConfig, check, multi_scale_sizes
+from yolo3.specs import ModelSpec, check_input_size, get_spec
+from yolo3.train_config import (DataSettings, TrainConfig, check, input_hw, multi_scale_shapes)
 from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
@@ -111,11 +111,11 @@ class TrainData:
     def num_classes(self) -> int:
         return len(self.class_names)
 
-    def info(self, input_size: int) -> ModelInfo:
-        """The facts every saved body of this run carries."""
+    def info(self, input_size) -> ModelInfo:
+        """The facts every saved body of this run carries (``input_size``: a side or ``(h, w)``)."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
                          class_names=self.class_names, variant=self.spec.name,
-                         input_size=(input_size, input_size))
+                         input_size=check_input_size(input_size))
 
 
 @dataclass
@@ -213,31 +213,32 @@ def prepare_data(config: TrainConfig) -> TrainData:
         logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
                        "uses the first %d of each", len(crowded), settings.max_boxes,
                        crowded[0][0].path, crowded[0][1], settings.max_boxes)
-    anchors = _anchors_for(records, anchors, auto, config.model.input_size, config.seed)
+    anchors = _anchors_for(records, anchors, auto, input_hw(config), config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records)
 
 
-def _anchors_for(records: list, anchors: np.ndarray, auto: bool, input_size: int, seed: int
+def _anchors_for(records: list, anchors: np.ndarray, auto: bool, hw: Tuple[int, int], seed: int
                  ) -> np.ndarray:
     """The run's anchors: ``anchors``, or with ``auto`` as many computed by k-means on the training
-    boxes letterboxed into the input; logs how they fit those boxes (and warns when badly)."""
-    box_wh = box_sizes(records, (input_size, input_size))
+    boxes letterboxed into the input ``hw``; logs how they fit those boxes (and warns when badly)."""
+    box_wh = box_sizes(records, hw)
+    size = _size_text(hw)
     if auto:
         try:
             anchors, _ = kmeans_anchors(box_wh, len(anchors), seed=seed)
         except ValueError as e:
             raise ConfigError(f"anchors auto: {e}", "anchors") from None
-        logger.log(NOTICE, "anchors (k-means on %d training boxes at %dx%d): %s", len(box_wh),
-                   input_size, input_size, format_anchors(anchors).strip())
+        logger.log(NOTICE, "anchors (k-means on %d training boxes at %s): %s", len(box_wh),
+                   size, format_anchors(anchors).strip())
     if not len(box_wh):
         return anchors
     fit = anchor_fit(box_wh, anchors)
-    logger.log(NOTICE, "anchors fit the training boxes at %dx%d: %s", input_size, input_size, fit)
+    logger.log(NOTICE, "anchors fit the training boxes at %s: %s", size, fit)
     if not fit.fits:
         logger.warning("the anchors fit the training boxes badly (best possible recall %.3f < "
                        "%.2f): anchors auto computes anchors for them (or yolo3 kmeans, with "
                        "--input-size %d %d --clusters %d)", fit.best_possible_recall,
-                       BPR_THRESHOLD, input_size, input_size, len(anchors))
+                       BPR_THRESHOLD, hw[0], hw[1], len(anchors))
     return anchors
 
 
@@ -314,9 +315,9 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
     current Keras dtype policy, with ``weights`` loaded by name (skipped layers listed). With
     ``multi_scale`` the body takes any input size."""
-    side = None if config.data.multi_scale else config.model.input_size
+    shape = (None, None) if config.data.multi_scale else input_hw(config)
     with placement.scope():
-        body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), (side, side))
+        body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), shape)
         template = yolo_training_model(body, data.anchors, data.num_classes,
                                        anchor_mask=data.masks, box_loss=config.recipe.box_loss,
                                        label_smoothing=config.recipe.label_smoothing,
@@ -327,7 +328,7 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
         report = load_weights_by_name(body, config.model.weights, variant=data.spec.name)
         skipped, loaded = report.skipped, set(report.loaded)
     if config.model.prior_bias:
-        _initialise_output_priors(body, data, config.model.input_size, keep=loaded)
+        _initialise_output_priors(body, data, input_hw(config), keep=loaded)
     if config.model.bn_momentum is not None:
         for layer in body.layers:
             if isinstance(layer, keras.layers.BatchNormalization):
@@ -335,7 +336,8 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     return body, template, skipped
 
 
-def _initialise_output_priors(body: keras.Model, data: TrainData, input_size: int, keep=()) -> None:
+def _initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
+                              keep=()) -> None:
     """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
     priors of :func:`yolo3.recipe.output_bias_priors` (objects per image from the training set)."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
@@ -344,7 +346,7 @@ def _initialise_output_priors(body: keras.Model, data: TrainData, input_size: in
             continue
         layer = body.get_layer(name)
         kernel, _ = layer.get_weights()
-        bias = output_bias_priors(len(mask), data.num_classes, (input_size // stride) ** 2,
+        bias = output_bias_priors(len(mask), data.num_classes, (hw[0] // stride) * (hw[1] // stride),
                                   len(data.masks), per_image)
         layer.set_weights([kernel, bias])
 
@@ -382,17 +384,18 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     """Training (augmented, shuffled, mosaic and multi-scale as configured) and validation
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
     settings = config.data
-    sizes = multi_scale_sizes(*settings.multi_scale) if settings.multi_scale else None
+    hw = input_hw(config)
+    shapes = multi_scale_shapes(*settings.multi_scale, hw) if settings.multi_scale else None
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
     targets = TargetEncoding(data.anchors, data.num_classes, data.masks,
                              config.recipe.assign_iou, true_boxes=True)
-    validation = DatasetConfig((config.model.input_size,) * 2, placement.global_batch,
+    validation = DatasetConfig(hw, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
-        MultiScale(tuple((s, s) for s in sizes), settings.multi_scale_every) if sizes else None))
+        MultiScale(shapes, settings.multi_scale_every) if shapes else None))
     train_ds = make_dataset(data.records, training)
     val_ds = make_dataset(data.val_records, validation)
     if config.schedule.steps_per_epoch:
@@ -412,7 +415,7 @@ def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[tf.data.
     order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
     records = [data.records[i] for i in sorted(order)]
     return make_dataset(records, DatasetConfig(
-        (config.model.input_size,) * 2, min(16, count), training=False,
+        input_hw(config), min(16, count), training=False,
         max_boxes=config.data.max_boxes, seed=config.seed, augment=None, cache=True))
 
 
@@ -599,7 +602,7 @@ def _train(config: TrainConfig) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     bn_images = batch_norm_images(config, data)
-    info = data.info(config.model.input_size)
+    info = data.info(input_hw(config))
     nan_stop = StopOnNaN()
     every = eval_interval(config, data)
     evaluation = early_stop = None
@@ -654,6 +657,10 @@ def _sharing(placement: Placement):
     if placement.strategy is None or placement.task.num_workers <= 1:
         return None
     return lambda values: broadcast_from_chief(placement.strategy, values, placement.task.is_chief)
+
+
+def _size_text(hw: Tuple[int, int]) -> str:
+    return f"{hw[0]}x{hw[1]}" if hw[0] == hw[1] else f"{hw[0]}x{hw[1]} (height x width)"
 
 
 def _training_source(config: TrainConfig) -> str:

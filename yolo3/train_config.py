@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
                            STRATEGIES, TRAINING_PRECISIONS)
 from yolo3.errors import SettingError, Yolo3Error
-from yolo3.specs import get_spec
+from yolo3.specs import check_input_size, get_spec
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "multi_scale_sizes"]
@@ -54,7 +54,7 @@ class ModelSettings:
     """What to train: the variant at its input size, the initial weights, how layers start."""
 
     variant: str = "yolov3"
-    input_size: int = 416
+    input_size: Union[int, Tuple[int, int]] = 416  # one side (square) or (height, width)
     weights: Optional[str] = None  # converted Darknet or a checkpoint; layers matched by name
     prior_bias: bool = True  # new output layers start at the data's objectness and class priors
     freeze_bn: bool = False  # every batch norm frozen in inference mode
@@ -200,6 +200,26 @@ def default(name: str) -> Any:
     return next(f.default for f in dataclasses.fields(SECTIONS[owner]) if f.name == name)
 
 
+def input_hw(config: TrainConfig) -> Tuple[int, int]:
+    """The input size ``(height, width)`` of ``config`` (``input_size`` one side or a pair)."""
+    return check_input_size(config.model.input_size)
+
+
+def multi_scale_shapes(smallest: int, largest: int, hw: Tuple[int, int], stride: int = 32
+                       ) -> Tuple[Tuple[int, int], ...]:
+    """The input shapes ``(h, w)`` of the ``multi_scale`` setting for an input of ``hw``: the longer
+    side takes each of :func:`multi_scale_sizes`, the shorter follows at the input's aspect
+    (rounded to a multiple of ``stride``, at least ``stride``)."""
+    h, w = hw
+    shapes = []
+    for side in multi_scale_sizes(smallest, largest, stride):
+        scale = side / max(h, w)
+        shape = tuple(max(stride, int(round(v * scale / stride)) * stride) for v in (h, w))
+        if shape not in shapes:
+            shapes.append(shape)
+    return tuple(shapes)  # type: ignore[return-value]
+
+
 def multi_scale_sizes(smallest: int, largest: int, stride: int = 32) -> Tuple[int, ...]:
     """The sizes of the ``multi_scale`` setting: multiples of ``stride`` in ``[smallest, largest]``."""
     if smallest % stride or largest % stride or not 0 < smallest <= largest:
@@ -263,12 +283,16 @@ def _check_model(model: ModelSettings, data: DataSettings) -> None:
     _exists(model.weights, "weights")
     _need(model.bn_momentum is None or 0 <= model.bn_momentum < 1,
           f"bn_momentum must be in [0, 1), got {model.bn_momentum}", "bn_momentum")
-    sizes = [model.input_size] + list(multi_scale_sizes(*data.multi_scale) if data.multi_scale else [])
     try:
         spec = get_spec(model.variant)
     except Yolo3Error as e:
         raise SettingError(f"variant: {e}", "variant") from None
-    for size, setting in zip(sizes, ["input_size"] + ["multi_scale"] * (len(sizes) - 1)):
+    try:
+        hw = spec.check_input_size(model.input_size)
+    except Yolo3Error as e:
+        raise SettingError(f"input_size: {e}", "input_size") from None
+    sizes = list(multi_scale_shapes(*data.multi_scale, hw) if data.multi_scale else [])
+    for size, setting in zip(sizes, ["multi_scale"] * len(sizes)):
         try:
             spec.check_input_size(size)
         except Yolo3Error as e:

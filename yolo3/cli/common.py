@@ -190,9 +190,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_help: str,
                                           "carries, else classes.txt beside it)")
     add_variant_argument(parser, old="--model-type",
                          help="variant of a .weights.h5 file (default: from the anchor count)")
-    parser.add_argument("--input-size", type=int, default=None,
-                        help="network input side, a multiple of 32 (default: the size the model "
-                             "was trained or converted at, else 416)")
+    add_input_size_argument(parser, None, "network input size: one side (square) or HEIGHT "
+                            "WIDTH, multiples of 32 (default: the size the model was trained or "
+                            "converted at, else 416)")
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
@@ -228,3 +228,19 @@ def annotation_sources(args: argparse.Namespace):
     if args.split:
         return dataset.sources(args.split), dataset.names
     return [s for split in dataset.splits for s in dataset.splits[split]], dataset.names
+
+
+class _InputSize(argparse.Action):
+    """``--input-size S`` (an int: square) or ``--input-size H W`` (a ``(h, w)`` tuple)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if len(values) not in (1, 2):
+            parser.error(f"{option_string}: give one side or HEIGHT WIDTH, got {len(values)} "
+                         "numbers")
+        setattr(namespace, self.dest, values[0] if len(values) == 1 else tuple(values))
+
+
+def add_input_size_argument(parser: argparse.ArgumentParser, default, help: str) -> None:
+    """``--input-size SIZE`` or ``--input-size HEIGHT WIDTH`` (an int or an ``(h, w)`` tuple)."""
+    parser.add_argument("--input-size", type=int, nargs="+", action=_InputSize, default=default,
+                        metavar="SIZE", help=help)

@@ -17,8 +17,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import (add_precision_argument, add_source_arguments, add_variant_argument,
-                              annotation_sources, run_command, warn)
+from yolo3.cli.common import (add_input_size_argument, add_precision_argument, add_source_arguments,
+                              add_variant_argument, annotation_sources, run_command, warn)
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -34,8 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--model", help="a model to run on the images: .keras, .weights.h5, keras-yolo3 "
                                      ".h5, or an exported .tflite, .onnx or SavedModel folder")
     p.add_argument("--anchors", help="anchors file for --model (default: what the model carries)")
-    p.add_argument("--input-size", type=int, default=None, help="network input side for --model "
-                                                                "(default: the model's)")
+    add_input_size_argument(p, None, "network input size for --model: one side or HEIGHT WIDTH "
+                                     "(default: the model's)")
     add_variant_argument(p, old="--model-type", help="variant of a .weights.h5 --model")
     p.add_argument("--score", type=float, default=0.001, help="score threshold for --model")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")

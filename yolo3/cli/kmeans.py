@@ -9,7 +9,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import add_source_arguments, annotation_sources, run_command
+from yolo3.cli.common import (add_input_size_argument, add_source_arguments, annotation_sources,
+                              run_command)
 
 NAME = "kmeans"
 DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on the box sizes of an "
@@ -21,8 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", help="classes file (bounds class ids; VOC names)")
     p.add_argument("--clusters", type=int, default=9, help="number of anchors (default 9)")
     p.add_argument("--out", required=True, help="anchors file to write")
-    p.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"),
-                   help="scale box sizes as letterboxed into this input (default: image pixels)")
+    add_input_size_argument(p, None, "scale box sizes as letterboxed into this input: one side "
+                            "or HEIGHT WIDTH (default: image pixels)")
     p.add_argument("--restarts", type=int, default=5, help="k-means runs, the best kept (default 5)")
     p.add_argument("--seed", type=int, default=0)
 
@@ -43,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     sources, names = annotation_sources(args)
     names = read_classes(args.classes) if args.classes else names
     records = load_annotations(sources, names, check_images=args.input_size is not None)
-    box_wh = box_sizes(records, args.input_size)
+    hw = None if args.input_size is None else (
+        (args.input_size,) * 2 if isinstance(args.input_size, int) else args.input_size)
+    box_wh = box_sizes(records, hw)
     if len(box_wh) < args.clusters:
         raise ArgumentError(f"{args.data or args.annotations}: {len(box_wh)} boxes, fewer than "
                             f"{args.clusters} clusters")

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
                            STRATEGIES, TRAINING_PRECISIONS)
-from yolo3.cli.common import add_variant_argument, run_command
+from yolo3.cli.common import add_input_size_argument, add_variant_argument, run_command
 
 __all__ = ["add_arguments", "run", "main", "build_parser", "config_from_args"]
 
@@ -43,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       "--variant; training starts by printing how well the anchors fit the boxes)")
     add_variant_argument(p, default=d("variant"), help="architecture, a registered variant "
                          "(default %(default)s; --model is its old spelling)")
-    a("--input-size", type=int, default=d("input_size"), help="square input size, a multiple of 32 "
-      "(default %(default)s)")
+    add_input_size_argument(p, d("input_size"), "input size: one side (square) or HEIGHT WIDTH "
+                            "(a 16:9 camera: 288 512), multiples of 32 (default %(default)s)")
     a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
       "(.keras / .weights.h5 / .h5); layers are matched by name, mismatched heads skipped and listed")
     a("--freeze-epochs", type=int, default=d("freeze_epochs"), help="stage 1: epochs training only "
