@@ -67,6 +67,7 @@ setup(
             "yolo3-kmeans=yolo3.cli.kmeans:main",
             "yolo3-voc=yolo3.cli.voc_annotation:main",
             "yolo3-coco=yolo3.cli.coco_annotation:main",
+            "yolo3-annotations=yolo3.cli.annotations:main",
             "yolo3-check=yolo3.cli.check_dataset:main",
             "yolo3-plot=yolo3.cli.plot_history:main",
             "yolo3-synth=yolo3.cli.make_synthetic_dataset:main",

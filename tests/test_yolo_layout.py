@@ -178,7 +178,6 @@ def test_training_drops_bad_rows_with_a_warning_and_strict_refuses_them(ultralyt
 
 
 @pytest.mark.parametrize("text,message", [
-    ("train: images/train\nnames: [a]\n", "no val"),
     ("val: images/val\nnames: [a]\n", "no train"),
     ("train: images/train\nval: images/val\n", "no names"),
     ("train: images/train\nval: images/val\nnc: 2\nnames: [a, b, c]\n", "nc is 2 but names has 3"),
@@ -194,6 +193,20 @@ def test_bad_data_yaml_is_named(ultralytics, text, message):
     assert str(e.value).startswith(str(bad))
 
 
+def test_a_data_file_without_val_is_read_and_refused_where_val_is_needed(ultralytics, tmp_path,
+                                                                       capsys):
+    one = ultralytics / "train_only.yaml"
+    one.write_text("train: images/train\nnames: [circle, square, bar]\n")
+    data = read_data_file(one)
+    assert list(data.splits) == ["train"]
+    with pytest.raises(AnnotationError, match="train_only.yaml: no val: the val split is needed"):
+        data.sources("val")
+    assert yolo3_main(["train", "--data", str(one), "--variant", "tiny", "--output",
+                       str(tmp_path / "run")]) == 2
+    assert "train_only.yaml: no val" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def test_bad_obj_data_is_named_with_its_line(darknet):
     bad = darknet / "data" / "bad.data"
     bad.write_text("classes = 4\ntrain = data/train.txt\nvalid = data/val.txt\n"
@@ -201,7 +214,10 @@ def test_bad_obj_data_is_named_with_its_line(darknet):
     with pytest.raises(AnnotationError, match=r"bad.data:1: classes is 4 but .* has 3 names"):
         read_data_file(bad)
     bad.write_text("train = data/train.txt\nnames = data/obj.names\n")
-    with pytest.raises(AnnotationError, match="no valid"):
+    with pytest.raises(AnnotationError, match="bad.data: no valid"):
+        read_data_file(bad).sources("val")
+    bad.write_text("valid = data/val.txt\nnames = data/obj.names\n")
+    with pytest.raises(AnnotationError, match="no train"):
         read_data_file(bad)
 
 

@@ -13,7 +13,8 @@ JIT_CHOICES = ("auto", "on", "off")
 TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
+ANNOTATION_FORMATS = ("text", "coco", "voc", "yolo")  # the layouts yolo3 reads and writes
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS"]
+           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS"]

@@ -24,6 +24,7 @@ COMMANDS: Dict[str, str] = {
     "kmeans": "yolo3.cli.kmeans",
     "voc": "yolo3.cli.voc_annotation",
     "coco": "yolo3.cli.coco_annotation",
+    "annotations": "yolo3.cli.annotations",
     "check": "yolo3.cli.check_dataset",
     "plot": "yolo3.cli.plot_history",
     "synth": "yolo3.cli.make_synthetic_dataset",

@@ -27,11 +27,12 @@ from PIL import Image
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
-           "image_paths", "label_file", "expected_labels", "parse_label_rows", "read_label_file", "label_rows", "write_yolo_layout",
-           "DECODED_EXTENSIONS"]
+           "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
+           "read_label_file", "label_rows", "write_yolo_layout", "DECODED_EXTENSIONS"]
 
 DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the training pipeline decodes
 _OTHER_IMAGES = (".webp", ".tif", ".tiff", ".dng", ".mpo", ".pfm", ".heic")
+_ROUNDING = 1e-5  # an edge this far outside 0..1 is clipped without a warning
 _NOT_NORMALISED = 1.5  # a coordinate above this is a pixel value, not a fraction of the image
 SPLITS = ("train", "val", "test")
 
@@ -49,10 +50,12 @@ class DataFile:
     splits: Dict[str, List[str]] = field(default_factory=dict)
 
     def sources(self, split: str) -> List[str]:
-        """The sources of ``split``; AnnotationError naming the data file when it has none."""
+        """The sources of ``split``; AnnotationError naming the data file when it has none (training
+        needs ``train`` and ``val``; ``val`` is Darknet's ``valid``)."""
         if not self.splits.get(split):
-            raise AnnotationError(self.path, f"no {split!r} split "
-                                             f"(it has {', '.join(self.splits) or 'none'})")
+            key = "valid" if split == "val" and self.path.lower().endswith(".data") else split
+            raise AnnotationError(self.path, f"no {key}: the {split} split is needed here (the "
+                                             f"file has {', '.join(self.splits) or 'none'})")
         return self.splits[split]
 
 
@@ -94,10 +97,9 @@ def _read_ultralytics_yaml(path: str, text: str) -> DataFile:
     if not isinstance(data, dict):
         raise AnnotationError(path, "a data.yaml is a mapping with train, val and names")
     names = _names(path, data)
-    missing = [k for k in ("train", "val") if not data.get(k)]
-    if missing:
-        raise AnnotationError(path, f"no {' and no '.join(missing)}: a data.yaml names the train "
-                                    "and val sources (folders, lists of folders or image-list files)")
+    if not data.get("train"):
+        raise AnnotationError(path, "no train: a data.yaml names the train and val sources "
+                                    "(folders, lists of folders or image-list files)")
     root = _root(path, data.get("path"), data["train"])
     splits = {}
     for split in SPLITS:
@@ -169,7 +171,7 @@ def _read_darknet_data(path: str, text: str) -> DataFile:
             raise AnnotationError(path, f"expected key = value, got {line!r}", line=number)
         key, value = (s.strip() for s in line.split("=", 1))
         values[key] = (value, number)
-    missing = [k for k in ("train", "valid", "names") if not values.get(k, ("",))[0]]
+    missing = [k for k in ("train", "names") if not values.get(k, ("",))[0]]
     if missing:
         raise AnnotationError(path, f"no {', '.join(missing)}: an obj.data names train, valid and "
                                     "names (and classes)")
@@ -360,7 +362,9 @@ def _row_box(fields: Sequence[str], num_classes: Optional[int]) -> Tuple[List[fl
     inside = [min(max(v, 0.0), 1.0) for v in edges]
     if inside[2] <= inside[0] or inside[3] <= inside[1]:
         raise ValueError("the box has no area inside the image")
-    return inside + [cls], inside != edges
+    # rows written with 6 decimals may pass an edge by a rounding step: not worth a warning
+    clipped = max(abs(a - b) for a, b in zip(inside, edges)) > _ROUNDING
+    return inside + [cls], clipped
 
 
 def _is_number(text: str) -> bool:
@@ -395,7 +399,9 @@ def label_rows(boxes: np.ndarray, image_hw: Sequence[int], scores: Optional[np.n
     return "".join(line + "\n" for line in lines)
 
 
-def _link(source: str, target: str) -> None:
+def link_image(source: str, target: str) -> None:
+    """Link ``target`` to the image ``source`` (a symbolic link where the file system allows, else
+    a copy)."""
     try:
         os.symlink(os.path.abspath(source), target)
     except OSError:
@@ -407,7 +413,7 @@ def write_yolo_layout(out_dir: str, splits: Dict[str, Sequence], class_names: Se
     ``boxes`` and ``image_hw``) under ``out_dir`` in the YOLO layout; returns the path of
     ``data.yaml``. Image names are made unique per split by their index; an image without boxes
     gets an empty label file (a negative)."""
-    lines = [f"path: {os.path.abspath(out_dir)}"]
+    lines = []  # no path: the splits resolve against the data file's folder (Ultralytics too)
     for split, records in splits.items():
         images = os.path.join(out_dir, "images", split)
         labels = os.path.join(out_dir, "labels", split)
@@ -416,7 +422,7 @@ def write_yolo_layout(out_dir: str, splits: Dict[str, Sequence], class_names: Se
         for i, record in enumerate(records):
             stem = f"{i:06d}_{os.path.splitext(os.path.basename(record.path))[0]}"
             extension = os.path.splitext(record.path)[1].lower()
-            _link(record.path, os.path.join(images, stem + extension))
+            link_image(record.path, os.path.join(images, stem + extension))
             hw = record.image_hw
             if hw is None:
                 with Image.open(record.path) as im:

@@ -1,0 +1,72 @@
+"""``yolo3 annotations`` (``yolo3-annotations``, ``tools/annotations.py``): convert annotations
+between the supported layouts (keras-yolo3 text rows, Pascal VOC, COCO JSON, the YOLO layout).
+
+    yolo3 annotations --data data.yaml --to coco --out coco/            # every split
+    yolo3 annotations --annotations train.txt --classes classes.txt --to yolo --out yolo/
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from yolo3.choices import ANNOTATION_FORMATS
+from yolo3.cli.common import add_source_arguments, run_command
+
+NAME = "annotations"
+DESCRIPTION = ("Convert annotations between layouts: keras-yolo3 text rows, Pascal VOC, COCO JSON "
+               "and the YOLO layout (data.yaml, images/, labels/).")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_source_arguments(p, "annotations to convert: text rows, a VOC folder or image set, a COCO "
+                            "JSON", split=None)
+    p.add_argument("--classes", help="classes file (COCO and data files bring their own)")
+    p.add_argument("--images", help="image folder of a COCO JSON (default: guessed from its path)")
+    p.add_argument("--to", required=True, choices=ANNOTATION_FORMATS, help="the layout to write")
+    p.add_argument("--out", required=True, help="a new (or empty) folder to write it into")
+    p.add_argument("--split-name", default="train", help="the split name of --annotations in "
+                   "the output (--data keeps its splits; default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from yolo3.anchors import read_classes
+    from yolo3.data.annotations import coco_class_names, detect_format, load_annotations
+    from yolo3.data.conversion import write_dataset
+    from yolo3.data.yolo_layout import read_data_file
+    from yolo3.errors import ArgumentError
+    from yolo3.paths import check_outputs
+
+    check_outputs(dirs=[("--out", args.out)], inputs=[args.annotations, args.data, args.classes,
+                                                      args.images])
+    if args.data:
+        dataset = read_data_file(args.data)
+        names = read_classes(args.classes) if args.classes else dataset.names
+        split_names = [args.split] if args.split else list(dataset.splits)
+        sources = {split: dataset.sources(split) for split in split_names}
+    else:
+        sources, names = {args.split_name: args.annotations}, None
+        if args.classes:
+            names = read_classes(args.classes)
+        elif detect_format(args.annotations) == "coco":
+            names = coco_class_names(args.annotations)
+        elif detect_format(args.annotations) != "voc":
+            raise ArgumentError("--classes is needed with text and YOLO-layout --annotations")
+    if names is None:  # a VOC source without --classes: the 20 VOC classes
+        from yolo3.data.annotations import VOC_CLASSES
+        names = list(VOC_CLASSES)
+    splits = {split: load_annotations(source, names, image_dir=args.images)
+              for split, source in sources.items()}
+    out = write_dataset(args.out, args.to, splits, names)
+    counts = ", ".join(f"{split} {len(r)} images / {sum(len(x.boxes) for x in r)} boxes"
+                       for split, r in splits.items())
+    print(f"wrote {args.to} annotations into {out}: {counts}")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

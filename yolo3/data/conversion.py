@@ -1,0 +1,124 @@
+"""Writing records in any supported layout, so that data moves both ways between them.
+
+:func:`write_dataset` writes named splits of :class:`~yolo3.data.annotations.Record` lists (boxes in
+displayed-image pixels) into a new folder, in one of :data:`yolo3.choices.ANNOTATION_FORMATS`:
+
+- ``text``: ``SPLIT.txt`` in keras-yolo3's rows (absolute image paths) and ``classes.txt``;
+- ``coco``: ``SPLIT.json`` (COCO instances: ``file_name`` the absolute image path, ``bbox``
+  ``[x, y, w, h]``, category ids from 1 in class order);
+- ``voc``: ``Annotations/*.xml``, ``JPEGImages/`` (the images linked), ``ImageSets/Main/SPLIT.txt``
+  and ``classes.txt``, as VOCdevkit lays them out (corners written as they are held, as
+  :func:`yolo3.data.annotations.parse_voc_xml` reads them);
+- ``yolo``: ``data.yaml``, ``images/SPLIT``, ``labels/SPLIT`` (:mod:`yolo3.data.yolo_layout`).
+
+Images are linked (symbolic links where the file system allows, else copied), never re-encoded.
+The folder is written beside its final name and renamed into place
+(:func:`yolo3.fileio.atomic_directory`): a failure leaves nothing.
+Every record needs its ``image_hw`` (read with ``check_images``). No TensorFlow here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from yolo3.choices import ANNOTATION_FORMATS
+from yolo3.data.annotations import Record, write_annotations
+from yolo3.data.yolo_layout import link_image, write_yolo_layout
+from yolo3.errors import ArgumentError, PathLike
+from yolo3.fileio import atomic_directory
+
+__all__ = ["write_dataset"]
+
+
+def write_dataset(out_dir: PathLike, fmt: str, splits: Dict[str, Sequence[Record]],
+                  class_names: Sequence[str]) -> str:
+    """Write ``splits`` (``{"train": records, ...}``) as ``fmt`` into the new folder ``out_dir``
+    (which must not exist, or be empty); returns its path."""
+    if fmt not in ANNOTATION_FORMATS:
+        raise ArgumentError(f"unknown annotation format {fmt!r}: expected one of "
+                            f"{', '.join(ANNOTATION_FORMATS)}")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        raise ArgumentError(f"{out_dir}: the output folder must be new or empty")
+    missing = [r.path for records in splits.values() for r in records if r.image_hw is None]
+    if missing:
+        raise ArgumentError(f"{missing[0]}: the image size is unknown (read the records with "
+                            "check_images)")
+    atomic_directory(out_dir, lambda work: _WRITERS[fmt](str(work), splits, list(class_names)))
+    return out_dir
+
+
+def _classes(folder: str, names: List[str]) -> None:
+    with open(os.path.join(folder, "classes.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(n + "\n" for n in names))
+
+
+def _write_text(folder: str, splits: Dict[str, Sequence[Record]], names: List[str]) -> None:
+    for split, records in splits.items():
+        write_annotations(os.path.join(folder, f"{split}.txt"), records)
+    _classes(folder, names)
+
+
+def _write_coco(folder: str, splits: Dict[str, Sequence[Record]], names: List[str]) -> None:
+    categories = [{"id": k + 1, "name": name, "supercategory": ""} for k, name in enumerate(names)]
+    for split, records in splits.items():
+        images, annotations = [], []
+        for image_id, record in enumerate(records, 1):
+            h, w = record.image_hw
+            images.append({"id": image_id, "file_name": record.path, "height": int(h),
+                           "width": int(w)})
+            for x1, y1, x2, y2, cls in np.asarray(record.boxes, np.float64).reshape(-1, 5):
+                bw, bh = x2 - x1, y2 - y1
+                annotations.append({"id": len(annotations) + 1, "image_id": image_id,
+                                    "category_id": int(cls) + 1, "iscrowd": 0,
+                                    "bbox": [round(x1, 3), round(y1, 3), round(bw, 3), round(bh, 3)],
+                                    "area": round(bw * bh, 3)})
+        with open(os.path.join(folder, f"{split}.json"), "w", encoding="utf-8") as f:
+            json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
+
+
+def _write_voc(folder: str, splits: Dict[str, Sequence[Record]], names: List[str]) -> None:
+    for sub in ("Annotations", "JPEGImages", os.path.join("ImageSets", "Main")):
+        os.makedirs(os.path.join(folder, sub))
+    for split, records in splits.items():
+        ids = []
+        for k, record in enumerate(records):
+            stem = f"{split}_{k:06d}_{os.path.splitext(os.path.basename(record.path))[0]}"
+            file_name = stem + os.path.splitext(record.path)[1].lower()
+            link_image(record.path, os.path.join(folder, "JPEGImages", file_name))
+            ET.ElementTree(_voc_xml(record, file_name, names)).write(
+                os.path.join(folder, "Annotations", stem + ".xml"), encoding="utf-8")
+            ids.append(stem)
+        with open(os.path.join(folder, "ImageSets", "Main", f"{split}.txt"), "w",
+                  encoding="utf-8") as f:
+            f.write("".join(i + "\n" for i in ids))
+    _classes(folder, names)
+
+
+def _voc_xml(record: Record, file_name: str, names: List[str]) -> ET.Element:
+    root = ET.Element("annotation")
+    ET.SubElement(root, "folder").text = "JPEGImages"
+    ET.SubElement(root, "filename").text = file_name
+    size = ET.SubElement(root, "size")
+    h, w = record.image_hw
+    for tag, value in (("width", w), ("height", h), ("depth", 3)):
+        ET.SubElement(size, tag).text = str(int(value))
+    for x1, y1, x2, y2, cls in np.asarray(record.boxes, np.float64).reshape(-1, 5):
+        obj = ET.SubElement(root, "object")
+        ET.SubElement(obj, "name").text = names[int(cls)]
+        ET.SubElement(obj, "difficult").text = "0"
+        box = ET.SubElement(obj, "bndbox")
+        for tag, value in (("xmin", x1), ("ymin", y1), ("xmax", x2), ("ymax", y2)):
+            ET.SubElement(box, tag).text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return root
+
+
+def _write_yolo(folder: str, splits: Dict[str, Sequence[Record]], names: List[str]) -> None:
+    write_yolo_layout(folder, splits, names)
+
+
+_WRITERS = {"text": _write_text, "coco": _write_coco, "voc": _write_voc, "yolo": _write_yolo}
