@@ -500,9 +500,25 @@ def test_evaluate_counts_unreadable_images_and_exits_1(world, tmp_path, capsys):
     assert (tmp_path / "e.json").exists()
 
 
-def test_a_decode_failure_inside_the_pipeline_is_a_message(world, tmp_path, capsys, monkeypatch):
+def test_a_decode_failure_inside_the_pipeline_names_the_file(world, tmp_path, capsys, monkeypatch):
+    """More images than are decoded up front (here: any): training starts at once, and the
+    truncated file is named when the pipeline meets it (exit 1, no traceback)."""
     import yolo3.train
-    monkeypatch.setattr(yolo3.train, "check_decodable", lambda *a, **k: None)  # as if the file changed later
+    monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(yolo3.train, "UPFRONT_DECODE_LIMIT", 0)
+    argv, _, image = _bad_image("truncated")(world, tmp_path)
+    code = yolo3_main([str(a) for a in argv + ["--eval-every", "0"]])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in err, err
+    assert "training met an image it cannot decode" in err and image in err, err
+    assert "are not yet known to decode (more than 0): training starts" in out + err
+
+
+def test_a_file_that_decodes_again_when_searched_is_still_explained(world, tmp_path, capsys,
+                                                                    monkeypatch):
+    import yolo3.train
+    monkeypatch.setattr(yolo3.train, "check_decodable", lambda *a, **k: None)
+    monkeypatch.setattr(yolo3.train, "verify_images", lambda *a, **k: [])  # as if it changed back
     argv, _, _ = _bad_image("truncated")(world, tmp_path)
     code, err = run_cli(argv + ["--eval-every", "0"], capsys)
     assert code == 1 and "could not be decoded during training" in err and "Traceback" not in err

@@ -13,7 +13,15 @@ from typing import Iterable, Optional, Sequence, Tuple
 from yolo3.errors import ArgumentError, PathLike, SettingError
 
 __all__ = ["check_output_dir", "check_output_file", "check_outputs", "refuse_overwriting_inputs",
-           "same_or_inside"]
+           "same_or_inside", "user_cache_dir"]
+
+
+def user_cache_dir() -> str:
+    """yolo3's cache folder: ``$YOLO3_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo3``, else
+    ``~/.cache/yolo3`` (what is cached there only saves time: deleting it is always safe)."""
+    return os.environ.get("YOLO3_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "yolo3")
 
 
 def _blocking_ancestor(path: str) -> Optional[str]:

@@ -43,7 +43,7 @@ from yolo3.choices import AUTO_ANCHORS
 from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
-from yolo3.data.verify import check_decodable
+from yolo3.data.verify import check_decodable, unchecked, verify_images
 from yolo3.data.yolo_layout import read_data_file
 from yolo3.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
                               prepare_fit, replica_devices)
@@ -534,11 +534,43 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
             raise
         reason = next((line for line in str(e).splitlines() if "image" in line or "JPEG" in line
                        or "PNG" in line), str(e).splitlines()[0])
-        raise CommandFailed(f"an image could not be decoded during training although every image "
-                            f"decoded when it started (did a file change?); 'yolo3 check "
-                            f"{_check_flag(config)}' names it. TensorFlow: "
-                            f"{reason.strip()}") from None
+        raise ImageDecodeFailed(reason.strip()) from None
     return {k: [float(x) for x in v] for k, v in history.history.items()}
+
+
+class ImageDecodeFailed(Exception):
+    """The pipeline met an image it cannot decode (its TensorFlow message; not the file)."""
+
+
+UPFRONT_DECODE_LIMIT = 5000  # images decoded before training; beyond, named when met
+
+
+def check_images_up_front(paths: List[str], progress: bool = True) -> None:
+    """Decode, before training, the images not known to decode from an earlier run
+    (:func:`yolo3.data.verify.check_decodable`), when they are at most
+    ``UPFRONT_DECODE_LIMIT``; more (a first run over a COCO-sized set) would delay the first step
+    by minutes for a check the first epoch makes anyway, so a file the pipeline cannot decode is
+    then named when training meets it (:func:`name_undecodable`)."""
+    todo = unchecked(paths)
+    if len(todo) <= UPFRONT_DECODE_LIMIT:
+        check_decodable(todo, progress=progress)
+        return
+    logger.log(NOTICE, "%d images are not yet known to decode (more than %d): training starts "
+               "without decoding them first, and names a file the pipeline cannot decode when it "
+               "meets one ('yolo3 check' decodes them all)", len(todo), UPFRONT_DECODE_LIMIT)
+
+
+def name_undecodable(paths: List[str], reason: str, check_args: str, progress: bool) -> str:
+    """The message for a decode failure met while training: the files that fail (found by
+    decoding those not known to decode), or TensorFlow's reason when none does now."""
+    failures = verify_images(paths, progress=progress)
+    if failures:
+        shown = "\n  ".join(str(f) for f in failures[:10])
+        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
+        return (f"training met an image it cannot decode; {len(failures)} images cannot be used "
+                f"(remove them, then --resume):\n  {shown}{more}")
+    return (f"an image could not be decoded during training although every image decodes now "
+            f"(did a file change?); 'yolo3 check {check_args}' names it. TensorFlow: {reason}")
 
 
 def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnNaN
@@ -595,8 +627,8 @@ def _train(config: TrainConfig) -> TrainResult:
     placement = pick_strategy(config, len(data.records))
     # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
     # its collectives before TensorFlow's runtime starts
-    check_decodable([r.path for r in data.records + data.val_records],
-                    progress=bool(config.output.verbose))
+    check_images_up_front([r.path for r in data.records + data.val_records],
+                          progress=bool(config.output.verbose))
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
     state, start_epoch, best = restore_state(config, run, template)
@@ -626,8 +658,14 @@ def _train(config: TrainConfig) -> TrainResult:
                       if bn_images is not None else None)  # per stage: frozen layers differ
         callbacks = _callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
                                statistics)
-        for k, v in run_stage(stage, config, body, template, placement, datasets, callbacks,
-                              start_epoch, state).items():
+        try:
+            stage_history = run_stage(stage, config, body, template, placement, datasets,
+                                      callbacks, start_epoch, state)
+        except ImageDecodeFailed as e:
+            raise CommandFailed(name_undecodable(
+                [r.path for r in data.records + data.val_records], str(e), _check_flag(config),
+                bool(config.output.verbose))) from None
+        for k, v in stage_history.items():
             history.setdefault(k, []).extend(v)
         if nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None):
             break

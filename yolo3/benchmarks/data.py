@@ -1,6 +1,8 @@
-"""Throughput of the tf.data pipeline vs the classic Python generator, on the same annotation file.
+"""Throughput of the tf.data pipeline vs the classic Python generator, on the same annotation file;
+with ``--scale N``, training start-up on N images instead (:mod:`yolo3.benchmarks.startup`).
 
     yolo3 benchmark data [--annotations train.txt --classes classes.txt] [--batches 20]
+    yolo3 benchmark data --scale 118287
     (or python tools/benchmark_data.py ...)
 
 Both produce training batches (decode + augment + encode y_true) of ``--batch-size`` at ``--size``.
@@ -25,6 +27,7 @@ from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.machine import machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.benchmarks.startup import run_scale
 
 
 def classic_generator(records, input_hw: Tuple[int, int], anchors: np.ndarray, num_classes: int,
@@ -102,6 +105,8 @@ def _time(it, batches: int, warmup: int) -> float:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if getattr(args, "scale", 0):
+        return run_scale(args)
 
     tmp = None
     if args.annotations:

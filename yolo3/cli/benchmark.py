@@ -29,6 +29,15 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", type=int, default=15, help="timed batches per contender")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scale", type=int, default=0, metavar="N", help="instead: training start-up "
+                   "on a YOLO-layout set of N images (first use and second run: seconds to the "
+                   "first step, peak memory); COCO is 118287")
+    p.add_argument("--distinct", type=int, default=256, help="with --scale: distinct JPEGs, the "
+                   "rest hard links (default %(default)s)")
+    p.add_argument("--boxes", type=float, default=7.3, help="with --scale: boxes per image on "
+                   "average (COCO: 7.3)")
+    p.add_argument("--workdir", default=None, help="with --scale: where to write the set "
+                   "(default: the temporary folder)")
 
 
 def _training_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,8 +13,10 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from yolo3.errors import AnnotationError, PathLike
+from yolo3.file_cache import FileCache
 
 EXIF_ORIENTATION_TAG = 0x0112
+HEADER_CACHE = "image-headers.json"  # (h, w, orientation) of images probed before
 # Orientations 5..8 swap width and height.
 _SWAPS_AXES = {5, 6, 7, 8}
 
@@ -73,17 +75,37 @@ def _probe_or_error(path: PathLike):
         return e
 
 
-def probe_images(paths: Sequence[PathLike], workers: int = 8, errors: bool = False) -> List:
+def probe_images(paths: Sequence[PathLike], workers: int = 8, errors: bool = False,
+                 use_cache: bool = True) -> List:
     """:func:`probe_image` over many files with a thread pool (header reads are I/O bound).
 
     With ``errors=True`` a failing file gives its :class:`AnnotationError` in the list instead of
-    raising.
+    raising. Headers read before from unchanged files come from a cache
+    (:class:`yolo3.file_cache.FileCache`), so a second run over a large set reads none.
     """
     fn = _probe_or_error if errors else probe_image
-    if len(paths) < 16:
-        return [fn(p) for p in paths]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(fn, paths))
+    cache = FileCache(HEADER_CACHE, enabled=use_cache and len(paths) >= 16)
+    keys = [os.path.abspath(os.fspath(p)) for p in paths]
+    results: List = [None] * len(paths)
+    todo = []
+    for k, key in enumerate(keys):
+        hit = cache.get(key) if cache.enabled else None
+        if hit is not None:
+            results[k] = ((int(hit[0]), int(hit[1])), int(hit[2]))
+        else:
+            todo.append(k)
+    if len(todo) < 16:
+        probed = [fn(paths[k]) for k in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            probed = list(pool.map(fn, [paths[k] for k in todo]))
+    for k, result in zip(todo, probed):
+        results[k] = result
+        if not isinstance(result, AnnotationError):
+            (h, w), orientation = result
+            cache.put(keys[k], [h, w, orientation])
+    cache.save()
+    return results
 
 
 def exif_orientation(path: PathLike) -> int:

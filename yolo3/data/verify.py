@@ -3,53 +3,31 @@
 A header read (:func:`yolo3.data.images.probe_image`) accepts a truncated JPEG or a TIFF that the
 pipeline (``tf.io.decode_image``) then fails on mid-epoch without naming the file. This module
 decodes every file once with exactly the pipeline's call and names each failure. Files that decoded
-are remembered by path, size and modification time in a small cache
-(``$YOLO3_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo3``, else ``~/.cache/yolo3``), so a second run
+are remembered by path, size and modification time (:class:`yolo3.file_cache.FileCache`, under
+``$YOLO3_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo3``, else ``~/.cache/yolo3``), so a second run
 does not decode them again.
 """
 from __future__ import annotations
 
-import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from yolo3.errors import AnnotationError, ArgumentError, PathLike
-from yolo3.fileio import write_text_atomic
+from yolo3.file_cache import FileCache
 
-__all__ = ["verify_images", "check_decodable", "cache_file", "PIPELINE_FORMATS"]
+__all__ = ["verify_images", "check_decodable", "unchecked", "cache_file", "PIPELINE_FORMATS"]
 
 PIPELINE_FORMATS = "JPEG, PNG, BMP or GIF"
 
 
+CACHE_NAME = "decoded-images.json"
+
+
 def cache_file() -> Path:
     """The cache of files known to decode."""
-    root = os.environ.get("YOLO3_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "yolo3")
-    return Path(root) / "decoded-images.json"
-
-
-def _stamp(path: str) -> Optional[str]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
-def _read_cache(path: Path) -> Dict[str, str]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}  # no cache, or a damaged one: decode again
-
-
-def _write_cache(path: Path, known: Dict[str, str]) -> None:
-    try:
-        write_text_atomic(path, json.dumps(known))
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+    return FileCache(CACHE_NAME, enabled=False).path
 
 
 def _decode(path: str) -> Optional[str]:
@@ -70,27 +48,35 @@ def _decode(path: str) -> Optional[str]:
     return None
 
 
-def verify_images(paths: Sequence[PathLike], progress: bool = True, use_cache: bool = True
-                  ) -> List[AnnotationError]:
-    """Decode every file of ``paths`` with the pipeline's decoder; one :class:`AnnotationError`
-    naming the file per failure (an empty list when all decode). Shows a progress bar."""
+def verify_images(paths: Sequence[PathLike], progress: bool = True, use_cache: bool = True,
+                  workers: int = 2) -> List[AnnotationError]:
+    """Decode every file of ``paths`` with the pipeline's decoder (``workers`` threads; files that
+    decoded before, unchanged, are skipped); one :class:`AnnotationError` naming the file per
+    failure (an empty list when all decode). Shows a progress bar."""
     from tqdm import tqdm
     unique = list(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in paths))
-    store = cache_file()
-    known = _read_cache(store) if use_cache else {}
-    todo = [p for p in unique if known.get(p) is None or known.get(p) != _stamp(p)]
+    known = FileCache(CACHE_NAME, enabled=use_cache)
+    todo = [p for p in unique if not known.get(p)]
     failures: List[AnnotationError] = []
-    for p in tqdm(todo, desc="checking images", unit="img", disable=not progress or not todo,
-                  leave=False):
-        reason = _decode(p)
-        if reason is None:
-            known[p] = _stamp(p)
-        else:
-            known.pop(p, None)
-            failures.append(AnnotationError(p, reason))
-    if use_cache and todo:
-        _write_cache(store, known)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
+            tqdm(total=len(todo), desc="checking images", unit="img", leave=False,
+                 disable=not progress or not todo) as bar:
+        for p, reason in zip(todo, pool.map(_decode, todo)):
+            if reason is None:
+                known.put(p, True)
+            else:
+                known.forget(p)
+                failures.append(AnnotationError(p, reason))
+            bar.update(1)
+    known.save()
     return failures
+
+
+def unchecked(paths: Sequence[PathLike]) -> List[str]:
+    """The files of ``paths`` not known (from an earlier check, unchanged since) to decode."""
+    known = FileCache(CACHE_NAME)
+    return [p for p in dict.fromkeys(os.path.abspath(os.fspath(p)) for p in paths)
+            if not known.get(p)]
 
 
 def check_decodable(paths: Sequence[PathLike], progress: bool = True) -> None:
