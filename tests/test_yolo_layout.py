@@ -321,3 +321,23 @@ def test_bad_data_on_the_command_line_is_named_and_nothing_is_written(ultralytic
     assert named.format(root=ultralytics) in err and "Traceback" not in err, err
     assert not (tmp_path / "run").exists() and not (tmp_path / "a.txt").exists()
     assert _files(ultralytics) == before
+
+
+def test_the_whole_file_reader_equals_the_row_by_row_reader():
+    """Files of plain box rows are checked together in one array; the result is the row-by-row
+    reader's, also when one file among many needs the row-by-row reader."""
+    import yolo3.data.yolo_layout as layout
+    rng = np.random.default_rng(5)
+    rows = [f"{rng.integers(3)} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}"
+            for cx, cy, w, h in rng.uniform([0, 0, 0.01, 0.01], [1, 1, 0.5, 0.5], (200, 4))]
+    text = "\n".join(rows[:100]) + "\n\n" + "\n".join(rows[100:]) + "\n"
+    fast = parse_label_rows(text, "a.txt", 3)
+    slow = layout._rows_one_by_one(text, "a.txt", 3)
+    np.testing.assert_array_equal(fast.boxes, slow.boxes)
+    assert fast.lines == slow.lines and fast.clipped == slow.clipped and len(fast.clipped) > 10
+    assert fast.refused == slow.refused == []
+    mixed = layout._parse_texts([text, "0 0.5 0.5 0.1\n1 0.5 0.5 0.2 0.2\n", text],
+                                ["a.txt", "b.txt", "c.txt"], 3)
+    np.testing.assert_array_equal(mixed[0].boxes, slow.boxes)
+    np.testing.assert_array_equal(mixed[2].boxes, slow.boxes)
+    assert mixed[1].lines == [2] and str(mixed[1].refused[0]).startswith("b.txt:1: 4 numbers")

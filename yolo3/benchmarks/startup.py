@@ -52,8 +52,8 @@ def write_scale_dataset(folder: str, count: int, distinct: int, boxes_per_image:
         for i in range(first, last):
             os.link(sources[i % len(sources)], os.path.join(images, f"{i:07d}.jpg"))
             n = 0 if rng.random() < 0.08 else max(1, int(rng.poisson(boxes_per_image)))
-            centre = rng.uniform(0.1, 0.9, (n, 2))
             size = rng.uniform(0.02, 0.3, (n, 2))
+            centre = rng.uniform(size / 2, 1 - size / 2)
             rows = "".join(f"{rng.integers(len(NAMES))} {cx:.5f} {cy:.5f} {w:.5f} {h:.5f}\n"
                            for (cx, cy), (w, h) in zip(centre, size))
             with open(os.path.join(labels, f"{i:07d}.txt"), "w", encoding="utf-8") as f:

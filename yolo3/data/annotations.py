@@ -18,6 +18,8 @@ keras-yolo3's generator effectively did, instead of refusing their lines.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import math
@@ -26,7 +28,7 @@ import re
 import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -36,6 +38,13 @@ from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 from yolo3.fileio import write_text_atomic
 
 logger = logging.getLogger(__name__)
+
+WARNINGS_SHOWN = 20  # per kind and source: FILE:LINE warnings logged one by one, then counted
+
+
+def _first_shown(count: int) -> str:
+    return f" (the first {WARNINGS_SHOWN} named above)" if count > WARNINGS_SHOWN else ""
+
 
 Sources = Union[PathLike, Sequence[PathLike]]  # one annotation source, or several read in turn
 
@@ -467,17 +476,21 @@ def _yolo_rows(source: str, num_classes: Optional[int], sink: _Sink, result: "Sc
     if skipped:
         logger.warning("%s: %d images skipped (first: %s): the training pipeline decodes JPEG, "
                        "PNG, BMP and GIF", source, len(skipped), skipped[0])
-    rows, labelled = [], 0
-    for image in images:
-        label = yolo_layout.label_file(image)
+    labels = [yolo_layout.label_file(image) for image in images]
+    found = [label for label in labels if label is not None]
+    if not found:
+        raise AnnotationError(source, f"no label files for its {len(images)} images (looked for "
+                                      f"{yolo_layout.expected_labels(images[0])}); an image "
+                                      "without objects has an empty label file")
+    reads = iter(yolo_layout.read_label_files(found, num_classes))
+    rows = []
+    for image, label in zip(images, labels):
         if label is None:  # no label file: an image without objects
             rows.append((image, np.zeros((0, 5), np.float32), image, None))
             continue
-        labelled += 1
-        try:
-            read = yolo_layout.read_label_file(label, num_classes)
-        except AnnotationError as e:
-            sink.report(e)
+        read = next(reads)
+        if isinstance(read, AnnotationError):
+            sink.report(read)
             continue
         for error in read.refused:
             try:
@@ -485,13 +498,11 @@ def _yolo_rows(source: str, num_classes: Optional[int], sink: _Sink, result: "Sc
             except AnnotationError as e:
                 sink.report(e)
         for line in read.clipped:
-            logger.warning("%s:%d: box extends past 0..1 and was clipped to the image", label, line)
-        result.clipped_boxes += len(read.clipped)
+            if result.clipped_boxes < WARNINGS_SHOWN:
+                logger.warning("%s:%d: box extends past 0..1 and was clipped to the image", label,
+                               line)
+            result.clipped_boxes += 1
         rows.append((image, read.boxes, label, None))
-    if not labelled:
-        raise AnnotationError(source, f"no label files for its {len(images)} images (looked for "
-                                      f"{yolo_layout.expected_labels(images[0])}); an image "
-                                      "without objects has an empty label file")
     return rows
 
 
@@ -507,13 +518,12 @@ def _clip_to_image(boxes: np.ndarray, hw: Optional[Tuple[int, int]], make_error,
     out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, upper[0])
     out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, upper[1])
     keep = np.ones(len(out), bool)
-    for k in range(len(out)):
-        if out[k, 2] <= out[k, 0] or out[k, 3] <= out[k, 1]:
-            b = boxes[k]
-            size = "" if hw is None else f" the {hw[1]}x{hw[0]} image"
-            keep[k] = sink.keep(lambda: _raise(make_error(
-                f"box {b[0]:g},{b[1]:g},{b[2]:g},{b[3]:g},{int(b[4])} lies outside{size}",
-                InvalidBoxError))) is not None
+    for k in np.nonzero((out[:, 2] <= out[:, 0]) | (out[:, 3] <= out[:, 1]))[0]:
+        b = boxes[k]
+        size = "" if hw is None else f" the {hw[1]}x{hw[0]} image"
+        keep[k] = sink.keep(lambda: _raise(make_error(
+            f"box {b[0]:g},{b[1]:g},{b[2]:g},{b[3]:g},{int(b[4])} lies outside{size}",
+            InvalidBoxError))) is not None
     clipped = int(np.any(out[keep, :4] != boxes[keep, :4], axis=1).sum())
     return out[keep], clipped
 
@@ -530,14 +540,37 @@ def scan_annotations(path: Sources, class_names: Optional[Sequence[str]] = None,
 
     ``path``: one source (text, VOC, COCO, a YOLO-layout image folder or image list) or a sequence
     of them (read in turn, one result). ``class_names`` bounds the class ids of text and YOLO files
-    and maps VOC names (default: the 20 VOC
-    classes); COCO files bring their own. With ``check_images`` every image header is read: missing or
+    and maps VOC names (default: the 20 VOC classes); COCO files bring their own. With
+    ``check_images`` every image header is read (or taken from the header cache): missing or
     unreadable images are problems, and boxes partly outside the image are clipped (and counted).
     ``drop_invalid_boxes``: boxes without area, or outside their image, are dropped (listed in
     ``dropped_boxes``) instead of being problems; negative coordinates are clipped.
     """
+    with _bulk_loading():
+        return _scan(path, class_names, include_difficult=include_difficult,
+                     include_crowd=include_crowd, check_images=check_images, image_dir=image_dir,
+                     strict=strict, drop_invalid_boxes=drop_invalid_boxes)
+
+
+@contextlib.contextmanager
+def _bulk_loading() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a large set is read: the records hold no
+    cycles, and its passes over a heap of a million new objects cost seconds at COCO scale."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _scan(path: Sources, class_names: Optional[Sequence[str]] = None, *,
+          include_difficult: bool = False, include_crowd: bool = False,
+          check_images: bool = True, image_dir: Optional[str] = None,
+          strict: bool = False, drop_invalid_boxes: bool = False) -> ScanResult:
     if not isinstance(path, (str, os.PathLike)):  # several sources: one result
-        return _merged([scan_annotations(p, class_names, include_difficult=include_difficult,
+        return _merged([_scan(p, class_names, include_difficult=include_difficult,
                                          include_crowd=include_crowd, check_images=check_images,
                                          image_dir=image_dir, strict=strict,
                                          drop_invalid_boxes=drop_invalid_boxes) for p in path])
@@ -586,9 +619,11 @@ def scan_annotations(path: Sources, class_names: Optional[Sequence[str]] = None,
                 sink.report(AnnotationError(file, f"image {image}: {e.reason}", line=line,
                                             where=where if line is None else None))
                 continue
-            if fmt == "yolo" and len(boxes):  # fractions of the image -> pixels
+            if fmt == "yolo":  # fractions of the image, clipped to it -> pixels
                 boxes = (np.asarray(boxes, np.float64) * [hw[1], hw[0], hw[1], hw[0], 1]
                          ).astype(np.float32)
+                result.records.append(Record(image, boxes, tuple(int(v) for v in hw), int(orient)))
+                continue
             try:
                 boxes, n = _clip_to_image(boxes, hw, lambda r, kind=AnnotationError: kind(
                     file, r, line=line, where=where if line is None else None), sink)
@@ -646,14 +681,14 @@ def load_training_records(path: Sources, class_names: Sequence[str], strict: boo
     image is annotated, or when a class id is beyond ``class_names``."""
     result = scan_annotations(path, class_names, strict=True, drop_invalid_boxes=not strict)
     path = source_name(path)
-    for problem in result.dropped_boxes:
+    for problem in result.dropped_boxes[:WARNINGS_SHOWN]:
         logger.warning("%s (box dropped)", problem)
     if result.dropped_boxes:
-        logger.warning("%s: %d invalid boxes dropped (strict refuses them instead)", path,
-                       len(result.dropped_boxes))
+        logger.warning("%s: %d invalid boxes dropped (strict refuses them instead)%s", path,
+                       len(result.dropped_boxes), _first_shown(len(result.dropped_boxes)))
     if result.clipped_boxes:
-        logger.warning("%s: %d boxes extend past their image and were clipped", path,
-                       result.clipped_boxes)
+        logger.warning("%s: %d boxes extend past their image and were clipped%s", path,
+                       result.clipped_boxes, _first_shown(result.clipped_boxes))
     if not result.records:
         raise AnnotationError(path, "no annotated images")
     for r in result.records:

@@ -18,7 +18,7 @@ import math
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import yaml
@@ -28,7 +28,7 @@ from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
            "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
-           "read_label_file", "label_rows", "write_yolo_layout", "DECODED_EXTENSIONS"]
+           "read_label_file", "read_label_files", "label_rows", "write_yolo_layout", "DECODED_EXTENSIONS"]
 
 DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the training pipeline decodes
 _OTHER_IMAGES = (".webp", ".tif", ".tiff", ".dng", ".mpo", ".pfm", ".heic")
@@ -312,6 +312,73 @@ def parse_label_rows(text: str, path: str, num_classes: Optional[int]) -> LabelR
     label file ``path``. A row with another count of numbers, a non-number, a class id outside
     ``0..num_classes - 1``, a size that is not positive, pixel values instead of fractions, or a
     box left without area inside the image is refused; coordinates outside 0..1 are clipped."""
+    return _parse_texts([text], [path], num_classes)[0]
+
+
+def read_label_files(paths: Sequence[str], num_classes: Optional[int]
+                     ) -> List[Union[LabelRows, AnnotationError]]:
+    """:func:`parse_label_rows` of many label files; a file that cannot be read gives its
+    :class:`AnnotationError` in the list instead."""
+    out: List[Union[LabelRows, AnnotationError, None]] = [None] * len(paths)
+    texts, readable = [], []
+    for k, path in enumerate(paths):
+        try:
+            texts.append(_read_utf8(path, "label file"))
+            readable.append(k)
+        except AnnotationError as e:
+            out[k] = e
+    for k, rows in zip(readable, _parse_texts(texts, [paths[k] for k in readable], num_classes)):
+        out[k] = rows
+    return out  # type: ignore[return-value]
+
+
+def _parse_texts(texts: Sequence[str], paths: Sequence[str], num_classes: Optional[int]
+                 ) -> List[LabelRows]:
+    """Label files' texts -> :class:`LabelRows`. The common file (every row ``class cx cy w h``,
+    nothing to refuse) is checked with all the others in one pass over one array (a COCO-sized
+    set has 800k rows); any other file is read row by row, which says why a row is refused."""
+    out: List[Optional[LabelRows]] = [None] * len(texts)
+    plain, arrays, numbers = [], [], []
+    for k, text in enumerate(texts):
+        lines = text.splitlines()
+        numbered = [n for n, line in enumerate(lines, 1) if line.strip()]
+        if not numbered:
+            out[k] = LabelRows(np.zeros((0, 5)), [])
+            continue
+        if all(len(lines[n - 1].split()) == 5 for n in numbered):
+            try:
+                arrays.append(np.array(text.split(), np.float64).reshape(-1, 5))
+                plain.append(k)
+                numbers.append(numbered)
+                continue
+            except ValueError:
+                pass
+        out[k] = _rows_one_by_one(text, paths[k], num_classes)
+    if plain:
+        values = np.concatenate(arrays)
+        cls, centre, size = values[:, 0], values[:, 1:3], values[:, 3:5]
+        edges = np.concatenate([centre - size / 2, centre + size / 2], axis=1)
+        inside = np.clip(edges, 0.0, 1.0)
+        with np.errstate(invalid="ignore"):
+            good = (np.isfinite(values).all(axis=1) & (cls == np.floor(cls)) & (cls >= 0)
+                    & (np.abs(values[:, 1:]) <= _NOT_NORMALISED).all(axis=1)
+                    & (size > 0).all(axis=1)
+                    & (inside[:, 2] > inside[:, 0]) & (inside[:, 3] > inside[:, 1]))
+            if num_classes is not None:
+                good &= cls < num_classes
+            clipped = np.abs(inside - edges).max(axis=1) > _ROUNDING
+        boxes = np.concatenate([inside, cls[:, None]], axis=1)
+        cuts = np.cumsum([len(a) for a in arrays])[:-1]
+        for k, rows, ok, cut, lines in zip(plain, np.split(boxes, cuts), np.split(good, cuts),
+                                           np.split(clipped, cuts), numbers):
+            if ok.all():
+                out[k] = LabelRows(rows, lines, [n for n, c in zip(lines, cut) if c])
+            else:
+                out[k] = _rows_one_by_one(texts[k], paths[k], num_classes)
+    return out  # type: ignore[return-value]
+
+
+def _rows_one_by_one(text: str, path: str, num_classes: Optional[int]) -> LabelRows:
     boxes, lines, clipped, refused = [], [], [], []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
