@@ -317,6 +317,11 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
     again = YOLO(out, input_size=(96, 128), precision="float32")
     for a, b in zip(again.forward(images), det.forward(images)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    # without a class list, as keras-yolo3's yolo.py: the COCO names for 80 classes
+    from yolo3.loading import load_keras_yolo3
+    _, bare = load_keras_yolo3(folder / "yolo.h5")
+    coco = [n for n in (SHARED / "darknet" / "coco_classes.txt").read_text().splitlines() if n]
+    assert bare.class_names == (coco if classes == 80 else None)
 
 
 def test_bad_h5_is_refused_with_the_reason(tmp_path):

@@ -34,3 +34,12 @@ def test_the_scale_set_reads_back_with_every_box(tmp_path):
 def test_the_data_benchmark_takes_a_scale():
     args = build_parser().parse_args(["benchmark", "data", "--scale", "118287", "--distinct", "64"])
     assert (args.scale, args.distinct, args.boxes) == (118287, 64, 7.3)
+
+
+def test_the_data_benchmark_reads_a_data_file(tmp_path, capsys):
+    from yolo3.cli import main
+    yaml = write_scale_dataset(str(tmp_path), 24, distinct=3, boxes_per_image=2.0, seed=2, val=4)
+    assert main(["benchmark", "data", "--data", yaml, "--batches", "1", "--warmup", "0",
+                 "--batch-size", "2", "--size", "64"]) == 0
+    out = capsys.readouterr().out
+    assert f"20 images from {yaml}" in out and "tf.data pipeline" in out

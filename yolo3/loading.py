@@ -7,6 +7,7 @@ the file says (:func:`yolo3.metadata.resolve_info`).
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Optional, Sequence
 
@@ -14,6 +15,7 @@ from yolo3.anchors import read_anchors, read_classes
 from yolo3.bodies import build_spec_body
 from yolo3.deprecation import accepts_old_keywords
 from yolo3.errors import FileFormatError, PathLike
+from yolo3.log import NOTICE
 from yolo3.masks import keras_yolo3_masks
 from yolo3.metadata import read_side_files, resolve_info
 from yolo3.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
@@ -22,6 +24,8 @@ from yolo3.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
 from yolo3.weights import load_weights_by_name
 
 __all__ = ["load_body", "load_keras_yolo3"]
+
+logger = logging.getLogger(__name__)
 
 
 @accepts_old_keywords(model_type="variant")
@@ -82,7 +86,8 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     The variant comes from the number of convolutions (or ``variant``), the class count from the
     output filters; anchors default to the side files, then to the variant's (= keras-yolo3's
     ``model_data``) anchors; masks to keras-yolo3's (tiny: ``[[3, 4, 5], [1, 2, 3]]``); class names
-    to ``classes_path`` or the side files (numbers without them). The weights are mapped by
+    to ``classes_path`` or the side files, else, as keras-yolo3's ``yolo.py`` does, the COCO names
+    for 80 classes (VOC's for 20; numbers otherwise). The weights are mapped by
     :func:`yolo3.weights.load_weights_by_name` (creation order, batch-norm epsilon).
     """
     path = os.fspath(path)
@@ -117,5 +122,8 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
         raise FileFormatError(path, f"layers not loaded: {report.skipped[:3]}")
     info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                         classes_path=classes_path, anchor_mask=masks, variant=spec.name,
-                        default_anchors=anchors)
+                        default_anchors=anchors, well_known_names=True)
+    if info.sources.get("classes", "").endswith("(no class list)"):
+        logger.log(NOTICE, "%s: no class list given or found beside it: %s, as keras-yolo3 "
+                   "assumes", path, info.sources["classes"])
     return body, info

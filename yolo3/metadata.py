@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from yolo3.anchors import read_anchors, read_classes, write_anchors
+from yolo3.data.annotations import well_known_classes
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.fileio import atomic_write, write_text_atomic
 from yolo3.masks import default_masks, validate_masks
@@ -260,12 +261,15 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
                  anchors_path: Optional[PathLike] = None, classes_path: Optional[PathLike] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None,
                  variant: Optional[str] = None, embedded: Optional[ModelInfo] = None,
-                 default_anchors: Optional[np.ndarray] = None) -> ModelInfo:
+                 default_anchors: Optional[np.ndarray] = None,
+                 well_known_names: bool = False) -> ModelInfo:
     """The facts of the body saved at ``model_path`` with outputs of ``output_channels`` channels.
 
     Each fact comes from, in order: the explicit argument (``anchors_path``, ``classes_path``,
     ``anchor_mask``, ``variant``), the ``embedded`` info (read from the file), side files beside
-    the model, then ``default_anchors`` and the default masks. The class count is the output
+    the model, then ``default_anchors`` and the default masks; with ``well_known_names``, an
+    80-class (20-class) model without class names gets the COCO (VOC) names (``sources["classes"]``
+    says so), as keras-yolo3 defaults to them. The class count is the output
     channels over the anchors per output, minus 5. Raises :class:`FileFormatError` naming the file
     whose facts do not fit the model.
     """
@@ -322,6 +326,9 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
         class_names = embedded.class_names
     else:
         class_names = side.get("class_names")
+    known = well_known_classes(num_classes) if well_known_names and class_names is None else None
+    if known is not None:
+        class_names, sources["classes"] = list(known[1]), f"the {known[0]} names (no class list)"
     if class_names is not None and len(class_names) != num_classes:
         raise FileFormatError(sources.get("classes", model_path),
                               f"{len(class_names)} classes but the model predicts {num_classes}")

@@ -190,8 +190,8 @@ def prepare_data(config: TrainConfig) -> TrainData:
     spec = get_spec(config.model.variant)
     class_names, train_source, val_source = data_sources(settings)
     auto = settings.anchors == AUTO_ANCHORS
-    anchors = read_anchors(settings.anchors) if settings.anchors and not auto else \
-        spec.default_anchors()
+    given = settings.anchors and not auto
+    anchors = read_anchors(settings.anchors) if given else spec.default_anchors()
     try:  # before the records: reading them probes every image
         masks = spec.default_masks(len(anchors))
     except ValueError as e:

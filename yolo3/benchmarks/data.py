@@ -25,6 +25,7 @@ from yolo3.anchors import read_classes
 from yolo3.data.annotations import load_annotations
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.data.yolo_layout import read_data_file
 from yolo3.benchmarks.machine import machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
 from yolo3.benchmarks.startup import run_scale
@@ -109,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
         return run_scale(args)
 
     tmp = None
-    if args.annotations:
+    if getattr(args, "data", None):
+        dataset = read_data_file(args.data)
+        ann, names = dataset.sources(args.split), dataset.names
+    elif args.annotations:
         ann = args.annotations
         names = read_classes(args.classes) if args.classes else None
     else:
@@ -128,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     n = args.batches * args.batch_size
     ips_pipe, ips_gen = n / t_pipe, n / t_gen
     print(machine_line(matmul_peak_gflops()))
-    print(f"{len(records)} images from {ann}; batches of {args.batch_size} at {args.size}x{args.size}; "
+    print(f"{len(records)} images from {args.data or ann}; batches of {args.batch_size} at {args.size}x{args.size}; "
           f"{args.batches} timed batches each")
     print("| loader | images/s | s/batch |\n|---|---|---|")
     print(f"| tf.data pipeline (yolo3.data.pipeline) | {ips_pipe:.1f} | {t_pipe / args.batches:.3f} |")

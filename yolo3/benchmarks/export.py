@@ -45,6 +45,7 @@ from yolo3.precision import resolve_precision
 from yolo3.specs import get_spec
 from yolo3.darknet.export import export_darknet
 from yolo3.data.annotations import load_annotations
+from yolo3.data.yolo_layout import read_data_file
 from yolo3.data.images import load_image
 from yolo3.evaluation import evaluate_detections
 
@@ -161,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             print("| " + " | ".join(r) + " |")
     if accuracy is not None:
-        print(f"\naccuracy of {args.trained} on {args.annotations} (score 0.001, IoU 0.45, "
-              "decoding on the host alike for all)")
+        print(f"\naccuracy of {args.trained} on {args.data or args.annotations} (score 0.001, "
+              "IoU 0.45, decoding on the host alike for all)")
         print("| format | mAP@0.5 | mAP@0.5:0.95 | vs Keras float32 |\n|---|---|---|---|")
         for r in accuracy:
             print("| " + " | ".join(r) + " |")
@@ -188,16 +189,19 @@ def _latency_rows(times: Dict[str, float], paths: Dict[str, str], native_bf16: b
 
 def _accuracy(args: argparse.Namespace, tmp: str, calibration: str, with_bf16: bool) -> List[tuple]:
     """mAP of ``--trained`` in every format on ``--annotations``."""
-    if not args.annotations:
-        raise SystemExit("--trained needs --annotations (its held-out set)")
+    if not (args.annotations or getattr(args, "data", None)):
+        raise SystemExit("--trained needs --annotations or --data (its held-out set)")
     folder = os.path.join(tmp, "trained")
     os.makedirs(folder)
     keras_det = YOLO(args.trained, score=0.001, iou=0.45, precision="float32")
-    records = load_annotations(args.annotations, keras_det.class_names)
+    held_out = (read_data_file(args.data).sources("val") if getattr(args, "data", None)
+                else args.annotations)
+    records = load_annotations(held_out, keras_det.class_names)
     images = [load_image(r.path) for r in records]
     gt = {k: np.asarray(r.boxes, np.float64).reshape(-1, 5) for k, r in enumerate(records)}
     paths = _export_all(args.trained, folder, os.path.join(folder, "trained"),
-                        args.calibration or args.annotations, args.calibration_images, False)
+                        args.calibration or (held_out[0] if isinstance(held_out, list) else held_out),
+                        args.calibration_images, False)
     cfg, weights = os.path.join(folder, "trained.cfg"), os.path.join(folder, "trained.weights")
     export_darknet(keras_det.body, cfg, weights, anchors=keras_det.anchors,
                    masks=keras_det.anchor_mask, input_size=keras_det.input_hw)

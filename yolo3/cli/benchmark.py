@@ -21,7 +21,11 @@ DESCRIPTION = ("Benchmarks that run their contenders side by side in one process
 
 
 def _data_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--annotations", help="annotation file (default: a temporary synthetic dataset)")
+    p.add_argument("--annotations", help="annotation file, or a YOLO-layout image folder or list "
+                   "(default: a temporary synthetic dataset)")
+    p.add_argument("--data", help="a data.yaml or obj.data: its --split images and class names")
+    p.add_argument("--split", default="train", choices=("train", "val", "test"),
+                   help="the split of --data (default %(default)s)")
     p.add_argument("--classes", help="classes file")
     p.add_argument("--num-images", type=int, default=96, help="synthetic images to write")
     p.add_argument("--batch-size", type=int, default=16)
@@ -136,7 +140,10 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force-bf16", action="store_true", help="time Keras bfloat16 even where it "
                    "is emulated")
     p.add_argument("--trained", default=None, help="a trained .keras model for the accuracy table")
-    p.add_argument("--annotations", default=None, help="held-out annotations for --trained")
+    p.add_argument("--annotations", default=None, help="held-out annotations for --trained (also "
+                   "a YOLO-layout image folder or list)")
+    p.add_argument("--data", default=None, help="a data.yaml or obj.data: its val split is the "
+                   "held-out set for --trained")
     p.add_argument("--seed", type=int, default=0)
 
 
