@@ -299,6 +299,7 @@ def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
     assert c.assign_iou == 0.3
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 50 s on 2 cores, the default suite's longest
 def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tmp_path):
     """With the default recipe (EMA, precise batch-norm statistics) the final and best models'
     moving statistics are those of their own (averaged) weights over the statistics images; with
