@@ -33,7 +33,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from yolo3.data import yolo_layout
-from yolo3.data.images import probe_images
+from yolo3.data.images import is_image_file, probe_images
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 from yolo3.fileio import write_text_atomic
 
@@ -463,7 +463,7 @@ def detect_format(path: PathLike) -> str:
 
 def _has_images(folder: str) -> bool:
     for _, _, files in os.walk(folder):
-        if any(f.lower().endswith(yolo_layout.DECODED_EXTENSIONS) for f in files):
+        if any(is_image_file(f) for f in files):
             return True
     return False
 

@@ -16,6 +16,7 @@ from yolo3.errors import AnnotationError, PathLike
 from yolo3.file_cache import FileCache
 
 EXIF_ORIENTATION_TAG = 0x0112
+DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the training pipeline decodes
 HEADER_CACHE = "image-headers.json"  # (h, w, orientation) of images probed before
 # Orientations 5..8 swap width and height.
 _SWAPS_AXES = {5, 6, 7, 8}
@@ -115,4 +116,4 @@ def exif_orientation(path: PathLike) -> int:
 
 def is_image_file(path: PathLike) -> bool:
     """True when ``path`` has an image extension yolo3's pipeline decodes (JPEG, PNG, BMP, GIF)."""
-    return os.path.splitext(os.fspath(path))[1].lower() in (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+    return os.path.splitext(os.fspath(path))[1].lower() in DECODED_EXTENSIONS

@@ -24,13 +24,13 @@ import numpy as np
 import yaml
 from PIL import Image
 
+from yolo3.data.images import DECODED_EXTENSIONS, is_image_file
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
            "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
-           "read_label_file", "read_label_files", "label_rows", "write_yolo_layout", "DECODED_EXTENSIONS"]
+           "read_label_file", "read_label_files", "label_rows", "write_yolo_layout"]
 
-DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the training pipeline decodes
 _OTHER_IMAGES = (".webp", ".tif", ".tiff", ".dng", ".mpo", ".pfm", ".heic")
 _ROUNDING = 1e-5  # an edge this far outside 0..1 is clipped without a warning
 _NOT_NORMALISED = 1.5  # a coordinate above this is a pixel value, not a fraction of the image
@@ -237,7 +237,7 @@ def image_paths(source: PathLike) -> Tuple[List[str], List[str]]:
         found = _listed_images(source)
     else:
         raise AnnotationError(source, "image source not found")
-    images = [p for p in found if p.lower().endswith(DECODED_EXTENSIONS)]
+    images = [p for p in found if is_image_file(p)]
     skipped = [p for p in found if p.lower().endswith(_OTHER_IMAGES)]
     if not images:
         raise AnnotationError(source, "no images (JPEG, PNG, BMP, GIF) in this source"
