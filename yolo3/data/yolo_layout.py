@@ -268,16 +268,23 @@ def _listed_images(list_file: str) -> List[str]:
     return out
 
 
+def _labels_twin(path: str) -> Optional[str]:
+    """``path`` with its last ``images`` folder replaced by ``labels`` (Ultralytics' rule), or
+    None when it has no ``images`` folder."""
+    marker = f"{os.sep}images{os.sep}"
+    if marker not in path:
+        return None
+    head, tail = path.rsplit(marker, 1)
+    return f"{head}{os.sep}labels{os.sep}{tail}"
+
+
 def label_file(image: str) -> Optional[str]:
     """The label file of ``image``: Ultralytics' (the last ``images`` folder of the path replaced by
     ``labels``), else Darknet's (beside the image); None when neither exists."""
     stem = os.path.splitext(image)[0]
-    marker = f"{os.sep}images{os.sep}"
-    if marker in stem:
-        head, tail = stem.rsplit(marker, 1)
-        candidate = f"{head}{os.sep}labels{os.sep}{tail}.txt"
-        if os.path.isfile(candidate):
-            return candidate
+    twin = _labels_twin(stem)
+    if twin is not None and os.path.isfile(twin + ".txt"):
+        return twin + ".txt"
     beside = stem + ".txt"
     return beside if os.path.isfile(beside) else None
 
@@ -285,10 +292,9 @@ def label_file(image: str) -> Optional[str]:
 def expected_labels(image: str) -> str:
     """Where the label files of ``image``'s source were looked for (for error messages)."""
     folder = os.path.dirname(image)
-    marker = f"{os.sep}images{os.sep}"
-    if marker in folder + os.sep:
-        head, tail = (folder + os.sep).rsplit(marker, 1)
-        return f"{head}{os.sep}labels{os.sep}{tail} or .txt files beside the images"
+    twin = _labels_twin(folder + os.sep)
+    if twin is not None:
+        return f"{twin} or .txt files beside the images"
     return f".txt files beside the images in {folder}"
 
 
