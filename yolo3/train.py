@@ -43,7 +43,7 @@ from yolo3.choices import AUTO_ANCHORS
 from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
-from yolo3.data.verify import check_decodable, unchecked, verify_images
+from yolo3.data.verify import check_decodable, listed, unchecked, verify_images
 from yolo3.data.yolo_layout import read_data_file
 from yolo3.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
                               prepare_fit, replica_devices)
@@ -559,6 +559,8 @@ def check_images_up_front(paths: List[str], progress: bool = True) -> None:
     by minutes for a check the first epoch makes anyway, so a file the pipeline cannot decode is
     then named when training meets it (:func:`name_undecodable`)."""
     todo = unchecked(paths)
+    if not todo:  # all known to decode: nothing to do (not even reading the cache again)
+        return
     if len(todo) <= UPFRONT_DECODE_LIMIT:
         check_decodable(todo, progress=progress)
         return
@@ -572,10 +574,8 @@ def name_undecodable(paths: List[str], reason: str, check_args: str, progress: b
     decoding those not known to decode), or TensorFlow's reason when none does now."""
     failures = verify_images(paths, progress=progress)
     if failures:
-        shown = "\n  ".join(str(f) for f in failures[:10])
-        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
         return (f"training met an image it cannot decode; {len(failures)} images cannot be used "
-                f"(remove them, then --resume):\n  {shown}{more}")
+                f"(remove them, then --resume):{listed(failures)}")
     return (f"an image could not be decoded during training although every image decodes now "
             f"(did a file change?); 'yolo3 check {check_args}' names it. TensorFlow: {reason}")
 

@@ -17,7 +17,8 @@ from typing import List, Optional, Sequence
 from yolo3.errors import AnnotationError, ArgumentError, PathLike
 from yolo3.file_cache import FileCache
 
-__all__ = ["verify_images", "check_decodable", "unchecked", "cache_file", "PIPELINE_FORMATS"]
+__all__ = ["verify_images", "check_decodable", "unchecked", "listed", "cache_file",
+           "PIPELINE_FORMATS"]
 
 PIPELINE_FORMATS = "JPEG, PNG, BMP or GIF"
 
@@ -85,7 +86,11 @@ def check_decodable(paths: Sequence[PathLike], progress: bool = True) -> None:
     TensorFlow error mid-epoch (:func:`verify_images`, cached between runs)."""
     failures = verify_images(paths, progress=progress)
     if failures:
-        shown = "\n  ".join(str(f) for f in failures[:10])
-        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
         raise ArgumentError(f"{len(failures)} images cannot be used for training (yolo3 check "
-                            f"lists them all):\n  {shown}{more}")
+                            f"lists them all):{listed(failures)}")
+
+
+def listed(failures: Sequence[AnnotationError], shown: int = 10) -> str:
+    """The first ``shown`` failures, one per indented line, and how many more there are."""
+    more = f"\n  ... and {len(failures) - shown} more" if len(failures) > shown else ""
+    return "".join(f"\n  {f}" for f in failures[:shown]) + more
