@@ -29,7 +29,7 @@ import numpy as np
 
 from yolo3.data.images import load_image
 from yolo3.detector import YOLO
-from yolo3.diagnostics import confidence_curves, confusion_matrix
+from yolo3.diagnostics import diagnose
 from yolo3.errors import PathLike
 from yolo3.evaluation import evaluate_detections
 from yolo3.fileio import atomic_write, write_text_atomic
@@ -151,7 +151,8 @@ class MapEvaluation(keras.callbacks.Callback):
         self.evaluates, self.share = evaluate, share
         self._images = None
         self._detector = None
-        self.last: Optional[tuple] = None  # (epoch, ground truth, detections) of the last evaluation
+        # (epoch, ground truth, detections, PR curves) of the last evaluation
+        self.last: Optional[tuple] = None
 
     def _due(self, epoch: int) -> bool:
         last = self.params.get("epochs") if self.params else None
@@ -175,7 +176,8 @@ class MapEvaluation(keras.callbacks.Callback):
             for k, result in enumerate(results, start=start):
                 gt[k] = np.asarray(self.records[k].boxes, np.float64).reshape(-1, 5)
                 dets[k] = result
-        figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names())
+        figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names(),
+                                      with_curves=True)  # computed anyway: kept for the PR plot
         figures["detections"], figures["ground_truth"] = dets, gt
         return figures
 
@@ -187,26 +189,19 @@ class MapEvaluation(keras.callbacks.Callback):
         nothing was evaluated or the validation set has no box."""
         if self.last is None:
             return None
-        epoch, gt, dets = self.last
+        epoch, gt, dets, pr_curves = self.last
         if not any(len(g) for g in gt.values()):
             return None
         names = self.info.names()
-        curves = confidence_curves(gt, dets, len(names))
-        best = dict(curves.best(), epoch=epoch)
-        matrix = confusion_matrix(gt, dets, len(names), score=best["confidence"])
+        diagnostics = diagnose(gt, dets, len(names))
+        best = dict(diagnostics.curves.best(), epoch=epoch)
         os.makedirs(folder, exist_ok=True)
-        figures = {"epoch": epoch, "confidence_curves": curves.as_dict(names),
-                   "confusion_matrix": {"score": best["confidence"], "iou": 0.45,
-                                        "rows": "predicted", "columns": "true",
-                                        "labels": names + ["background"],
-                                        "counts": matrix.tolist()}}
-        write_text_atomic(os.path.join(folder, "diagnostics.json"), json.dumps(figures, indent=1))
+        write_text_atomic(os.path.join(folder, "diagnostics.json"),
+                          json.dumps(dict(epoch=epoch, **diagnostics.as_dict(names)), indent=1))
         try:
-            plot_confusion_matrix(matrix, names, os.path.join(folder, "confusion.png"))
-            plot_confidence_curves(curves, names, os.path.join(folder, "confidence.png"))
-            plot_pr_curves(evaluate_detections(gt, dets, len(names), names,
-                                               with_curves=True)["pr_curves"], names,
-                           os.path.join(folder, "pr.png"))
+            plot_confusion_matrix(diagnostics.matrix, names, os.path.join(folder, "confusion.png"))
+            plot_confidence_curves(diagnostics.curves, names, os.path.join(folder, "confidence.png"))
+            plot_pr_curves(pr_curves, names, os.path.join(folder, "pr.png"))
         except ImportError:
             logger.warning("matplotlib is not installed (pip install yolo3[plot]): "
                            "diagnostics.json written, no plots")
@@ -220,7 +215,8 @@ class MapEvaluation(keras.callbacks.Callback):
             return
         figures = self.evaluate() if self.evaluates else {"mAP50": 0.0, "mAP50_95": 0.0}
         if self.evaluates:
-            self.last = (epoch + 1, figures["ground_truth"], figures["detections"])
+            self.last = (epoch + 1, figures["ground_truth"], figures["detections"],
+                         figures["pr_curves"])
         values = [float(figures["mAP50"] or 0.0), float(figures["mAP50_95"] or 0.0)]
         if self.share is not None:
             values = list(self.share(values))

@@ -23,13 +23,15 @@ import numpy as np
 from yolo3.boxes import iou_xyxy
 from yolo3.evaluation import DetectionSet, GroundTruth, ordered_ids, split_by_class, voc_class_matches
 
-__all__ = ["confusion_matrix", "confidence_curves", "ConfidenceCurves", "CONFIDENCE_GRID"]
+__all__ = ["confusion_matrix", "confidence_curves", "ConfidenceCurves", "Diagnostics", "diagnose",
+           "CONFIDENCE_GRID", "CONFUSION_IOU"]
 
 CONFIDENCE_GRID = np.linspace(0.0, 1.0, 1001)
+CONFUSION_IOU = 0.45  # a detection and an object match above this IoU (Ultralytics' value)
 
 
 def confusion_matrix(gt: GroundTruth, dets: DetectionSet, num_classes: int, score: float = 0.25,
-                     iou: float = 0.45) -> np.ndarray:
+                     iou: float = CONFUSION_IOU) -> np.ndarray:
     """``(num_classes + 1, num_classes + 1)`` int64 counts ``[predicted, true]`` (see the module)."""
     matrix = np.zeros((num_classes + 1, num_classes + 1), np.int64)
     background = num_classes
@@ -130,3 +132,29 @@ def confidence_curves(gt: GroundTruth, dets: DetectionSet, num_classes: int,
         recall[k] = tp_sum / num_gt if num_gt else 0.0
     f1 = 2 * precision * recall / np.maximum(precision + recall, np.finfo(np.float64).eps)
     return ConfidenceCurves(grid, with_gt, precision, recall, f1)
+
+
+@dataclass
+class Diagnostics:
+    """The curves against confidence, and the confusion matrix at ``score``."""
+
+    curves: ConfidenceCurves
+    matrix: np.ndarray
+    score: float
+
+    def as_dict(self, names: Sequence[str]) -> Dict[str, Any]:
+        """JSON-ready: ``confidence_curves`` and ``confusion_matrix`` (with its labels)."""
+        return {"confidence_curves": self.curves.as_dict(names),
+                "confusion_matrix": {"score": self.score, "iou": CONFUSION_IOU,
+                                     "rows": "predicted", "columns": "true",
+                                     "labels": list(names) + ["background"],
+                                     "counts": self.matrix.tolist()}}
+
+
+def diagnose(gt: GroundTruth, dets: DetectionSet, num_classes: int,
+             score: Optional[float] = None) -> Diagnostics:
+    """:func:`confidence_curves`, and the :func:`confusion_matrix` at ``score`` (default: the
+    confidence of best F1, the threshold a user would pick)."""
+    curves = confidence_curves(gt, dets, num_classes)
+    score = curves.best()["confidence"] if score is None else float(score)
+    return Diagnostics(curves, confusion_matrix(gt, dets, num_classes, score=score), score)

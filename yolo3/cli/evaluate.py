@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.anchors import read_classes
     from yolo3.data.annotations import load_annotations
     from yolo3.errors import ArgumentError
-    from yolo3.diagnostics import confidence_curves, confusion_matrix
+    from yolo3.diagnostics import diagnose
     from yolo3.evaluation import (align_image_keys, evaluate_detections, format_table,
                                   load_detection_json, save_detection_json)
     from yolo3.fileio import write_text_atomic
@@ -160,17 +160,12 @@ def run(args: argparse.Namespace) -> int:
         raise CommandFailed(f"{args.data or args.annotations}: no ground-truth box to score against")
     curves = result.pop("pr_curves")
     print(format_table(result))
-    confidence = confidence_curves(gt, dets, len(class_names))
-    best = confidence.best()
-    score = best["confidence"] if args.confusion_score is None else args.confusion_score
-    matrix = confusion_matrix(gt, dets, len(class_names), score=score)
+    diagnostics = diagnose(gt, dets, len(class_names), score=args.confusion_score)
+    best = diagnostics.curves.best()
     print(f"best F1 {best['f1']:.4f} at confidence {best['confidence']:.3f} (precision "
           f"{best['precision']:.4f}, recall {best['recall']:.4f}); confusion matrix at score "
-          f"{score:.3f}")
-    result["confidence_curves"] = confidence.as_dict(class_names)
-    result["confusion_matrix"] = {"score": score, "iou": 0.45, "rows": "predicted",
-                                  "columns": "true", "labels": list(class_names) + ["background"],
-                                  "counts": matrix.tolist()}
+          f"{diagnostics.score:.3f}")
+    result.update(diagnostics.as_dict(class_names))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
@@ -179,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
         stem = os.path.splitext(args.out)[0]
         try:
             plot_pr_curves(curves, class_names, stem + "_pr.png")
-            plot_confusion_matrix(matrix, class_names, stem + "_confusion.png")
-            plot_confidence_curves(confidence, class_names, stem + "_confidence.png")
+            plot_confusion_matrix(diagnostics.matrix, class_names, stem + "_confusion.png")
+            plot_confidence_curves(diagnostics.curves, class_names, stem + "_confidence.png")
             print(f"plots: {stem}_pr.png, {stem}_confusion.png, {stem}_confidence.png",
                   file=sys.stderr)
         except ImportError:
