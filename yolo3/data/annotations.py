@@ -39,7 +39,7 @@ from yolo3.fileio import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
-WARNINGS_SHOWN = 20  # per kind and source: FILE:LINE warnings logged one by one, then counted
+WARNINGS_SHOWN = 20  # FILE:LINE warnings of one kind logged one by one (per source), then counted
 
 
 def _first_shown(count: int) -> str:
@@ -571,9 +571,9 @@ def _scan(path: Sources, class_names: Optional[Sequence[str]] = None, *,
           strict: bool = False, drop_invalid_boxes: bool = False) -> ScanResult:
     if not isinstance(path, (str, os.PathLike)):  # several sources: one result
         return _merged([_scan(p, class_names, include_difficult=include_difficult,
-                                         include_crowd=include_crowd, check_images=check_images,
-                                         image_dir=image_dir, strict=strict,
-                                         drop_invalid_boxes=drop_invalid_boxes) for p in path])
+                              include_crowd=include_crowd, check_images=check_images,
+                              image_dir=image_dir, strict=strict,
+                              drop_invalid_boxes=drop_invalid_boxes) for p in path])
     path = os.fspath(path)
     sink = _Sink(strict, drop_invalid_boxes)
     result = ScanResult()
@@ -687,8 +687,8 @@ def load_training_records(path: Sources, class_names: Sequence[str], strict: boo
         logger.warning("%s: %d invalid boxes dropped (strict refuses them instead)%s", path,
                        len(result.dropped_boxes), _first_shown(len(result.dropped_boxes)))
     if result.clipped_boxes:
-        logger.warning("%s: %d boxes extend past their image and were clipped%s", path,
-                       result.clipped_boxes, _first_shown(result.clipped_boxes))
+        logger.warning("%s: %d boxes extend past their image and were clipped", path,
+                       result.clipped_boxes)
     if not result.records:
         raise AnnotationError(path, "no annotated images")
     for r in result.records:
