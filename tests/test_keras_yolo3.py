@@ -298,7 +298,8 @@ def test_keras_yolo3_files_load_with_the_same_outputs(keras_yolo3_files, caplog)
     assert sorted(n for n, _ in report.skipped) == sorted(f"output_s{s}" for s in get_spec(kind).strides)
 
 
-def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files, tmp_path):
+def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files, tmp_path,
+                                                                caplog):
     from yolo3.cli.convert import main as convert_main
     from yolo3.detector import YOLO
     from yolo3.metadata import read_info
@@ -319,9 +320,12 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     # without a class list, as keras-yolo3's yolo.py: the COCO names for 80 classes
     from yolo3.loading import load_keras_yolo3
+    caplog.set_level("INFO")
     _, bare = load_keras_yolo3(folder / "yolo.h5")
     coco = [n for n in (SHARED / "darknet" / "coco_classes.txt").read_text().splitlines() if n]
     assert bare.class_names == (coco if classes == 80 else None)
+    assert ("no class list given or found beside it: the 80 COCO names" in caplog.text) == \
+        (classes == 80)
 
 
 def test_bad_h5_is_refused_with_the_reason(tmp_path):

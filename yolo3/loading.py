@@ -7,7 +7,6 @@ the file says (:func:`yolo3.metadata.resolve_info`).
 """
 from __future__ import annotations
 
-import logging
 import os
 from typing import Optional, Sequence
 
@@ -15,7 +14,6 @@ from yolo3.anchors import read_anchors, read_classes
 from yolo3.bodies import build_spec_body
 from yolo3.deprecation import accepts_old_keywords
 from yolo3.errors import FileFormatError, PathLike
-from yolo3.log import NOTICE
 from yolo3.masks import keras_yolo3_masks
 from yolo3.metadata import read_side_files, resolve_info
 from yolo3.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
@@ -24,8 +22,6 @@ from yolo3.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
 from yolo3.weights import load_weights_by_name
 
 __all__ = ["load_body", "load_keras_yolo3"]
-
-logger = logging.getLogger(__name__)
 
 
 @accepts_old_keywords(model_type="variant")
@@ -123,7 +119,4 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                         classes_path=classes_path, anchor_mask=masks, variant=spec.name,
                         default_anchors=anchors, well_known_names=True)
-    if info.sources.get("classes", "").endswith("(no class list)"):
-        logger.log(NOTICE, "%s: no class list given or found beside it: %s, as keras-yolo3 "
-                   "assumes", path, info.sources["classes"])
     return body, info

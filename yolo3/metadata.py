@@ -18,6 +18,7 @@ variant's defaults. No TensorFlow here.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -30,7 +31,10 @@ from yolo3.anchors import read_anchors, read_classes, write_anchors
 from yolo3.data.annotations import well_known_classes
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.fileio import atomic_write, write_text_atomic
+from yolo3.log import NOTICE
 from yolo3.masks import default_masks, validate_masks
+
+logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
 FORMAT = "yolo3-model-info"
@@ -329,6 +333,8 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
     known = well_known_classes(num_classes) if well_known_names and class_names is None else None
     if known is not None:
         class_names, sources["classes"] = list(known[1]), f"the {known[0]} names (no class list)"
+        logger.log(NOTICE, "%s: no class list given or found beside it: the %d %s names",
+                   model_path, num_classes, known[0])
     if class_names is not None and len(class_names) != num_classes:
         raise FileFormatError(sources.get("classes", model_path),
                               f"{len(class_names)} classes but the model predicts {num_classes}")
