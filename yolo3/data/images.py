@@ -90,7 +90,7 @@ def probe_images(paths: Sequence[PathLike], workers: int = 8, errors: bool = Fal
     results: List = [None] * len(paths)
     todo = []
     for k, key in enumerate(keys):
-        hit = cache.get(key) if cache.enabled else None
+        hit = cache.get(key)
         if hit is not None:
             results[k] = ((int(hit[0]), int(hit[1])), int(hit[2]))
         else:
