@@ -7,6 +7,12 @@ from setuptools import find_packages, setup
 HERE = Path(__file__).resolve().parent
 VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "yolo3" / "__init__.py").read_text(),
                     flags=re.M).group(1)
+OPENVINO = [
+    # OpenVINO IR export and runtime (yolo3 export --openvino, --engine openvino / auto) and
+    # NNCF's post-training int8 quantization of the IR
+    "openvino>=2024.4",
+    "nncf>=2.14",
+]
 EXPORT = [
     # ONNX export (tf2onnx 1.17 converts TF 2.21 / Keras 3 functions) and running exported models
     "tf2onnx>=1.17",
@@ -14,6 +20,7 @@ EXPORT = [
     "onnxruntime>=1.18",
     # LiteRT runs TFLite models (TensorFlow's own tf.lite.Interpreter is deprecated)
     "ai-edge-litert>=1.2",
+    *OPENVINO,
 ]
 
 setup(
@@ -40,6 +47,7 @@ setup(
     ],
     extras_require={
         "export": EXPORT,
+        "openvino": OPENVINO,
         "test": [
             "pytest>=7.3",
             "pytest-timeout",

@@ -13,6 +13,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_user_cache(tmp_path_factory):
+    """The suite's own user cache folder (image headers, engine conversions): nothing is read
+    from or written to the caller's ``~/.cache/yolo3``; tests that need an empty one set theirs."""
+    previous = os.environ.get("YOLO3_CACHE_DIR")
+    os.environ["YOLO3_CACHE_DIR"] = str(tmp_path_factory.mktemp("user_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("YOLO3_CACHE_DIR", None)
+    else:
+        os.environ["YOLO3_CACHE_DIR"] = previous
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT

@@ -1,4 +1,4 @@
-"""The values yolo3's training settings may take, one owner for each list.
+"""The values yolo3's settings may take (training, inference engines), one owner per list.
 
 Plain data on a low floor, so that the settings' rules (:mod:`yolo3.train_config`), the code that
 acts on them (loss, recipe, precision, distribute) and the command line's ``choices=`` read the
@@ -14,7 +14,9 @@ TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
 ANNOTATION_FORMATS = ("text", "coco", "voc", "yolo")  # the layouts yolo3 reads and writes
+ENGINES = ("auto", "keras", "openvino", "onnxruntime")  # what a .keras detector runs on
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS"]
+           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS",
+           "ENGINES"]

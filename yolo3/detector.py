@@ -6,12 +6,17 @@ coordinates: a box covering the whole image is ``(0, 0, W, H)``), ``scores`` ``(
 ``classes`` ``(N,)`` int32, sorted by score (highest first).
 
 Construction: ``YOLO(model_path, ...)`` (= :meth:`YOLO.from_files`) reads a model file and what it
-says about itself (:mod:`yolo3.metadata`); :meth:`YOLO.from_body` takes a body in memory and its
-:class:`~yolo3.metadata.ModelInfo`. The graph surgery (batch-norm folding, compute dtype) is
-:mod:`yolo3.graph_surgery`'s.
+says about itself (:mod:`yolo3.metadata`); an exported model (``.tflite``, ``.onnx``, OpenVINO IR,
+SavedModel) gives an :class:`yolo3.runtimes.ExportedDetector` with the same interface;
+:meth:`YOLO.from_body` takes a body in memory and its :class:`~yolo3.metadata.ModelInfo`.
+:func:`load_detector` is the same with the engine chosen for the machine (``engine="auto"``). The
+graph surgery (batch-norm folding, compute dtype) is :mod:`yolo3.graph_surgery`'s; other engines
+(OpenVINO, ONNX Runtime) are :mod:`yolo3.engines`'.
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -21,7 +26,8 @@ from PIL import Image
 
 from yolo3.decode import decode_detections
 from yolo3.deprecation import accepts_old_keywords
-from yolo3.errors import FileFormatError, PathLike
+from yolo3.engines import EngineCheckFailed, EngineChoice, engine_runner, resolve_engine
+from yolo3.errors import CommandFailed, FileFormatError, PathLike, SettingError
 from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
                                   with_compute_dtype)
 from yolo3.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
@@ -29,12 +35,17 @@ from yolo3.letterbox import letterbox_tf
 from yolo3.loading import load_body
 from yolo3.metadata import ModelInfo
 from yolo3.precision import resolve_precision
-from yolo3.specs import check_input_size
+from yolo3.runtimes import ExportedDetector, is_exported
+from yolo3.specs import check_input_size, strides_for
 from yolo3.visualize import draw_detections
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
 DEFAULT_INPUT_SIZE = 416
+# the engine each exported format runs on (``engine=`` may name it, or be ``auto``)
+EXPORTED_ENGINES = {".onnx": "onnxruntime", ".xml": "openvino", "": "openvino"}
+
+log = logging.getLogger(__name__)
 
 
 class YOLO:
@@ -47,6 +58,11 @@ class YOLO:
     are cast back), about 1.7x faster on CPUs with AVX-512 BF16 or AMX and on recent GPUs, at about
     1% relative error on the raw maps; many times slower where bfloat16 is emulated.
     ``self.precision`` is the one in use.
+
+    engine: ``"keras"`` (default: TensorFlow), ``"openvino"``, ``"onnxruntime"`` or ``"auto"``
+    (OpenVINO on a CPU where it is installed, else Keras; :mod:`yolo3.engines`): the network,
+    converted once and cached, runs there at ``precision``; letterboxing and decoding are the
+    same. ``self.engine`` says what runs (:class:`yolo3.engines.EngineChoice`).
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
     masks, classes and input size), ``.weights.h5`` template weights (the body is built from
@@ -64,12 +80,20 @@ class YOLO:
 
     _defaults = None  # keras-yolo3's YOLO._defaults (see get_defaults), filled below the class
 
+    def __new__(cls, model_path: Optional[PathLike] = None, *args, **kwargs):
+        """An exported model's path gives its :class:`ExportedDetector` (no Keras model)."""
+        if cls is YOLO and model_path is not None and is_exported(model_path):
+            return _exported_detector(model_path, *args, **kwargs)
+        return super().__new__(cls)
+
     @accepts_old_keywords(model_type="variant")
     def __init__(self, model_path: Optional[PathLike] = None, anchors_path: Optional[PathLike] = None,
                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
                  input_size: InputSize = None, variant: Optional[str] = None,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None, max_boxes: int = 100,
-                 precision: str = "auto", *, model_image_size=None, gpu_num: int = 1, **flags):
+                 precision: str = "auto", *, engine: str = "keras",
+                 num_threads: Optional[int] = None, model_image_size=None, gpu_num: int = 1,
+                 **flags):
         precision = resolve_precision(precision)
         model_path, anchors_path, classes_path, input_size = resolve_yolo_kwargs(
             model_path, anchors_path, classes_path, input_size, model_image_size, flags)
@@ -78,6 +102,7 @@ class YOLO:
                                variant=variant, anchor_mask=anchor_mask)
         self.model_path: Optional[str] = os.fspath(model_path)
         self._setup(body, info, score, iou, input_size, max_boxes, precision)
+        self._choose_engine(engine, num_threads)
 
     @classmethod
     def get_defaults(cls, n: str):
@@ -128,10 +153,76 @@ class YOLO:
         if precision == "bfloat16":
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
         self._fns: Dict[tuple, tf.types.experimental.GenericFunction] = {}
+        self.engine = EngineChoice("keras", precision)
+        self._engine: Optional[ExportedDetector] = None
+
+    # -- engines ---------------------------------------------------------------------------------
+    def _choose_engine(self, engine: str, num_threads: Optional[int]) -> None:
+        """Run the network on ``engine`` (see the class docstring); ``auto`` falls back to Keras
+        (with the reason in ``self.engine``) where another engine cannot take this model."""
+        chosen = resolve_engine(engine, gpu=bool(tf.config.list_physical_devices("GPU")))
+        if chosen == "keras":
+            return
+        if self.fit_to_image:
+            if engine != "auto":
+                raise SettingError(f"engine={engine!r} runs a fixed input size; each image at its "
+                                   "own size (model_image_size=(None, None)) needs the Keras "
+                                   "engine", "engine")
+            self.engine.reason = "each image at its own size runs on Keras"
+            return
+        float_body = fold_batch_norms(self.body) if self.precision != "float32" \
+            else self.inference_body
+        names = [f"raw_s{stride}" for stride in strides_for(len(self.anchor_mask))]
+
+        def raw_maps(images):
+            outputs = float_body(images, training=False)
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            return {n: tf.cast(o, tf.float32) for n, o in zip(names, outputs)}
+        function = tf.function(raw_maps, autograph=False, input_signature=[
+            tf.TensorSpec([None, *self.input_hw, 3], tf.float32, name="images")])
+
+        def reference(x: np.ndarray) -> List[np.ndarray]:
+            out = function(tf.constant(x))
+            return [out[n].numpy() for n in names]
+        facts = {"variant": self.info.variant, "num_classes": self.num_classes,
+                 "masks": self.anchor_mask, "input_hw": list(self.input_hw)}
+        try:
+            runner, self.engine = engine_runner(chosen, function, reference, self.model_path,
+                                                facts, self.input_hw, self.precision, num_threads)
+        except (EngineCheckFailed, CommandFailed):
+            if engine != "auto":
+                raise
+            self.engine.reason = f"{chosen} failed its check against Keras, Keras runs"
+            log.warning("%s: %s", self.model_path, self.engine.reason)
+            return
+        except Exception as e:  # noqa: BLE001 - a converter's own error types
+            if engine != "auto":
+                raise CommandFailed(f"{self.model_path}: cannot convert it for {chosen}: "
+                                    f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}"
+                                    ) from None
+            self.engine.reason = f"{chosen} cannot convert it ({type(e).__name__}), Keras runs"
+            log.warning("%s: %s", self.model_path, self.engine.reason)
+            return
+        info = dataclasses.replace(self.info, export={"format": chosen,
+                                                      "input_size": list(self.input_hw)})
+        self._engine = ExportedDetector.from_runner(runner, info, self.score, self.iou,
+                                                    self.max_boxes)
+        log.info("%s: %s", self.model_path, self.engine.summary())
+
+    def _engine_detector(self) -> Optional[ExportedDetector]:
+        """The engine's detector with this detector's current thresholds (None: Keras runs)."""
+        if self._engine is not None:
+            self._engine.score, self._engine.iou = self.score, self.iou
+            self._engine.max_boxes = self.max_boxes
+        return self._engine
 
     def sync_weights(self) -> None:
         """Take up the body's current weights (after training steps changed them) in the
-        inference copy, keeping the compiled functions (a float32 detector) or rebuilding it."""
+        inference copy, keeping the compiled functions (a float32 detector) or rebuilding it. A
+        converted engine no longer matches the weights: Keras runs from here on."""
+        if self._engine is not None:
+            self._engine = None
+            self.engine = EngineChoice("keras", self.precision, reason="weights changed")
         if self.precision == "bfloat16":
             self.inference_body = with_compute_dtype(fold_batch_norms(self.body), "mixed_bfloat16")
             self._fns.clear()
@@ -202,6 +293,8 @@ class YOLO:
 
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
         """Raw body outputs for an already letterboxed float batch ``(B, in_h, in_w, 3)`` in [0, 1]."""
+        if self._engine is not None:
+            return self._engine.forward(x)
         key = ("forward", True)
         if key not in self._fns:
             self._fns[key] = tf.function(
@@ -213,6 +306,8 @@ class YOLO:
     def detect(self, image: np.ndarray) -> Detections:
         """Detect objects in one ``(H, W, 3)`` RGB image; returns ``(boxes, scores, classes)``."""
         image = self._check(image)
+        if self._engine is not None:
+            return self._engine_detector().detect(image)
         fn = self._function(tf.as_dtype(image.dtype), False, self.input_hw_for(image.shape))
         boxes, scores, classes, valid = fn(tf.convert_to_tensor(image))
         n = int(valid[0])
@@ -223,6 +318,8 @@ class YOLO:
         arrays = [self._check(im) for im in images]
         if not arrays:
             return []
+        if self._engine is not None:
+            return self._engine_detector().detect_batch(arrays)
         if self.fit_to_image:  # one input size per image: one call each
             return [self.detect(a) for a in arrays]
         dtype = np.uint8 if all(a.dtype == np.uint8 for a in arrays) else np.float32
@@ -250,4 +347,43 @@ class YOLO:
     def close_session(self) -> None:
         """keras-yolo3's ``close_session``: drops the compiled functions (TF 2 has no session)."""
         self._fns.clear()
+
+
+def _exported_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
+                       classes_path: Optional[PathLike] = None, score: float = 0.3,
+                       iou: float = 0.45, input_size: InputSize = None,
+                       variant: Optional[str] = None, anchor_mask=None, max_boxes: int = 100,
+                       precision: str = "auto", *, engine: str = "auto",
+                       num_threads: Optional[int] = None, model_type: Optional[str] = None,
+                       **ignored) -> ExportedDetector:
+    """The detector of an exported model: its input size, variant and masks are fixed (those
+    arguments are refused); anchors only for an OpenVINO IR that carries no yolo3 info."""
+    path = os.fspath(path)
+    fixed = {"input_size": input_size, "variant": variant or model_type, "anchor_mask": anchor_mask}
+    given = [setting for setting, value in fixed.items() if value is not None]
+    if given:
+        raise SettingError(f"{path}: an exported model has a fixed input size, anchors and "
+                           f"variant; drop {', '.join(given)}", *given)
+    own = EXPORTED_ENGINES.get(os.path.splitext(path)[1].lower())
+    if engine not in ("auto", own):
+        raise SettingError(f"{path}: an exported model runs on its own runtime "
+                           f"({own or 'its format'}'s), not engine={engine!r}", "engine")
+    return ExportedDetector(path, classes_path, score=score, iou=iou, max_boxes=max_boxes,
+                            num_threads=num_threads, anchors_path=anchors_path,
+                            precision=precision)
+
+
+@accepts_old_keywords(model_type="variant")
+def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
+                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
+                  input_size=None, variant: Optional[str] = None, max_boxes: int = 100,
+                  precision: str = "auto", engine: str = "auto",
+                  num_threads: Optional[int] = None):
+    """The detector of any model file, on the engine chosen for the machine (``auto``: see
+    :mod:`yolo3.engines`): :class:`yolo3.runtimes.ExportedDetector` for ``.tflite``, ``.onnx``,
+    OpenVINO IR and SavedModel folders (their input size, anchors and masks are fixed: those
+    arguments are refused), else :class:`YOLO`."""
+    return YOLO(path, anchors_path, classes_path, score=score, iou=iou, input_size=input_size,
+                variant=variant, max_boxes=max_boxes, precision=precision, engine=engine,
+                num_threads=num_threads)
 

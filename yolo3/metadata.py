@@ -37,6 +37,7 @@ from yolo3.masks import default_masks, validate_masks
 logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
+OPENVINO_INFO_KEY = "yolo3"  # the IR's <rt_info> entry holding the info JSON
 FORMAT = "yolo3-model-info"
 VERSION = 1
 MASKS_SUFFIX = ".masks.json"
@@ -46,7 +47,7 @@ TRAINING_CLASSES = "classes.txt"
 
 __all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
            "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME", "info_json",
-           "ONNX_METADATA_KEY"]
+           "ONNX_METADATA_KEY", "OPENVINO_INFO_KEY", "openvino_xml"]
 
 ONNX_METADATA_KEY = "yolo3"
 
@@ -126,10 +127,14 @@ def read_info(path: PathLike) -> Optional[ModelInfo]:
     """The :class:`ModelInfo` a model file carries, or None when it carries none: a ``.keras``
     archive's ``yolo3.json``, an ``.onnx``'s ``yolo3`` metadata property, a SavedModel folder's
     ``yolo3.json`` (a ``.tflite``'s ``yolo3`` metadata needs TensorFlow's flatbuffer schema:
-    :func:`yolo3.tflite_metadata.read_tflite_info`)."""
+    :func:`yolo3.tflite_metadata.read_tflite_info`), an OpenVINO IR's ``yolo3`` run-time info
+    entry (the ``.xml``, or the folder holding it: :func:`openvino_xml`)."""
     path = os.fspath(path)
     try:
-        if os.path.isdir(path):
+        xml = openvino_xml(path)
+        if xml is not None:
+            text, path = _read_openvino_info(xml), xml
+        elif os.path.isdir(path):
             text = _read_file(os.path.join(path, INFO_NAME))
         elif path.endswith(".tflite"):
             raise FileFormatError(path, "a TFLite model's info is read by "
@@ -146,6 +151,49 @@ def read_info(path: PathLike) -> Optional[ModelInfo]:
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
         raise FileFormatError(path, f"cannot read {INFO_NAME}: {e}") from None
     return None if data is None else ModelInfo.from_dict(data, path)
+
+
+def openvino_xml(path: PathLike) -> Optional[str]:
+    """The OpenVINO IR ``.xml`` that ``path`` names: the file itself, or the one ``.xml`` in a
+    folder without a SavedModel; None when ``path`` is neither. A folder with several ``.xml``
+    files is a FileFormatError naming them."""
+    path = os.fspath(path)
+    if path.lower().endswith(".xml"):
+        return path
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return None
+    found = sorted(name for name in os.listdir(path) if name.lower().endswith(".xml"))
+    if len(found) > 1:
+        raise FileFormatError(path, f"holds several OpenVINO .xml files ({', '.join(found)}): "
+                                    "name the one to run")
+    return os.path.join(path, found[0]) if found else None
+
+
+def _read_openvino_info(xml: str) -> Optional[str]:
+    """The ``yolo3`` entry of an IR's ``<rt_info>`` (its ``value``), read without OpenVINO; a file
+    that is not well-formed XML is a FileFormatError naming it (with the line)."""
+    import xml.etree.ElementTree as ElementTree
+
+    if not os.path.isfile(xml):
+        raise FileFormatError(xml, "model file not found")
+    depth, in_info = 0, False
+    try:
+        for event, element in ElementTree.iterparse(xml, events=("start", "end")):
+            if event == "start":
+                depth += 1
+                if depth == 2 and element.tag == "rt_info":
+                    in_info = True
+                elif in_info and depth == 3 and element.tag == OPENVINO_INFO_KEY:
+                    return element.get("value")
+                continue
+            depth -= 1
+            if depth == 1:
+                in_info = False
+                element.clear()  # the layers of a large IR are not kept
+    except ElementTree.ParseError as e:
+        line = e.position[0] if getattr(e, "position", None) else "?"
+        raise FileFormatError(f"{xml}:{line}", f"not an OpenVINO IR (malformed XML: {e})") from None
+    return None
 
 
 def _read_file(path: str) -> Optional[str]:

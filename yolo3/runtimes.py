@@ -1,6 +1,8 @@
-"""Running any saved detector: ``.keras`` / ``.weights.h5`` / keras-yolo3 ``.h5`` (the Keras
-:class:`~yolo3.detector.YOLO`), ``.tflite`` (LiteRT), ``.onnx`` (ONNX Runtime) and SavedModel folders,
-behind one interface, so that ``yolo3 detect`` and ``yolo3 evaluate`` score any of them alike.
+"""Running exported detectors: ``.tflite`` (LiteRT), ``.onnx`` (ONNX Runtime), OpenVINO IR
+(``.xml`` + ``.bin``, or the folder holding them) and SavedModel folders, behind the interface of
+the Keras :class:`~yolo3.detector.YOLO` (which hands exported paths to :class:`ExportedDetector`),
+so that ``yolo3 detect`` and ``yolo3 evaluate`` score any of them alike. The runners are also the
+engines a ``.keras`` model can run on (:mod:`yolo3.engines`).
 
 An exported model carries its facts (:func:`yolo3.metadata.read_info`) and its raw maps as outputs
 (:mod:`yolo3.export.graph`). :class:`ExportedDetector` letterboxes each image with the one
@@ -10,35 +12,76 @@ given; detections come back in the image's pixels like :meth:`yolo3.detector.YOL
 """
 from __future__ import annotations
 
+import logging
 import os
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.anchors import read_classes
+from yolo3.anchors import read_anchors, read_classes
 from yolo3.decode import decode_detections
-from yolo3.detector import YOLO
-from yolo3.deprecation import accepts_old_keywords
-from yolo3.errors import ArgumentError, FileFormatError, PathLike, SettingError
-from yolo3.letterbox import boxes_to_image_np, letterbox_np
-from yolo3.metadata import read_info
+from yolo3.errors import ArgumentError, FileFormatError, PathLike
+from yolo3.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
+from yolo3.masks import default_masks
+from yolo3.metadata import ModelInfo, openvino_xml, read_info, read_sidecars
+from yolo3.precision import resolve_precision
 from yolo3.tflite_metadata import read_tflite_info
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
-EXPORTED_SUFFIXES = (".tflite", ".onnx")
+EXPORTED_SUFFIXES = (".tflite", ".onnx", ".xml")
+# OpenVINO's inference precision for each of ours (its CPU plugin's INFERENCE_PRECISION_HINT)
+OPENVINO_PRECISIONS = {"float32": "f32", "bfloat16": "bf16"}
+OPENVINO_INSTALL = "pip install 'yolo3[openvino]' (or openvino)"
 
-__all__ = ["load_detector", "ExportedDetector", "TFLiteRunner", "OnnxRunner", "SavedModelRunner",
-           "TFLiteDetector", "is_exported"]
+log = logging.getLogger(__name__)
+
+__all__ = ["EngineChoice", "ExportedDetector", "TFLiteRunner", "OnnxRunner", "SavedModelRunner", "OpenVINORunner",
+           "TFLiteDetector", "is_exported", "open_runner", "import_openvino", "OPENVINO_INSTALL"]
+
+
+@dataclass
+class EngineChoice:
+    """What ran: ``engine`` (keras, openvino or onnxruntime), its ``precision``, and how the
+    converted network was obtained (``converted`` in ``seconds``, or reused from ``cached``)."""
+
+    engine: str
+    precision: str
+    converted: bool = False
+    seconds: float = 0.0
+    cached: Optional[str] = None
+    reason: str = ""
+
+    def summary(self) -> str:
+        text = f"engine: {self.engine}, {self.precision}"
+        if self.cached:
+            text += (f" (converted in {self.seconds:.1f} s, cached in {self.cached})"
+                     if self.converted else f" (conversion reused from {self.cached})")
+        return text + (f"; {self.reason}" if self.reason else "")
 
 
 def is_exported(path: PathLike) -> bool:
-    """Whether ``path`` is an exported model (TFLite, ONNX or a SavedModel folder)."""
+    """Whether ``path`` is an exported model (TFLite, ONNX, an OpenVINO IR ``.xml`` or its folder,
+    or a SavedModel folder)."""
     path = os.fspath(path)
-    return path.endswith(EXPORTED_SUFFIXES) or os.path.isfile(os.path.join(path, "saved_model.pb"))
+    if path.lower().endswith(EXPORTED_SUFFIXES) or os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return True
+    return os.path.isdir(path) and any(n.lower().endswith(".xml") for n in os.listdir(path))
+
+
+def import_openvino():
+    """The ``openvino`` package, or an ArgumentError naming the install command."""
+    try:
+        import openvino
+    except ImportError:
+        raise ArgumentError(f"running OpenVINO models needs OpenVINO: {OPENVINO_INSTALL}") from None
+    return openvino
 
 
 class TFLiteRunner:
     """A TFLite model on LiteRT (``ai-edge-litert``); ``run(images) -> {output: array}``."""
+
+    ENGINE = "litert"
 
     def __init__(self, path: str, num_threads: Optional[int] = None):
         try:
@@ -64,6 +107,8 @@ class TFLiteRunner:
 
 class OnnxRunner:
     """An ONNX model on ONNX Runtime's CPU (or CUDA when present) provider."""
+
+    ENGINE = "onnxruntime"
 
     def __init__(self, path: str, num_threads: Optional[int] = None):
         try:
@@ -95,6 +140,8 @@ class OnnxRunner:
 class SavedModelRunner:
     """A SavedModel folder written by :func:`yolo3.export.export_saved_model` (``serve_float``)."""
 
+    ENGINE = "tensorflow"
+
     def __init__(self, path: str, num_threads: Optional[int] = None):
         import tensorflow as tf
         self.model = tf.saved_model.load(path)
@@ -108,12 +155,169 @@ class SavedModelRunner:
         return {k: v.numpy() for k, v in self.function(images=tf.constant(images)).items()}
 
 
-def _runner(path: str, num_threads: Optional[int]):
+def _openvino_error(e: Exception) -> str:
+    """The telling line of an OpenVINO exception (its text starts with C++ source locations)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    told = [ln for ln in lines if not ln.startswith(("Exception from", "Check '"))]
+    return (told or lines or [type(e).__name__])[-1]
+
+
+class OpenVINORunner:
+    """An OpenVINO IR (or an ``openvino.Model`` in memory) compiled for the CPU.
+
+    precision: ``auto`` (:func:`yolo3.precision.resolve_precision`: bfloat16 where the CPU computes
+    it natively, else float32 - OpenVINO is never left to pick an emulated one), ``float32`` or
+    ``bfloat16``: the CPU plugin's inference precision (an int8 IR keeps its int8 parts).
+    ``run`` uses a latency-tuned compilation; ``run_many`` a throughput-tuned one with
+    asynchronous requests, for folders and video. cache_dir: OpenVINO's compiled-model cache.
+    """
+
+    ENGINE = "openvino"
+
+    def __init__(self, path: Optional[str] = None, num_threads: Optional[int] = None,
+                 precision: str = "auto", model=None, cache_dir: Optional[str] = None):
+        ov = import_openvino()
+        self.core = ov.Core()
+        if cache_dir:
+            self.core.set_property({"CACHE_DIR": cache_dir})
+        self.path = path
+        if model is None:
+            xml = openvino_xml(path)
+            if not os.path.isfile(xml):
+                raise FileFormatError(xml, "model file not found")
+            try:
+                model = self.core.read_model(xml)
+            except RuntimeError as e:
+                raise FileFormatError(xml, f"not an OpenVINO IR OpenVINO can read: "
+                                           f"{_openvino_error(e)}") from None
+        self.model = model
+        self.precision = resolve_precision(precision, gpu=False)
+        self.config = {"INFERENCE_PRECISION_HINT": OPENVINO_PRECISIONS[self.precision]}
+        if num_threads:
+            self.config["INFERENCE_NUM_THREADS"] = int(num_threads)
+        self.compiled = self._compile("LATENCY")
+        self._throughput = None
+        first = model.inputs[0]
+        shape = first.get_partial_shape()
+        self.input_shape = tuple(d.get_length() if d.is_static else -1 for d in shape)
+        self.input_dtype = np.dtype(first.get_element_type().to_dtype())
+        self.input_quantization = None
+        self.output_names = [o.get_any_name() for o in self.compiled.outputs]
+
+    def _compile(self, hint: str):
+        try:
+            return self.core.compile_model(self.model, "CPU",
+                                           dict(self.config, PERFORMANCE_HINT=hint))
+        except RuntimeError as e:
+            raise FileFormatError(self.path or "model", f"OpenVINO cannot compile it: "
+                                                        f"{_openvino_error(e)}") from None
+
+    def run(self, images: np.ndarray) -> Dict[str, np.ndarray]:
+        result = self.compiled(np.ascontiguousarray(images))
+        return {name: np.asarray(result[out]) for name, out in
+                zip(self.output_names, self.compiled.outputs)}
+
+    def run_many(self, batches: Sequence[np.ndarray]) -> List[Dict[str, np.ndarray]]:
+        """``run`` of each batch, several in flight at once (OpenVINO's throughput hint: as many
+        parallel requests as it finds best for the CPU); results in the order given."""
+        if len(batches) < 2:
+            return [self.run(b) for b in batches]
+        ov = import_openvino()
+        if self._throughput is None:
+            self._throughput = self._compile("THROUGHPUT")
+        compiled = self._throughput
+        results: List[Optional[Dict[str, np.ndarray]]] = [None] * len(batches)
+
+        def done(request, index):
+            results[index] = {name: np.array(request.get_output_tensor(i).data)
+                              for i, name in enumerate(self.output_names)}
+        queue = ov.AsyncInferQueue(compiled)
+        queue.set_callback(done)
+        for i, batch in enumerate(batches):
+            queue.start_async(np.ascontiguousarray(batch), i)
+        queue.wait_all()
+        return results
+
+
+def open_runner(path: str, num_threads: Optional[int] = None, precision: str = "auto"):
+    """The runner of an exported model file or folder, by its kind."""
     if path.endswith(".tflite"):
         return TFLiteRunner(path, num_threads)
     if path.endswith(".onnx"):
         return OnnxRunner(path, num_threads)
+    if openvino_xml(path) is not None:
+        return OpenVINORunner(path, num_threads, precision=precision)
     return SavedModelRunner(path, num_threads)
+
+
+class _ForeignOutputs:
+    """A runner over an IR without yolo3's facts (a Darknet model converted by other tools): its
+    input NHWC or NCHW float32 RGB in [0, 1], its outputs the raw maps in NHWC or NCHW with
+    ``channels`` channels, in any order; ``run`` gives them as ``raw_s<stride>`` in NHWC."""
+
+    ENGINE = "openvino"
+
+    input_dtype = np.dtype(np.float32)
+    input_quantization = None
+
+    def __init__(self, runner: OpenVINORunner, channels: int, input_hw: Tuple[int, int],
+                 channels_first: bool):
+        self.runner, self.channels, self.input_hw = runner, channels, input_hw
+        self.channels_first = channels_first
+        self.path, self.precision = runner.path, runner.precision
+
+    def _maps(self, result: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        maps = {}
+        for name, out in result.items():
+            if out.ndim != 4 or self.channels not in (out.shape[1], out.shape[3]):
+                raise FileFormatError(self.path, f"output {name!r} of shape {out.shape} is not a "
+                                                 f"raw YOLO map with {self.channels} channels")
+            nhwc = out if out.shape[3] == self.channels else out.transpose(0, 2, 3, 1)
+            maps[f"raw_s{self.input_hw[0] // nhwc.shape[1]}"] = nhwc
+        return maps
+
+    def _input(self, images: np.ndarray) -> np.ndarray:
+        return images.transpose(0, 3, 1, 2) if self.channels_first else images
+
+    def run(self, images: np.ndarray) -> Dict[str, np.ndarray]:
+        return self._maps(self.runner.run(self._input(images)))
+
+    def run_many(self, batches: Sequence[np.ndarray]) -> List[Dict[str, np.ndarray]]:
+        return [self._maps(r) for r in self.runner.run_many([self._input(b) for b in batches])]
+
+
+def _foreign_ir(path: str, runner: OpenVINORunner, anchors_path: Optional[PathLike],
+                classes_path: Optional[PathLike]) -> Tuple[ModelInfo, _ForeignOutputs]:
+    """The info and runner of an IR that carries no yolo3 facts: the anchors and classes must be
+    given; input size and layout come from its input shape; the masks from ``NAME.masks.json``
+    beside ``NAME.xml`` (the converter's side file), else the one mask rule for its output count."""
+    if anchors_path is None or classes_path is None:
+        raise FileFormatError(path, "this OpenVINO IR carries no yolo3 info (anchors, masks, "
+                                    "classes, input size): export it with yolo3 export, or give "
+                                    "the anchors and classes of the model it was converted from "
+                                    "(masks other than the default: NAME.masks.json beside it)")
+    shape = runner.input_shape
+    if len(shape) != 4 or 3 not in (shape[1], shape[3]):
+        raise FileFormatError(path, f"input shape {shape} is not an image batch (NHWC or NCHW)")
+    channels_first = shape[1] == 3 and shape[3] != 3
+    hw = shape[2:4] if channels_first else shape[1:3]
+    if min(hw) <= 0:
+        raise FileFormatError(path, f"input shape {shape} has no fixed height and width")
+    anchors, names = read_anchors(anchors_path), read_classes(classes_path)
+    outputs = len(runner.output_names)
+    if len(anchors) % outputs:
+        raise FileFormatError(anchors_path, f"{len(anchors)} anchors do not split over the "
+                                            f"model's {outputs} outputs")
+    channels = len(anchors) // outputs * (5 + len(names))
+    xml = openvino_xml(path)
+    masks = read_sidecars(os.path.splitext(xml)[0]).get("masks") or default_masks(len(anchors),
+                                                                                  outputs)
+    info = ModelInfo(anchors=anchors, masks=masks,
+                     num_classes=len(names), class_names=names, input_size=tuple(hw),
+                     export={"format": "openvino", "input_size": list(hw), "foreign": True})
+    log.info("%s: no yolo3 info; anchors from %s, classes from %s, input %s", path, anchors_path,
+             classes_path, tuple(hw))
+    return info, _ForeignOutputs(runner, channels, tuple(hw), channels_first)
 
 
 class ExportedDetector:
@@ -122,21 +326,27 @@ class ExportedDetector:
     host, so any score threshold works whatever the model baked in."""
 
     def __init__(self, path: PathLike, classes_path: Optional[PathLike] = None, score: float = 0.3,
-                 iou: float = 0.45, max_boxes: int = 100, num_threads: Optional[int] = None):
+                 iou: float = 0.45, max_boxes: int = 100, num_threads: Optional[int] = None,
+                 anchors_path: Optional[PathLike] = None, precision: str = "auto"):
         path = os.fspath(path)
         if not os.path.exists(path):
             raise FileFormatError(path, "model file not found")
         info = read_tflite_info(path) if path.endswith(".tflite") else read_info(path)
-        if info is None or not info.export:
+        runner = open_runner(path, num_threads, precision)
+        if info is None and isinstance(runner, OpenVINORunner):
+            info, runner = _foreign_ir(path, runner, anchors_path, classes_path)
+        elif info is None or not info.export:
             raise FileFormatError(path, "not a model exported by yolo3 (it carries no yolo3 info): "
                                         "export it with yolo3 export")
+        elif anchors_path is not None:
+            raise ArgumentError(f"{path}: an exported model carries its anchors; drop the anchors")
         if classes_path is not None:
             names = read_classes(classes_path)
             if len(names) != info.num_classes:
                 raise FileFormatError(classes_path, f"{len(names)} classes but the model predicts "
                                                     f"{info.num_classes}")
             info.class_names = names
-        self._setup(path, _runner(path, num_threads), info, score, iou, max_boxes)
+        self._setup(path, runner, info, score, iou, max_boxes)
 
     @classmethod
     def from_runner(cls, runner, info, score: float = 0.3, iou: float = 0.45,
@@ -156,12 +366,28 @@ class ExportedDetector:
         self.anchors, self.anchor_mask = info.anchors, info.masks
         self.num_classes, self.class_names = info.num_classes, info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
-        self.precision = info.export.get("quantize", "none")
+        quantized = info.export.get("quantize", "none")
+        self.precision = (quantized if quantized != "none"
+                          else getattr(runner, "precision", None) or "float32")
+        self.engine = EngineChoice(getattr(runner, "ENGINE", type(runner).__name__), self.precision)
+        self._decoders: Dict[tuple, object] = {}  # compiled letterbox and decoding functions
 
     # -- preparing inputs ------------------------------------------------------------------------
     def preprocess(self, image: np.ndarray) -> np.ndarray:
-        """One image letterboxed to the model's input, float32 in [0, 1]."""
-        return letterbox_np(image, self.input_hw)
+        """One image letterboxed to the model's input, float32 in [0, 1]
+        (:func:`yolo3.letterbox.letterbox_tf`, compiled once per image type)."""
+        import tensorflow as tf
+
+        image = np.asarray(image)
+        if image.dtype != np.uint8:
+            image = image.astype(np.float32)
+        key = ("letterbox", image.dtype.name)
+        if key not in self._decoders:
+            hw = tuple(self.input_hw)
+            self._decoders[key] = tf.function(
+                lambda im: letterbox_tf(im, hw), autograph=False,
+                input_signature=[tf.TensorSpec([None, None, 3], tf.as_dtype(image.dtype))])
+        return self._decoders[key](tf.convert_to_tensor(image)).numpy()
 
     def _to_input(self, x: np.ndarray) -> np.ndarray:
         return self._convert_input(self.runner, x)
@@ -182,15 +408,20 @@ class ExportedDetector:
 
     def raw_outputs(self, x: np.ndarray) -> List[np.ndarray]:
         """The raw maps ``raw_s32``, ... for a letterboxed float batch ``(B, in_h, in_w, 3)``."""
-        outs = []
-        step = self.batch or len(x)
+        many = hasattr(self.runner, "run_many") and len(x) > 1  # requests in flight together
+        step = self.batch or (1 if many else len(x))
+        chunks, counts = [], []
         for start in range(0, len(x), step):
             chunk = x[start:start + step]
-            n = len(chunk)
-            if self.batch and n < self.batch:  # a fixed batch: pad, then drop the padding
-                chunk = np.concatenate([chunk, np.zeros((self.batch - n, *chunk.shape[1:]),
-                                                        chunk.dtype)])
-            result = self.runner.run(self._to_input(chunk))
+            counts.append(len(chunk))
+            if self.batch and len(chunk) < self.batch:  # a fixed batch: pad, drop the padding
+                chunk = np.concatenate([chunk, np.zeros((self.batch - len(chunk),
+                                                         *chunk.shape[1:]), chunk.dtype)])
+            chunks.append(self._to_input(chunk))
+        results = (self.runner.run_many(chunks) if many
+                   else [self.runner.run(chunk) for chunk in chunks])
+        outs = []
+        for result, n in zip(results, counts):
             names = sorted((k for k in result if k.startswith("raw_")),
                            key=lambda k: -int(k.split("_s")[-1]) if "_s" in k else 0)
             outs.append([result[k][:n].astype(np.float32) for k in names])
@@ -209,12 +440,29 @@ class ExportedDetector:
         x = np.stack([self.preprocess(im) for im in images])
         raw = self.raw_outputs(x)
         sizes = np.array([np.shape(im)[:2] for im in images], np.int32)
-        boxes, scores, classes, valid = decode_detections(
-            [tf.constant(r) for r in raw], self.anchors, self.num_classes, tf.constant(sizes),
-            max_boxes=self.max_boxes, score_threshold=self.score, iou_threshold=self.iou,
-            anchor_mask=self.anchor_mask, input_shape=self.input_hw)
+        decode = self._decoder(tuple(r.shape[1:] for r in raw))
+        boxes, scores, classes, valid = decode([tf.constant(r) for r in raw], tf.constant(sizes))
         boxes, scores, classes = boxes.numpy(), scores.numpy(), classes.numpy()
         return [(boxes[i, :n], scores[i, :n], classes[i, :n]) for i, n in enumerate(valid.numpy())]
+
+    def _decoder(self, shapes: Tuple[tuple, ...]):
+        """The compiled host decoding and NMS for raw maps of ``shapes`` (per image), at the
+        current thresholds."""
+        import tensorflow as tf
+
+        key = (shapes, self.score, self.iou, self.max_boxes)
+        if key not in self._decoders:
+            score, iou, max_boxes = self.score, self.iou, self.max_boxes
+
+            def decode(raw, sizes):
+                return decode_detections(raw, self.anchors, self.num_classes, sizes,
+                                         max_boxes=max_boxes, score_threshold=score,
+                                         iou_threshold=iou, anchor_mask=self.anchor_mask,
+                                         input_shape=self.input_hw)
+            signature = [[tf.TensorSpec([None, *shape], tf.float32) for shape in shapes],
+                         tf.TensorSpec([None, 2], tf.int32)]
+            self._decoders[key] = tf.function(decode, input_signature=signature, autograph=False)
+        return self._decoders[key]
 
     def detect(self, image: np.ndarray) -> Detections:
         return self.detect_batch([image])[0]
@@ -257,20 +505,13 @@ class TFLiteDetector:
         return boxes, out["scores"][0, :n], out["classes"][0, :n]
 
 
-@accepts_old_keywords(model_type="variant")
-def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
-                  classes_path: Optional[PathLike] = None, score: float = 0.3, iou: float = 0.45,
-                  input_size=None, variant: Optional[str] = None, max_boxes: int = 100,
-                  precision: str = "auto"):
-    """The detector of any model file: :class:`ExportedDetector` for ``.tflite``, ``.onnx`` and
-    SavedModel folders (their input size, anchors and masks are fixed: those arguments are
-    refused), else :class:`yolo3.detector.YOLO`."""
-    if is_exported(path):
-        fixed = {"anchors": anchors_path, "input_size": input_size, "variant": variant}
-        given = [setting for setting, value in fixed.items() if value is not None]
-        if given:
-            raise SettingError(f"{os.fspath(path)}: an exported model has a fixed input size, "
-                               f"anchors and variant; drop {', '.join(given)}", *given)
-        return ExportedDetector(path, classes_path, score=score, iou=iou, max_boxes=max_boxes)
-    return YOLO(path, anchors_path, classes_path, score=score, iou=iou, input_size=input_size,
-                variant=variant, max_boxes=max_boxes, precision=precision)
+def __getattr__(name: str):
+    """``load_detector`` moved to :mod:`yolo3.detector` (it chooses between the Keras detector and
+    these): the old location still gives it, with a warning."""
+    if name == "load_detector":
+        import importlib
+        import warnings
+        warnings.warn("yolo3.runtimes.load_detector is now yolo3.detector.load_detector (also "
+                      "yolo3.load_detector)", DeprecationWarning, stacklevel=2)
+        return importlib.import_module("yolo3.detector").load_detector
+    raise AttributeError(f"module 'yolo3.runtimes' has no attribute {name!r}")

@@ -200,10 +200,21 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     :class:`yolo3.detector.YOLO`."""
     from yolo3.precision import PRECISIONS
     parser.add_argument("--precision", choices=list(PRECISIONS), default="auto",
-                        help="inference precision of a Keras model: auto (default) is bfloat16 "
-                             "where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
-                             "recent GPUs: about 1.7x faster, ~1%% error on the raw maps), float32 "
-                             "elsewhere")
+                        help="inference precision of a .keras model (on Keras or OpenVINO): "
+                             "auto (default) is bfloat16 where the hardware computes it natively "
+                             "(AVX-512 BF16 / AMX CPUs, recent GPUs: about 1.7x faster, ~1%% "
+                             "error on the raw maps), float32 elsewhere")
+
+
+def add_engine_argument(parser: argparse.ArgumentParser) -> None:
+    """``--engine {auto,keras,openvino,onnxruntime}`` for the programs that run a detector."""
+    from yolo3.choices import ENGINES
+    parser.add_argument("--engine", choices=list(ENGINES), default="auto",
+                        help="what runs a .keras model's network: auto (default) is OpenVINO on a "
+                             "CPU where it is installed (converted once, checked against Keras "
+                             "and cached under the user cache folder), else Keras; keras, "
+                             "openvino or onnxruntime by name. Exported models run on their own "
+                             "runtime")
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, annotations_help: str,

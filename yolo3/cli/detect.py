@@ -19,7 +19,8 @@ import os
 import sys
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from yolo3.cli.common import add_model_arguments, add_precision_argument, run_command
+from yolo3.cli.common import (add_engine_argument, add_model_arguments, add_precision_argument,
+                              run_command)
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -31,8 +32,8 @@ DESCRIPTION = ("Detect objects in images, folders, globs, videos or a webcam: an
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, "a .keras model (it carries its anchors and classes), .weights.h5 "
-                           "template weights, a keras-yolo3 .h5, or an exported .tflite, .onnx or "
-                           "SavedModel folder")
+                           "template weights, a keras-yolo3 .h5, or an exported .tflite, .onnx, "
+                           "OpenVINO IR (.xml or its folder) or SavedModel folder")
     p.add_argument("--input", required=True,
                    help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
     p.add_argument("--output", required=True, help="folder for annotated images / video")
@@ -41,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
     p.add_argument("--batch-size", type=int, default=1, help="images per forward pass (default 1)")
     add_precision_argument(p)
+    add_engine_argument(p)
     p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
     p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
     p.add_argument("--no-draw", action="store_true", help="only write the JSON / label files")
@@ -199,11 +201,12 @@ def run(args: argparse.Namespace) -> int:
         from yolo3.errors import ArgumentError
         raise ArgumentError("--save-conf adds scores to the --save-txt label files: give --save-txt")
     from yolo3.evaluation import save_detection_json
-    from yolo3.runtimes import load_detector
+    from yolo3.detector import load_detector
 
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
                              iou=args.iou, input_size=args.input_size, variant=args.variant,
-                             precision=args.precision)
+                             precision=args.precision, engine=args.engine)
+    print(detector.engine.summary(), file=sys.stderr)
     os.makedirs(args.output, exist_ok=True)
     if args.save_txt:
         os.makedirs(args.save_txt, exist_ok=True)

@@ -17,8 +17,9 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import (add_input_size_argument, add_precision_argument, add_source_arguments,
-                              add_variant_argument, annotation_sources, run_command, warn)
+from yolo3.cli.common import (add_engine_argument, add_input_size_argument, add_precision_argument,
+                              add_source_arguments, add_variant_argument, annotation_sources,
+                              run_command, warn)
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -32,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--detections", help="detection JSON written by yolo3 detect --json")
     src.add_argument("--model", help="a model to run on the images: .keras, .weights.h5, keras-yolo3 "
-                                     ".h5, or an exported .tflite, .onnx or SavedModel folder")
+                                     ".h5, or an exported .tflite, .onnx, OpenVINO IR (.xml or its "
+                                     "folder) or SavedModel folder")
     p.add_argument("--anchors", help="anchors file for --model (default: what the model carries)")
     add_input_size_argument(p, None, "network input size for --model: one side or HEIGHT WIDTH "
                                      "(default: the model's)")
@@ -41,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")
     p.add_argument("--batch-size", type=int, default=4, help="images per forward pass for --model")
     add_precision_argument(p)
+    add_engine_argument(p)
     p.add_argument("--save-detections", help="with --model: also write the detection JSON here")
     p.add_argument("--image-dir", help="image folder for VOC / COCO annotations")
     p.add_argument("--max-dets", type=int, default=100, help="COCO maxDets per image and class")
@@ -59,10 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _detector(args):
-    from yolo3.runtimes import load_detector
+    from yolo3.detector import load_detector
     return load_detector(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
                          input_size=args.input_size, variant=args.variant,
-                         max_boxes=max(args.max_dets, 100), precision=args.precision)
+                         max_boxes=max(args.max_dets, 100), precision=args.precision,
+                         engine=args.engine)
 
 
 def _detect_records(det, records, class_names, batch_size: int) -> tuple:
@@ -113,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
                             args.anchors])
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
+    if det is not None:
+        print(det.engine.summary(), file=sys.stderr)
     if args.classes:
         class_names = read_classes(args.classes)
     elif data_names is not None:

@@ -1,5 +1,6 @@
 """``yolo3 export`` (``yolo3-export``, ``tools/export.py``): export a detector as a SavedModel,
-TFLite (float32, float16, int8) and/or ONNX model, each checked against the Keras model.
+TFLite (float32, float16, int8), ONNX and/or OpenVINO IR (float32, float16, int8) model, each
+checked against the Keras model.
 
 Exported models take images letterboxed to the fixed input size and return the raw maps and (unless
 ``--raw``) boxes (x1, y1, x2, y2 input pixels), scores, classes and a count, with decoding and NMS
@@ -16,8 +17,9 @@ from typing import Optional, Sequence
 from yolo3.cli.common import add_model_arguments, run_command
 
 NAME = "export"
-DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX), "
-               "decoding and NMS inside, each run once and checked against the Keras model.")
+DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX, "
+               "OpenVINO IR float32/float16/int8), decoding and NMS inside, each run once and "
+               "checked against the Keras model.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,8 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--saved-model", help="write a SavedModel to this folder")
     p.add_argument("--tflite", help="write a TFLite model to this file")
     p.add_argument("--quantize", choices=["none", "float16", "int8"], default="none",
-                   help="TFLite weights: none (float32), float16, or int8 (full-integer weights "
-                        "and activations, calibrated on --calibration)")
+                   help="TFLite and OpenVINO weights: none (float32), float16, or int8 "
+                        "(weights and activations, calibrated on --calibration; OpenVINO's by "
+                        "NNCF)")
     p.add_argument("--calibration", help="int8 calibration images: an annotation file (text, VOC, "
                                          "COCO) or a folder of images; also the export check's "
                                          "images")
@@ -43,25 +46,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                   "yolo3[export])")
     p.add_argument("--onnx-input", choices=["uint8", "float32"], default="uint8",
                    help="ONNX input type")
+    p.add_argument("--openvino", metavar="DIR", help="write an OpenVINO IR into this folder "
+                   "(model.xml, model.bin; needs yolo3[openvino])")
+    p.add_argument("--openvino-input", choices=["uint8", "float32"], default="uint8",
+                   help="OpenVINO input type")
+    p.add_argument("--openvino-batch", type=int, default=1, metavar="N",
+                   help="fixed OpenVINO batch size (default 1); 0: any batch (with --raw)")
     p.add_argument("--raw", action="store_true", help="only the raw maps as outputs (no decoding)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not (args.saved_model or args.tflite or args.onnx):
-        args.parser.error("give --saved-model DIR, --tflite FILE and/or --onnx FILE")
+    if not (args.saved_model or args.tflite or args.onnx or args.openvino):
+        args.parser.error("give --saved-model DIR, --tflite FILE, --onnx FILE and/or --openvino DIR")
     from yolo3.detector import YOLO
     from yolo3.errors import ArgumentError
-    from yolo3.export import export_onnx, export_saved_model, export_tflite, verify_export
+    from yolo3.export import (export_onnx, export_openvino, export_saved_model, export_tflite,
+                              verify_export)
     from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
 
     if args.quantize == "int8" and not args.calibration:
         raise ArgumentError("--quantize int8 needs --calibration FILE_OR_DIR (representative images)")
-    if args.quantize != "none" and not args.tflite:
-        raise ArgumentError("--quantize applies to --tflite")
+    if args.quantize != "none" and not (args.tflite or args.openvino):
+        raise ArgumentError("--quantize applies to --tflite and --openvino")
+    if args.openvino_batch < 0 or (args.openvino_batch == 0 and not args.raw):
+        raise ArgumentError("--openvino-batch 0 (any batch) needs --raw: decoding and NMS inside "
+                            "need a fixed batch; give a batch of 1 or more")
     from yolo3.paths import check_outputs
     check_outputs([("--tflite", args.tflite), ("--onnx", args.onnx)],
                   [args.model, args.anchors, args.classes, args.calibration],
-                  dirs=[("--saved-model", args.saved_model)])
+                  dirs=[("--saved-model", args.saved_model), ("--openvino", args.openvino)])
     paths = (calibration_paths(args.calibration, args.calibration_images)
              if args.calibration else None)
     det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
@@ -90,6 +103,13 @@ def run(args: argparse.Namespace) -> int:
     if args.onnx:
         export_onnx(det, args.onnx, input_dtype=args.onnx_input, raw=args.raw)
         done(args.onnx, f"ONNX opset 17 (input (1, {h}, {w}, 3) {args.onnx_input})")
+    if args.openvino:
+        batch = args.openvino_batch or None
+        export_openvino(det, args.openvino, input_dtype=args.openvino_input, batch=batch,
+                        raw=args.raw, quantize=args.quantize, calibration=images)
+        done(args.openvino, f"OpenVINO IR {args.quantize if args.quantize != 'none' else 'float32'}"
+                            f" (input ({batch or 'any'}, {h}, {w}, 3) {args.openvino_input})",
+             args.quantize)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Writing a detector in deployment formats: SavedModel, TFLite (float32, float16, int8) and ONNX.
+"""Writing a detector in deployment formats: SavedModel, TFLite (float32, float16, int8), ONNX and
+OpenVINO IR (float32, float16 weights, int8).
 
 Every file carries the detector's :class:`~yolo3.metadata.ModelInfo` (variant, anchors, masks,
 classes, input size) plus what the export was (format, quantisation, input type, batch, the baked
@@ -20,14 +21,16 @@ import tensorflow as tf
 from yolo3.errors import ArgumentError, PathLike, SettingError
 from yolo3.export.graph import image_function, model_function
 from yolo3.fileio import atomic_directory, atomic_write
-from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, info_json
+from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, OPENVINO_INFO_KEY, info_json
+from yolo3.runtimes import OPENVINO_INSTALL
 from yolo3.tflite_metadata import embed_info_tflite
 
 QUANTIZATIONS = ("none", "float16", "int8")
 ONNX_OPSET = 17
+OPENVINO_MODEL = "model.xml"  # the IR inside the folder export_openvino writes (and model.bin)
 
 __all__ = ["QUANTIZATIONS", "ONNX_OPSET", "export_saved_model", "export_tflite", "export_onnx",
-           "exported_info"]
+           "export_openvino", "OPENVINO_MODEL", "exported_info"]
 
 
 def exported_info(detector, fmt: str, **details):
@@ -193,3 +196,89 @@ def export_onnx(detector, out_path: PathLike, input_dtype: str = "uint8",
     entry.key, entry.value = ONNX_METADATA_KEY, info_json(info)
     atomic_write(out_path, lambda tmp: onnx.save(proto, tmp), suffix=".onnx")
     return os.fspath(out_path)
+
+
+def _import_nncf():
+    try:
+        import nncf
+    except ImportError:
+        raise ArgumentError(f"OpenVINO int8 quantization needs NNCF: {OPENVINO_INSTALL}, "
+                            "or pip install nncf") from None
+    return nncf
+
+
+def _decoding_ops(model) -> list:
+    """Names of the ops of an OpenVINO model computed from the raw maps (decoding and NMS): the
+    nodes downstream of each ``raw_*`` output's producer, which int8 must leave in float."""
+    producers = [out.get_node().input_value(0).get_node() for out in model.outputs
+                 if out.get_any_name().startswith("raw_")]
+    seen, stack = set(), []
+    for node in producers:
+        for output in node.outputs():
+            stack += [t.get_node() for t in output.get_target_inputs()]
+    while stack:
+        node = stack.pop()
+        name = node.get_friendly_name()
+        if name in seen or node.get_type_name() == "Result":
+            continue
+        seen.add(name)
+        for output in node.outputs():
+            stack += [t.get_node() for t in output.get_target_inputs()]
+    return sorted(seen)
+
+
+def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
+                    batch: Optional[int] = 1, raw: bool = False, quantize: str = "none",
+                    calibration: Optional[Iterable[np.ndarray]] = None) -> str:
+    """Convert ``detector`` to an OpenVINO IR: the folder ``out_dir`` holding ``model.xml`` and
+    ``model.bin``, the info in the IR's run-time info (``yolo3``). Returns the ``.xml`` path.
+
+    Input ``images (batch, in_h, in_w, 3)`` ``uint8`` (RGB 0..255) or ``float32`` ([0, 1]); the
+    outputs of :mod:`yolo3.export.graph` (decoding and per-class NMS need a fixed ``batch``; with
+    ``raw``, ``batch=None`` takes any). quantize: ``none`` (float32 weights; OpenVINO computes in
+    the precision the CPU suits, :class:`yolo3.runtimes.OpenVINORunner`), ``float16`` (float16
+    weights) or ``int8`` (NNCF post-training quantization of the network, calibrated on
+    ``calibration``: letterboxed float32 RGB images ``(in_h, in_w, 3)`` in [0, 1]; decoding and NMS
+    stay float). Needs the ``[openvino]`` extra (openvino; nncf for int8).
+    """
+    _check_float32(detector, "OpenVINO")
+    try:
+        import openvino as ov
+    except ImportError:
+        raise ArgumentError(f"OpenVINO export needs OpenVINO: {OPENVINO_INSTALL}") from None
+    if quantize not in QUANTIZATIONS:
+        raise SettingError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}", "quantize")
+    if input_dtype not in ("uint8", "float32"):
+        raise ArgumentError(f"OpenVINO input must be uint8 or float32, got {input_dtype!r}")
+    if batch is None and not raw:
+        raise SettingError("decoding and NMS inside an OpenVINO model need a fixed batch "
+                           "(or export raw maps only)", "batch")
+    nncf = _import_nncf() if quantize == "int8" else None
+    if quantize == "int8" and calibration is None:
+        raise SettingError("int8 quantization needs calibration images (calibration)",
+                           "calibration")
+    h, w = detector.input_hw
+    dtype = tf.as_dtype(input_dtype)
+    function = tf.function(model_function(detector, dtype, batch=batch, raw=raw),
+                           input_signature=[tf.TensorSpec([batch, h, w, 3], dtype, name="images")])
+    model = ov.convert_model(function)
+    if quantize == "int8":
+        images = [np.asarray(x, np.float32) for x in calibration]
+        if not images:
+            raise ArgumentError("no calibration images")
+
+        def to_input(x: np.ndarray) -> np.ndarray:
+            pixels = np.round(x * 255.0) if dtype == tf.uint8 else x
+            return np.repeat(pixels[np.newaxis], batch or 1, 0).astype(input_dtype)
+        model = nncf.quantize(model, nncf.Dataset(images, to_input), subset_size=len(images),
+                              ignored_scope=nncf.IgnoredScope(names=_decoding_ops(model),
+                                                              validate=False))
+    info = exported_info(detector, "openvino", quantize=quantize, input_dtype=input_dtype,
+                         batch=batch, raw=raw)
+    model.set_rt_info(info_json(info), [OPENVINO_INFO_KEY])
+
+    def write(folder) -> None:
+        ov.save_model(model, os.path.join(folder, OPENVINO_MODEL),
+                      compress_to_fp16=quantize == "float16")
+    atomic_directory(out_dir, write)
+    return os.path.join(os.fspath(out_dir), OPENVINO_MODEL)

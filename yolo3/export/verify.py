@@ -79,7 +79,7 @@ def verify_export(path: PathLike, detector, images: Sequence[np.ndarray], quanti
     import tensorflow as tf
 
     path = os.fspath(path)
-    exported = ExportedDetector(path)
+    exported = ExportedDetector(path, precision="float32")  # OpenVINO: as the Keras model computes
     # images as 8-bit pixels, which uint8 and int8 inputs take exactly: both models see the same
     x = (np.round(np.stack([np.asarray(im, np.float32) for im in images]) * 255) / 255).astype(
         np.float32)
