@@ -182,3 +182,14 @@ def test_the_command_line_prints_the_engine_once_and_refuses_a_missing_one(tiny,
     assert main(["detect", "--model", str(tiny[0]), "--input", str(PHOTOS[0]), "--output",
                  str(tmp_path / "o3"), "--no-draw"]) == 0
     assert "engine: keras" in capsys.readouterr().err
+
+
+def test_load_detector_lives_in_the_detector_module_and_its_old_place_warns():
+    import yolo3
+    import yolo3.detector
+    import yolo3.runtimes
+    assert yolo3.load_detector is yolo3.detector.load_detector
+    with pytest.warns(DeprecationWarning, match="yolo3.detector.load_detector"):
+        assert yolo3.runtimes.load_detector is yolo3.detector.load_detector
+    with pytest.raises(AttributeError):
+        yolo3.runtimes.no_such_name

@@ -17,7 +17,8 @@ from yolo3.benchmarks.isolated import timed_runs
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.data.images import load_image
 
-__all__ = ["prepared", "OpenCVRunner", "opencv_forward", "yolo3_inference", "raw_map_latency"]
+__all__ = ["prepared", "OpenCVRunner", "opencv_forward", "yolo3_inference", "raw_map_latency",
+           "openvino_forward"]
 
 
 def prepared(image_path: str, size: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -65,11 +66,27 @@ def opencv_forward(p: dict) -> dict:
     return {"times": timed_runs(forward, p["runs"], p["warmup"])}
 
 
+def openvino_forward(p: dict) -> dict:
+    """Time OpenVINO's bare forward of an IR (``ir``) on a prepared input: compiled for the CPU
+    with the latency hint and, unless ``hint`` names one (``f32``), OpenVINO's own choice of
+    precision - the peer as its users run it."""
+    import openvino as ov
+    config = {"PERFORMANCE_HINT": "LATENCY"}
+    if p.get("hint"):
+        config["INFERENCE_PRECISION_HINT"] = p["hint"]
+    compiled = ov.Core().compile_model(p["ir"], "CPU", config)
+    _, x = prepared(p["image"], p["size"])
+    return {"times": timed_runs(lambda: compiled(x), p["runs"], p["warmup"]),
+            "precision": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+
+
 def yolo3_inference(p: dict) -> dict:
     """Time our forward (``what='forward'``, at ``precision``), ``detect`` from the JPEG file
-    (``'e2e'``, default precision) or ``detect_batch`` of 8 images (``'batch8'``)."""
-    from yolo3.detector import YOLO  # the contender's own runtime (see the module docstring)
-    det = YOLO(p["model"], input_size=p["size"], score=p["score"], precision=p["precision"])
+    (``'e2e'``) or ``detect_batch`` of 8 images (``'batch8'``), on ``engine`` (``keras``, or
+    ``auto``: what ``yolo3 detect`` runs with its default flags)."""
+    from yolo3.detector import load_detector  # the contender's own runtime (module docstring)
+    det = load_detector(p["model"], input_size=p["size"], score=p["score"],
+                        precision=p["precision"], engine=p.get("engine", "keras"))
     what = p["what"]
     if what == "forward":
         _, x = prepared(p["image"], p["size"])
@@ -80,7 +97,7 @@ def yolo3_inference(p: dict) -> dict:
         batch = [load_image(p["image"])] * 8
         fn = lambda: det.detect_batch(batch)  # noqa: E731
     return {"times": timed_runs(fn, p["runs"], p["warmup"]), "precision": det.precision,
-            "detections": len(det.detect(load_image(p["image"]))[0])}
+            "engine": det.engine.engine, "detections": len(det.detect(load_image(p["image"]))[0])}
 
 
 def _raw_maps(p: dict) -> Callable[[np.ndarray], object]:

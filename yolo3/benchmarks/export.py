@@ -1,5 +1,6 @@
 """Deployment formats side by side: latency per image, model size and accuracy of Keras float32,
-Keras bfloat16, TFLite float32 / float16 / int8 (LiteRT), ONNX Runtime and OpenCV DNN.
+Keras bfloat16, TFLite float32 / float16 / int8 (LiteRT), ONNX Runtime, OpenVINO (its precision for
+the machine, and int8 by NNCF; when installed) and OpenCV DNN.
 
     yolo3 benchmark export [--variants yolov3 tiny] [--input-size 416] [--darknet-dir DIR]
                            [--trained MODEL.keras --annotations VAL.txt] [--runs 10] [--rounds 2]
@@ -17,7 +18,8 @@ held-out set): the model exported to each format (decoding included), every form
 decoded alike on the host, COCO mAP@0.5 and mAP@0.5:0.95; OpenCV DNN on its Darknet export.
 
 Targets (2-core CPU): int8 mAP@0.5 within 0.01 and mAP@0.5:0.95 within 0.02 of float32, latency
-<= 0.5 x float32 TFLite, size <= 0.3 x; ONNX Runtime <= 0.9 x OpenCV DNN for YOLOv3-416.
+<= 0.5 x float32 TFLite, size <= 0.3 x; ONNX Runtime <= 0.9 x OpenCV DNN for YOLOv3-416; OpenVINO
+int8 mAP@0.5 and mAP@0.5:0.95 within 0.01 of OpenVINO float, latency <= 0.7 x it.
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ from yolo3.runtimes import ExportedDetector
 from yolo3.benchmarks.contenders import OpenCVRunner
 from yolo3.darknet.layout import layout_cfg_text
 from yolo3.darknet.random_weights import write_random_weights
-from yolo3.export import export_onnx, export_tflite, verify_export
+from yolo3.engines import engine_installed
+from yolo3.export import export_onnx, export_openvino, export_tflite, verify_export
 from yolo3.export.calibration import calibration_images, calibration_paths
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.isolated import interleaved
@@ -50,10 +53,12 @@ from yolo3.data.images import load_image
 from yolo3.evaluation import evaluate_detections
 
 
-FORMATS = ("keras", "keras-bf16", "tflite", "tflite-fp16", "tflite-int8", "onnx", "opencv")
+FORMATS = ("keras", "keras-bf16", "tflite", "tflite-fp16", "tflite-int8", "onnx", "openvino",
+           "openvino-int8", "opencv")
 LABELS = {"keras": "Keras float32", "keras-bf16": "Keras bfloat16", "tflite": "TFLite float32",
           "tflite-fp16": "TFLite float16", "tflite-int8": "TFLite int8 (uint8 in)",
-          "onnx": "ONNX Runtime", "opencv": "OpenCV DNN (Darknet files)"}
+          "onnx": "ONNX Runtime", "openvino": "OpenVINO (its precision for the CPU)",
+          "openvino-int8": "OpenVINO int8 (NNCF)", "opencv": "OpenCV DNN (Darknet files)"}
 
 
 # -- runners of raw maps (children and the accuracy table) -----------------------------------------
@@ -106,6 +111,12 @@ def _export_all(keras_path: str, folder: str, stem: str, calibration: str, count
         verify_export(paths[fmt], detector, check, quantize)
     export_onnx(detector, paths["onnx"], input_dtype="float32", raw=raw)
     verify_export(paths["onnx"], detector, check)
+    if engine_installed("openvino"):
+        for fmt, quantize in (("openvino", "none"), ("openvino-int8", "int8")):
+            paths[fmt] = os.path.join(folder, f"{os.path.basename(stem)}-{fmt}")
+            export_openvino(detector, paths[fmt], input_dtype="float32", quantize=quantize,
+                            calibration=images if quantize == "int8" else None, raw=raw)
+            verify_export(paths[fmt], detector, check, quantize)
     return paths
 
 
@@ -116,6 +127,9 @@ def _calibration_folder(folder: str, size: int, count: int, seed: int) -> str:
 
 
 def _size_mb(path: str) -> float:
+    """Megabytes of a model file, or of the files in a model folder (an OpenVINO IR)."""
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)) / 1e6
     return os.path.getsize(path) / 1e6
 
 

@@ -1,4 +1,4 @@
-"""Benchmark inference: OpenCV DNN forward vs our forward vs our end-to-end ``detect``.
+"""Benchmark inference: OpenCV DNN and OpenVINO forwards vs our forward vs our end-to-end ``detect``.
 
     yolo3 benchmark inference [--cfg ../shared/darknet/yolov3.cfg | --variant yolov3] [--image dog.jpg]
     (or python tools/benchmark_inference.py ...)
@@ -14,7 +14,11 @@ taking turns over ``--rounds``; medians of all runs:
   natively, at bfloat16;
 - our end-to-end time with the detector's default precision (``auto``): JPEG file -> decoded RGB
   array -> ``YOLO.detect`` (letterbox, forward, decode, NMS) -> boxes;
-- images/s of ``YOLO.detect_batch`` on 8 images;
+- images/s of ``YOLO.detect_batch`` on 8 images (the Keras engine);
+- with OpenVINO installed: its bare forward of our IR of the same network (raw maps, latency
+  hint) at its own precision choice, forced to float32, and int8 (NNCF, calibrated on synthetic
+  images: timing only); our end-to-end time and 8-image images/s with the default engine
+  (``--engine auto``: OpenVINO) beside the Keras engine's;
 - the compute rate of our float32 forward (Darknet's FLOP count of the cfg) against the machine's
   float32 matrix-multiply yardstick;
 - converter agreement: relative error (norm of difference / norm of OpenCV's) of the raw maps that
@@ -22,7 +26,9 @@ taking turns over ``--rounds``; medians of all runs:
   batch-norm-folded copy the detector runs, on the same input.
 
 Targets (2-core CPU): ``detect`` end to end with default flags <= 0.6 x OpenCV's forward on a CPU
-with native bfloat16, <= 1.0 x on an AVX2-only CPU.
+with native bfloat16, <= 1.0 x on an AVX2-only CPU; <= 1.3 x OpenVINO's bare forward on every CPU;
+OpenVINO int8 <= 0.7 x OpenVINO's default; 8 images with default flags >= 2 x the Keras engine's
+images/s.
 """
 from __future__ import annotations
 
@@ -44,6 +50,9 @@ from yolo3.darknet.convert import convert
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.precision import resolve_precision
 from yolo3.darknet.layout import layout_cfg_text
+from yolo3.engines import engine_installed
+from yolo3.export import export_openvino
+from yolo3.export.calibration import sample_images
 
 
 def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
@@ -81,6 +90,22 @@ def _synthetic_jpeg(path: str, seed: int) -> str:
     return path
 
 
+def _openvino_irs(model_path: str, size: int, folder: str) -> tuple:
+    """Our OpenVINO IRs of the converted model (raw maps, float32 input, any batch): float32 and
+    int8 (calibrated on synthetic images: for timing, not accuracy). Returns their ``.xml``."""
+    det = YOLO(model_path, input_size=size, precision="float32")
+    common = dict(input_dtype="float32", batch=None, raw=True)
+    float_ir = export_openvino(det, os.path.join(folder, "ir"), **common)
+    int8_ir = export_openvino(det, os.path.join(folder, "ir8"), quantize="int8",
+                              calibration=sample_images(det.input_hw, 8), **common)
+    return float_ir, int8_ir
+
+
+def _openvino_version() -> str:
+    from importlib.metadata import version
+    return version("openvino")
+
+
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import cv2
@@ -106,16 +131,28 @@ def run(args: argparse.Namespace) -> int:
         common = dict(size=size, image=image, runs=args.runs, warmup=args.warmup, score=args.score,
                       model=model_path)
         child = "yolo3.benchmarks.contenders:yolo3_inference"
+        few = max(3, args.runs // 3)
         contenders = {
             "opencv": ("yolo3.benchmarks.contenders:opencv_forward",
                        dict(common, cfg=cfg_path, weights=weights)),
             "forward": (child, dict(common, what="forward", precision="float32")),
-            "e2e": (child, dict(common, what="e2e", precision="auto")),
-            "batch8": (child, dict(common, what="batch8", precision="auto",
-                                   runs=max(3, args.runs // 3))),
+            "e2e": (child, dict(common, what="e2e", precision="auto", engine="auto")),
+            "batch8": (child, dict(common, what="batch8", precision="auto", runs=few)),
         }
         if with_bf16:
             contenders["bf16"] = (child, dict(common, what="forward", precision="bfloat16"))
+        openvino = engine_installed("openvino")
+        if openvino:
+            float_ir, int8_ir = _openvino_irs(model_path, size, tmp)
+            peer = "yolo3.benchmarks.contenders:openvino_forward"
+            contenders.update({
+                "ov": (peer, dict(common, ir=float_ir)),
+                "ov_f32": (peer, dict(common, ir=float_ir, hint="f32")),
+                "ov_int8": (peer, dict(common, ir=int8_ir)),
+                "e2e_keras": (child, dict(common, what="e2e", precision="auto", engine="keras")),
+                "folder": (child, dict(common, what="batch8", precision="auto", engine="auto",
+                                       runs=few)),
+            })
         times = interleaved(contenders, args.rounds)
         agreement = _agreement(cfg, cfg_path, weights, model_path, image, size, with_bf16)
     med = {k: median(v) for k, v in times.items()}
@@ -143,12 +180,35 @@ def run(args: argparse.Namespace) -> int:
         rows.append(("yolo3 forward, bfloat16", med["bf16"], f"{med['bf16'] / med['opencv']:.2f} x OpenCV"))
     rows += [(f"yolo3 detect, default flags ({default_precision}), JPEG -> boxes", med["e2e"],
               f"{result['end_to_end_vs_opencv']:.2f} x OpenCV"),
-             ("yolo3 detect_batch, 8 images", med["batch8"],
+             ("yolo3 detect_batch, 8 images, --engine keras", med["batch8"],
               f"{result['batch8_images_per_s']:.2f} images/s")]
     print(f"| {'measure':<52} | {'median ms':>10} | {'ratio':>18} |")
     print(f"|{'-' * 54}|{'-' * 12}|{'-' * 20}|")
     for name, ms, ratio in rows:
         print(f"| {name:<52} | {ms:>10.1f} | {ratio:>18} |")
+    if openvino:
+        result.update(openvino_forward_ms=med["ov"], openvino_f32_forward_ms=med["ov_f32"],
+                      openvino_int8_forward_ms=med["ov_int8"], keras_end_to_end_ms=med["e2e_keras"],
+                      folder_images_per_s=8000.0 / med["folder"],
+                      end_to_end_vs_openvino=med["e2e"] / med["ov"],
+                      int8_vs_openvino=med["ov_int8"] / med["ov"],
+                      folder_vs_batch8=med["batch8"] / med["folder"])
+        ov = med["ov"]
+        print(f"with OpenVINO {_openvino_version()} installed (the default engine, --engine auto):")
+        for name, ms, ratio in [
+                ("OpenVINO forward, its default precision", ov, "1.00 x OpenVINO"),
+                ("OpenVINO forward, float32", med["ov_f32"], f"{med['ov_f32'] / ov:.2f} x OpenVINO"),
+                ("OpenVINO forward, int8 (NNCF)", med["ov_int8"],
+                 f"{result['int8_vs_openvino']:.2f} x OpenVINO"),
+                ("yolo3 detect, --engine keras, JPEG -> boxes", med["e2e_keras"],
+                 f"{med['e2e_keras'] / ov:.2f} x OpenVINO"),
+                ("yolo3 detect, default flags, JPEG -> boxes", med["e2e"],
+                 f"{result['end_to_end_vs_openvino']:.2f} x OpenVINO"),
+                ("yolo3 detect_batch, 8 images, default flags", med["folder"],
+                 f"{result['folder_images_per_s']:.2f} images/s")]:
+            print(f"| {name:<52} | {ms:>10.1f} | {ratio:>18} |")
+        print(f"8 images with the default engine: {result['folder_vs_batch8']:.2f} x the Keras "
+              f"engine's images/s")
     if not with_bf16:
         print("(no bfloat16 row: this machine computes bfloat16 only by emulation, so the default "
               "precision is float32 here)")
