@@ -207,7 +207,7 @@ class YOLO:
                                                       "input_size": list(self.input_hw)})
         self._engine = ExportedDetector.from_runner(runner, info, self.score, self.iou,
                                                     self.max_boxes)
-        log.info("%s: %s", self.model_path, self.engine.summary())
+        log.debug("%s: %s", self.model_path, self.engine.summary())  # the CLI prints it
 
     def _engine_detector(self) -> Optional[ExportedDetector]:
         """The engine's detector with this detector's current thresholds (None: Keras runs)."""

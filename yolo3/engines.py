@@ -168,7 +168,7 @@ def engine_runner(engine: str, function, reference: Callable[[np.ndarray], List[
                 encoding="utf-8")
         atomic_directory(folder, convert)
         converted, seconds = True, time.perf_counter() - start
-        log.info("%s: converted for %s in %.1f s into %s", model_path, engine, seconds, folder)
+        log.debug("%s: converted for %s in %.1f s into %s", model_path, engine, seconds, folder)
     runner = _open(engine, os.fspath(folder / name), precision, num_threads, compiled_cache)
     used = getattr(runner, "precision", "float32")
     return runner, EngineChoice(engine, used, converted, seconds, os.fspath(folder))

@@ -237,7 +237,7 @@ def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
     outputs of :mod:`yolo3.export.graph` (decoding and per-class NMS need a fixed ``batch``; with
     ``raw``, ``batch=None`` takes any). quantize: ``none`` (float32 weights; OpenVINO computes in
     the precision the CPU suits, :class:`yolo3.runtimes.OpenVINORunner`), ``float16`` (float16
-    weights) or ``int8`` (NNCF post-training quantization of the network, calibrated on
+    weights) or ``int8`` (NNCF post-training quantization of the network, mixed preset, calibrated on
     ``calibration``: letterboxed float32 RGB images ``(in_h, in_w, 3)`` in [0, 1]; decoding and NMS
     stay float). Needs the ``[openvino]`` extra (openvino; nncf for int8).
     """
@@ -270,7 +270,10 @@ def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
         def to_input(x: np.ndarray) -> np.ndarray:
             pixels = np.round(x * 255.0) if dtype == tf.uint8 else x
             return np.repeat(pixels[np.newaxis], batch or 1, 0).astype(input_dtype)
+        # MIXED: symmetric weights, asymmetric activations (leaky ReLU outputs are skewed); on
+        # the demo's model it keeps mAP@0.5:0.95 within 0.007 of float, symmetric within 0.014
         model = nncf.quantize(model, nncf.Dataset(images, to_input), subset_size=len(images),
+                              preset=nncf.QuantizationPreset.MIXED,
                               ignored_scope=nncf.IgnoredScope(names=_decoding_ops(model),
                                                               validate=False))
     info = exported_info(detector, "openvino", quantize=quantize, input_dtype=input_dtype,
