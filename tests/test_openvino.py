@@ -212,3 +212,13 @@ def test_missing_openvino_or_nncf_is_named_with_its_install_command(tiny, tmp_pa
     err = capsys.readouterr().err
     assert "pip install 'yolo3[openvino]'" in err and "Traceback" not in err
     assert not (tmp_path / "q").exists() and not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("engine", ["keras", "onnxruntime"])
+def test_an_exported_model_refuses_another_engine(tiny, tmp_path, capsys, engine):
+    from yolo3.cli import main
+    root = tiny[0]
+    assert main(["detect", "--model", str(root / "ir"), "--input", str(PHOTOS[0]), "--output",
+                 str(tmp_path / "o"), "--no-draw", "--engine", engine]) == 2
+    err = capsys.readouterr().err
+    assert "runs on its own runtime (openvino)" in err and "Traceback" not in err

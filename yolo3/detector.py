@@ -26,7 +26,7 @@ from PIL import Image
 
 from yolo3.decode import decode_detections
 from yolo3.deprecation import accepts_old_keywords
-from yolo3.engines import EngineCheckFailed, EngineChoice, engine_runner, resolve_engine
+from yolo3.engines import EngineChoice, engine_runner, resolve_engine
 from yolo3.errors import CommandFailed, FileFormatError, PathLike, SettingError
 from yolo3.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
                                   with_compute_dtype)
@@ -42,8 +42,6 @@ from yolo3.visualize import draw_detections
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
 DEFAULT_INPUT_SIZE = 416
-# the engine each exported format runs on (``engine=`` may name it, or be ``auto``)
-EXPORTED_ENGINES = {".onnx": "onnxruntime", ".xml": "openvino", "": "openvino"}
 
 log = logging.getLogger(__name__)
 
@@ -189,18 +187,17 @@ class YOLO:
         try:
             runner, self.engine = engine_runner(chosen, function, reference, self.model_path,
                                                 facts, self.input_hw, self.precision, num_threads)
-        except (EngineCheckFailed, CommandFailed):
+        except Exception as e:  # noqa: BLE001 - the converters raise their own error types
+            checked = isinstance(e, CommandFailed)  # EngineCheckFailed, or a file we name
             if engine != "auto":
-                raise
-            self.engine.reason = f"{chosen} failed its check against Keras, Keras runs"
-            log.warning("%s: %s", self.model_path, self.engine.reason)
-            return
-        except Exception as e:  # noqa: BLE001 - a converter's own error types
-            if engine != "auto":
+                if checked:
+                    raise
+                text = str(e).strip()
                 raise CommandFailed(f"{self.model_path}: cannot convert it for {chosen}: "
-                                    f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}"
+                                    f"{text.splitlines()[-1] if text else type(e).__name__}"
                                     ) from None
-            self.engine.reason = f"{chosen} cannot convert it ({type(e).__name__}), Keras runs"
+            self.engine.reason = (f"{chosen} failed its check against Keras, Keras runs" if checked
+                                  else f"{chosen} cannot convert it ({type(e).__name__}), Keras runs")
             log.warning("%s: %s", self.model_path, self.engine.reason)
             return
         info = dataclasses.replace(self.info, export={"format": chosen,
@@ -364,13 +361,14 @@ def _exported_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
     if given:
         raise SettingError(f"{path}: an exported model has a fixed input size, anchors and "
                            f"variant; drop {', '.join(given)}", *given)
-    own = EXPORTED_ENGINES.get(os.path.splitext(path)[1].lower())
+    detector = ExportedDetector(path, classes_path, score=score, iou=iou, max_boxes=max_boxes,
+                                num_threads=num_threads, anchors_path=anchors_path,
+                                precision=precision)
+    own = detector.engine.engine  # the runtime its format runs on (runtimes' runner ENGINE)
     if engine not in ("auto", own):
-        raise SettingError(f"{path}: an exported model runs on its own runtime "
-                           f"({own or 'its format'}'s), not engine={engine!r}", "engine")
-    return ExportedDetector(path, classes_path, score=score, iou=iou, max_boxes=max_boxes,
-                            num_threads=num_threads, anchors_path=anchors_path,
-                            precision=precision)
+        raise SettingError(f"{path}: an exported model runs on its own runtime ({own}), not "
+                           f"engine={engine!r}", "engine")
+    return detector
 
 
 @accepts_old_keywords(model_type="variant")

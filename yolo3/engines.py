@@ -28,7 +28,8 @@ from yolo3.errors import ArgumentError, CommandFailed
 from yolo3.file_cache import FileCache
 from yolo3.fileio import atomic_directory
 from yolo3.paths import user_cache_dir
-from yolo3.runtimes import OPENVINO_INSTALL, EngineChoice, OnnxRunner, OpenVINORunner
+from yolo3.runtimes import (OPENVINO_INSTALL, EngineChoice, OnnxRunner, OpenVINORunner,
+                            ordered_raw_maps)
 
 CHECK_TOLERANCE = 1e-4  # relative error of the converted network's raw maps, both in float32
 CHECK_IMAGES = 2
@@ -39,7 +40,7 @@ ENGINE_INSTALL = {"openvino": OPENVINO_INSTALL,
 log = logging.getLogger(__name__)
 
 __all__ = ["ENGINES", "CHECK_TOLERANCE", "EngineChoice", "resolve_engine", "engine_installed",
-           "engine_runner", "model_digest", "EngineCheckFailed"]
+           "engine_runner", "engine_version", "model_digest", "EngineCheckFailed"]
 
 
 class EngineCheckFailed(CommandFailed):
@@ -83,7 +84,8 @@ def model_digest(path: str) -> str:
     return digest
 
 
-def _engine_version(engine: str) -> str:
+def engine_version(engine: str) -> str:
+    """The installed version of ``engine``'s package (``?`` when it is not installed)."""
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version(ENGINE_PACKAGES[engine])
@@ -92,7 +94,7 @@ def _engine_version(engine: str) -> str:
 
 
 def _cache_key(engine: str, digest: str, facts: dict) -> str:
-    text = json.dumps({"engine": engine, "version": _engine_version(engine), "yolo3": __version__,
+    text = json.dumps({"engine": engine, "version": engine_version(engine), "yolo3": __version__,
                        "model": digest, **facts}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -126,8 +128,7 @@ def _check(runner, reference: Callable[[np.ndarray], List[np.ndarray]],
     """Largest relative error of ``runner``'s raw maps against ``reference`` on seeded images."""
     x = np.random.default_rng(0).uniform(0, 1, (CHECK_IMAGES, *input_hw, 3)).astype(np.float32)
     want = reference(x)
-    result = runner.run(x)
-    got = [result[k] for k in sorted(result, key=lambda k: -int(k.split("_s")[-1]))]
+    got = ordered_raw_maps(runner.run(x))
     if len(got) != len(want):
         return float("inf")
     return max(float(np.linalg.norm(np.asarray(g, np.float64) - w) /

@@ -36,8 +36,9 @@ OPENVINO_INSTALL = "pip install 'yolo3[openvino]' (or openvino)"
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EngineChoice", "ExportedDetector", "TFLiteRunner", "OnnxRunner", "SavedModelRunner", "OpenVINORunner",
-           "TFLiteDetector", "is_exported", "open_runner", "import_openvino", "OPENVINO_INSTALL"]
+__all__ = ["EngineChoice", "ExportedDetector", "TFLiteRunner", "OnnxRunner", "SavedModelRunner",
+           "OpenVINORunner", "TFLiteDetector", "is_exported", "open_runner", "import_openvino",
+           "ordered_raw_maps", "OPENVINO_INSTALL"]
 
 
 @dataclass
@@ -64,9 +65,15 @@ def is_exported(path: PathLike) -> bool:
     """Whether ``path`` is an exported model (TFLite, ONNX, an OpenVINO IR ``.xml`` or its folder,
     or a SavedModel folder)."""
     path = os.fspath(path)
-    if path.lower().endswith(EXPORTED_SUFFIXES) or os.path.isfile(os.path.join(path, "saved_model.pb")):
-        return True
-    return os.path.isdir(path) and any(n.lower().endswith(".xml") for n in os.listdir(path))
+    return (path.lower().endswith(EXPORTED_SUFFIXES) or openvino_xml(path) is not None
+            or os.path.isfile(os.path.join(path, "saved_model.pb")))
+
+
+def ordered_raw_maps(result: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    """A runner's ``raw_s<stride>`` outputs, largest stride first (the body's output order)."""
+    names = sorted((k for k in result if k.startswith("raw_")),
+                   key=lambda k: -int(k.split("_s")[-1]) if "_s" in k else 0)
+    return [result[k] for k in names]
 
 
 def import_openvino():
@@ -370,7 +377,7 @@ class ExportedDetector:
         self.precision = (quantized if quantized != "none"
                           else getattr(runner, "precision", None) or "float32")
         self.engine = EngineChoice(getattr(runner, "ENGINE", type(runner).__name__), self.precision)
-        self._decoders: Dict[tuple, object] = {}  # compiled letterbox and decoding functions
+        self._compiled: Dict[tuple, object] = {}  # the compiled letterbox and decoding functions
 
     # -- preparing inputs ------------------------------------------------------------------------
     def preprocess(self, image: np.ndarray) -> np.ndarray:
@@ -382,12 +389,12 @@ class ExportedDetector:
         if image.dtype != np.uint8:
             image = image.astype(np.float32)
         key = ("letterbox", image.dtype.name)
-        if key not in self._decoders:
+        if key not in self._compiled:
             hw = tuple(self.input_hw)
-            self._decoders[key] = tf.function(
+            self._compiled[key] = tf.function(
                 lambda im: letterbox_tf(im, hw), autograph=False,
                 input_signature=[tf.TensorSpec([None, None, 3], tf.as_dtype(image.dtype))])
-        return self._decoders[key](tf.convert_to_tensor(image)).numpy()
+        return self._compiled[key](tf.convert_to_tensor(image)).numpy()
 
     def _to_input(self, x: np.ndarray) -> np.ndarray:
         return self._convert_input(self.runner, x)
@@ -422,9 +429,7 @@ class ExportedDetector:
                    else [self.runner.run(chunk) for chunk in chunks])
         outs = []
         for result, n in zip(results, counts):
-            names = sorted((k for k in result if k.startswith("raw_")),
-                           key=lambda k: -int(k.split("_s")[-1]) if "_s" in k else 0)
-            outs.append([result[k][:n].astype(np.float32) for k in names])
+            outs.append([r[:n].astype(np.float32) for r in ordered_raw_maps(result)])
         return [np.concatenate(parts) for parts in zip(*outs)]
 
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
@@ -451,7 +456,7 @@ class ExportedDetector:
         import tensorflow as tf
 
         key = (shapes, self.score, self.iou, self.max_boxes)
-        if key not in self._decoders:
+        if key not in self._compiled:
             score, iou, max_boxes = self.score, self.iou, self.max_boxes
 
             def decode(raw, sizes):
@@ -461,8 +466,8 @@ class ExportedDetector:
                                          input_shape=self.input_hw)
             signature = [[tf.TensorSpec([None, *shape], tf.float32) for shape in shapes],
                          tf.TensorSpec([None, 2], tf.int32)]
-            self._decoders[key] = tf.function(decode, input_signature=signature, autograph=False)
-        return self._decoders[key]
+            self._compiled[key] = tf.function(decode, input_signature=signature, autograph=False)
+        return self._compiled[key]
 
     def detect(self, image: np.ndarray) -> Detections:
         return self.detect_batch([image])[0]

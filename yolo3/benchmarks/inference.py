@@ -50,7 +50,7 @@ from yolo3.darknet.convert import convert
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.precision import resolve_precision
 from yolo3.darknet.layout import layout_cfg_text
-from yolo3.engines import engine_installed
+from yolo3.engines import engine_installed, engine_version
 from yolo3.export import export_openvino
 from yolo3.export.calibration import sample_images
 
@@ -99,11 +99,6 @@ def _openvino_irs(model_path: str, size: int, folder: str) -> tuple:
     int8_ir = export_openvino(det, os.path.join(folder, "ir8"), quantize="int8",
                               calibration=sample_images(det.input_hw, 8), **common)
     return float_ir, int8_ir
-
-
-def _openvino_version() -> str:
-    from importlib.metadata import version
-    return version("openvino")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
                       int8_vs_openvino=med["ov_int8"] / med["ov"],
                       folder_vs_batch8=med["batch8"] / med["folder"])
         ov = med["ov"]
-        print(f"with OpenVINO {_openvino_version()} installed (the default engine, --engine auto):")
+        print(f"with OpenVINO {engine_version('openvino')} installed (the default engine, "
+              "--engine auto):")
         for name, ms, ratio in [
                 ("OpenVINO forward, its default precision", ov, "1.00 x OpenVINO"),
                 ("OpenVINO forward, float32", med["ov_f32"], f"{med['ov_f32'] / ov:.2f} x OpenVINO"),
