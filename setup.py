@@ -36,7 +36,7 @@ setup(
         "tensorflow>=2.16",
         "keras>=3",
         "numpy",
-        "pillow",
+        "pillow>=9.4",  # ImageOps.exif_transpose(in_place=True)
         # OpenCV 5 dropped cv2.dnn.readNetFromDarknet, the reference the tests compare against.
         "opencv-python>=4.8,<5",
         "tqdm",

@@ -128,3 +128,25 @@ def test_benchmark_refuses_a_missing_peer_python_before_training(tmp_path, capsy
                  str(tmp_path / "none" / "python"), "--data", str(tmp_path)])
     assert code == 2
     assert "--peer-python" in capsys.readouterr().err
+
+
+def test_video_contender_detects_every_frame_of_the_file(tmp_path):
+    """The video row times reading and detecting each frame of the file, as ``yolo3 detect``
+    does (its frames/s are frames over that time)."""
+    from yolo3.benchmarks.contenders import _video_detections, yolo3_inference
+    from yolo3.benchmarks.inference import _synthetic_jpeg, _synthetic_video
+    from yolo3.darknet.convert import convert
+    from yolo3.darknet.layout import layout_cfg_text
+    from yolo3.darknet.random_weights import write_random_weights
+    from yolo3.detector import load_detector
+    cfg, weights, model = tmp_path / "t.cfg", tmp_path / "t.weights", tmp_path / "t.keras"
+    cfg.write_text(layout_cfg_text("tiny", num_classes=3, input_size=(96, 96)))
+    write_random_weights(str(cfg), str(weights), seed=1)
+    convert(str(cfg), str(weights), str(model), progress=False)
+    image = _synthetic_jpeg(str(tmp_path / "s.jpg"), seed=0)
+    video = _synthetic_video(str(tmp_path / "v.mp4"), image, frames=5)
+    assert _video_detections(load_detector(str(model), engine="keras"), video) == 5
+    result = yolo3_inference(dict(model=str(model), size=96, score=0.3, precision="float32",
+                                  engine="keras", what="video", video=video, image=image, runs=2,
+                                  warmup=0))
+    assert len(result["times"]) == 2 and all(t > 0 for t in result["times"])

@@ -47,7 +47,8 @@ def test_folder_with_a_broken_file(model_dir, tmp_path, capsys):
     inputs.mkdir()
     for name in ("dog.jpg", "eagle.jpg"):
         shutil.copy(SHARED_IMAGES / name, inputs / name)
-    (inputs / "broken.jpg").write_bytes(b"not a jpeg at all")
+    (inputs / "dog_broken.jpg").write_bytes(b"not a jpeg at all")  # between the two: the
+    # detections read ahead must stay with their images
     out, js = tmp_path / "out", tmp_path / "dets.json"
     rc = main(["--model", str(model_dir / "final.keras"), "--input", str(inputs), "--output", str(out),
                "--json", str(js), "--score", "0.2", "--input-size", str(INPUT), "--batch-size", "2",

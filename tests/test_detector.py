@@ -139,6 +139,15 @@ def test_detect_batch_of_different_sizes_equals_detect(detector):
     floats = detector.detect(images[0].astype(np.float32) / 255.0)
     np.testing.assert_allclose(floats[0], batch[0][0], atol=1e-3)
     assert detector.detect_batch([]) == []
+    # a stream (a folder, a video) gives each image's detections in order, alone or in batches
+    for batch_size in (1, 2):
+        streamed = list(detector.detect_stream(iter(images), batch_size))
+        assert len(streamed) == 3
+        for got, ref in zip(streamed, batch):
+            assert len(got[0]) == len(ref[0])
+            np.testing.assert_allclose(got[0], ref[0], atol=1e-3)
+            np.testing.assert_allclose(got[1], ref[1], atol=1e-5)
+    assert list(detector.detect_stream(iter([]))) == []
 
 
 def test_weights_h5_builds_the_same_body(tiny_files, detector):

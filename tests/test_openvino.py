@@ -116,10 +116,34 @@ def test_raw_ir_takes_any_batch_and_runs_folders_at_throughput(tiny, tmp_path):
     raw = YOLO(tmp_path / "raw", precision="float32", score=0.25)
     assert raw.batch is None and raw.runner.input_shape[0] == -1
     one = [raw.detect(im) for im in images]
-    many = raw.detect_batch(images)  # asynchronous requests, results in order
-    for (b1, s1, c1), (b2, s2, c2) in zip(one, many):
-        np.testing.assert_allclose(s1, s2, atol=1e-6)
-        assert np.array_equal(c1, c2)
+    fixed = YOLO(root / "ir", precision="float32", score=0.25)  # batch 1, uint8 input
+    for one, many in ((one, raw.detect_batch(images)),  # asynchronous requests, in order
+                      (one, list(raw.detect_stream(iter(images)))),  # read as they come
+                      (one, list(raw.detect_stream(iter(images), batch_size=2))),  # pairs, one
+                      ([fixed.detect(im) for im in images],  # its own batch of 1
+                       list(fixed.detect_stream(iter(images), batch_size=2)))):
+        assert len(many) == len(images)
+        for (b1, s1, c1), (b2, s2, c2) in zip(one, many):
+            assert len(s1) > 0
+            np.testing.assert_allclose(b1, b2, atol=1e-3)
+            np.testing.assert_allclose(s1, s2, atol=1e-6)
+            assert np.array_equal(c1, c2)
+
+
+def test_a_stream_left_early_finishes_its_requests(tiny, tmp_path):
+    from yolo3.runtimes import OpenVINORunner
+    root, det, images, x = tiny
+    runner = OpenVINORunner(str(root / "ir"), precision="float32")
+    pixels = [np.round(x[i:i + 1] * 255).astype(np.uint8) for i in range(len(x))]  # uint8 input
+    stream = runner.stream(iter(pixels * 3))
+    first = next(stream)  # the others are in flight
+    stream.close()
+    assert set(first) == set(runner.run(pixels[0]))
+    again = list(runner.stream(iter(pixels)))  # a new stream on the same compiled model
+    assert len(again) == len(pixels)
+    for one, result in zip(pixels, again):
+        for name, value in runner.run(one).items():
+            np.testing.assert_allclose(result[name], value, rtol=1e-4, atol=1e-4)
 
 
 def test_an_ir_without_yolo3_facts_runs_with_anchors_and_classes(tiny, tmp_path, capsys):

@@ -316,7 +316,7 @@ _TESTED_IN_FEATURE_FILES = {
     "__main__", "architectures", "blocks", "bodies", "box_ops", "boxes", "cfg", "convert", "layout",
     "random_weights", "weights", "augment", "images", "verify", "errors",
     "calibration", "formats", "graph", "graph_surgery", "history", "keras_yolo3_args", "loading",
-    "log", "paths", "precision", "runtimes", "saving", "schedules", "specs", "tflite_metadata",
+    "log", "paths", "precision", "saving", "schedules", "specs", "tflite_metadata",
     "train", "utils", "video", "visualize"}
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -35,7 +35,7 @@ from yolo3.letterbox import letterbox_tf
 from yolo3.loading import load_body
 from yolo3.metadata import ModelInfo
 from yolo3.precision import resolve_precision
-from yolo3.runtimes import ExportedDetector, is_exported
+from yolo3.runtimes import ExportedDetector, batched, is_exported
 from yolo3.specs import check_input_size, strides_for
 from yolo3.visualize import draw_detections
 
@@ -332,6 +332,19 @@ class YOLO:
         boxes, scores, classes, valid = fn(batch, sizes)
         boxes, scores, classes, valid = boxes.numpy(), scores.numpy(), classes.numpy(), valid.numpy()
         return [(boxes[i, :n], scores[i, :n], classes[i, :n]) for i, n in enumerate(valid)]
+
+    def detect_stream(self, images: Iterable[np.ndarray],
+                      batch_size: int = 1) -> Iterator[Detections]:
+        """``detect`` of each image of an iterable as it comes (a folder's files, a video's
+        frames), in order, ``batch_size`` images per forward pass. On an engine with asynchronous
+        requests (OpenVINO) the next images are prepared and sent while earlier ones compute, so
+        the iterable is read a few images ahead of the detections given."""
+        if self._engine is not None:
+            yield from self._engine_detector().detect_stream(
+                (self._check(im) for im in images), batch_size)
+            return
+        for chunk in batched(images, batch_size):
+            yield from (self.detect_batch(chunk) if len(chunk) > 1 else [self.detect(chunk[0])])
 
     def detect_image(self, image: Image.Image) -> Image.Image:
         """Detect in a PIL image; returns a copy with boxes and ``"name 0.87"`` labels drawn (one

@@ -16,6 +16,7 @@ import numpy as np
 from yolo3.benchmarks.isolated import timed_runs
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.data.images import load_image
+from yolo3.video import open_video
 
 __all__ = ["prepared", "OpenCVRunner", "opencv_forward", "yolo3_inference", "raw_map_latency",
            "openvino_forward"]
@@ -80,10 +81,21 @@ def openvino_forward(p: dict) -> dict:
             "precision": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
 
 
+def _video_detections(detector, path: str) -> int:
+    """Frames of the video file ``path`` read and detected as ``yolo3 detect`` does; their count."""
+    video = open_video(path)
+    try:
+        return sum(1 for _ in detector.detect_stream(video.frames()))
+    finally:
+        video.release()
+
+
 def yolo3_inference(p: dict) -> dict:
     """Time our forward (``what='forward'``, at ``precision``), ``detect`` from the JPEG file
-    (``'e2e'``) or ``detect_batch`` of 8 images (``'batch8'``), on ``engine`` (``keras``, or
-    ``auto``: what ``yolo3 detect`` runs with its default flags)."""
+    (``'e2e'``), ``detect_batch`` of 8 images (``'batch8'``), ``detect_stream`` of 8 images (what
+    ``yolo3 detect`` runs over a folder: ``'stream8'``) or of the frames of the video file
+    ``p['video']`` (``'video'``, reading included), on ``engine`` (``keras``, or ``auto``: what
+    ``yolo3 detect`` runs with its default flags)."""
     from yolo3.detector import load_detector  # the contender's own runtime (module docstring)
     det = load_detector(p["model"], input_size=p["size"], score=p["score"],
                         precision=p["precision"], engine=p.get("engine", "keras"))
@@ -93,9 +105,12 @@ def yolo3_inference(p: dict) -> dict:
         fn = lambda: det.forward(x)  # noqa: E731
     elif what == "e2e":
         fn = lambda: det.detect(load_image(p["image"]))  # noqa: E731
+    elif what == "video":
+        fn = lambda: _video_detections(det, p["video"])  # noqa: E731
     else:
         batch = [load_image(p["image"])] * 8
-        fn = lambda: det.detect_batch(batch)  # noqa: E731
+        fn = ((lambda: list(det.detect_stream(batch))) if what == "stream8"
+              else (lambda: det.detect_batch(batch)))
     return {"times": timed_runs(fn, p["runs"], p["warmup"]), "precision": det.precision,
             "engine": det.engine.engine, "detections": len(det.detect(load_image(p["image"]))[0])}
 

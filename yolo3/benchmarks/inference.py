@@ -4,7 +4,8 @@
     (or python tools/benchmark_inference.py ...)
 
 Without ``--cfg`` the cfg of ``--variant`` is written from the registry. Writes random Darknet weights
-for the cfg, converts them with ``yolo3.darknet.convert`` and times, on the same weights and input
+for the cfg (or takes ``--weights``: real weights find a real number of boxes, which the NMS of the
+end-to-end rows costs; random ones fill ``max_boxes``), converts them with ``yolo3.darknet.convert`` and times, on the same weights and input
 size, batch 1, each contender in its own process (:mod:`yolo3.benchmarks.isolated`), the contenders
 taking turns over ``--rounds``; medians of all runs:
 
@@ -15,10 +16,14 @@ taking turns over ``--rounds``; medians of all runs:
 - our end-to-end time with the detector's default precision (``auto``): JPEG file -> decoded RGB
   array -> ``YOLO.detect`` (letterbox, forward, decode, NMS) -> boxes;
 - images/s of ``YOLO.detect_batch`` on 8 images (the Keras engine);
+- frames/s of ``yolo3 detect`` on a 16-frame video (written from the image, mp4v; reading,
+  ``detect_stream``) with the default engine;
 - with OpenVINO installed: its bare forward of our IR of the same network (raw maps, latency
   hint) at its own precision choice, forced to float32, and int8 (NNCF, calibrated on synthetic
-  images: timing only); our end-to-end time and 8-image images/s with the default engine
-  (``--engine auto``: OpenVINO) beside the Keras engine's;
+  images: timing only); our end-to-end time with the default engine (``--engine auto``:
+  OpenVINO) beside the Keras engine's; images/s of ``detect_stream`` over 8 images (what
+  ``yolo3 detect`` runs over a folder: asynchronous requests) with the default engine, and the
+  video's frames/s with the Keras engine;
 - the compute rate of our float32 forward (Darknet's FLOP count of the cfg) against the machine's
   float32 matrix-multiply yardstick;
 - converter agreement: relative error (norm of difference / norm of OpenCV's) of the raw maps that
@@ -27,8 +32,8 @@ taking turns over ``--rounds``; medians of all runs:
 
 Targets (2-core CPU): ``detect`` end to end with default flags <= 0.6 x OpenCV's forward on a CPU
 with native bfloat16, <= 1.0 x on an AVX2-only CPU; <= 1.3 x OpenVINO's bare forward on every CPU;
-OpenVINO int8 <= 0.7 x OpenVINO's default; 8 images with default flags >= 2 x the Keras engine's
-images/s.
+OpenVINO int8 <= 0.7 x OpenVINO's default; a folder with default flags >= 2 x the Keras engine's
+``detect_batch`` images/s.
 """
 from __future__ import annotations
 
@@ -53,6 +58,10 @@ from yolo3.darknet.layout import layout_cfg_text
 from yolo3.engines import engine_installed, engine_version
 from yolo3.export import export_openvino
 from yolo3.export.calibration import sample_images
+from yolo3.data.images import load_image
+from yolo3.errors import ArgumentError
+
+VIDEO_FRAMES = 16  # frames of the synthetic video timed end to end
 
 
 def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
@@ -90,6 +99,20 @@ def _synthetic_jpeg(path: str, seed: int) -> str:
     return path
 
 
+def _synthetic_video(path: str, image_path: str, frames: int) -> str:
+    """An mp4v video of ``frames`` frames: the image shifted a little more each frame."""
+    import cv2
+    bgr = load_image(image_path)[:, :, ::-1]
+    h, w = bgr.shape[:2]
+    writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), 25.0, (w, h))
+    try:
+        for i in range(frames):
+            writer.write(np.ascontiguousarray(np.roll(bgr, 8 * i, axis=1)))
+    finally:
+        writer.release()
+    return path
+
+
 def _openvino_irs(model_path: str, size: int, folder: str) -> tuple:
     """Our OpenVINO IRs of the converted model (raw maps, float32 input, any batch): float32 and
     int8 (calibrated on synthetic images: for timing, not accuracy). Returns their ``.xml``."""
@@ -118,13 +141,18 @@ def run(args: argparse.Namespace) -> int:
                 f.write(layout_cfg_text(args.variant, input_size=(size, size)))
         cfg = parse_cfg(cfg_path)
         gflop = cfg.conv_flops(size, size) / 1e9
-        weights = os.path.join(tmp, "random.weights")
-        write_random_weights(cfg_path, weights, seed=args.seed)
+        weights = args.weights
+        if weights is None:
+            weights = os.path.join(tmp, "random.weights")
+            write_random_weights(cfg_path, weights, seed=args.seed)
+        elif args.cfg is None:
+            raise ArgumentError("--weights needs the --cfg they belong to")
         model_path = os.path.join(tmp, "random.keras")
         convert(cfg_path, weights, model_path, progress=False)
         image = args.image or _synthetic_jpeg(os.path.join(tmp, "synthetic.jpg"), args.seed)
+        video = _synthetic_video(os.path.join(tmp, "video.mp4"), image, VIDEO_FRAMES)
         common = dict(size=size, image=image, runs=args.runs, warmup=args.warmup, score=args.score,
-                      model=model_path)
+                      model=model_path, video=video)
         child = "yolo3.benchmarks.contenders:yolo3_inference"
         few = max(3, args.runs // 3)
         contenders = {
@@ -133,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
             "forward": (child, dict(common, what="forward", precision="float32")),
             "e2e": (child, dict(common, what="e2e", precision="auto", engine="auto")),
             "batch8": (child, dict(common, what="batch8", precision="auto", runs=few)),
+            "video": (child, dict(common, what="video", precision="auto", engine="auto",
+                                  runs=few)),
         }
         if with_bf16:
             contenders["bf16"] = (child, dict(common, what="forward", precision="bfloat16"))
@@ -145,17 +175,21 @@ def run(args: argparse.Namespace) -> int:
                 "ov_f32": (peer, dict(common, ir=float_ir, hint="f32")),
                 "ov_int8": (peer, dict(common, ir=int8_ir)),
                 "e2e_keras": (child, dict(common, what="e2e", precision="auto", engine="keras")),
-                "folder": (child, dict(common, what="batch8", precision="auto", engine="auto",
+                "folder": (child, dict(common, what="stream8", precision="auto", engine="auto",
                                        runs=few)),
+                "video_keras": (child, dict(common, what="video", precision="auto",
+                                            engine="keras", runs=few)),
             })
         times = interleaved(contenders, args.rounds)
         agreement = _agreement(cfg, cfg_path, weights, model_path, image, size, with_bf16)
     med = {k: median(v) for k, v in times.items()}
     result = {
-        "cfg": args.cfg or args.variant, "input_size": size, "runs": len(times["opencv"]),
+        "cfg": args.cfg or args.variant, "weights": args.weights or "random", "input_size": size,
+        "runs": len(times["opencv"]),
         "default_precision": default_precision,
         "opencv_forward_ms": med["opencv"], "our_forward_ms": med["forward"],
         "our_end_to_end_ms": med["e2e"], "batch8_images_per_s": 8000.0 / med["batch8"],
+        "video_frames_per_s": VIDEO_FRAMES * 1000.0 / med["video"],
         "forward_vs_opencv": med["forward"] / med["opencv"],
         "end_to_end_vs_opencv": med["e2e"] / med["opencv"],
         "end_to_end_vs_forward": med["e2e"] / med["forward"],
@@ -164,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
         "rel_err_vs_opencv_body": agreement["body"], "rel_err_vs_opencv_folded": agreement["folded"],
     }
     print(machine_line(peak))
-    print(f"{os.path.basename(result['cfg'])} {size}x{size}, random weights, batch 1, each "
+    print(f"{os.path.basename(result['cfg'])} {size}x{size}, "
+          f"{os.path.basename(args.weights) if args.weights else 'random weights'}, batch 1, each "
           f"contender in its own process, {args.rounds} rounds, median of {result['runs']} runs, "
           f"OpenCV {cv2.__version__}; detector default precision here: {default_precision}")
     rows: List[tuple] = [
@@ -176,7 +211,9 @@ def run(args: argparse.Namespace) -> int:
     rows += [(f"yolo3 detect, default flags ({default_precision}), JPEG -> boxes", med["e2e"],
               f"{result['end_to_end_vs_opencv']:.2f} x OpenCV"),
              ("yolo3 detect_batch, 8 images, --engine keras", med["batch8"],
-              f"{result['batch8_images_per_s']:.2f} images/s")]
+              f"{result['batch8_images_per_s']:.2f} images/s"),
+             (f"yolo3 detect, video of {VIDEO_FRAMES} frames, default flags", med["video"],
+              f"{result['video_frames_per_s']:.2f} frames/s")]
     print(f"| {'measure':<52} | {'median ms':>10} | {'ratio':>18} |")
     print(f"|{'-' * 54}|{'-' * 12}|{'-' * 20}|")
     for name, ms, ratio in rows:
@@ -187,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
                       folder_images_per_s=8000.0 / med["folder"],
                       end_to_end_vs_openvino=med["e2e"] / med["ov"],
                       int8_vs_openvino=med["ov_int8"] / med["ov"],
-                      folder_vs_batch8=med["batch8"] / med["folder"])
+                      folder_vs_batch8=med["batch8"] / med["folder"],
+                      keras_video_frames_per_s=VIDEO_FRAMES * 1000.0 / med["video_keras"],
+                      video_vs_keras=med["video_keras"] / med["video"])
         ov = med["ov"]
         print(f"with OpenVINO {engine_version('openvino')} installed (the default engine, "
               "--engine auto):")
@@ -200,11 +239,14 @@ def run(args: argparse.Namespace) -> int:
                  f"{med['e2e_keras'] / ov:.2f} x OpenVINO"),
                 ("yolo3 detect, default flags, JPEG -> boxes", med["e2e"],
                  f"{result['end_to_end_vs_openvino']:.2f} x OpenVINO"),
-                ("yolo3 detect_batch, 8 images, default flags", med["folder"],
-                 f"{result['folder_images_per_s']:.2f} images/s")]:
+                ("yolo3 detect, folder of 8 images, default flags", med["folder"],
+                 f"{result['folder_images_per_s']:.2f} images/s"),
+                (f"yolo3 detect, video of {VIDEO_FRAMES} frames, --engine keras",
+                 med["video_keras"], f"{result['keras_video_frames_per_s']:.2f} frames/s")]:
             print(f"| {name:<52} | {ms:>10.1f} | {ratio:>18} |")
         print(f"8 images with the default engine: {result['folder_vs_batch8']:.2f} x the Keras "
-              f"engine's images/s")
+              f"engine's detect_batch images/s; video: {result['video_vs_keras']:.2f} x the Keras "
+              f"engine's frames/s")
     if not with_bf16:
         print("(no bfloat16 row: this machine computes bfloat16 only by emulation, so the default "
               "precision is float32 here)")

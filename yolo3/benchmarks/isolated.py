@@ -50,8 +50,8 @@ def run_child(target: str, payload: dict, timeout: float = 1800) -> dict:
 
 def interleaved(contenders: Dict[str, Tuple[str, dict]], rounds: int = 2) -> Dict[str, List[float]]:
     """``{name: all times (ms)}``: each contender ``(target, payload)`` run in its own process,
-    ``rounds`` times in turn. A child returns ``{"times": [...]}`` (and anything else, kept in the
-    first round's ``extra``)."""
+    ``rounds`` times in turn. A child returns ``{"times": [...]}`` (anything else it returns is
+    not kept)."""
     times: Dict[str, List[float]] = {name: [] for name in contenders}
     for _ in range(max(1, rounds)):
         for name, (target, payload) in contenders.items():

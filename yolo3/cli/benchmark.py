@@ -68,6 +68,9 @@ def _inference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cfg", help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
                                  "of --variant, written from the registry)")
     add_variant_argument(p, default="yolov3", help="variant whose cfg to use without --cfg")
+    p.add_argument("--weights", help="Darknet weights of --cfg, e.g. ../shared/darknet/"
+                                     "yolov3-tiny.weights (default: random weights; the NMS in the "
+                                     "end-to-end rows costs more with the many boxes they find)")
     p.add_argument("--image", help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
     p.add_argument("--input-size", type=int, default=416)
     p.add_argument("--runs", type=int, default=12, help="timed runs per contender and round")

@@ -17,7 +17,7 @@ import argparse
 import glob
 import os
 import sys
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from yolo3.cli.common import (add_engine_argument, add_model_arguments, add_precision_argument,
                               run_command)
@@ -40,7 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="write detections to this JSON file")
     p.add_argument("--score", type=float, default=0.3, help="score threshold (default 0.3)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
-    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass (default 1)")
+    p.add_argument("--batch-size", type=int, default=1,
+                   help="images per forward pass (default 1; on OpenVINO several passes are in "
+                        "flight at once)")
     add_precision_argument(p)
     add_engine_argument(p)
     p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
@@ -88,12 +90,9 @@ def _output_names(paths: Sequence[str]) -> List[str]:
     return out
 
 
-def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    for i in range(0, len(items), max(1, size)):
-        yield items[i:i + max(1, size)]
-
-
 def run_images(detector, paths: List[str], args, entries: list) -> int:
+    from collections import deque
+
     from PIL import Image
     from tqdm import tqdm
 
@@ -102,35 +101,39 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
     from yolo3.visualize import draw_detections
 
     failures = 0
-    names = _output_names(paths)
-    with tqdm(total=len(paths), desc="images", unit="img", file=sys.stderr) as bar:
-        for chunk in _chunks(list(zip(paths, names)), args.batch_size):
-            loaded = []
-            for path, name in chunk:
-                try:
-                    loaded.append((path, name, load_image(path)))
-                except Exception as e:  # noqa: BLE001 - report any unreadable input and go on
-                    failures += 1
-                    tqdm.write(f"yolo3 detect: error: {e}", file=sys.stderr)
-                    bar.update(1)
-            if not loaded:
-                continue
-            results = detector.detect_batch([im for _, _, im in loaded])
-            for (path, name, image), (boxes, scores, classes) in zip(loaded, results):
-                entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
-                if args.save_txt:
-                    _save_labels(args, os.path.splitext(name)[0], image.shape[:2], boxes, scores,
-                                 classes)
-                if not args.no_draw:
-                    out = os.path.join(args.output, name)
-                    try:
-                        draw_detections(Image.fromarray(image), boxes, scores, classes,
-                                        detector.class_names).save(out)
-                    except (OSError, ValueError) as e:
-                        failures += 1
-                        tqdm.write(f"yolo3 detect: error: {out}: cannot write annotated image: {e}",
-                                   file=sys.stderr)
+    sent: deque = deque()  # (path, output name, image) of the images handed to the detector
+
+    def readable_images(bar):
+        nonlocal failures
+        for path, name in zip(paths, _output_names(paths)):
+            try:
+                image = load_image(path)
+            except Exception as e:  # noqa: BLE001 - report any unreadable input and go on
+                failures += 1
+                tqdm.write(f"yolo3 detect: error: {e}", file=sys.stderr)
                 bar.update(1)
+                continue
+            sent.append((path, name, image))
+            yield image
+
+    with tqdm(total=len(paths), desc="images", unit="img", file=sys.stderr) as bar:
+        for boxes, scores, classes in detector.detect_stream(readable_images(bar),
+                                                             args.batch_size):
+            path, name, image = sent.popleft()
+            entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
+            if args.save_txt:
+                _save_labels(args, os.path.splitext(name)[0], image.shape[:2], boxes, scores,
+                             classes)
+            if not args.no_draw:
+                out = os.path.join(args.output, name)
+                try:
+                    draw_detections(Image.fromarray(image), boxes, scores, classes,
+                                    detector.class_names).save(out)
+                except (OSError, ValueError) as e:
+                    failures += 1
+                    tqdm.write(f"yolo3 detect: error: {out}: cannot write annotated image: {e}",
+                               file=sys.stderr)
+            bar.update(1)
     return failures
 
 
@@ -147,6 +150,8 @@ def _save_labels(args, stem: str, image_hw, boxes, scores, classes) -> None:
 
 
 def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
+    from collections import deque
+
     from tqdm import tqdm
 
     from yolo3.errors import CommandFailed
@@ -163,11 +168,17 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     writer = None if args.no_draw else VideoWriter(os.path.join(args.output, stem + ext),
                                                    args.fourcc, video.fps)
     frame_index = 0
+    frames: deque = deque()  # frames handed to the detector, oldest first
+
+    def frames_read():
+        for rgb in video.frames(args.max_frames):
+            frames.append(rgb)
+            yield rgb
     try:
         with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
                   file=sys.stderr) as bar:
-            for rgb in video.frames(args.max_frames):
-                boxes, scores, classes = detector.detect(rgb)
+            for boxes, scores, classes in detector.detect_stream(frames_read(), args.batch_size):
+                rgb = frames.popleft()
                 entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)
                 entry["frame"] = frame_index
                 entries.append(entry)
