@@ -85,6 +85,7 @@ def _saved_optimizer(out):
         return [data[str(i)] for i in range(len(data.files))]
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 45 s on 2 cores, kept out of the default 15 minutes
 def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
     """Resume restores weights, epoch AND the Adam state (iterations, moments) without warnings."""
     d, classes = dataset

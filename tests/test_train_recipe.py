@@ -80,6 +80,7 @@ def test_map_while_training_picks_best_and_matches_a_fresh_evaluation(dataset, t
     assert {e.step for e in accumulator.Tensors("detections")} == {1, 2}
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 25 s on 2 cores
 def test_resume_keeps_the_best_score(dataset, tmp_path):
     out = tmp_path / "resumed"
     train(_config(dataset, out, epochs=2, eval_every=1, lr=3e-3))
@@ -204,6 +205,7 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     assert sizes == {(64, 64), (96, 96)}  # every batch one static size, both sizes used
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores
 def test_multi_scale_training_runs_and_saves_a_model_of_the_base_size(dataset, tmp_path):
     from yolo3.loading import load_body
     out = tmp_path / "ms"

@@ -254,6 +254,7 @@ def _files(root: Path):
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 22 s on 2 cores
 def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, darknet, tmp_path,
                                                                  capsys, monkeypatch):
     monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))

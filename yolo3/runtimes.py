@@ -198,7 +198,8 @@ class OpenVINORunner:
     it natively, else float32 - OpenVINO is never left to pick an emulated one), ``float32`` or
     ``bfloat16``: the CPU plugin's inference precision (an int8 IR keeps its int8 parts).
     ``run`` uses a latency-tuned compilation; ``stream`` a throughput-tuned one with
-    asynchronous requests, for folders and video (:func:`stream_outputs`). cache_dir: OpenVINO's compiled-model cache.
+    asynchronous requests, for folders and video (:func:`stream_outputs`). cache_dir:
+    OpenVINO's compiled-model cache.
     """
 
     ENGINE = "openvino"
