@@ -83,3 +83,11 @@ def test_a_fixed_batch_model_streams_full_padded_batches():
     np.testing.assert_allclose(runner.inputs[0][1], detector.preprocess(images[1]))
     assert not runner.inputs[2][1].any()  # the last batch padded with zeros
     assert [len(s) for _, s, _ in detector.detect_batch(images)] == [0] * 5
+
+
+def test_relative_error_is_the_norm_of_the_difference_over_the_norm_of_the_reference():
+    from yolo3.runtimes import relative_error
+    ref = np.array([[3.0, 0.0], [0.0, 4.0]], np.float32)  # norm 5
+    assert relative_error(ref, ref) == 0.0
+    assert relative_error(ref + np.array([[0.0, 0.5], [0.0, 0.0]]), ref) == pytest.approx(0.1)
+    assert relative_error(np.ones(3), np.zeros(3)) == pytest.approx(np.sqrt(3) / 1e-12)

@@ -29,7 +29,7 @@ from yolo3.file_cache import FileCache
 from yolo3.fileio import atomic_directory
 from yolo3.paths import user_cache_dir
 from yolo3.runtimes import (OPENVINO_INSTALL, EngineChoice, OnnxRunner, OpenVINORunner,
-                            ordered_raw_maps)
+                            ordered_raw_maps, relative_error)
 
 CHECK_TOLERANCE = 1e-4  # relative error of the converted network's raw maps, both in float32
 CHECK_IMAGES = 2
@@ -131,9 +131,7 @@ def _check(runner, reference: Callable[[np.ndarray], List[np.ndarray]],
     got = ordered_raw_maps(runner.run(x))
     if len(got) != len(want):
         return float("inf")
-    return max(float(np.linalg.norm(np.asarray(g, np.float64) - w) /
-                     max(np.linalg.norm(np.asarray(w, np.float64)), 1e-12))
-               for g, w in zip(got, want))
+    return max(relative_error(g, w) for g, w in zip(got, want))
 
 
 def engine_runner(engine: str, function, reference: Callable[[np.ndarray], List[np.ndarray]],

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EngineChoice", "ExportedDetector", "TFLiteRunner", "OnnxRunner", "SavedModelRunner",
            "OpenVINORunner", "TFLiteDetector", "is_exported", "open_runner", "import_openvino",
-           "ordered_raw_maps", "stream_outputs", "batched", "OPENVINO_INSTALL"]
+           "ordered_raw_maps", "relative_error", "stream_outputs", "batched", "OPENVINO_INSTALL"]
 
 
 @dataclass
@@ -76,6 +76,13 @@ def ordered_raw_maps(result: Dict[str, np.ndarray]) -> List[np.ndarray]:
     names = sorted((k for k in result if k.startswith("raw_")),
                    key=lambda k: -int(k.split("_s")[-1]) if "_s" in k else 0)
     return [result[k] for k in names]
+
+
+def relative_error(a: np.ndarray, ref: np.ndarray) -> float:
+    """``|a - ref| / |ref|`` in float64 (Frobenius norms; ``ref`` of norm 0 counts as 1e-12): how
+    far one runtime's raw maps are from another's."""
+    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-12))
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

@@ -60,14 +60,9 @@ from yolo3.export import export_openvino
 from yolo3.export.calibration import sample_images
 from yolo3.data.images import load_image
 from yolo3.errors import ArgumentError
+from yolo3.runtimes import relative_error
 
 VIDEO_FRAMES = 16  # frames of the synthetic video timed end to end
-
-
-def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
-    """``|a - ref| / |ref|`` (Frobenius norms, float64)."""
-    a64, r64 = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    return float(np.linalg.norm(a64 - r64) / np.linalg.norm(r64))
 
 
 def _agreement(cfg, cfg_path: str, weights: str, model_path: str, image: str, size: int,
@@ -82,11 +77,11 @@ def _agreement(cfg, cfg_path: str, weights: str, model_path: str, image: str, si
     det = YOLO(model_path, input_size=size, precision="float32")
     body = det.body(x, training=False)
     body = body if isinstance(body, (list, tuple)) else [body]
-    out = {"body": max(_rel_err(np.asarray(o), r) for o, r in zip(body, reference)),
-           "folded": max(_rel_err(o, r) for o, r in zip(det.forward(x), reference))}
+    out = {"body": max(relative_error(np.asarray(o), r) for o, r in zip(body, reference)),
+           "folded": max(relative_error(o, r) for o, r in zip(det.forward(x), reference))}
     if with_bf16:
         half = YOLO(model_path, input_size=size, precision="bfloat16")
-        out["bf16"] = max(_rel_err(o, r) for o, r in zip(half.forward(x), reference))
+        out["bf16"] = max(relative_error(o, r) for o, r in zip(half.forward(x), reference))
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from yolo3.decode import decode_detections
 from yolo3.errors import CommandFailed, PathLike
-from yolo3.runtimes import ExportedDetector
+from yolo3.runtimes import ExportedDetector, relative_error
 
 # relative error of the raw maps allowed per (format, quantisation)
 TOLERANCES = {"none": 1e-4, "float16": 1e-2, "int8": 0.25}
@@ -47,11 +47,6 @@ class VerifyReport:
             text += (f"; in-model decoding agrees with the host's on "
                      f"{self.detections_checked - differ} of {self.detections_checked} boxes")
         return text
-
-
-def relative_error(a: np.ndarray, ref: np.ndarray) -> float:
-    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-12))
 
 
 def _matched(model_out, host, i: int) -> tuple:
