@@ -317,7 +317,7 @@ _TESTED_IN_FEATURE_FILES = {
     "random_weights", "weights", "augment", "images", "verify", "errors",
     "calibration", "formats", "graph", "graph_surgery", "history", "keras_yolo3_args", "loading",
     "log", "paths", "precision", "saving", "schedules", "specs", "tflite_metadata",
-    "train", "utils", "video", "visualize"}
+    "train", "utils", "visualize"}
 
 
 def test_every_new_library_module_has_its_test_module():
