@@ -46,6 +46,13 @@ DEFAULT_INPUT_SIZE = 416
 log = logging.getLogger(__name__)
 
 
+def _float_maps(body, x: tf.Tensor) -> List[tf.Tensor]:
+    """``body``'s outputs for ``x`` as a list of float32 maps, one per scale (TF ops)."""
+    outputs = body(x, training=False)
+    return [tf.cast(o, tf.float32) for o in (outputs if isinstance(outputs, (list, tuple))
+                                             else [outputs])]
+
+
 class YOLO:
     """A YOLOv3 detector (any registered variant, or a converted Darknet model).
 
@@ -168,14 +175,12 @@ class YOLO:
                                    "engine", "engine")
             self.engine.reason = "each image at its own size runs on Keras"
             return
-        float_body = fold_batch_norms(self.body) if self.precision != "float32" \
-            else self.inference_body
+        float_body = (self.inference_body if self.precision == "float32"
+                      else fold_batch_norms(self.body))
         names = [f"raw_s{stride}" for stride in strides_for(len(self.anchor_mask))]
 
         def raw_maps(images):
-            outputs = float_body(images, training=False)
-            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-            return {n: tf.cast(o, tf.float32) for n, o in zip(names, outputs)}
+            return dict(zip(names, _float_maps(float_body, images)))
         function = tf.function(raw_maps, autograph=False, input_signature=[
             tf.TensorSpec([None, *self.input_hw, 3], tf.float32, name="images")])
 
@@ -230,10 +235,7 @@ class YOLO:
     def raw_outputs(self, x: tf.Tensor) -> List[tf.Tensor]:
         """The inference body's maps for a letterboxed float32 batch ``(B, in_h, in_w, 3)`` in [0, 1],
         one ``(B, h, w, anchors * (5 + classes))`` float32 tensor per scale (TF ops; for export)."""
-        outputs = self.inference_body(x, training=False)
-        if not isinstance(outputs, (list, tuple)):
-            outputs = [outputs]
-        return [tf.cast(o, tf.float32) for o in outputs]
+        return _float_maps(self.inference_body, x)
 
     def _decode(self, x: tf.Tensor, image_hw: tf.Tensor, input_hw: Tuple[int, int]):
         return decode_detections(self.raw_outputs(x), self.anchors, self.num_classes, image_hw,

@@ -105,12 +105,13 @@ def stream_outputs(runner, batches: Iterable[np.ndarray]) -> Iterator[Dict[str, 
             yield runner.run(batch)
 
 
-def import_openvino():
-    """The ``openvino`` package, or an ArgumentError naming the install command."""
+def import_openvino(purpose: str = "running OpenVINO models"):
+    """The ``openvino`` package, or an ArgumentError saying ``purpose`` needs it and naming the
+    install command."""
     try:
         import openvino
     except ImportError:
-        raise ArgumentError(f"running OpenVINO models needs OpenVINO: {OPENVINO_INSTALL}") from None
+        raise ArgumentError(f"{purpose} needs OpenVINO: {OPENVINO_INSTALL}") from None
     return openvino
 
 

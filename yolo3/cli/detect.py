@@ -17,7 +17,7 @@ import argparse
 import glob
 import os
 import sys
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from yolo3.cli.common import (add_engine_argument, add_model_arguments, add_precision_argument,
                               run_command)
@@ -90,9 +90,22 @@ def _output_names(paths: Sequence[str]) -> List[str]:
     return out
 
 
-def run_images(detector, paths: List[str], args, entries: list) -> int:
+def _detected(detector, items: Iterable[tuple], batch_size: int) -> Iterator[tuple]:
+    """``(item, (boxes, scores, classes))`` for each ``item`` (a tuple ending with its image), in
+    order: the detector's stream reads ahead, so the items sent wait beside it."""
     from collections import deque
 
+    sent: deque = deque()
+
+    def images():
+        for item in items:
+            sent.append(item)
+            yield item[-1]
+    for found in detector.detect_stream(images(), batch_size):
+        yield sent.popleft(), found
+
+
+def run_images(detector, paths: List[str], args, entries: list) -> int:
     from PIL import Image
     from tqdm import tqdm
 
@@ -101,7 +114,6 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
     from yolo3.visualize import draw_detections
 
     failures = 0
-    sent: deque = deque()  # (path, output name, image) of the images handed to the detector
 
     def readable_images(bar):
         nonlocal failures
@@ -113,13 +125,11 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                 tqdm.write(f"yolo3 detect: error: {e}", file=sys.stderr)
                 bar.update(1)
                 continue
-            sent.append((path, name, image))
-            yield image
+            yield path, name, image
 
     with tqdm(total=len(paths), desc="images", unit="img", file=sys.stderr) as bar:
-        for boxes, scores, classes in detector.detect_stream(readable_images(bar),
-                                                             args.batch_size):
-            path, name, image = sent.popleft()
+        for (path, name, image), (boxes, scores, classes) in _detected(
+                detector, readable_images(bar), args.batch_size):
             entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
             if args.save_txt:
                 _save_labels(args, os.path.splitext(name)[0], image.shape[:2], boxes, scores,
@@ -150,8 +160,6 @@ def _save_labels(args, stem: str, image_hw, boxes, scores, classes) -> None:
 
 
 def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
-    from collections import deque
-
     from tqdm import tqdm
 
     from yolo3.errors import CommandFailed
@@ -168,17 +176,11 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     writer = None if args.no_draw else VideoWriter(os.path.join(args.output, stem + ext),
                                                    args.fourcc, video.fps)
     frame_index = 0
-    frames: deque = deque()  # frames handed to the detector, oldest first
-
-    def frames_read():
-        for rgb in video.frames(args.max_frames):
-            frames.append(rgb)
-            yield rgb
     try:
         with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
                   file=sys.stderr) as bar:
-            for boxes, scores, classes in detector.detect_stream(frames_read(), args.batch_size):
-                rgb = frames.popleft()
+            frames = ((rgb,) for rgb in video.frames(args.max_frames))
+            for (rgb,), (boxes, scores, classes) in _detected(detector, frames, args.batch_size):
                 entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)
                 entry["frame"] = frame_index
                 entries.append(entry)

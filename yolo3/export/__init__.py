@@ -15,5 +15,5 @@ from yolo3.export.formats import (ONNX_OPSET, QUANTIZATIONS, export_onnx, export
 from yolo3.export.graph import DETECTION_KEYS
 from yolo3.export.verify import ExportError, verify_export
 
-__all__ = ["export_saved_model", "export_tflite", "export_onnx", "export_openvino", "verify_export", "ExportError",
-           "QUANTIZATIONS", "ONNX_OPSET", "DETECTION_KEYS"]
+__all__ = ["export_saved_model", "export_tflite", "export_onnx", "export_openvino", "verify_export",
+           "ExportError", "QUANTIZATIONS", "ONNX_OPSET", "DETECTION_KEYS"]

@@ -22,7 +22,7 @@ from yolo3.errors import ArgumentError, PathLike, SettingError
 from yolo3.export.graph import image_function, model_function
 from yolo3.fileio import atomic_directory, atomic_write
 from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, OPENVINO_INFO_KEY, info_json
-from yolo3.runtimes import OPENVINO_INSTALL
+from yolo3.runtimes import OPENVINO_INSTALL, import_openvino
 from yolo3.tflite_metadata import embed_info_tflite
 
 QUANTIZATIONS = ("none", "float16", "int8")
@@ -242,10 +242,7 @@ def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
     stay float). Needs the ``[openvino]`` extra (openvino; nncf for int8).
     """
     _check_float32(detector, "OpenVINO")
-    try:
-        import openvino as ov
-    except ImportError:
-        raise ArgumentError(f"OpenVINO export needs OpenVINO: {OPENVINO_INSTALL}") from None
+    ov = import_openvino("OpenVINO export")
     if quantize not in QUANTIZATIONS:
         raise SettingError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}", "quantize")
     if input_dtype not in ("uint8", "float32"):
