@@ -150,3 +150,11 @@ def test_video_contender_detects_every_frame_of_the_file(tmp_path):
                                   engine="keras", what="video", video=video, image=image, runs=2,
                                   warmup=0))
     assert len(result["times"]) == 2 and all(t > 0 for t in result["times"])
+
+
+def test_inference_benchmark_refuses_weights_without_their_cfg(tmp_path, capsys):
+    """Exit 2 naming both flags, before anything is measured or written."""
+    from yolo3.cli import main
+    code = main(["benchmark", "inference", "--weights", str(tmp_path / "x.weights")])
+    assert code == 2
+    assert "--weights needs the --cfg" in capsys.readouterr().err

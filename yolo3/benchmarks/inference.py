@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import cv2
 
+    if args.weights is not None and args.cfg is None:
+        raise ArgumentError("--weights needs the --cfg they belong to")
 
     size = args.input_size
     peak = matmul_peak_gflops()
@@ -140,8 +142,6 @@ def run(args: argparse.Namespace) -> int:
         if weights is None:
             weights = os.path.join(tmp, "random.weights")
             write_random_weights(cfg_path, weights, seed=args.seed)
-        elif args.cfg is None:
-            raise ArgumentError("--weights needs the --cfg they belong to")
         model_path = os.path.join(tmp, "random.keras")
         convert(cfg_path, weights, model_path, progress=False)
         image = args.image or _synthetic_jpeg(os.path.join(tmp, "synthetic.jpg"), args.seed)
