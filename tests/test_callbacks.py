@@ -1,52 +1,101 @@
-"""Atomic checkpoint writes, NaN stop, name-based weight loading."""
+"""Training callbacks (yolo3.callbacks) driven directly with the logs Keras would pass: which
+checkpoint files each epoch writes, when training stops, what goes into the logs. Their use in
+whole runs is covered by test_train_recipe, test_train_cli, test_parallel and test_bn_statistics."""
 from __future__ import annotations
 
 import logging
+import math
+import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from yolo3.bodies import build_body
-from yolo3.history import truncate_history
-from yolo3.saving import atomic_save_weights
-from yolo3.weights import WeightsError, load_weights_by_name
+from yolo3.callbacks import EarlyStopOnPlateau, EpochClock, StopOnNaN, TemplateCheckpoint
+from yolo3.saving import load_keras_model
 
 
-def test_atomic_save_weights_roundtrip(tmp_path):
-    body = build_body("tiny", 2, input_shape=(64, 64))
-    path = atomic_save_weights(body, tmp_path / "b.weights.h5")
-    other = build_body("tiny", 2, input_shape=(64, 64))
-    other.load_weights(path)
-    for a, b in zip(body.weights, other.weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
-    with pytest.raises(ValueError, match=".weights.h5"):
-        atomic_save_weights(body, tmp_path / "b.h5")
+@pytest.fixture(scope="module")
+def body():
+    return build_body("tiny", 2, input_shape=(64, 64))
 
 
-def test_load_weights_by_name_skips_mismatched_heads(tmp_path, caplog):
-    src = build_body("tiny", 80, input_shape=(64, 64))
-    src.save_weights(tmp_path / "coco.weights.h5")
-    src.save(tmp_path / "coco.keras")
-    for path in (tmp_path / "coco.weights.h5", tmp_path / "coco.keras"):
-        caplog.clear()
-        dst = build_body("tiny", 3, input_shape=(64, 64))
-        with caplog.at_level(logging.INFO, logger="yolo3"):
-            report = load_weights_by_name(dst, path, variant="tiny")
-        assert sorted(n for n, _ in report.skipped) == ["output_s16", "output_s32"]
-        assert "shape" in report.skipped[0][1]
-        np.testing.assert_array_equal(dst.get_layer("backbone_conv0_conv").get_weights()[0],
-                                      src.get_layer("backbone_conv0_conv").get_weights()[0])
-    assert "skipped output_s32" in caplog.text
-    with pytest.raises(WeightsError, match="not found"):
-        load_weights_by_name(dst, tmp_path / "missing.weights.h5")
+def _set_first_kernel(body, value: float) -> None:
+    layer = body.get_layer("backbone_conv0_conv")
+    kernel = layer.get_weights()[0]
+    layer.set_weights([np.full_like(kernel, value)])
 
 
-def test_truncate_history_keeps_earlier_epochs_and_drops_cut_rows(tmp_path):
-    path = tmp_path / "history.csv"
-    path.write_text("epoch,loss,val_loss\n0,3.0,3.5\n1,2.0,2.5\n2,1.0,1.5\n3,0.9\n")
-    truncate_history(path, 10)  # only the row a crash cut short goes
-    assert path.read_text().splitlines()[-1] == "2,1.0,1.5"
-    truncate_history(path, 2)
-    assert path.read_text().splitlines() == ["epoch,loss,val_loss", "0,3.0,3.5", "1,2.0,2.5"]
-    truncate_history(tmp_path / "missing.csv", 1)  # no file: nothing to do
-    assert not (tmp_path / "missing.csv").exists()
+def _first_kernel_in(path) -> float:
+    model, _ = load_keras_model(path)
+    return float(model.get_layer("backbone_conv0_conv").get_weights()[0].flat[0])
+
+
+def test_checkpoint_keeps_the_best_epoch_by_the_monitored_value(body, tmp_path):
+    cb = TemplateCheckpoint(body, tmp_path, monitor="mAP50_95", mode="max", save_resume=False)
+    for epoch, m in enumerate([0.1, 0.3, math.nan, 0.2]):  # NaN: not evaluated that epoch
+        _set_first_kernel(body, epoch + 1.0)
+        cb.on_epoch_end(epoch, {"loss": 1.0, "mAP50_95": m})
+    assert cb.best == 0.3
+    assert _first_kernel_in(tmp_path / "best.keras") == 2.0  # epoch 2 (0-based 1)
+    assert _first_kernel_in(tmp_path / "last.keras") == 4.0
+    assert (tmp_path / "best.weights.h5").read_bytes() != (tmp_path / "last.weights.h5").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["best.keras", "best.weights.h5", "last.keras",
+                                            "last.weights.h5"]
+
+
+def test_checkpoint_min_mode_falls_back_to_the_loss_and_skips_nan_epochs(body, tmp_path, caplog):
+    cb = TemplateCheckpoint(body, tmp_path, monitor="val_loss", save_keras=False,
+                            save_resume=False, best=5.0)
+    _set_first_kernel(body, 1.0)
+    cb.on_epoch_end(0, {"loss": 6.0})  # worse than the resumed best: last only
+    assert sorted(os.listdir(tmp_path)) == ["last.weights.h5"]
+    with caplog.at_level(logging.INFO, logger="yolo3"):
+        cb.on_epoch_end(1, {"loss": 4.0})  # no val_loss: the loss stands in
+    assert cb.best == 4.0 and "val_loss improved from 5 to 4" in caplog.text
+    last = (tmp_path / "last.weights.h5").read_bytes()
+    _set_first_kernel(body, 9.0)
+    cb.on_epoch_end(2, {"loss": math.nan, "val_loss": 1.0})  # a NaN model is never written
+    assert (tmp_path / "last.weights.h5").read_bytes() == last and cb.best == 4.0
+    with pytest.raises(ValueError, match="mode must be 'min' or 'max'"):
+        TemplateCheckpoint(body, tmp_path, mode="best")
+
+
+def test_early_stop_counts_evaluations_without_improvement(caplog):
+    cb = EarlyStopOnPlateau(patience=2, best=0.5)
+    cb.set_model(SimpleNamespace(stop_training=False))
+    cb.on_epoch_end(0, {"mAP50_95": 0.4})
+    cb.on_epoch_end(1, {"mAP50_95": math.nan})  # not evaluated: does not count
+    cb.on_epoch_end(2, {})
+    assert not cb.model.stop_training and cb.wait == 1
+    cb.on_epoch_end(3, {"mAP50_95": 0.6})  # improvement resets the count
+    assert cb.wait == 0 and cb.best == 0.6
+    with caplog.at_level(logging.INFO, logger="yolo3"):
+        cb.on_epoch_end(4, {"mAP50_95": 0.6})
+        cb.on_epoch_end(5, {"mAP50_95": 0.55})
+    assert cb.model.stop_training and cb.stopped_epoch == 5
+    assert "has not improved on 0.6000 for 2 evaluations" in caplog.text
+
+
+def test_stop_on_nan_stops_at_the_first_non_finite_batch(caplog):
+    cb = StopOnNaN()
+    cb.set_model(SimpleNamespace(stop_training=False))
+    cb.on_train_batch_end(0, {"loss": 3.0})
+    assert not cb.stopped and not cb.model.stop_training
+    with caplog.at_level(logging.WARNING, logger="yolo3"):
+        cb.on_train_batch_end(7, {"loss": math.inf})
+    assert cb.stopped and cb.model.stop_training
+    assert "non-finite loss (inf) at batch 7" in cb.message and cb.message in caplog.text
+
+
+def test_epoch_clock_puts_the_epochs_seconds_into_the_logs():
+    cb = EpochClock()
+    cb.on_epoch_begin(0)
+    logs = {"loss": 1.0}
+    cb.on_epoch_end(0, logs)
+    assert 0.0 <= logs["seconds"] < 5.0
+    fresh = EpochClock()
+    untouched = {"loss": 1.0}
+    fresh.on_epoch_end(0, untouched)  # no epoch began (a resumed callback): nothing to report
+    assert untouched == {"loss": 1.0}
