@@ -313,10 +313,10 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
 # (test_darknet_*.py, test_model.py ...). The list may only shrink; a new module comes with
 # tests/test_<module>.py.
 _TESTED_IN_FEATURE_FILES = {
-    "__main__", "blocks", "bodies", "box_ops", "boxes", "cfg", "convert", "layout",
+    "__main__", "blocks", "bodies", "cfg", "convert", "layout",
     "random_weights", "augment", "images", "verify", "errors",
     "calibration", "formats", "graph", "graph_surgery", "keras_yolo3_args", "loading",
-    "log", "paths", "precision", "schedules", "tflite_metadata",
+    "log", "paths", "precision", "tflite_metadata",
     "train", "utils", "visualize"}
 
 
