@@ -158,3 +158,35 @@ def test_inference_benchmark_refuses_weights_without_their_cfg(tmp_path, capsys)
     code = main(["benchmark", "inference", "--weights", str(tmp_path / "x.weights")])
     assert code == 2
     assert "--weights needs the --cfg" in capsys.readouterr().err
+
+
+def test_training_children_time_real_steps_and_return_losses():
+    from yolo3.benchmarks.training import loss_child, throughput_child
+    p = dict(model="tiny", size=64, batch=2, steps=1, policy="float32", jit=False, replicas=1)
+    result = throughput_child(p)
+    assert result["img_s"] > 0 and 0.0 <= result["wait"] < 0.5  # fixed batch: no data wait
+    losses = loss_child(dict(model="tiny", size=64, batch=2, steps=3, policy="float32"))["losses"]
+    assert len(losses) == 3 and all(np.isfinite(losses)) and losses[0] > 0
+
+
+def test_training_benchmark_prints_each_contender_beside_float32(monkeypatch, capsys):
+    import yolo3.benchmarks.training as training
+    from yolo3.cli import main
+    calls = []
+
+    def fake_child(target, p):
+        calls.append((target.rsplit(":", 1)[1], p))
+        if target.endswith("loss_child"):
+            return {"losses": [10.0, 8.0] if p["policy"] == "float32" else [10.0, 8.4]}
+        return {"img_s": 20.0 if p["policy"] == "float32" else 30.0, "wait": 0.0}
+    monkeypatch.setattr(training, "run_child", fake_child)
+    monkeypatch.setattr(training, "matmul_peak_gflops", lambda: 100.0)
+    monkeypatch.setattr(training, "mixed_policy", lambda: "mixed_bfloat16")
+    code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
+                 "--steps", "1", "--replicas", "0", "--no-jit", "--loss-steps", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert [c[0] for c in calls] == ["throughput_child"] * 2 + ["loss_child"] * 2
+    assert "| tiny-64 b2, CPU, float32 | 20.00 | 1.00x |" in out
+    assert "| tiny-64 b2, CPU, mixed_bfloat16 | 30.00 | 1.50x |" in out
+    assert "after 2 steps float32 8.0000, mixed_bfloat16 8.4000 (+5.00%)" in out

@@ -23,6 +23,7 @@ import os
 import tempfile
 import time
 from typing import List, Optional
+from yolo3.bodies import build_spec_body
 from yolo3.darknet.cfg import parse_cfg_text
 from yolo3.darknet.layout import layout_cfg_text
 from yolo3.targets import preprocess_true_boxes
@@ -79,7 +80,7 @@ def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit:
     with dtype_policy(policy):
         anchors = spec.default_anchors()
         masks = spec.default_masks(len(anchors))
-        body = spec.build(NUM_CLASSES, len(masks[0]), (size, size))
+        body = build_spec_body(spec, NUM_CLASSES, len(masks[0]), (size, size))
         model = yolo_training_model(body, anchors, NUM_CLASSES, anchor_mask=masks,
                                     box_loss=default("box_loss"), max_boxes=max_boxes)
         if replicas > 1:
