@@ -190,3 +190,36 @@ def test_training_benchmark_prints_each_contender_beside_float32(monkeypatch, ca
     assert "| tiny-64 b2, CPU, float32 | 20.00 | 1.00x |" in out
     assert "| tiny-64 b2, CPU, mixed_bfloat16 | 30.00 | 1.50x |" in out
     assert "after 2 steps float32 8.0000, mixed_bfloat16 8.4000 (+5.00%)" in out
+
+
+def test_op_profile_sums_compute_thread_ops_per_type_and_step():
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from yolo3.benchmarks.op_profile import GROUPS, group, op_times
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU")
+    names = {1: "body/conv_1/Conv2D:_MklNativeConv2D", 2: "grad/conv_1:_MklNativeConv2DBackpropFilter",
+             3: "loss/Cast:Cast", 4: "ExecutorState::Process", 5: "bn/mul:Mul"}
+    for i, name in names.items():
+        plane.event_metadata[i].id, plane.event_metadata[i].name = i, name
+    compute = plane.lines.add(name="tf_Compute/123")
+    for metadata, ms in ((1, 4.0), (1, 2.0), (2, 6.0), (3, 1.0), (4, 100.0), (5, 0.5)):
+        compute.events.add(metadata_id=metadata, duration_ps=int(ms * 1e9))
+    python = plane.lines.add(name="python")  # the Python thread's own events are not ops
+    python.events.add(metadata_id=5, duration_ps=int(50 * 1e9))
+    other = space.planes.add(name="/device:GPU:0")  # other planes are ignored
+    other.lines.add(name="tf_Compute/9").events.add(metadata_id=1, duration_ps=10 ** 12)
+    times = op_times(space.SerializeToString(), steps=2)
+    assert times == {"_MklNativeConv2D": 3.0, "_MklNativeConv2DBackpropFilter": 3.0, "Cast": 0.5,
+                     "Mul": 0.25}
+    assert group(times) == dict(zip(GROUPS, (3.0, 0.0, 3.0, 0.5, 0.25)))
+
+
+def test_training_profile_child_measures_real_op_types():
+    from yolo3.benchmarks.training import profile_child
+    result = profile_child(dict(model="tiny", size=64, batch=2, steps=1, policy="float32"))
+    times = result["times"]
+    assert result["wall_ms"] > 0
+    assert any("Conv2D" in op and "Backprop" not in op for op in times)
+    assert any("Conv2DBackpropFilter" in op for op in times)
+    assert all(ms >= 0 for ms in times.values()) and sum(times.values()) > 0

@@ -6,7 +6,6 @@ import warnings
 import pytest
 
 from yolo3.deprecation import renamed_keyword
-from yolo3.errors import SettingError
 
 
 def test_renamed_keyword():
@@ -30,17 +29,6 @@ def test_load_weights_by_name_takes_the_old_keyword(tmp_path):
         warnings.simplefilter("error")
         new = load_weights_by_name(dst, path, variant="tiny", verbose=False)
     assert old.loaded == new.loaded and len(new.loaded) > 10
-
-
-def test_setting_error_words_whole_setting_names_only():
-    e = SettingError("batch_size 0 and val_batch_size 2: batch_size must be >= 1", "batch_size")
-    assert e.worded({"batch_size": "--batch-size"}.get) == \
-        "--batch-size 0 and val_batch_size 2: --batch-size must be >= 1"
-    assert e.worded(lambda s: None) == str(e)
-    paths = SettingError("runs/resume/resume.json: cannot resume: no resume.", "resume")
-    assert paths.worded({"resume": "--resume"}.get) == \
-        "runs/resume/resume.json: cannot --resume: no --resume."
-    assert isinstance(e, ValueError) and e.settings == ("batch_size",)
 
 
 def test_accepts_old_keywords_maps_the_old_name_and_warns():

@@ -314,7 +314,7 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
 # tests/test_<module>.py.
 _TESTED_IN_FEATURE_FILES = {
     "__main__", "blocks", "bodies", "cfg", "convert", "layout",
-    "random_weights", "augment", "images", "verify", "errors",
+    "random_weights", "augment", "images", "verify",
     "calibration", "formats", "graph", "graph_surgery", "keras_yolo3_args", "loading",
     "log", "paths", "precision", "tflite_metadata",
     "train", "utils", "visualize"}

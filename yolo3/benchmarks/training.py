@@ -2,7 +2,7 @@
 replica wrapper, the share of step time spent waiting for data, and mixed precision's loss.
 
     yolo3 benchmark training [--variants yolov3 tiny] [--size 416] [--batch 8] [--steps 5]
-                             [--replicas 2] [--data-wait] [--loss-steps 50]
+                             [--replicas 2] [--data-wait] [--loss-steps 50] [--profile]
     (or python tools/benchmark_training.py ...)
 
 Every contender runs in its own process (:mod:`yolo3.benchmarks.isolated`), on the same random
@@ -15,6 +15,10 @@ times slower) unless ``--force-mixed``. ``--data-wait``: the real tf.data pipeli
 augmentation) on a synthetic dataset feeds the steps; the table shows the share of each step spent
 waiting for the next batch. ``--loss-steps N``: N steps from the same initial weights on the same
 batches in float32 and in mixed precision; the loss after N steps, relative difference.
+``--profile``: TensorFlow's profiler over the steps in float32 and in mixed precision, the op time
+per step by group (convolutions forward, their input and filter gradients, casts, the rest) and for
+the op types that take the most, with the speed-up of each: where mixed precision gains and where
+it does not.
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
 
 
 NUM_CLASSES = 80
@@ -140,6 +145,19 @@ def loss_child(p: dict) -> dict:
     return {"losses": losses}
 
 
+def profile_child(p: dict) -> dict:
+    """Op-type milliseconds per step (:func:`yolo3.benchmarks.op_profile.profile_steps`) of
+    ``p['steps']`` training steps on a fixed random batch, after two warm-up steps, and the
+    steps' wall time."""
+    spec, _, model = _model(p["model"], p["size"], p["policy"], 1, False, 100)
+    batch = _random_batch(spec, p["size"], p["batch"], 100)
+    for _ in range(2):
+        model.train_on_batch(*batch)
+    start = time.perf_counter()
+    times = profile_steps(lambda: model.train_on_batch(*batch), p["steps"])
+    return {"times": times, "wall_ms": (time.perf_counter() - start) * 1000 / p["steps"]}
+
+
 def mixed_policy() -> Optional[str]:
     """The mixed policy ``--precision auto`` trains in on this machine, or None (float32)."""
     chosen = resolve_training_precision("auto")
@@ -207,7 +225,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"| {' | '.join(r)} |")
     if args.loss_steps:
         _loss_table(args, mixed)
+    if args.profile:
+        _profile_tables(args, mixed)
     return 0
+
+
+def _profile_tables(args: argparse.Namespace, mixed: Optional[str]) -> None:
+    """Per variant: where a step's op time goes in float32 and in the mixed policy, by group and
+    for the op types that take the most time, with the speed-up of each."""
+    if not mixed:
+        print("\nprofile: skipped (no native mixed precision here; --force-mixed profiles it "
+              "emulated)")
+        return
+    for model in args.variants:
+        p = dict(model=model, size=args.size, batch=args.batch[0], steps=args.steps)
+        fp32 = run_child("yolo3.benchmarks.training:profile_child", dict(p, policy="float32"))
+        low = run_child("yolo3.benchmarks.training:profile_child", dict(p, policy=mixed))
+        print(f"\n{model}-{args.size} b{args.batch[0]}: op time per step, summed over "
+              f"TensorFlow's compute threads (wall per step under the profiler: float32 "
+              f"{fp32['wall_ms']:.0f} ms, {mixed} {low['wall_ms']:.0f} ms, "
+              f"{fp32['wall_ms'] / low['wall_ms']:.2f}x)")
+        print(f"| ops | float32 ms | {mixed} ms | speed-up | share of {mixed} op time |")
+        print("|---|---|---|---|---|")
+        total = sum(low["times"].values())
+        groups = [(g, group(fp32["times"])[g], group(low["times"])[g]) for g in GROUPS]
+        top = sorted(set(fp32["times"]) | set(low["times"]),
+                     key=lambda k: -max(fp32["times"].get(k, 0), low["times"].get(k, 0)))
+        singles = [(f"  {k}", fp32["times"].get(k, 0.0), low["times"].get(k, 0.0))
+                   for k in top[:args.profile_ops]]
+        for label, a, b in [*groups, *singles]:
+            ratio = f"{a / b:.2f}x" if a >= 1 and b >= 1 else "-"  # ms: below 1 it says little
+            print(f"| {label} | {a:.0f} | {b:.0f} | {ratio} | {100 * b / total:.1f}% |")
 
 
 def _loss_table(args: argparse.Namespace, mixed: Optional[str]) -> None:

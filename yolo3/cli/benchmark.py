@@ -62,6 +62,11 @@ def _training_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss-variant", "--loss-model", dest="loss_variant", default="tiny",
                    help="variant for --loss-steps (default tiny)")
     p.add_argument("--loss-size", type=int, default=160, help="input size for --loss-steps")
+    p.add_argument("--profile", action="store_true", help="also profile --steps steps of each "
+                   "variant at the first --batch in float32 and mixed precision: op time per step "
+                   "by group and op type, with the speed-up of each")
+    p.add_argument("--profile-ops", type=int, default=10, help="op types listed in the profile "
+                   "(default 10)")
 
 
 def _inference_arguments(p: argparse.ArgumentParser) -> None:
