@@ -13,6 +13,8 @@ from yolo3.graph_surgery import FoldedBatchNorm, fold_batch_norms
 from yolo3.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.parallel import ReplicaWrapper
 from yolo3.schedules import WarmupCosine
+from yolo3.batch_norm import FusedBatchNorm
+from yolo3.saving import atomic_save_model
 from yolo3.specs import all_specs
 from yolo3.targets import preprocess_true_boxes
 from yolo3.bodies import build_spec_body
@@ -123,6 +125,22 @@ def _folded(tmp_path):
     _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
 
 
+def _fused_batch_norm(tmp_path):
+    spec = all_specs()[-1]
+    body = build_spec_body(spec, CLASSES, input_shape=HW, fused_batch_norm=True)
+    layers = [layer for layer in body.layers if isinstance(layer, FusedBatchNorm)]
+    assert layers and FusedBatchNorm.from_config(layers[0].get_config()).name == layers[0].name
+    path = tmp_path / "fused.keras"
+    atomic_save_model(body, path)  # saved as Keras's own BatchNormalization
+    reloaded = keras.models.load_model(path, compile=False)
+    assert not any(isinstance(layer, FusedBatchNorm) for layer in reloaded.layers)
+    images, y_true = _batch(spec)
+    for a, b in zip(reloaded.predict(images, verbose=0), body.predict(images, verbose=0)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    template = yolo_training_model(body, spec.default_anchors(), CLASSES)
+    _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
+
+
 def _identity_loss(tmp_path):
     y = np.array([[1.5]], np.float32)
     assert np.asarray(identity_loss(None, y)) == pytest.approx(y)
@@ -146,6 +164,7 @@ CASES = [*(_body_case(s) for s in all_specs()),
          Case("YoloLoss", _loss_layer, ("yolo3>YoloLoss",)),
          Case("WarmupCosine", _schedule, ("yolo3>WarmupCosine",)),
          Case("FoldedBatchNorm", _folded, ("yolo3>FoldedBatchNorm",)),
+         Case("FusedBatchNorm", _fused_batch_norm, ("yolo3>FusedBatchNorm",)),
          Case("identity_loss", _identity_loss, ("yolo3>identity_loss",)),
          Case("ReplicaWrapper", _replica_wrapper)]
 

@@ -42,8 +42,11 @@ def activation_layer(kind: str, name: str):
 
 def conv_block(x, filters: int, size: int, names: BlockNames, stride: int = 1,
                padding="same", batch_normalize: bool = True, activation: str = "leaky",
-               kernel_initializer: str = "glorot_uniform"):
+               kernel_initializer: str = "glorot_uniform", batch_norm=None):
     """One Darknet convolution on tensor ``x``.
+
+    ``batch_norm``: the batch-norm layer class (default ``keras.layers.BatchNormalization``;
+    training bodies use :class:`yolo3.batch_norm.FusedBatchNorm`).
 
     ``padding``: ``"same"`` or ``"valid"`` (Keras's), or a ``ZeroPadding2D`` argument (e.g.
     ``((1, 0), (1, 0))``: Darknet's top/left padding of stride-2 convolutions) for a padding layer
@@ -57,6 +60,7 @@ def conv_block(x, filters: int, size: int, names: BlockNames, stride: int = 1,
                       use_bias=not batch_normalize, kernel_initializer=kernel_initializer,
                       name=names.conv)(x)
     if batch_normalize:
-        x = layers.BatchNormalization(epsilon=BN_EPSILON, momentum=BN_MOMENTUM, name=names.bn)(x)
+        x = (batch_norm or layers.BatchNormalization)(epsilon=BN_EPSILON, momentum=BN_MOMENTUM,
+                                                      name=names.bn)(x)
     act = activation_layer(activation, names.act)
     return act(x) if act is not None else x

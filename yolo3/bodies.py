@@ -20,6 +20,7 @@ from typing import List, Optional, Tuple
 import keras
 from keras import layers
 
+from yolo3.batch_norm import FusedBatchNorm
 from yolo3.blocks import BlockNames, conv_block
 from yolo3.keras_compat import producing_layer
 from yolo3.specs import ModelSpec, get_spec
@@ -38,15 +39,18 @@ def block_names(block: str, stride: int = 1) -> BlockNames:
 
 
 class KerasNet:
-    """:class:`yolo3.architectures.Net` building Keras layers with yolo3 names; collects outputs."""
+    """:class:`yolo3.architectures.Net` building Keras layers with yolo3 names; collects outputs.
+    ``batch_norm``: the batch-norm layer class (default Keras's)."""
 
-    def __init__(self, inputs):
+    def __init__(self, inputs, batch_norm=None):
         self.current = inputs
         self.outputs: List = []
+        self.batch_norm = batch_norm
 
     def conv(self, block, filters, size, stride=1):
         self.current = conv_block(self.current, filters, size, block_names(block, stride),
-                                  stride=stride, padding=_TOP_LEFT if stride == 2 else "same")
+                                  stride=stride, padding=_TOP_LEFT if stride == 2 else "same",
+                                  batch_norm=self.batch_norm)
         return self.current
 
     def output(self, stride, filters):
@@ -81,8 +85,9 @@ class KerasNet:
         return self.current
 
 
-def _body(spec: ModelSpec, inputs, anchors_per_scale: int, num_classes: int) -> keras.Model:
-    net = KerasNet(inputs)
+def _body(spec: ModelSpec, inputs, anchors_per_scale: int, num_classes: int,
+          batch_norm=None) -> keras.Model:
+    net = KerasNet(inputs, batch_norm)
     spec.describe(net, anchors_per_scale * (num_classes + 5))
     return keras.Model(inputs, net.outputs, name=spec.keras_name)
 
@@ -102,15 +107,19 @@ def tiny_yolo_body(inputs, num_anchors: int, num_classes: int) -> keras.Model:
 
 
 def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Optional[int] = None,
-                    input_shape: Tuple[Optional[int], Optional[int]] = (None, None)) -> keras.Model:
+                    input_shape: Tuple[Optional[int], Optional[int]] = (None, None),
+                    fused_batch_norm: bool = False) -> keras.Model:
     """The body of ``spec`` for ``num_classes``; input ``(h, w)`` multiples of the largest stride,
-    or None for any size. ``anchors_per_scale`` defaults to the spec's (3)."""
+    or None for any size. ``anchors_per_scale`` defaults to the spec's (3). ``fused_batch_norm``:
+    batch norms that train through one fused kernel (:class:`yolo3.batch_norm.FusedBatchNorm`;
+    what training builds; saved files get Keras's layer)."""
     if any(side is not None for side in input_shape):  # None: any size
         spec.check_input_size(tuple(spec.max_stride if v is None else v for v in input_shape))
     if anchors_per_scale is None:
         anchors_per_scale = spec.anchors_per_scale(len(spec.anchors))
     inputs = keras.Input(shape=(*input_shape, 3), name="image")
-    return _body(spec, inputs, anchors_per_scale, num_classes)
+    return _body(spec, inputs, anchors_per_scale, num_classes,
+                 FusedBatchNorm if fused_batch_norm else None)
 
 
 def build_body(variant, num_classes: int, num_anchors: int = 3,

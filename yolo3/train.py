@@ -60,7 +60,7 @@ from yolo3.precision import resolve_training_precision
 from yolo3.recipe import (auto_ema_momentum, auto_eval_every, dtype_policy, learning_rate,
                           make_optimizer, output_bias_priors, use_jit)
 from yolo3.resume import load_resume_state, restore_resume_state
-from yolo3.saving import atomic_save_model, atomic_save_weights
+from yolo3.saving import atomic_save_model, atomic_save_weights, load_saved_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, check_input_size, get_spec
 from yolo3.train_config import (DataSettings, TrainConfig, check, input_hw, multi_scale_shapes)
@@ -324,7 +324,8 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ``multi_scale`` the body takes any input size."""
     shape = (None, None) if config.data.multi_scale else input_hw(config)
     with placement.scope():
-        body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), shape)
+        body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), shape,
+                               fused_batch_norm=True)
         template = yolo_training_model(body, data.anchors, data.num_classes,
                                        anchor_mask=data.masks, box_loss=config.recipe.box_loss,
                                        label_smoothing=config.recipe.label_smoothing,
@@ -587,7 +588,7 @@ def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnN
     result; with none, or whenever the weights are not finite, nothing is written: ``(None, None)``."""
     last_ok = run.write_dir / "last.weights.h5"
     if nan_stop.stopped and last_ok.exists():
-        body.load_weights(str(last_ok))
+        load_saved_weights(body, last_ok)
     if (nan_stop.stopped and not last_ok.exists()) or not weights_finite(body):
         return None, None
     final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
