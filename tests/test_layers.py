@@ -13,7 +13,7 @@ from yolo3.graph_surgery import FoldedBatchNorm, fold_batch_norms
 from yolo3.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.parallel import ReplicaWrapper
 from yolo3.schedules import WarmupCosine
-from yolo3.batch_norm import FusedBatchNorm
+from yolo3 import batch_norm
 from yolo3.saving import atomic_save_model
 from yolo3.specs import all_specs
 from yolo3.targets import preprocess_true_boxes
@@ -128,12 +128,12 @@ def _folded(tmp_path):
 def _fused_batch_norm(tmp_path):
     spec = all_specs()[-1]
     body = build_spec_body(spec, CLASSES, input_shape=HW, fused_batch_norm=True)
-    layers = [layer for layer in body.layers if isinstance(layer, FusedBatchNorm)]
-    assert layers and FusedBatchNorm.from_config(layers[0].get_config()).name == layers[0].name
+    layers = [layer for layer in body.layers if isinstance(layer, batch_norm.BatchNormalization)]
+    assert layers and batch_norm.BatchNormalization.from_config(layers[0].get_config()).name == layers[0].name
     path = tmp_path / "fused.keras"
     atomic_save_model(body, path)  # saved as Keras's own BatchNormalization
     reloaded = keras.models.load_model(path, compile=False)
-    assert not any(isinstance(layer, FusedBatchNorm) for layer in reloaded.layers)
+    assert not any(isinstance(layer, batch_norm.BatchNormalization) for layer in reloaded.layers)
     images, y_true = _batch(spec)
     for a, b in zip(reloaded.predict(images, verbose=0), body.predict(images, verbose=0)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
@@ -164,7 +164,7 @@ CASES = [*(_body_case(s) for s in all_specs()),
          Case("YoloLoss", _loss_layer, ("yolo3>YoloLoss",)),
          Case("WarmupCosine", _schedule, ("yolo3>WarmupCosine",)),
          Case("FoldedBatchNorm", _folded, ("yolo3>FoldedBatchNorm",)),
-         Case("FusedBatchNorm", _fused_batch_norm, ("yolo3>FusedBatchNorm",)),
+         Case("BatchNormalization (fused)", _fused_batch_norm, ("yolo3>BatchNormalization",)),
          Case("identity_loss", _identity_loss, ("yolo3>identity_loss",)),
          Case("ReplicaWrapper", _replica_wrapper)]
 

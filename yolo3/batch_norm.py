@@ -4,16 +4,18 @@ Keras 3's ``BatchNormalization`` computes a training step's batch statistics and
 separate operations (a float32 cast of the input, mean, squared difference, mean, scale, shift and
 their gradients): on a CPU they took about 30% of a mixed-bfloat16 YOLOv3 training step, and under
 mixed bfloat16 they were slower than in float32 (``yolo3 benchmark training --profile``).
-:class:`FusedBatchNorm` is that layer with its training call through ``FusedBatchNormV3`` (oneDNN's
+:class:`BatchNormalization` is that layer with its training call through ``FusedBatchNormV3`` (oneDNN's
 fused kernel on CPUs, cuDNN's on GPUs: bfloat16/float16 input, float32 statistics) and everything
 else inherited: variables, inference call, moving averages (momentum, biased batch variance, as
 Keras keeps them), config. Where TensorFlow sees a GPU, the epsilon of the *training*
 normalisation is at least 1.001e-5, the smallest cuDNN takes (as ``tf.nn.fused_batch_norm``
 does); on CPUs it is the layer's own (Darknet's 1e-6), as are inference's everywhere.
 
-Files never hold this class: :func:`keras_batch_norms` gives a copy with Keras's own layer (the
-same weights), and :mod:`yolo3.saving` writes every model through it, so a saved ``.keras`` loads
-in plain Keras and a ``.weights.h5`` names its layers as a body built with Keras's layer does.
+It has Keras's class name on purpose: Keras names a layer's weights in a ``.weights.h5`` file after
+its class, so a body with these layers and a body with Keras's write and read the same weights
+files, either way. A ``.keras`` file names the class itself: :func:`keras_batch_norms` gives a
+copy with Keras's own layer (the same weights), and :mod:`yolo3.saving` writes every ``.keras``
+through it, so the file loads in plain Keras.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import tensorflow as tf
 
 from yolo3.keras_compat import all_layers
 
-__all__ = ["FusedBatchNorm", "MIN_FUSED_EPSILON", "training_epsilon", "has_fused_batch_norms",
+__all__ = ["BatchNormalization", "MIN_FUSED_EPSILON", "training_epsilon", "has_fused_batch_norms",
            "keras_batch_norms"]
 
 MIN_FUSED_EPSILON = 1.001e-5  # cuDNN's CUDNN_BN_MIN_EPSILON, with TensorFlow's margin
@@ -37,7 +39,7 @@ def training_epsilon(epsilon: float) -> float:
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
-class FusedBatchNorm(keras.layers.BatchNormalization):
+class BatchNormalization(keras.layers.BatchNormalization):
     """``keras.layers.BatchNormalization`` whose training call is one fused kernel (NHWC, 4-D
     input, no mask, renorm or synchronised statistics; other cases take Keras's own path)."""
 
@@ -66,18 +68,19 @@ class FusedBatchNorm(keras.layers.BatchNormalization):
 
 
 def has_fused_batch_norms(model: keras.Model) -> bool:
-    """Whether any layer of ``model`` (nested models too) is a :class:`FusedBatchNorm`."""
-    return any(isinstance(layer, FusedBatchNorm) for layer in all_layers(model))
+    """Whether any layer of ``model`` (nested models too) is yolo3's fused
+    :class:`BatchNormalization`."""
+    return any(isinstance(layer, BatchNormalization) for layer in all_layers(model))
 
 
 def keras_batch_norms(model: keras.Model) -> keras.Model:
-    """``model`` itself when it has no :class:`FusedBatchNorm`, else a copy of the functional
-    ``model`` with Keras's ``BatchNormalization`` in their place (same config, same weights)."""
+    """``model`` itself when it has none of yolo3's fused :class:`BatchNormalization`, else a copy
+    of the functional ``model`` with Keras's own layer in their place (same config, weights)."""
     if not has_fused_batch_norms(model):
         return model
 
     def clone(layer):
-        if isinstance(layer, FusedBatchNorm):
+        if isinstance(layer, BatchNormalization):
             return keras.layers.BatchNormalization.from_config(layer.get_config())
         return layer.__class__.from_config(layer.get_config())
 

@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 import keras
 from keras import layers
 
-from yolo3.batch_norm import FusedBatchNorm
+from yolo3 import batch_norm
 from yolo3.blocks import BlockNames, conv_block
 from yolo3.keras_compat import producing_layer
 from yolo3.specs import ModelSpec, get_spec
@@ -111,7 +111,7 @@ def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Option
                     fused_batch_norm: bool = False) -> keras.Model:
     """The body of ``spec`` for ``num_classes``; input ``(h, w)`` multiples of the largest stride,
     or None for any size. ``anchors_per_scale`` defaults to the spec's (3). ``fused_batch_norm``:
-    batch norms that train through one fused kernel (:class:`yolo3.batch_norm.FusedBatchNorm`;
+    batch norms that train through one fused kernel (:class:`yolo3.batch_norm.BatchNormalization`;
     what training builds; saved files get Keras's layer)."""
     if any(side is not None for side in input_shape):  # None: any size
         spec.check_input_size(tuple(spec.max_stride if v is None else v for v in input_shape))
@@ -119,7 +119,7 @@ def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Option
         anchors_per_scale = spec.anchors_per_scale(len(spec.anchors))
     inputs = keras.Input(shape=(*input_shape, 3), name="image")
     return _body(spec, inputs, anchors_per_scale, num_classes,
-                 FusedBatchNorm if fused_batch_norm else None)
+                 batch_norm.BatchNormalization if fused_batch_norm else None)
 
 
 def build_body(variant, num_classes: int, num_anchors: int = 3,

@@ -28,23 +28,21 @@ from yolo3.metadata import ModelInfo, embed_info, read_info
 from yolo3.specs import all_specs
 from yolo3.weight_names import Arrays, WeightsError
 
-__all__ = ["atomic_save_weights", "atomic_save_model", "load_saved_weights", "load_keras_model", "build_from_weights",
+__all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
            "output_channels", "read_layer_weights", "layers_with_weights"]
 
 
 def atomic_save_weights(model, path: PathLike) -> Path:
-    """``model.save_weights(path)`` (a ``.weights.h5`` name), atomically; fused batch norms are
-    saved as Keras's own layer (:func:`yolo3.batch_norm.keras_batch_norms`)."""
+    """``model.save_weights(path)`` (a ``.weights.h5`` name), atomically."""
     if not str(path).endswith(".weights.h5"):
         raise ValueError(f"weights file name must end in .weights.h5, got {path}")
-    model = keras_batch_norms(model)
     return atomic_write(path, lambda tmp: model.save_weights(tmp), suffix=".weights.h5")
 
 
 def atomic_save_model(model, path: PathLike, info: Optional[ModelInfo] = None) -> Path:
     """``model.save(path)`` (a ``.keras`` name, without optimizer), with ``info`` inside,
-    atomically; fused batch norms are saved as Keras's own layer, so the file loads in plain
-    Keras."""
+    atomically; yolo3's fused batch norms are saved as Keras's own layer
+    (:func:`yolo3.batch_norm.keras_batch_norms`), so the file loads in plain Keras."""
     if not str(path).endswith(".keras"):
         raise ValueError(f"model file name must end in .keras, got {path}")
     model = keras_batch_norms(model)
@@ -54,15 +52,6 @@ def atomic_save_model(model, path: PathLike, info: Optional[ModelInfo] = None) -
         if info is not None:
             embed_info(tmp, info)
     return atomic_write(path, write, suffix=".keras")
-
-
-def load_saved_weights(model, path: PathLike) -> None:
-    """``model.load_weights(path)`` of a file :func:`atomic_save_weights` wrote, also into a model
-    with fused batch norms (the file names them as Keras's layer)."""
-    twin = keras_batch_norms(model)
-    twin.load_weights(os.fspath(path))
-    if twin is not model:
-        model.set_weights(twin.get_weights())
 
 
 def load_keras_model(path: PathLike) -> Tuple[object, Optional[ModelInfo]]:

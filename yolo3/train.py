@@ -60,7 +60,7 @@ from yolo3.precision import resolve_training_precision
 from yolo3.recipe import (auto_ema_momentum, auto_eval_every, dtype_policy, learning_rate,
                           make_optimizer, output_bias_priors, use_jit)
 from yolo3.resume import load_resume_state, restore_resume_state
-from yolo3.saving import atomic_save_model, atomic_save_weights, load_saved_weights
+from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, check_input_size, get_spec
 from yolo3.train_config import (DataSettings, TrainConfig, check, input_hw, multi_scale_shapes)
@@ -588,7 +588,7 @@ def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnN
     result; with none, or whenever the weights are not finite, nothing is written: ``(None, None)``."""
     last_ok = run.write_dir / "last.weights.h5"
     if nan_stop.stopped and last_ok.exists():
-        load_saved_weights(body, last_ok)
+        body.load_weights(str(last_ok))
     if (nan_stop.stopped and not last_ok.exists()) or not weights_finite(body):
         return None, None
     final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
