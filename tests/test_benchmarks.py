@@ -190,6 +190,14 @@ def test_training_benchmark_prints_each_contender_beside_float32(monkeypatch, ca
     assert "| tiny-64 b2, CPU, float32 | 20.00 | 1.00x |" in out
     assert "| tiny-64 b2, CPU, mixed_bfloat16 | 30.00 | 1.50x |" in out
     assert "after 2 steps float32 8.0000, mixed_bfloat16 8.4000 (+5.00%)" in out
+    calls.clear()
+    code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
+                 "--steps", "1", "--replicas", "0", "--no-jit", "--keras-batch-norm"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert [c[1].get("fused_batch_norm", True) for c in calls] == [True, False, True, False]
+    assert "| tiny-64 b2, CPU, float32, Keras's batch norm | 20.00 | 1.00x |" in out
+    assert "| tiny-64 b2, CPU, mixed_bfloat16, Keras's batch norm | 30.00 | 1.50x |" in out
 
 
 def test_op_profile_sums_compute_thread_ops_per_type_and_step():

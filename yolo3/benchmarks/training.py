@@ -2,7 +2,7 @@
 replica wrapper, the share of step time spent waiting for data, and mixed precision's loss.
 
     yolo3 benchmark training [--variants yolov3 tiny] [--size 416] [--batch 8] [--steps 5]
-                             [--replicas 2] [--data-wait] [--loss-steps 50] [--profile]
+                             [--replicas 2] [--data-wait] [--loss-steps 50] [--keras-batch-norm] [--profile]
     (or python tools/benchmark_training.py ...)
 
 Every contender runs in its own process (:mod:`yolo3.benchmarks.isolated`), on the same random
@@ -15,6 +15,8 @@ times slower) unless ``--force-mixed``. ``--data-wait``: the real tf.data pipeli
 augmentation) on a synthetic dataset feeds the steps; the table shows the share of each step spent
 waiting for the next batch. ``--loss-steps N``: N steps from the same initial weights on the same
 batches in float32 and in mixed precision; the loss after N steps, relative difference.
+Training bodies normalise through the fused kernel (:mod:`yolo3.batch_norm`), as ``yolo3 train``
+does; ``--keras-batch-norm`` adds rows with Keras's own batch norm beside them.
 ``--profile``: TensorFlow's profiler over the steps in float32 and in mixed precision, the op time
 per step by group (convolutions forward, their input and filter gradients, casts, the rest) and for
 the op types that take the most, with the speed-up of each: where mixed precision gains and where
@@ -77,7 +79,7 @@ def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
 
 
 def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit: bool,
-           max_boxes: int, seed: int = 0):
+           max_boxes: int, seed: int = 0, fused_batch_norm: bool = True):
     import keras
 
     spec = get_spec(spec_name)
@@ -85,7 +87,8 @@ def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit:
     with dtype_policy(policy):
         anchors = spec.default_anchors()
         masks = spec.default_masks(len(anchors))
-        body = build_spec_body(spec, NUM_CLASSES, len(masks[0]), (size, size))
+        body = build_spec_body(spec, NUM_CLASSES, len(masks[0]), (size, size),
+                               fused_batch_norm=fused_batch_norm)  # yolo3 train: fused
         model = yolo_training_model(body, anchors, NUM_CLASSES, anchor_mask=masks,
                                     box_loss=default("box_loss"), max_boxes=max_boxes)
         if replicas > 1:
@@ -106,7 +109,7 @@ def throughput_child(p: dict) -> dict:
             configure_logical_cpus(p["replicas"])
     max_boxes = 100
     spec, _, model = _model(p["model"], p["size"], p["policy"], p["replicas"], p["jit"],
-                            max_boxes)
+                            max_boxes, fused_batch_norm=p.get("fused_batch_norm", True))
     if p.get("data"):
         batches = _pipeline(p, spec, max_boxes)
     else:
@@ -198,8 +201,14 @@ def run(args: argparse.Namespace) -> int:
             fp32 = row(f"{name}, {device}, float32", base)
             if not args.no_jit:
                 row(f"{name}, {device}, float32 + XLA", dict(base, jit=True), fp32)
+            if args.keras_batch_norm:
+                row(f"{name}, {device}, float32, Keras's batch norm", dict(base, fused_batch_norm=False),
+                    fp32)
             if mixed:
                 row(f"{name}, {device}, {mixed}", dict(base, policy=mixed), fp32)
+                if args.keras_batch_norm:
+                    row(f"{name}, {device}, {mixed}, Keras's batch norm",
+                        dict(base, policy=mixed, fused_batch_norm=False), fp32)
                 if not args.no_jit:
                     row(f"{name}, {device}, {mixed} + XLA", dict(base, policy=mixed, jit=True), fp32)
             else:

@@ -62,6 +62,8 @@ def _training_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss-variant", "--loss-model", dest="loss_variant", default="tiny",
                    help="variant for --loss-steps (default tiny)")
     p.add_argument("--loss-size", type=int, default=160, help="input size for --loss-steps")
+    p.add_argument("--keras-batch-norm", action="store_true", help="also time each precision "
+                   "with Keras's own batch norm instead of the fused one training uses")
     p.add_argument("--profile", action="store_true", help="also profile --steps steps of each "
                    "variant at the first --batch in float32 and mixed precision: op time per step "
                    "by group and op type, with the speed-up of each")
