@@ -54,6 +54,7 @@ def _evaluate(model: Path, d: Path, tmp_path: Path) -> float:
     return float(json.loads(out.read_text())["mAP50_95"])
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 35 s on 2 cores
 def test_map_while_training_picks_best_and_matches_a_fresh_evaluation(dataset, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="yolo3")
     out = tmp_path / "run"
@@ -95,6 +96,7 @@ def test_resume_keeps_the_best_score(dataset, tmp_path):
         assert (out / "best.keras").stat().st_mtime_ns == best_file
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 17 s on 2 cores
 def test_patience_stops_when_map_stops_improving(dataset, tmp_path):
     out = tmp_path / "patience"
     # frozen batch norms and a vanishing learning rate: the weights, hence the mAP, stay put
@@ -104,6 +106,7 @@ def test_patience_stops_when_map_stops_improving(dataset, tmp_path):
     assert Path(result.final_model).exists()
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 15 s on 2 cores
 def test_without_evaluation_best_is_chosen_by_validation_loss(dataset, tmp_path):
     out = tmp_path / "noeval"
     train(_config(dataset, out, epochs=2, eval_every=0))
