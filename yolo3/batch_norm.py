@@ -13,19 +13,17 @@ does); on CPUs it is the layer's own (Darknet's 1e-6), as are inference's everyw
 
 It has Keras's class name on purpose: Keras names a layer's weights in a ``.weights.h5`` file after
 its class, so a body with these layers and a body with Keras's write and read the same weights
-files, either way. A ``.keras`` file names the class itself: :func:`keras_batch_norms` gives a
-copy with Keras's own layer (the same weights), and :mod:`yolo3.saving` writes every ``.keras``
-through it, so the file loads in plain Keras.
+files, either way. A ``.keras`` file names the class itself:
+:func:`yolo3.graph_surgery.keras_batch_norms` gives a copy with Keras's own layer (the same
+weights), and :mod:`yolo3.saving` writes every ``.keras`` through it, so the file loads in plain
+Keras.
 """
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
 
-from yolo3.keras_compat import all_layers
-
-__all__ = ["BatchNormalization", "MIN_FUSED_EPSILON", "training_epsilon", "has_fused_batch_norms",
-           "keras_batch_norms"]
+__all__ = ["BatchNormalization", "MIN_FUSED_EPSILON", "training_epsilon", "has_fused_batch_norms"]
 
 MIN_FUSED_EPSILON = 1.001e-5  # cuDNN's CUDNN_BN_MIN_EPSILON, with TensorFlow's margin
 
@@ -68,24 +66,5 @@ class BatchNormalization(keras.layers.BatchNormalization):
 
 
 def has_fused_batch_norms(model: keras.Model) -> bool:
-    """Whether any layer of ``model`` (nested models too) is yolo3's fused
-    :class:`BatchNormalization`."""
-    return any(isinstance(layer, BatchNormalization) for layer in all_layers(model))
-
-
-def keras_batch_norms(model: keras.Model) -> keras.Model:
-    """``model`` itself when it has none of yolo3's fused :class:`BatchNormalization`, else a copy
-    of the functional ``model`` with Keras's own layer in their place (same config, weights)."""
-    if not has_fused_batch_norms(model):
-        return model
-
-    def clone(layer):
-        if isinstance(layer, BatchNormalization):
-            return keras.layers.BatchNormalization.from_config(layer.get_config())
-        return layer.__class__.from_config(layer.get_config())
-
-    copy = keras.models.clone_model(model, clone_function=clone)
-    for layer in model.layers:
-        if layer.weights:
-            copy.get_layer(layer.name).set_weights(layer.get_weights())
-    return copy
+    """Whether any layer of functional ``model`` is yolo3's fused :class:`BatchNormalization`."""
+    return any(isinstance(layer, BatchNormalization) for layer in model.layers)

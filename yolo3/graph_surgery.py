@@ -1,17 +1,20 @@
-"""Inference copies of a body: batch norms folded into convolutions, another compute dtype.
+"""Copies of a body: batch norms folded into convolutions, another compute dtype, Keras's own
+batch norms in place of yolo3's fused ones.
 
 Both return new functional models with the same weights values; the body itself is not changed.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Callable, Dict
 
 import keras
 import numpy as np
 
+from yolo3.batch_norm import BatchNormalization, has_fused_batch_norms
 from yolo3.keras_compat import inbound_tensors, node_counts, producing_layer
 
-__all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype"]
+__all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype",
+           "keras_batch_norms"]
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
@@ -88,16 +91,36 @@ def _fold_weights(body: keras.Model, folded: keras.Model,
             (beta + (bias - values["moving_mean"]) * factor).astype(np.float32)])
 
 
-def with_compute_dtype(model: keras.Model, policy: str) -> keras.Model:
-    """A copy of functional ``model`` whose layers use the Keras dtype ``policy`` (e.g.
-    ``"mixed_bfloat16"``: float32 variables, bfloat16 computation), with the same weight values."""
-    def clone(layer):
-        config = layer.get_config()
-        config["dtype"] = policy
-        return layer.__class__.from_config(config)
-
-    copy = keras.models.clone_model(model, clone_function=clone)
+def _copy(model: keras.Model, rebuild: Callable[[keras.layers.Layer], keras.layers.Layer]
+          ) -> keras.Model:
+    """A copy of functional ``model`` with each layer made by ``rebuild(layer)``, and the same
+    weight values."""
+    copy = keras.models.clone_model(model, clone_function=rebuild)
     for layer in model.layers:
         if layer.weights:
             copy.get_layer(layer.name).set_weights(layer.get_weights())
     return copy
+
+
+def with_compute_dtype(model: keras.Model, policy: str) -> keras.Model:
+    """A copy of functional ``model`` whose layers use the Keras dtype ``policy`` (e.g.
+    ``"mixed_bfloat16"``: float32 variables, bfloat16 computation), with the same weight values."""
+    def rebuild(layer):
+        config = layer.get_config()
+        config["dtype"] = policy
+        return layer.__class__.from_config(config)
+    return _copy(model, rebuild)
+
+
+def keras_batch_norms(model: keras.Model) -> keras.Model:
+    """``model`` itself when none of its layers is yolo3's fused
+    :class:`yolo3.batch_norm.BatchNormalization`, else a copy of the functional ``model`` with
+    Keras's own layer in their place (same config, same weights): what files hold."""
+    if not has_fused_batch_norms(model):
+        return model
+
+    def rebuild(layer):
+        kind = (keras.layers.BatchNormalization if isinstance(layer, BatchNormalization)
+                else layer.__class__)
+        return kind.from_config(layer.get_config())
+    return _copy(model, rebuild)

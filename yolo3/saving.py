@@ -16,13 +16,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
-import yolo3.graph_surgery  # noqa: F401  registers FoldedBatchNorm
 import yolo3.loss  # noqa: F401  registers YoloLoss, identity_loss
 import yolo3.schedules  # noqa: F401  registers WarmupCosine
-from yolo3.batch_norm import keras_batch_norms
 from yolo3.bodies import build_spec_body
 from yolo3.errors import FileFormatError, PathLike, Yolo3Error
 from yolo3.fileio import atomic_write
+from yolo3.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
 from yolo3.keras_compat import all_layers
 from yolo3.metadata import ModelInfo, embed_info, read_info
 from yolo3.specs import all_specs
@@ -42,7 +41,7 @@ def atomic_save_weights(model, path: PathLike) -> Path:
 def atomic_save_model(model, path: PathLike, info: Optional[ModelInfo] = None) -> Path:
     """``model.save(path)`` (a ``.keras`` name, without optimizer), with ``info`` inside,
     atomically; yolo3's fused batch norms are saved as Keras's own layer
-    (:func:`yolo3.batch_norm.keras_batch_norms`), so the file loads in plain Keras."""
+    (:func:`yolo3.graph_surgery.keras_batch_norms`), so the file loads in plain Keras."""
     if not str(path).endswith(".keras"):
         raise ValueError(f"model file name must end in .keras, got {path}")
     model = keras_batch_norms(model)
