@@ -176,6 +176,9 @@ def test_training_benchmark_prints_each_contender_beside_float32(monkeypatch, ca
 
     def fake_child(target, p):
         calls.append((target.rsplit(":", 1)[1], p))
+        if target.endswith("profile_child"):
+            scale = 1.0 if p["policy"] == "float32" else 0.5
+            return {"times": {"_MklNativeConv2D": 40.0 * scale, "Mul": 10.0}, "wall_ms": 50 * scale}
         if target.endswith("loss_child"):
             return {"losses": [10.0, 8.0] if p["policy"] == "float32" else [10.0, 8.4]}
         return {"img_s": 20.0 if p["policy"] == "float32" else 30.0, "wait": 0.0}
@@ -198,6 +201,16 @@ def test_training_benchmark_prints_each_contender_beside_float32(monkeypatch, ca
     assert [c[1].get("fused_batch_norm", True) for c in calls] == [True, False, True, False]
     assert "| tiny-64 b2, CPU, float32, Keras's batch norm | 20.00 | 1.00x |" in out
     assert "| tiny-64 b2, CPU, mixed_bfloat16, Keras's batch norm | 30.00 | 1.50x |" in out
+    calls.clear()
+    code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
+                 "--steps", "1", "--replicas", "0", "--no-jit", "--profile", "--profile-ops", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert [c[0] for c in calls] == ["throughput_child"] * 2 + ["profile_child"] * 2
+    assert "(wall per step under the profiler: float32 50 ms, mixed_bfloat16 25 ms, 2.00x)" in out
+    assert "| convolution forward | 40 | 20 | 2.00x | 66.7% |" in out
+    assert "| other ops | 10 | 10 | 1.00x | 33.3% |" in out
+    assert "|   _MklNativeConv2D | 40 | 20 | 2.00x | 66.7% |" in out and "|   Mul |" not in out
 
 
 def test_op_profile_sums_compute_thread_ops_per_type_and_step():

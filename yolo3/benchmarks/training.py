@@ -257,7 +257,8 @@ def _profile_tables(args: argparse.Namespace, mixed: Optional[str]) -> None:
         print(f"| ops | float32 ms | {mixed} ms | speed-up | share of {mixed} op time |")
         print("|---|---|---|---|---|")
         total = sum(low["times"].values())
-        groups = [(g, group(fp32["times"])[g], group(low["times"])[g]) for g in GROUPS]
+        fp32_groups, low_groups = group(fp32["times"]), group(low["times"])
+        groups = [(g, fp32_groups[g], low_groups[g]) for g in GROUPS]
         top = sorted(set(fp32["times"]) | set(low["times"]),
                      key=lambda k: -max(fp32["times"].get(k, 0), low["times"].get(k, 0)))
         singles = [(f"  {k}", fp32["times"].get(k, 0.0), low["times"].get(k, 0.0))
