@@ -95,6 +95,35 @@ def test_the_dataset_is_reproducible_from_its_seed(tmp_path):
         assert r.path.endswith(".jpg") and r.image_hw in PHOTO_SIZES
 
 
+@pytest.mark.parametrize("distribution, median", [
+    ("log", float(np.sqrt(0.06 * 0.55))),  # log-uniform: the geometric mean of the ends
+    ("uniform", (0.06 + 0.55) / 2)])
+def test_object_sizes_follow_the_chosen_distribution(distribution, median):
+    rng = np.random.default_rng(0)
+    sides = np.array([max(photo_synthetic._object_size(rng, "circle", 1000, 0.06, 0.55,
+                                                       distribution)) for _ in range(4000)])
+    assert sides.min() >= 60 and sides.max() <= 550
+    assert np.median(sides) / 1000 == pytest.approx(median, rel=0.04)
+    low, high = np.histogram(sides, bins=2, range=(60, 550))[0]
+    if distribution == "uniform":  # as many in each half
+        assert abs(low - high) < 0.06 * len(sides)
+    else:  # log-uniform: the smaller half holds log(305/60) / log(550/60) = 73% of them
+        assert low / len(sides) == pytest.approx(np.log(305 / 60) / np.log(550 / 60), abs=0.03)
+
+
+def test_a_uniform_set_has_larger_objects_and_unknown_names_are_refused(tmp_path):
+    sides = {}
+    for distribution in ("log", "uniform"):
+        ann, _ = make_photo_dataset(str(tmp_path / distribution), 40, str(PHOTOS), seed=3,
+                                    size_distribution=distribution)
+        boxes = np.concatenate([r.boxes for r in load_annotations(ann, list(PHOTO_CLASSES))])
+        sides[distribution] = np.median((boxes[:, 2:4] - boxes[:, 0:2]).max(axis=1))
+    assert sides["uniform"] > 1.3 * sides["log"], sides
+    with pytest.raises(ValueError, match="unknown size distribution 'normal'"):
+        make_photo_dataset(str(tmp_path / "n"), 2, str(PHOTOS), size_distribution="normal")
+    assert not (tmp_path / "n").exists()
+
+
 def test_photographs_are_found_or_named(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="fewer than two photographs"):
         load_photos(str(tmp_path))
@@ -116,7 +145,11 @@ def test_synth_command_photo_style(tmp_path, capsys):
     assert (out / "classes.txt").read_text().split() == list(PHOTO_CLASSES)
     assert yolo3_main(["synth", "--out", str(tmp_path / "x"), "--num-images", "2",
                        "--photos", str(PHOTOS)]) == 2
-    assert "--photos applies to --style photo" in capsys.readouterr().err
+    assert "--photos and --size-distribution apply to --style photo" in capsys.readouterr().err
+    assert yolo3_main(["synth", "--out", str(tmp_path / "z"), "--num-images", "2",
+                       "--size-distribution", "uniform"]) == 2
+    assert "apply to --style photo" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
     assert yolo3_main(["synth", "--out", str(tmp_path / "y"), "--style", "photo",
                        "--num-images", "2", "--photos", str(tmp_path / "none")]) == 2
     assert "not a folder" in capsys.readouterr().err

@@ -15,8 +15,9 @@ STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
 ANNOTATION_FORMATS = ("text", "coco", "voc", "yolo")  # the layouts yolo3 reads and writes
 ENGINES = ("auto", "keras", "openvino", "onnxruntime")  # what a .keras detector runs on
+SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spreads object sizes
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
            "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS",
-           "ENGINES"]
+           "ENGINES", "SIZE_DISTRIBUTIONS"]

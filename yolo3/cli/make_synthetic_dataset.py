@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from yolo3.choices import SIZE_DISTRIBUTIONS
 from yolo3.cli.common import run_command
 from yolo3.data.synthetic import SHAPES, STYLES
 
@@ -45,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="smallest object side as a fraction of the image (default: the style's)")
     p.add_argument("--max-size", type=float, default=None,
                    help="largest object side as a fraction of the image (default: the style's)")
+    p.add_argument("--size-distribution", choices=SIZE_DISTRIBUTIONS, default=None,
+                   help="photo style: how object sides spread between --min-size and --max-size "
+                        "(default log: as many small objects as large ones; uniform: most large)")
     p.add_argument("--val-fraction", type=float, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
 
@@ -57,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2]))
     if args.style == "photo":
         from yolo3.data.photo_synthetic import PHOTO_CLASSES, PHOTO_SIZES, make_photo_dataset
-        given = dict(max_objects=args.max_objects, min_frac=args.min_size, max_frac=args.max_size)
+        given = dict(max_objects=args.max_objects, min_frac=args.min_size, max_frac=args.max_size,
+                     size_distribution=args.size_distribution)
         try:  # load_photos checks the folder before anything is written
             ann, classes = make_photo_dataset(
                 args.out, args.num_images, args.photos, args.seed,
@@ -66,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         except FileNotFoundError as e:
             raise ArgumentError(f"--photos: {e}") from None
     else:
-        if args.photos is not None:
-            raise ArgumentError("--photos applies to --style photo")
+        if args.photos is not None or args.size_distribution is not None:
+            raise ArgumentError("--photos and --size-distribution apply to --style photo")
         from yolo3.data.synthetic import make_synthetic_dataset
         ann, classes = make_synthetic_dataset(
             args.out, args.num_images, size or (256, 256), args.seed,

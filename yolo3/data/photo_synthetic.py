@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from yolo3.choices import SIZE_DISTRIBUTIONS
 from yolo3.data.annotations import Record
 from yolo3.data.synthetic import SHAPES, _draw_shape, write_dataset_files
 
@@ -146,10 +147,14 @@ def _blob_mask(rng: np.random.Generator, bw: int, bh: int) -> np.ndarray:
 
 
 def _object_size(rng: np.random.Generator, shape: str, short: int, min_frac: float,
-                 max_frac: float) -> Tuple[int, int]:
-    """``(width, height)``: the long side log-uniform in ``[min_frac, max_frac]`` of ``short``;
+                 max_frac: float, distribution: str = "log") -> Tuple[int, int]:
+    """``(width, height)``: the long side in ``[min_frac, max_frac]`` of ``short``, log-uniform
+    (as many objects from 6% to 12% as from 25% to 50%) or uniform (``distribution``);
     rectangles may be thin bars (down to 1:6), other shapes stay within 1:2."""
-    side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
+    if distribution == "uniform":
+        side = float(rng.uniform(min_frac, max_frac)) * short
+    else:
+        side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
     if shape == "square" and rng.uniform() < 0.35:
         aspect = rng.uniform(1 / 6, 1 / 2.5)  # a thin bar
     else:
@@ -161,8 +166,8 @@ def _object_size(rng: np.random.Generator, shape: str, short: int, min_frac: flo
 def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
                        image_size: Tuple[int, int], classes: Sequence[str] = PHOTO_CLASSES,
                        max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
-                       negative_fraction: float = NEGATIVE_FRACTION
-                       ) -> Tuple[np.ndarray, np.ndarray]:
+                       negative_fraction: float = NEGATIVE_FRACTION,
+                       size_distribution: str = "log") -> Tuple[np.ndarray, np.ndarray]:
     """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``
     (the visible pixels' extent; ``N`` may be 0). See the module docstring."""
     h, w = image_size
@@ -182,7 +187,8 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
     for _ in range(count):
         for _attempt in range(20):
             cls = int(rng.integers(len(classes)))
-            bw, bh = _object_size(rng, classes[cls], min(h, w), min_frac, max_frac)
+            bw, bh = _object_size(rng, classes[cls], min(h, w), min_frac, max_frac,
+                                  size_distribution)
             bw, bh = min(bw, w), min(bh, h)
             x, y = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
             alpha = _shape_mask(rng, classes[cls], bw, bh)
@@ -215,11 +221,16 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                        seed: int = 0, classes: Sequence[str] = PHOTO_CLASSES,
                        sizes: Sequence[Tuple[int, int]] = PHOTO_SIZES, *,
                        max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
-                       val_fraction: float = 0.0, annotation_name: str = "annotations.txt"
-                       ) -> Tuple[str, str]:
+                       val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
+                       size_distribution: str = "log") -> Tuple[str, str]:
     """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
     file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
-    ``(h, w)`` image sizes, one drawn per image. Returns ``(annotation_path, classes_path)``."""
+    ``(h, w)`` image sizes, one drawn per image; ``size_distribution``: how object sides spread
+    over ``[min_frac, max_frac]`` (``log``: many small objects; ``uniform``: most are large).
+    Returns ``(annotation_path, classes_path)``."""
+    if size_distribution not in SIZE_DISTRIBUTIONS:
+        raise ValueError(f"unknown size distribution {size_distribution!r}: choose from "
+                         f"{SIZE_DISTRIBUTIONS}")
     for c in classes:
         if c not in SHAPES:
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
@@ -232,7 +243,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     for i in range(num_images):
         size = tuple(int(v) for v in sizes[int(rng.integers(len(sizes)))])
         image, boxes = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
-                                          max_frac)
+                                          max_frac, size_distribution=size_distribution)
         path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
         Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
         records.append(Record(path, boxes, size, 1))
