@@ -35,6 +35,8 @@ def ref_iou_variant(p, t, kind):
     inter = iw * ih
     union = p[2] * p[3] + t[2] * t[3] - inter
     iou = inter / union
+    if kind == "iou":
+        return iou
     cw, ch = max(px2, tx2) - min(px1, tx1), max(py2, ty2) - min(py1, ty1)
     if kind == "giou":
         return iou - (cw * ch - union) / (cw * ch)
@@ -57,9 +59,10 @@ def iou_cxcywh(a, b):
 
 
 def reference(outputs, y_true, anchors, num_classes, masks, box_loss, smoothing=0.0,
-              ignore_thresh=0.5, truth_boxes=None):
+              ignore_thresh=0.5, truth_boxes=None, objectness="one"):
     """Loop over images, cells and anchors; ``truth_boxes`` (b, T, 4) relative cxcywh or None
-    (gathered from y_true)."""
+    (gathered from y_true); ``objectness="iou"``: a positive's confidence target is the plain IoU
+    of its decoded box with its true box."""
     outputs = [np.asarray(o, np.float64) for o in outputs]
     y_true = [np.asarray(y, np.float64) for y in y_true]
     batch = outputs[0].shape[0]
@@ -83,7 +86,12 @@ def reference(outputs, y_true, anchors, num_classes, masks, box_loss, smoothing=
                         pw, ph = np.exp(tv[2]) * aw / in_w, np.exp(tv[3]) * ah / in_h
                         ignore = float(iou_cxcywh([px, py, pw, ph], truth) < ignore_thresh)
                         m = yv[4]
-                        conf = bce(m, tv[4])
+                        target = m
+                        if objectness == "iou" and m > 0:
+                            target = m * ref_iou_variant(
+                                [px * in_w, py * in_h, pw * in_w, ph * in_h],
+                                [yv[0] * in_w, yv[1] * in_h, yv[2] * in_w, yv[3] * in_h], "iou")
+                        conf = bce(target, tv[4])
                         total += m * conf + (1 - m) * conf * ignore
                         if m == 0:
                             continue
@@ -139,6 +147,42 @@ def test_mse_is_unchanged_and_label_smoothing_matches():
     smooth = reference(outputs, y_true, TINY_YOLO_ANCHORS, 4, masks, "mse", smoothing=0.1)
     got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 4, label_smoothing=0.1))
     assert got == pytest.approx(smooth, rel=1e-4) and abs(smooth - plain) > 1e-3
+
+
+@pytest.mark.parametrize("box_loss", ["mse", "ciou"])
+def test_iou_objectness_target_matches_the_reference(box_loss):
+    rng = np.random.default_rng(12)
+    _, outputs, y_true = case(rng, TINY_YOLO_ANCHORS, (96, 64), 3, boxes_per_image=5)
+    masks = default_masks(6)
+    want = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss, objectness="iou")
+    one = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss)
+    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss,
+                          objectness="iou"))
+    assert got == pytest.approx(want, rel=1e-4) and abs(want - one) > 1e-2
+
+
+def test_iou_objectness_target_passes_no_gradient_to_the_box():
+    """The IoU target is a constant: the confidence term's gradient reaches only the objectness
+    logits, never the box logits."""
+    rng = np.random.default_rng(13)
+    _, outputs, y_true = case(rng, TINY_YOLO_ANCHORS, (64, 64), 2)
+    variables = [tf.Variable(o) for o in outputs]
+    with tf.GradientTape() as tape:
+        terms = loss_terms([*variables, *y_true], TINY_YOLO_ANCHORS, 2, box_loss="ciou",
+                           objectness="iou")
+    grads = tape.gradient(terms["confidence"], variables)
+    for g, y in zip(grads, y_true):
+        g = g.numpy().reshape(*y.shape[:3], 3, 7)
+        assert np.all(g[..., 0:4] == 0) and np.abs(g[..., 4]).max() > 0
+        assert np.all(g[..., 5:] == 0)
+
+
+def test_unknown_objectness_target_is_refused_and_the_layer_keeps_it():
+    with pytest.raises(ValueError, match="objectness must be one of"):
+        YoloLoss(TINY_YOLO_ANCHORS, 2, objectness="quality")
+    layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_loss="ciou", objectness="iou")
+    assert YoloLoss.from_config(layer.get_config()).objectness == "iou"
+    assert YoloLoss(TINY_YOLO_ANCHORS, 2).objectness == "one"
 
 
 def test_iou_variants_on_known_boxes():

@@ -7,6 +7,7 @@ same tuple.
 from __future__ import annotations
 
 BOX_LOSSES = ("mse", "giou", "diou", "ciou")  # keras-yolo3's squared error, then the IoU family
+OBJECTNESS_TARGETS = ("one", "iou")  # the confidence target of a positive: 1, or its box's IoU
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("cosine", "plateau")
 JIT_CHOICES = ("auto", "on", "off")
@@ -20,4 +21,4 @@ AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in 
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
            "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS",
-           "ENGINES", "SIZE_DISTRIBUTIONS"]
+           "ENGINES", "SIZE_DISTRIBUTIONS", "OBJECTNESS_TARGETS"]

@@ -13,7 +13,10 @@ input):
   (``IoU - rho^2 / c^2``, rho the centre distance, c the enclosing diagonal) or complete IoU
   (``DIoU - alpha * v``, ``v = 4 / pi^2 (atan(w_t / h_t) - atan(w_p / h_p))^2``,
   ``alpha = v / (1 - IoU + v)`` held constant in the gradient);
-- confidence: ``m * BCE(m, t_o) + (1 - m) * BCE(m, t_o) * ignore``;
+- confidence: ``m * BCE(q, t_o) + (1 - m) * BCE(0, t_o) * ignore``, with the target ``q = 1``
+  (``objectness="one"``, Darknet's and keras-yolo3's) or ``q = IoU`` of the decoded predicted box
+  with its true box, held constant in the gradient (``"iou"``, YOLOv5's rule: the score then ranks
+  detections by how well they are placed);
 - class: ``m * BCE(y_class * (1 - eps) + eps / 2, t_class)`` (``eps``: label smoothing, 0 by default);
 
 summed over everything and divided by the batch size. ``ignore`` is 1 where the predicted box's best
@@ -33,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.box_ops import box_iou, swap_last_pair
-from yolo3.choices import BOX_LOSSES
+from yolo3.choices import BOX_LOSSES, OBJECTNESS_TARGETS
 from yolo3.decode import yolo_head
 from yolo3.masks import default_masks, validate_masks
 from yolo3.specs import strides_for
@@ -104,7 +107,8 @@ def iou_variant(pred: tf.Tensor, true: tf.Tensor, kind: str) -> tf.Tensor:
 
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
                anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
-               true_boxes: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+               true_boxes: Optional[tf.Tensor] = None,
+               objectness: str = "one") -> Dict[str, tf.Tensor]:
     """The batch-mean loss terms: ``xy`` and ``wh`` (``box_loss="mse"``) or ``box`` (IoU losses),
     ``confidence``, ``class`` (scalars summed over the scales) and ``ignored`` (predictions whose
     objectness loss the ignore mask dropped).
@@ -115,8 +119,7 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
     grid times 32.
     """
-    if box_loss not in BOX_LOSSES:
-        raise ValueError(f"box_loss must be one of {BOX_LOSSES}, got {box_loss!r}")
+    _check_choices(box_loss, objectness)
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
     num_layers = len(masks)
@@ -143,6 +146,11 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
         pred_box = tf.concat([pred_xy, pred_wh], axis=-1)
         best_iou = tf.reduce_max(box_iou(pred_box, truth), axis=-1, keepdims=True)
         ignore_mask = tf.stop_gradient(tf.cast(best_iou < ignore_thresh, tf.float32))
+        if box_loss != "mse" or objectness == "iou":
+            # the decoded box with its size capped (exp of a huge logit would be inf), in pixels
+            capped_wh = tf.exp(tf.minimum(raw_pred[..., 2:4], _MAX_LOG_WH)) * layer_anchors
+            pred_px = tf.concat([pred_xy * input_wh, capped_wh], axis=-1)
+            true_px = tf.concat([y[..., 0:2] * input_wh, y[..., 2:4] * input_wh], axis=-1)
 
         if box_loss == "mse":
             grid_wh = tf.cast(swap_last_pair(tf.shape(feats)[1:3]), tf.float32)
@@ -156,13 +164,12 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
             terms["xy"] += tf.reduce_sum(xy_loss) / batch
             terms["wh"] += tf.reduce_sum(wh_loss) / batch
         else:
-            # the decoded box with its size capped (exp of a huge logit would be inf), in pixels
-            capped_wh = tf.exp(tf.minimum(raw_pred[..., 2:4], _MAX_LOG_WH)) * layer_anchors
-            pred_px = tf.concat([pred_xy * input_wh, capped_wh], axis=-1)
-            true_px = tf.concat([y[..., 0:2] * input_wh, y[..., 2:4] * input_wh], axis=-1)
             quality = iou_variant(pred_px, true_px, box_loss)
             terms["box"] += tf.reduce_sum(object_mask * box_loss_scale * (1.0 - quality)) / batch
-        conf_bce = bce(object_mask, raw_pred[..., 4:5])
+        conf_target = object_mask
+        if objectness == "iou":
+            conf_target = object_mask * tf.stop_gradient(iou_variant(pred_px, true_px, "iou"))
+        conf_bce = bce(conf_target, raw_pred[..., 4:5])
         confidence_loss = object_mask * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
         class_true = y[..., 5:] * (1.0 - label_smoothing) + 0.5 * label_smoothing
         class_loss = object_mask * bce(class_true, raw_pred[..., 5:])
@@ -172,9 +179,18 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     return terms
 
 
+def _check_choices(box_loss: str, objectness: str) -> None:
+    """ValueError naming the setting when ``box_loss`` or ``objectness`` is not one of its choices."""
+    if box_loss not in BOX_LOSSES:
+        raise ValueError(f"box_loss must be one of {BOX_LOSSES}, got {box_loss!r}")
+    if objectness not in OBJECTNESS_TARGETS:
+        raise ValueError(f"objectness must be one of {OBJECTNESS_TARGETS}, got {objectness!r}")
+
+
 def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
               print_loss: bool = False, *, anchor_mask: Masks = None, box_loss: str = "mse",
-              label_smoothing: float = 0.0, true_boxes: Optional[tf.Tensor] = None) -> tf.Tensor:
+              label_smoothing: float = 0.0, true_boxes: Optional[tf.Tensor] = None,
+              objectness: str = "one") -> tf.Tensor:
     """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
     keras-yolo3's argument order (``print_loss`` prints the total and the terms with ``tf.print``);
@@ -182,7 +198,8 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
     the default of :func:`yolo3.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
     """
     terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
-                       box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes)
+                       box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes,
+                       objectness=objectness)
     total = tf.add_n([v for k, v in terms.items() if k != "ignored"])
     if print_loss:
         tf.print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
@@ -203,11 +220,10 @@ class YoloLoss(keras.layers.Layer):
 
     def __init__(self, anchors, num_classes: int, ignore_thresh: float = .5,
                  anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
-                 true_boxes: bool = False, **kwargs):
+                 true_boxes: bool = False, objectness: str = "one", **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
-        if box_loss not in BOX_LOSSES:
-            raise ValueError(f"box_loss must be one of {BOX_LOSSES}, got {box_loss!r}")
+        _check_choices(box_loss, objectness)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
@@ -217,6 +233,7 @@ class YoloLoss(keras.layers.Layer):
         self.box_loss = box_loss
         self.label_smoothing = float(label_smoothing)
         self.true_boxes = bool(true_boxes)
+        self.objectness = objectness
         self.supports_jit = self.true_boxes
 
     def call(self, inputs):
@@ -224,7 +241,8 @@ class YoloLoss(keras.layers.Layer):
         boxes = inputs.pop() if self.true_boxes else None
         loss = yolo_loss(inputs, self.anchors, self.num_classes, self.ignore_thresh,
                          anchor_mask=self.anchor_mask, box_loss=self.box_loss,
-                         label_smoothing=self.label_smoothing, true_boxes=boxes)
+                         label_smoothing=self.label_smoothing, true_boxes=boxes,
+                         objectness=self.objectness)
         return tf.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):
@@ -235,7 +253,8 @@ class YoloLoss(keras.layers.Layer):
         config.update(anchors=self.anchors.tolist(), num_classes=self.num_classes,
                       ignore_thresh=self.ignore_thresh,
                       anchor_mask=[list(m) for m in self.anchor_mask], box_loss=self.box_loss,
-                      label_smoothing=self.label_smoothing, true_boxes=self.true_boxes)
+                      label_smoothing=self.label_smoothing, true_boxes=self.true_boxes,
+                      objectness=self.objectness)
         return config
 
 
@@ -248,7 +267,7 @@ def identity_loss(y_true, y_pred):
 def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thresh: float = .5,
                         anchor_mask: Masks = None, box_loss: str = "mse",
                         label_smoothing: float = 0.0,
-                        max_boxes: Optional[int] = None) -> keras.Model:
+                        max_boxes: Optional[int] = None, objectness: str = "one") -> keras.Model:
     """Wrap ``body`` into a model ``[image, *y_true(, true_boxes)] -> loss (1,)`` (compile with
     ``identity_loss``).
 
@@ -282,5 +301,5 @@ def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thr
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
     loss = YoloLoss(anchors, num_classes, ignore_thresh, masks, box_loss, label_smoothing,
-                    true_boxes=bool(max_boxes), name="yolo_loss")([*outputs, *y_true, *extra])
+                    true_boxes=bool(max_boxes), objectness=objectness, name="yolo_loss")([*outputs, *y_true, *extra])
     return keras.Model([image, *y_true, *extra], loss, name=f"{body.name}_training")

@@ -329,7 +329,8 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
         template = yolo_training_model(body, data.anchors, data.num_classes,
                                        anchor_mask=data.masks, box_loss=config.recipe.box_loss,
                                        label_smoothing=config.recipe.label_smoothing,
-                                       max_boxes=config.data.max_boxes)
+                                       max_boxes=config.data.max_boxes,
+                                       objectness=config.recipe.objectness)
     skipped: List[Tuple[str, str]] = []
     loaded = set()
     if config.model.weights:

@@ -18,8 +18,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
-                           STRATEGIES, TRAINING_PRECISIONS)
+from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES,
+                           OBJECTNESS_TARGETS, OPTIMIZERS, SCHEDULES, STRATEGIES,
+                           TRAINING_PRECISIONS)
 from yolo3.errors import SettingError, Yolo3Error
 from yolo3.specs import check_input_size, get_spec
 
@@ -72,6 +73,9 @@ class RecipeSettings:
     ema_momentum: Optional[float] = None  # None: from the run's length (recipe.auto_ema_momentum)
     box_loss: str = "ciou"  # mse (keras-yolo3's), giou, diou or ciou
     label_smoothing: float = 0.0
+    # the confidence target of a positive: one (Darknet's, keras-yolo3's) or the IoU of its
+    # predicted box with the true box (YOLOv5's): scores that rank detections by placement
+    objectness: str = "one"
     # each box is also a positive on every other anchor whose shape IoU with it exceeds this
     # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3). 0.35 measured best of 0.1,
     # 0.213 (Darknet's YOLOv4 value), 0.35 and 0.5 on two realistic sets at global batch 16
@@ -302,6 +306,7 @@ def _check_model(model: ModelSettings, data: DataSettings) -> None:
 def _check_recipe(recipe: RecipeSettings) -> None:
     _one_of(recipe.optimizer, OPTIMIZERS, "optimizer")
     _one_of(recipe.box_loss, BOX_LOSSES, "box_loss")
+    _one_of(recipe.objectness, OBJECTNESS_TARGETS, "objectness")
     _one_of(recipe.precision, TRAINING_PRECISIONS, "precision")
     _one_of(recipe.jit, JIT_CHOICES, "jit")
     _need(recipe.lr is None or recipe.lr > 0, f"lr must be positive, got {recipe.lr}", "lr")

@@ -5,8 +5,8 @@ import argparse
 import os
 from typing import List, Optional
 
-from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OPTIMIZERS, SCHEDULES,
-                           STRATEGIES, TRAINING_PRECISIONS)
+from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OBJECTNESS_TARGETS,
+                           OPTIMIZERS, SCHEDULES, STRATEGIES, TRAINING_PRECISIONS)
 from yolo3.cli.common import add_input_size_argument, add_variant_argument, run_command
 
 __all__ = ["add_arguments", "run", "main", "build_parser", "config_from_args"]
@@ -86,6 +86,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default %(default)s)")
     r.add_argument("--label-smoothing", type=float, default=d("label_smoothing"),
                    help="class label smoothing (default %(default)s)")
+    r.add_argument("--objectness", choices=OBJECTNESS_TARGETS, default=d("objectness"),
+                   help="confidence target of a positive: one (Darknet's, keras-yolo3's) or iou "
+                   "(the IoU of its predicted box with the true box, YOLOv5's: scores rank "
+                   "detections by how well they are placed) (default %(default)s)")
     r.add_argument("--assign-iou", type=float, default=d("assign_iou"), metavar="T",
                    help="a box is also a positive on every other anchor whose shape IoU with it "
                    "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
