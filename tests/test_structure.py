@@ -316,7 +316,6 @@ _TESTED_IN_FEATURE_FILES = {
     "__main__", "blocks", "bodies", "cfg", "convert", "layout",
     "random_weights", "augment", "images", "verify",
     "calibration", "formats", "graph", "graph_surgery", "keras_yolo3_args", "loading",
-    "log", "paths", "precision", "tflite_metadata",
     "train", "utils", "visualize"}
 
 

@@ -1,0 +1,65 @@
+"""yolo3.precision as a module: reading the CPU flags, and the native-bfloat16 rule on flag sets.
+The ``auto`` choices under each CPU the project's machines come with are in test_auto_choices.py."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from yolo3 import precision as precision_module
+from yolo3.errors import ArgumentError
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16
+bugs\t\t: sysret_ss_attrs
+processor\t: 1
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16
+"""
+
+
+def _fake_cpuinfo(text):
+    def fake_open(path, *args, **kwargs):
+        assert path == "/proc/cpuinfo"
+        if text is None:
+            raise FileNotFoundError(path)
+        return io.StringIO(text)
+    return fake_open
+
+
+def test_flags_are_read_from_the_first_flags_line(monkeypatch):
+    monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(CPUINFO), raising=False)
+    assert precision_module.cpu_flags() == {"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}
+    assert precision_module.has_fast_bfloat16()
+
+
+@pytest.mark.parametrize("text", [None, "processor\t: 0\nmodel name\t: Apple M2\n"],
+                         ids=["no cpuinfo (macOS)", "no flags line"])
+def test_no_flags_means_no_native_bfloat16(monkeypatch, text):
+    monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(text), raising=False)
+    assert precision_module.cpu_flags() == set()
+    assert not precision_module.has_fast_bfloat16()
+    monkeypatch.setattr(precision_module, "_tensorflow_sees_a_gpu", lambda: False)
+    assert precision_module.resolve_precision("auto") == "float32"
+    assert precision_module.resolve_training_precision("auto") == "float32"
+
+
+@pytest.mark.parametrize("flags, native", [
+    ({"avx2", "avx512f"}, False),  # AVX-512 without BF16 (Skylake-X, Zen 3 has none at all)
+    ({"avx2", "amx_bf16"}, True),  # AMX alone
+    ({"avx512_bf16"}, True),
+    ({"avx_vnni", "avx512_vnni"}, False),  # integer dot products, not bfloat16
+])
+def test_native_bfloat16_needs_avx512_bf16_or_amx(monkeypatch, flags, native):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: set(flags))
+    assert precision_module.has_fast_bfloat16() is native
+
+
+def test_the_two_precision_lists_are_refused_across():
+    """Inference takes bfloat16 (the whole network), training the Keras mixed policies."""
+    assert precision_module.PRECISIONS == ("auto", "float32", "bfloat16")
+    with pytest.raises(ArgumentError, match=r"precision must be one of \('auto', 'float32', "
+                       r"'bfloat16'\), got 'mixed_bfloat16'"):
+        precision_module.resolve_precision("mixed_bfloat16", gpu=False)
+    with pytest.raises(ArgumentError, match="got 'bfloat16'"):
+        precision_module.resolve_training_precision("bfloat16", gpu=False)
