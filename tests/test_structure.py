@@ -315,7 +315,7 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
 _TESTED_IN_FEATURE_FILES = {
     "__main__", "bodies", "cfg", "convert", "layout",
     "random_weights", "augment", "images", "verify",
-    "calibration", "formats", "graph", "graph_surgery", "loading",
+    "calibration", "formats", "graph", "loading",
     "train", "utils", "visualize"}
 
 
