@@ -459,23 +459,6 @@ def test_sixteen_bit_png_decodes_alike_in_training_and_inference(tmp_path):
     np.testing.assert_array_equal(load_image(path)[..., 0], (twelve_bit >> 8).astype(np.uint8))
 
 
-def test_image_check_names_bad_files_and_caches_good_ones(tmp_path, monkeypatch):
-    from yolo3.data import verify
-    monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
-    good, bad = tmp_path / "good.png", tmp_path / "bad.jpg"
-    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(good)
-    Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(bad)
-    bad.write_bytes(bad.read_bytes()[:200])
-    failures = verify.verify_images([good, bad], progress=False)
-    assert [f.path for f in failures] == [str(bad)] and "cannot decode" in str(failures[0])
-    calls = []
-    real = verify._decode
-    monkeypatch.setattr(verify, "_decode", lambda p: calls.append(p) or real(p))
-    assert verify.verify_images([good], progress=False) == [] and calls == []  # cached
-    Image.fromarray(np.ones((9, 9, 3), np.uint8)).save(good)  # changed: decoded again
-    assert verify.verify_images([good], progress=False) == [] and calls == [str(good)]
-
-
 def test_crowded_images_are_reported(world, tmp_path, caplog):
     from yolo3.train import TrainConfig, prepare_data
     d = world["data"]
