@@ -94,10 +94,7 @@ def plot_pr_curves(curves: Sequence[Optional[dict]], class_names: Sequence[str],
     curves: per class ``{"recall": (D,), "precision": (D,), "ap": float}`` or None (no ground truth).
     Returns ``path``. Needs matplotlib (``pip install yolo3[plot]``).
     """
-    import matplotlib
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
     colors = class_colors(len(class_names))
     drawn = 0
@@ -117,8 +114,7 @@ def plot_pr_curves(curves: Sequence[Optional[dict]], class_names: Sequence[str],
     ax.grid(True, alpha=0.3)
     if 0 < drawn <= 30:
         ax.legend(fontsize=7, loc="lower left", ncol=2 if drawn > 10 else 1)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, bbox_inches="tight")
+    path = _save(fig, path)
     plt.close(fig)
     return path
 
