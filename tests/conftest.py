@@ -43,3 +43,16 @@ def darknet_cfg_dir() -> Path:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def line_image(tmp_path_factory):
+    """A 160x120 PNG with a red square at x 40-100, y 30-90: the image of keras-yolo3 text rows
+    (test_utils, test_keras_yolo3)."""
+    from PIL import Image
+    folder = tmp_path_factory.mktemp("grd")
+    array = np.zeros((120, 160, 3), np.uint8)
+    array[30:90, 40:100] = (250, 20, 20)
+    path = folder / "red.png"
+    Image.fromarray(array).save(path)
+    return path

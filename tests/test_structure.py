@@ -316,7 +316,7 @@ _TESTED_IN_FEATURE_FILES = {
     "bodies", "cfg", "convert", "layout",
     "random_weights", "augment", "images",
     "calibration", "formats", "graph", "loading",
-    "train", "utils"}
+    "train"}
 
 
 def test_every_new_library_module_has_its_test_module():
