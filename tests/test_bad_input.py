@@ -446,19 +446,6 @@ def test_repeated_class_names_are_refused_where_they_are_written(tmp_path):
     assert not (tmp_path / "c.txt").exists()
 
 
-def test_sixteen_bit_png_decodes_alike_in_training_and_inference(tmp_path):
-    import tensorflow as tf
-
-    from yolo3.data.images import load_image
-    twelve_bit = (np.arange(48 * 64).reshape(48, 64) * 7 % 4096).astype(np.uint16)
-    path = tmp_path / "g16.png"
-    Image.fromarray(twelve_bit).save(path)
-    pipeline = tf.io.decode_image(tf.io.read_file(str(path)), channels=3, expand_animations=False,
-                                  dtype=tf.uint8).numpy()
-    np.testing.assert_array_equal(load_image(path), pipeline)
-    np.testing.assert_array_equal(load_image(path)[..., 0], (twelve_bit >> 8).astype(np.uint8))
-
-
 def test_crowded_images_are_reported(world, tmp_path, caplog):
     from yolo3.train import TrainConfig, prepare_data
     d = world["data"]
