@@ -314,7 +314,7 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
 # tests/test_<module>.py.
 _TESTED_IN_FEATURE_FILES = {
     "bodies", "cfg", "convert", "layout",
-    "random_weights", "augment",
+    "random_weights",
     "calibration", "formats", "graph", "loading",
     "train"}
 
