@@ -1,4 +1,5 @@
-"""The named steps of yolo3.train, each on its own (the end-to-end runs are in test_train_cli)."""
+"""yolo3.train: its named steps, each on its own (the end-to-end runs are in test_train_cli and
+test_train_recipe)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -114,3 +115,12 @@ def test_pick_strategy_and_build_models(dataset, tmp_path):
     body, template, skipped = build_models(config, data, placement)
     assert body.input_shape == (None, 64, 64, 3) and skipped == []
     assert [t.name for t in template.inputs] == ["image", "y_true_s32", "y_true_s16", "true_boxes"]
+
+
+@pytest.mark.parametrize("objectness", ["one", "iou"])
+def test_build_models_hands_the_recipe_to_the_loss(dataset, tmp_path, objectness):
+    config = _config(dataset, tmp_path, objectness=objectness, box_loss="giou", label_smoothing=0.1)
+    data = prepare_data(config)
+    _, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))
+    loss = template.get_layer("yolo_loss")
+    assert (loss.objectness, loss.box_loss, loss.label_smoothing) == (objectness, "giou", 0.1)
