@@ -111,3 +111,25 @@ def test_a_non_square_model_exports_its_height_and_width_and_converts_back(tmp_p
     ours = keras_forward(body, images)
     theirs = keras_forward(keras.models.load_model(back.out_path), images)
     assert max(rel_err(a, b) for a, b in zip(theirs, ours)) <= TOLERANCE
+
+
+def test_a_failed_export_leaves_no_file_and_keeps_an_earlier_export(tmp_path, monkeypatch):
+    """Each file is written whole or not at all, the weights first: a failure while writing the
+    weights leaves neither a new cfg nor a partial weights file, and earlier files unchanged."""
+    import yolo3.darknet.export as export_module
+    body = build_body("tiny", 3)
+    cfg_out, weights_out = tmp_path / "e.cfg", tmp_path / "e.weights"
+    export_darknet(body, cfg_out, weights_out, anchors=CUSTOM_ANCHORS)
+    before = cfg_out.read_bytes(), weights_out.read_bytes()
+
+    def fail_midway(path, header, blocks):
+        with open(path, "wb") as f:
+            f.write(header.to_bytes())
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(export_module, "write_weights", fail_midway)
+    with pytest.raises(OSError, match="No space left"):
+        export_darknet(body, cfg_out, weights_out, anchors=CUSTOM_ANCHORS[::-1].copy())
+    assert (cfg_out.read_bytes(), weights_out.read_bytes()) == before
+    with pytest.raises(OSError):
+        export_darknet(body, tmp_path / "new.cfg", tmp_path / "new.weights", anchors=CUSTOM_ANCHORS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.cfg", "e.weights"]

@@ -14,7 +14,6 @@ the cfg's shapes.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,6 +24,7 @@ from yolo3.darknet.convert import conv_weights_from_model
 from yolo3.darknet.layout import CONVERTED_NAME, block_layer_names, layout_layers
 from yolo3.darknet.weights import Header, write_weights
 from yolo3.errors import DarknetError, PathLike
+from yolo3.fileio import atomic_write, write_text_atomic
 from yolo3.keras_compat import inbound_tensors, producing_layer
 from yolo3.masks import default_masks
 from yolo3.specs import get_spec, spec_of_layers
@@ -157,6 +157,8 @@ def export_darknet(model, cfg_out: PathLike, weights_out: PathLike,
     text = format_cfg(_net(*input_size, channels), layers)
     cfg = parse_cfg_text(text, cfg_out)  # checks every shape, including [yolo] channel counts
     blocks_out = [conv_weights_from_model(model, cfg, l, *conv_names[l.index]) for l in cfg.convs()]
-    Path(cfg_out).write_text(text, encoding="utf-8")
-    write_weights(weights_out, header or Header(), blocks_out)
+    # each file written whole or not at all; the weights (large, the one that can fail) first, so
+    # a failed export leaves no cfg without its weights
+    atomic_write(weights_out, lambda tmp: write_weights(tmp, header or Header(), blocks_out))
+    write_text_atomic(cfg_out, text)
     return text
