@@ -315,7 +315,7 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
 # (test_darknet_weights_loading.py, test_export.py ...). The list may only shrink; a new module
 # comes with its test module.
 _TESTED_IN_FEATURE_FILES = {
-    "darknet_weights", "export_formats"}
+    "export_formats"}
 
 
 def _test_module_names(module: Path, stems: Counter) -> Tuple[str, List[str]]:
