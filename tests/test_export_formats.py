@@ -1,4 +1,6 @@
-"""Export: SavedModel and TFLite outputs equal the Keras detector on images at the input size."""
+"""yolo3.export.formats: SavedModel and TFLite outputs equal the Keras detector on images at the
+input size; the facts every exported file carries (ONNX, OpenVINO and int8 round trips:
+test_deploy.py, test_openvino.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -127,3 +129,18 @@ def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_pat
         n = int(out["count"][0])
         _same((out["boxes"][0, :n], out["scores"][0, :n], out["classes"][0, :n]), ref)
         _same(lite.detect_image(image), ref)
+
+
+def test_exported_info_describes_the_export(exported):
+    from yolo3.detector import YOLO
+    from yolo3.export.formats import exported_info
+    det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
+    info = exported_info(det, "tflite", quantize="int8", input_dtype="uint8", batch=1)
+    assert tuple(info.input_size) == (INPUT, INPUT) and info.class_names == ["a", "b", "c"]
+    assert info.export == dict(format="tflite", score=0.2, iou=det.iou, max_boxes=det.max_boxes,
+                               input_size=[INPUT, INPUT], quantize="int8", input_dtype="uint8",
+                               batch=1)
+    from yolo3.tflite_metadata import read_tflite_info
+    written = read_tflite_info(exported / "model.tflite")
+    assert written.export["format"] == "tflite" and written.class_names == ["a", "b", "c"]
+    assert det.info.export is None  # the detector's own info is not changed
