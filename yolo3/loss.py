@@ -117,7 +117,8 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     y_true ``(batch, gh, gw, A, 5 + C)`` from :mod:`yolo3.targets`; anchors ``(N, 2)`` pixels.
     true_boxes: ``(batch, max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows padding)
     for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
-    grid times 32.
+    grid times 32. objectness: ``"one"`` or ``"iou"``, a positive's confidence target (module
+    docstring).
     """
     _check_choices(box_loss, objectness)
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)

@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="largest object side as a fraction of the image (default: the style's)")
     p.add_argument("--size-distribution", choices=SIZE_DISTRIBUTIONS, default=None,
                    help="photo style: how object sides spread between --min-size and --max-size "
-                        "(default log: as many small objects as large ones; uniform: most large)")
+                        "(default log: log-uniform, as many objects in each doubling of size, so many "
+                        "small ones; uniform: mostly large ones)")
     p.add_argument("--val-fraction", type=float, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
 
