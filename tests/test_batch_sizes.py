@@ -44,16 +44,19 @@ def realistic(tmp_path_factory):
 
 def _config(d: Path, out: Path, **kw):
     from yolo3.train import TrainConfig
+    # confidence target 1: with IoU targets (the default) the validation loss has an entropy
+    # floor, and the thresholds on its fall below are for targets of 1; the batch-norm statistics
+    # this file is about do not depend on the target
     base = dict(annotations=str(d / "train.txt"), val_annotations=str(d / "val.txt"),
                 classes=str(d / "classes.txt"), anchors=str(d / "anchors.txt"), output=str(out),
                 model="tiny", input_size=128, epochs=10, batch_size=16, seed=0, verbose=0,
-                precision="float32")  # the same thresholds on every CPU
+                precision="float32", objectness="one")  # the same thresholds on every CPU
     base.update(kw)
     return TrainConfig(**base)
 
 
 @pytest.mark.slow
-def test_defaults_learn_at_global_batch_16_on_a_realistic_set(realistic, tmp_path):
+def test_recomputed_statistics_learn_at_global_batch_16_on_a_realistic_set(realistic, tmp_path):
     from yolo3.train import train
     train(_config(realistic, tmp_path / "defaults"))
     rows = _history(tmp_path / "defaults")
