@@ -8,7 +8,6 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from conftest import SHARED_DIR
 from yolo3.darknet.layout import (block_layer_names, body_to_cfg_index, converted_layer,
                                   layout_blocks, layout_cfg_text)
 from yolo3.errors import DarknetError
@@ -44,29 +43,22 @@ def sections(text: str) -> List[Dict[str, str]]:
     return out
 
 
-def _real(name: str) -> str:
-    path = SHARED_DIR / "darknet" / name
-    if not path.is_file():
-        pytest.fail(f"{path} not found (the shared/ folder beside the repo)")
-    return path.read_text()
-
-
 @pytest.mark.parametrize("variant, cfg", [("yolov3", "yolov3.cfg"), ("tiny", "yolov3-tiny.cfg")])
-def test_written_cfg_has_darknets_sections(variant, cfg):
+def test_written_cfg_has_darknets_sections(variant, cfg, darknet_cfg_dir):
     """With Darknet's masks (tiny's cfg uses 1,2,3 for stride 16; yolo3's default is 0,1,2)."""
     spec = get_spec(variant)
     ours = sections(layout_cfg_text(variant, 80, spec.default_anchors(),
                                     keras_yolo3_masks(spec.num_scales)))
-    theirs = sections(_real(cfg))
+    theirs = sections((darknet_cfg_dir / cfg).read_text())
     assert len(ours) == len(theirs)
     for i, (a, b) in enumerate(zip(ours, theirs)):
         assert a == b, f"section {i}: {a} != {b}"
 
 
-def test_block_indices_point_at_darknets_convolutions():
+def test_block_indices_point_at_darknets_convolutions(darknet_cfg_dir):
     for variant, cfg in (("yolov3", "yolov3.cfg"), ("tiny", "yolov3-tiny.cfg"),
                          ("darknet53", "darknet53.cfg")):
-        theirs = sections(_real(cfg))
+        theirs = sections((darknet_cfg_dir / cfg).read_text())
         index = body_to_cfg_index(variant)
         assert sorted(index.values()) == [i for i, s in enumerate(theirs)
                                           if s["type"] == "convolutional"][:len(index)]

@@ -5,22 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SHARED_DIR
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.weights import (ConvWeights, Header, conv_param_count, expected_size,
                                    read_weights, write_weights)
 from yolo3.errors import DarknetError
 
-DARKNET = SHARED_DIR / "darknet"
 
-
-@pytest.fixture(scope="module")
-def tiny():
-    cfg_path, weights_path = DARKNET / "yolov3-tiny.cfg", DARKNET / "yolov3-tiny.weights"
-    for p in (cfg_path, weights_path):
-        if not p.is_file():
-            pytest.fail(f"{p} not found (the shared/ folder beside the repo)")
-    return parse_cfg(cfg_path), weights_path
+@pytest.fixture
+def tiny(darknet_cfg_dir):
+    """Darknet's tiny cfg (parsed) and its real pretrained weights file."""
+    return parse_cfg(darknet_cfg_dir / "yolov3-tiny.cfg"), darknet_cfg_dir / "yolov3-tiny.weights"
 
 
 def test_real_weights_read_as_the_bytes_say(tiny):

@@ -5,27 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SHARED_DIR
 from darknet_helpers import opencv_forward, random_images
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.random_weights import write_random_weights
 
-DARKNET = SHARED_DIR / "darknet"
+
+@pytest.fixture
+def tiny_cfg(darknet_cfg_dir):
+    return darknet_cfg_dir / "yolov3-tiny.cfg"
 
 
-@pytest.fixture(scope="module")
-def tiny_cfg():
-    path = DARKNET / "yolov3-tiny.cfg"
-    if not path.is_file():
-        pytest.fail(f"{path} not found (the shared/ folder beside the repo)")
-    return path
-
-
-def test_the_file_has_the_real_weights_layout(tiny_cfg, tmp_path):
+def test_the_file_has_the_real_weights_layout(tiny_cfg, darknet_cfg_dir, tmp_path):
     """Darknet's own yolov3-tiny.weights (header 0.2: a 64-bit 'seen') is the size reference."""
     header = write_random_weights(tiny_cfg, tmp_path / "r.weights", seed=1, major=0, minor=2,
                                   seen=32013312)
-    assert (tmp_path / "r.weights").stat().st_size == (DARKNET / "yolov3-tiny.weights").stat().st_size
+    assert (tmp_path / "r.weights").stat().st_size == (darknet_cfg_dir / "yolov3-tiny.weights").stat().st_size
     assert header.as_list() == [0, 2, 0, 32013312]
     raw = (tmp_path / "r.weights").read_bytes()
     assert np.frombuffer(raw[:12], "<i4").tolist() == [0, 2, 0]
