@@ -121,6 +121,8 @@ def test_a_uniform_set_has_larger_objects_and_unknown_names_are_refused(tmp_path
     assert sides["uniform"] > 1.3 * sides["log"], sides
     with pytest.raises(ValueError, match="unknown size distribution 'normal'"):
         make_photo_dataset(str(tmp_path / "n"), 2, str(PHOTOS), size_distribution="normal")
+    with pytest.raises(ValueError, match="unknown size distribution 'normal'"):  # drawn directly
+        photo_synthetic._object_size(np.random.default_rng(0), "circle", 100, 0.1, 0.5, "normal")
     assert not (tmp_path / "n").exists()
 
 

@@ -15,14 +15,15 @@ layout in a temporary folder), at the same input size, epochs, global batch (the
 so it is never a dependency of yolo3), offline. Its detections on the validation images (score
 >= 0.001, NMS IoU 0.45, 100 per image) are scored by the same COCO code as ours.
 
-``old``: float32, Adam 1e-3, ``mse`` box loss, confidence target 1, no EMA, no weight decay,
-output biases at zero, best checkpoint by validation loss, plus the flags the 0.2 demo needed
-(``--augment light``); ``new``: every recipe default (precision auto, CIoU, IoU confidence targets,
-EMA, decoupled weight decay, prior biases, best by mAP), same augmentation. Both are evaluated after every epoch (for the curve); the time
-axis is training time (steps and validation loss, the ``seconds`` column of ``history.csv``),
-without the evaluations. Each recipe trains in its own process. Printed: the mAP of both per
-epoch, the time the new recipe needs to reach the old one's final mAP (target: at most half), and
-the difference at the old recipe's full training time (target: at least +0.10).
+``old``: float32, Adam 1e-3, ``mse`` box loss, confidence target 1, no EMA, no weight decay, output
+biases at zero, best checkpoint by validation loss, plus the flags the 0.2 demo needed
+(``--augment light``); ``new``: every recipe default (precision auto, CIoU, IoU confidence
+targets, EMA, decoupled weight decay, prior biases, best by mAP), same augmentation. Both are
+evaluated after every epoch (for the curve); the time axis is training time (steps and validation
+loss, the ``seconds`` column of ``history.csv``), without the evaluations. Each recipe trains in
+its own process. Printed: the mAP of both per epoch, the time the new recipe needs to reach the old
+one's final mAP (target: at most half), and the difference at the old recipe's full training time
+(target: at least +0.10).
 """
 from __future__ import annotations
 

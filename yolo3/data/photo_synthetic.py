@@ -153,8 +153,11 @@ def _object_size(rng: np.random.Generator, shape: str, short: int, min_frac: flo
     rectangles may be thin bars (down to 1:6), other shapes stay within 1:2."""
     if distribution == "uniform":
         side = float(rng.uniform(min_frac, max_frac)) * short
-    else:
+    elif distribution == "log":
         side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
+    else:
+        raise ValueError(f"unknown size distribution {distribution!r}: choose from "
+                         f"{SIZE_DISTRIBUTIONS}")
     if shape == "square" and rng.uniform() < 0.35:
         aspect = rng.uniform(1 / 6, 1 / 2.5)  # a thin bar
     else:
