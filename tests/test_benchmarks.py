@@ -185,27 +185,25 @@ def test_training_benchmark_prints_each_contender_beside_float32(monkeypatch, ca
     monkeypatch.setattr(training, "run_child", fake_child)
     monkeypatch.setattr(training, "matmul_peak_gflops", lambda: 100.0)
     monkeypatch.setattr(training, "mixed_policy", lambda: "mixed_bfloat16")
-    code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
-                 "--steps", "1", "--replicas", "0", "--no-jit", "--loss-steps", "2"])
-    out = capsys.readouterr().out
-    assert code == 0
+
+    def run(*flags):
+        """The tiny-64 benchmark with ``flags``: its output, the children's calls in ``calls``."""
+        calls.clear()
+        code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
+                     "--steps", "1", "--replicas", "0", "--no-jit", *flags])
+        assert code == 0
+        return capsys.readouterr().out
+
+    out = run("--loss-steps", "2")
     assert [c[0] for c in calls] == ["throughput_child"] * 2 + ["loss_child"] * 2
     assert "| tiny-64 b2, CPU, float32 | 20.00 | 1.00x |" in out
     assert "| tiny-64 b2, CPU, mixed_bfloat16 | 30.00 | 1.50x |" in out
     assert "after 2 steps float32 8.0000, mixed_bfloat16 8.4000 (+5.00%)" in out
-    calls.clear()
-    code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
-                 "--steps", "1", "--replicas", "0", "--no-jit", "--keras-batch-norm"])
-    out = capsys.readouterr().out
-    assert code == 0
+    out = run("--keras-batch-norm")
     assert [c[1].get("fused_batch_norm", True) for c in calls] == [True, False, True, False]
     assert "| tiny-64 b2, CPU, float32, Keras's batch norm | 20.00 | 1.00x |" in out
     assert "| tiny-64 b2, CPU, mixed_bfloat16, Keras's batch norm | 30.00 | 1.50x |" in out
-    calls.clear()
-    code = main(["benchmark", "training", "--variants", "tiny", "--size", "64", "--batch", "2",
-                 "--steps", "1", "--replicas", "0", "--no-jit", "--profile", "--profile-ops", "1"])
-    out = capsys.readouterr().out
-    assert code == 0
+    out = run("--profile", "--profile-ops", "1")
     assert [c[0] for c in calls] == ["throughput_child"] * 2 + ["profile_child"] * 2
     assert "(wall per step under the profiler: float32 50 ms, mixed_bfloat16 25 ms, 2.00x)" in out
     assert "| convolution forward | 40 | 20 | 2.00x | 66.7% |" in out
