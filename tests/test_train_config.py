@@ -70,6 +70,7 @@ def test_multi_scale_sizes():
     ("batch_size", 0, ("batch_size",), "batch_size must be >= 1, got 0"),
     ("optimizer", "rmsprop", ("optimizer",), "optimizer must be one of adam, sgd"),
     ("box_loss", "l1", ("box_loss",), "box_loss must be one of mse, giou, diou, ciou"),
+    ("objectness", "quality", ("objectness",), "objectness must be one of one, iou"),
     ("assign_iou", 0.0, ("assign_iou",), r"assign_iou must be in \(0, 1\]"),
     ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
     ("variant", "yolo9", ("variant",), "unknown variant 'yolo9'"),
