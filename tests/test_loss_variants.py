@@ -59,10 +59,12 @@ def iou_cxcywh(a, b):
 
 
 def reference(outputs, y_true, anchors, num_classes, masks, box_loss, smoothing=0.0,
-              ignore_thresh=0.5, truth_boxes=None, objectness="one"):
+              ignore_thresh=0.5, truth_boxes=None, objectness="one", box_gain=1.0,
+              class_gain=1.0):
     """Loop over images, cells and anchors; ``truth_boxes`` (b, T, 4) relative cxcywh or None
     (gathered from y_true); ``objectness="iou"``: a positive's confidence target is the plain IoU
-    of its decoded box with its true box."""
+    of its decoded box with its true box; the box terms weighted by ``box_gain``, the class term
+    by ``class_gain``."""
     outputs = [np.asarray(o, np.float64) for o in outputs]
     y_true = [np.asarray(y, np.float64) for y in y_true]
     batch = outputs[0].shape[0]
@@ -99,14 +101,15 @@ def reference(outputs, y_true, anchors, num_classes, masks, box_loss, smoothing=
                         if box_loss == "mse":
                             raw_xy = np.array([yv[0] * gw - i, yv[1] * gh - j])
                             raw_wh = np.log(np.array([yv[2] * in_w / aw, yv[3] * in_h / ah]))
-                            total += scale * bce(raw_xy, tv[0:2]).sum()
-                            total += scale * 0.5 * np.sum((raw_wh - tv[2:4]) ** 2)
+                            total += box_gain * scale * bce(raw_xy, tv[0:2]).sum()
+                            total += box_gain * scale * 0.5 * np.sum((raw_wh - tv[2:4]) ** 2)
                         else:
                             pred = [px * in_w, py * in_h, pw * in_w, ph * in_h]
                             true = [yv[0] * in_w, yv[1] * in_h, yv[2] * in_w, yv[3] * in_h]
-                            total += scale * (1 - ref_iou_variant(pred, true, box_loss))
+                            total += box_gain * scale * (1 - ref_iou_variant(pred, true,
+                                                                             box_loss))
                         target = yv[5:] * (1 - smoothing) + 0.5 * smoothing
-                        total += bce(target, tv[5:]).sum()
+                        total += class_gain * bce(target, tv[5:]).sum()
     return total / batch
 
 
@@ -183,6 +186,40 @@ def test_unknown_objectness_target_is_refused_and_the_layer_keeps_it():
     layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_loss="ciou", objectness="iou")
     assert YoloLoss.from_config(layer.get_config()).objectness == "iou"
     assert YoloLoss(TINY_YOLO_ANCHORS, 2).objectness == "one"
+
+
+@pytest.mark.parametrize("box_loss", ["mse", "ciou"])
+def test_loss_gains_weight_the_box_and_class_terms_as_the_reference_does(box_loss):
+    rng = np.random.default_rng(14)
+    _, outputs, y_true = case(rng, TINY_YOLO_ANCHORS, (64, 96), 3, boxes_per_image=5)
+    masks = default_masks(6)
+    want = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss, objectness="iou",
+                     box_gain=3.0, class_gain=0.25)
+    plain = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss, objectness="iou")
+    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss,
+                          objectness="iou", box_gain=3.0, class_gain=0.25))
+    assert got == pytest.approx(want, rel=1e-4) and abs(want - plain) > 1e-1
+    base = loss_terms([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss)
+    weighted = loss_terms([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss,
+                          box_gain=3.0, class_gain=0.25)
+    box_keys = ["xy", "wh"] if box_loss == "mse" else ["box"]
+    for key in box_keys:
+        assert float(weighted[key]) == pytest.approx(3.0 * float(base[key]), rel=1e-5)
+    assert float(weighted["class"]) == pytest.approx(0.25 * float(base["class"]), rel=1e-5)
+    assert float(weighted["confidence"]) == pytest.approx(float(base["confidence"]), rel=1e-6)
+
+
+@pytest.mark.parametrize("gains", [{"box_gain": 0.0}, {"class_gain": -1.0},
+                                   {"box_gain": float("nan")}, {"class_gain": float("inf")}])
+def test_a_gain_that_is_not_a_positive_number_is_refused_naming_it(gains):
+    name = next(iter(gains))
+    with pytest.raises(ValueError, match=f"{name} must be a positive number"):
+        YoloLoss(TINY_YOLO_ANCHORS, 2, **gains)
+    layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_gain=2.5, class_gain=0.5)
+    restored = YoloLoss.from_config(layer.get_config())
+    assert (restored.box_gain, restored.class_gain) == (2.5, 0.5)
+    assert (YoloLoss(TINY_YOLO_ANCHORS, 2).box_gain, YoloLoss(TINY_YOLO_ANCHORS, 2).class_gain) \
+        == (1.0, 1.0)
 
 
 def test_iou_variants_on_known_boxes():

@@ -72,6 +72,8 @@ def test_multi_scale_sizes():
     ("box_loss", "l1", ("box_loss",), "box_loss must be one of mse, giou, diou, ciou"),
     ("objectness", "quality", ("objectness",), "objectness must be one of one, iou"),
     ("assign_iou", 0.0, ("assign_iou",), r"assign_iou must be in \(0, 1\]"),
+    ("box_gain", 0.0, ("box_gain",), "box_gain must be positive, got 0.0"),
+    ("class_gain", float("nan"), ("class_gain",), "class_gain must be positive, got nan"),
     ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
     ("variant", "yolo9", ("variant",), "unknown variant 'yolo9'"),
     ("input_size", 100, ("input_size",), "multiple of 32"),

@@ -19,7 +19,8 @@ input):
   detections by how well they are placed);
 - class: ``m * BCE(y_class * (1 - eps) + eps / 2, t_class)`` (``eps``: label smoothing, 0 by default);
 
-summed over everything and divided by the batch size. ``ignore`` is 1 where the predicted box's best
+summed over everything and divided by the batch size; the box terms are multiplied by ``box_gain``
+and the class term by ``class_gain`` (both 1 by default: keras-yolo3's balance). ``ignore`` is 1 where the predicted box's best
 IoU with ALL ground-truth boxes of its image is below ``ignore_thresh`` (Darknet's rule;
 keras-yolo3 used only the same scale's boxes). The ground truth is either the boxes of every scale's
 ``y_true`` (their count per image is data-dependent) or, for an XLA-compilable step, the image's
@@ -108,7 +109,8 @@ def iou_variant(pred: tf.Tensor, true: tf.Tensor, kind: str) -> tf.Tensor:
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
                anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
                true_boxes: Optional[tf.Tensor] = None,
-               objectness: str = "one") -> Dict[str, tf.Tensor]:
+               objectness: str = "one", box_gain: float = 1.0,
+               class_gain: float = 1.0) -> Dict[str, tf.Tensor]:
     """The batch-mean loss terms: ``xy`` and ``wh`` (``box_loss="mse"``) or ``box`` (IoU losses),
     ``confidence``, ``class`` (scalars summed over the scales) and ``ignored`` (predictions whose
     objectness loss the ignore mask dropped).
@@ -118,9 +120,11 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     true_boxes: ``(batch, max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows padding)
     for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
     grid times 32. objectness: ``"one"`` or ``"iou"``, a positive's confidence target (module
-    docstring).
+    docstring). box_gain, class_gain: the weights of the box terms and the class term against the
+    confidence term (included in the returned terms).
     """
     _check_choices(box_loss, objectness)
+    _check_gains(box_gain, class_gain)
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
     num_layers = len(masks)
@@ -162,11 +166,12 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
             raw_true_wh = tf.math.log(safe_ratio)
             xy_loss = object_mask * box_loss_scale * bce(raw_true_xy, raw_pred[..., 0:2])
             wh_loss = object_mask * box_loss_scale * 0.5 * tf.square(raw_true_wh - raw_pred[..., 2:4])
-            terms["xy"] += tf.reduce_sum(xy_loss) / batch
-            terms["wh"] += tf.reduce_sum(wh_loss) / batch
+            terms["xy"] += box_gain * tf.reduce_sum(xy_loss) / batch
+            terms["wh"] += box_gain * tf.reduce_sum(wh_loss) / batch
         else:
             quality = iou_variant(pred_px, true_px, box_loss)
-            terms["box"] += tf.reduce_sum(object_mask * box_loss_scale * (1.0 - quality)) / batch
+            terms["box"] += box_gain * tf.reduce_sum(
+                object_mask * box_loss_scale * (1.0 - quality)) / batch
         conf_target = object_mask
         if objectness == "iou":
             conf_target = object_mask * tf.stop_gradient(iou_variant(pred_px, true_px, "iou"))
@@ -175,7 +180,7 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
         class_true = y[..., 5:] * (1.0 - label_smoothing) + 0.5 * label_smoothing
         class_loss = object_mask * bce(class_true, raw_pred[..., 5:])
         terms["confidence"] += tf.reduce_sum(confidence_loss) / batch
-        terms["class"] += tf.reduce_sum(class_loss) / batch
+        terms["class"] += class_gain * tf.reduce_sum(class_loss) / batch
         terms["ignored"] += tf.reduce_sum((1.0 - object_mask) * (1.0 - ignore_mask))
     return terms
 
@@ -188,10 +193,18 @@ def _check_choices(box_loss: str, objectness: str) -> None:
         raise ValueError(f"objectness must be one of {OBJECTNESS_TARGETS}, got {objectness!r}")
 
 
+def _check_gains(box_gain: float, class_gain: float) -> None:
+    """ValueError naming the setting when a loss gain is not a positive finite number."""
+    for name, gain in (("box_gain", box_gain), ("class_gain", class_gain)):
+        if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
+            raise ValueError(f"{name} must be a positive number, got {gain!r}")
+
+
 def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
               print_loss: bool = False, *, anchor_mask: Masks = None, box_loss: str = "mse",
               label_smoothing: float = 0.0, true_boxes: Optional[tf.Tensor] = None,
-              objectness: str = "one") -> tf.Tensor:
+              objectness: str = "one", box_gain: float = 1.0, class_gain: float = 1.0
+              ) -> tf.Tensor:
     """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
     keras-yolo3's argument order (``print_loss`` prints the total and the terms with ``tf.print``);
@@ -200,7 +213,7 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
     """
     terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
                        box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes,
-                       objectness=objectness)
+                       objectness=objectness, box_gain=box_gain, class_gain=class_gain)
     total = tf.add_n([v for k, v in terms.items() if k != "ignored"])
     if print_loss:
         tf.print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
@@ -221,10 +234,12 @@ class YoloLoss(keras.layers.Layer):
 
     def __init__(self, anchors, num_classes: int, ignore_thresh: float = .5,
                  anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
-                 true_boxes: bool = False, objectness: str = "one", **kwargs):
+                 true_boxes: bool = False, objectness: str = "one", box_gain: float = 1.0,
+                 class_gain: float = 1.0, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
         _check_choices(box_loss, objectness)
+        _check_gains(box_gain, class_gain)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
@@ -235,6 +250,8 @@ class YoloLoss(keras.layers.Layer):
         self.label_smoothing = float(label_smoothing)
         self.true_boxes = bool(true_boxes)
         self.objectness = objectness
+        self.box_gain = float(box_gain)
+        self.class_gain = float(class_gain)
         self.supports_jit = self.true_boxes
 
     def call(self, inputs):
@@ -243,7 +260,8 @@ class YoloLoss(keras.layers.Layer):
         loss = yolo_loss(inputs, self.anchors, self.num_classes, self.ignore_thresh,
                          anchor_mask=self.anchor_mask, box_loss=self.box_loss,
                          label_smoothing=self.label_smoothing, true_boxes=boxes,
-                         objectness=self.objectness)
+                         objectness=self.objectness, box_gain=self.box_gain,
+                         class_gain=self.class_gain)
         return tf.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):
@@ -255,7 +273,8 @@ class YoloLoss(keras.layers.Layer):
                       ignore_thresh=self.ignore_thresh,
                       anchor_mask=[list(m) for m in self.anchor_mask], box_loss=self.box_loss,
                       label_smoothing=self.label_smoothing, true_boxes=self.true_boxes,
-                      objectness=self.objectness)
+                      objectness=self.objectness, box_gain=self.box_gain,
+                      class_gain=self.class_gain)
         return config
 
 
@@ -268,7 +287,8 @@ def identity_loss(y_true, y_pred):
 def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thresh: float = .5,
                         anchor_mask: Masks = None, box_loss: str = "mse",
                         label_smoothing: float = 0.0,
-                        max_boxes: Optional[int] = None, objectness: str = "one") -> keras.Model:
+                        max_boxes: Optional[int] = None, objectness: str = "one",
+                        box_gain: float = 1.0, class_gain: float = 1.0) -> keras.Model:
     """Wrap ``body`` into a model ``[image, *y_true(, true_boxes)] -> loss (1,)`` (compile with
     ``identity_loss``).
 
@@ -302,5 +322,6 @@ def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thr
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
     loss = YoloLoss(anchors, num_classes, ignore_thresh, masks, box_loss, label_smoothing,
-                    true_boxes=bool(max_boxes), objectness=objectness, name="yolo_loss")([*outputs, *y_true, *extra])
+                    true_boxes=bool(max_boxes), objectness=objectness, box_gain=box_gain,
+                    class_gain=class_gain, name="yolo_loss")([*outputs, *y_true, *extra])
     return keras.Model([image, *y_true, *extra], loss, name=f"{body.name}_training")

@@ -330,7 +330,9 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
                                        anchor_mask=data.masks, box_loss=config.recipe.box_loss,
                                        label_smoothing=config.recipe.label_smoothing,
                                        max_boxes=config.data.max_boxes,
-                                       objectness=config.recipe.objectness)
+                                       objectness=config.recipe.objectness,
+                                       box_gain=config.recipe.box_gain,
+                                       class_gain=config.recipe.class_gain)
     skipped: List[Tuple[str, str]] = []
     loaded = set()
     if config.model.weights:

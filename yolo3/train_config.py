@@ -14,6 +14,7 @@ Plain Python, no TensorFlow: ``yolo3 train --help`` stays fast.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
@@ -78,6 +79,10 @@ class RecipeSettings:
     # iou measured better on mAP@0.5:0.95 on two of four sets (a uniform-size realistic set +20%,
     # the demo +7%) and level on the other two (README, measured figures)
     objectness: str = "iou"
+    # weights of the box terms and the class term against the confidence term (1, 1: keras-yolo3's
+    # balance)
+    box_gain: float = 1.0
+    class_gain: float = 1.0
     # each box is also a positive on every other anchor whose shape IoU with it exceeds this
     # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3). 0.35 measured best of 0.1,
     # 0.213 (Darknet's YOLOv4 value), 0.35 and 0.5 on two realistic sets at global batch 16
@@ -318,6 +323,9 @@ def _check_recipe(recipe: RecipeSettings) -> None:
           f"ema_momentum must be in (0, 1), got {recipe.ema_momentum}", "ema_momentum")
     _need(0 < recipe.assign_iou <= 1, f"assign_iou must be in (0, 1], got {recipe.assign_iou}",
           "assign_iou")
+    for gain in ("box_gain", "class_gain"):
+        value = getattr(recipe, gain)
+        _need(math.isfinite(value) and value > 0, f"{gain} must be positive, got {value}", gain)
     _need(0 <= recipe.label_smoothing < 1,
           f"label_smoothing must be in [0, 1), got {recipe.label_smoothing}", "label_smoothing")
     _need(recipe.bn_stats_images >= 0,

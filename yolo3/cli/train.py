@@ -90,6 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="confidence target of a positive: one (Darknet's, keras-yolo3's) or iou "
                    "(the IoU of its predicted box with the true box, YOLOv5's: scores rank "
                    "detections by how well they are placed) (default %(default)s)")
+    r.add_argument("--box-gain", type=float, default=d("box_gain"), metavar="G",
+                   help="weight of the box loss against the confidence loss (default "
+                   "%(default)s)")
+    r.add_argument("--class-gain", type=float, default=d("class_gain"), metavar="G",
+                   help="weight of the class loss against the confidence loss (default "
+                   "%(default)s)")
     r.add_argument("--assign-iou", type=float, default=d("assign_iou"), metavar="T",
                    help="a box is also a positive on every other anchor whose shape IoU with it "
                    "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
