@@ -30,29 +30,46 @@ def _fake_cpuinfo(text):
 def test_flags_are_read_from_the_first_flags_line(monkeypatch):
     monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(CPUINFO), raising=False)
     assert precision_module.cpu_flags() == {"fpu", "sse2", "avx2", "avx512f", "avx512_bf16"}
+    assert precision_module.cpu_vendor() == "AuthenticAMD"
     assert precision_module.has_fast_bfloat16()
+
+
+def test_the_same_flags_on_an_intel_cpu_are_not_fast(monkeypatch):
+    """AVX-512 BF16 without AMX on Intel: native, but float32 is faster (float32 is chosen)."""
+    text = CPUINFO.replace("AuthenticAMD", "GenuineIntel")
+    monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(text), raising=False)
+    assert precision_module.cpu_vendor() == "GenuineIntel"
+    assert precision_module.bfloat16_support() == "avx512_bf16"
+    assert not precision_module.has_fast_bfloat16()
+    monkeypatch.setattr(precision_module, "_tensorflow_sees_a_gpu", lambda: False)
+    assert precision_module.resolve_training_precision("auto") == "float32"
+    assert precision_module.resolve_precision("auto") == "float32"
 
 
 @pytest.mark.parametrize("text", [None, "processor\t: 0\nmodel name\t: Apple M2\n"],
                          ids=["no cpuinfo (macOS)", "no flags line"])
 def test_no_flags_means_no_native_bfloat16(monkeypatch, text):
     monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(text), raising=False)
-    assert precision_module.cpu_flags() == set()
+    assert precision_module.cpu_flags() == set() and precision_module.cpu_vendor() == ""
     assert not precision_module.has_fast_bfloat16()
     monkeypatch.setattr(precision_module, "_tensorflow_sees_a_gpu", lambda: False)
     assert precision_module.resolve_precision("auto") == "float32"
     assert precision_module.resolve_training_precision("auto") == "float32"
 
 
-@pytest.mark.parametrize("flags, native", [
-    ({"avx2", "avx512f"}, False),  # AVX-512 without BF16 (Skylake-X, Zen 3 has none at all)
-    ({"avx2", "amx_bf16"}, True),  # AMX alone
-    ({"avx512_bf16"}, True),
-    ({"avx_vnni", "avx512_vnni"}, False),  # integer dot products, not bfloat16
+@pytest.mark.parametrize("vendor, flags, fast", [
+    ("AuthenticAMD", {"avx2", "avx512f"}, False),  # AVX-512 without BF16 (Zen 3 has none at all)
+    ("GenuineIntel", {"avx2", "avx512f"}, False),  # Skylake-X
+    ("GenuineIntel", {"avx2", "amx_bf16"}, True),  # AMX alone
+    ("AuthenticAMD", {"avx512_bf16"}, True),  # Zen 4
+    ("GenuineIntel", {"avx512_bf16"}, False),  # Cooper Lake, or AMX hidden by a hypervisor
+    ("GenuineIntel", {"avx512_bf16", "amx_bf16"}, True),  # Sapphire Rapids
+    ("AuthenticAMD", {"avx_vnni", "avx512_vnni"}, False),  # integer dot products, not bfloat16
 ])
-def test_native_bfloat16_needs_avx512_bf16_or_amx(monkeypatch, flags, native):
+def test_fast_bfloat16_needs_amx_or_amds_avx512_bf16(monkeypatch, vendor, flags, fast):
     monkeypatch.setattr(precision_module, "cpu_flags", lambda: set(flags))
-    assert precision_module.has_fast_bfloat16() is native
+    monkeypatch.setattr(precision_module, "cpu_vendor", lambda: vendor)
+    assert precision_module.has_fast_bfloat16() is fast
 
 
 def test_the_two_precision_lists_are_refused_across():

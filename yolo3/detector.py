@@ -58,10 +58,11 @@ class YOLO:
 
     ``body`` is the loaded model; inference runs ``inference_body``, its batch-norm-folded copy.
     precision: ``"auto"`` (default: :func:`yolo3.precision.resolve_precision`, bfloat16 where the
-    hardware computes it natively, float32 elsewhere), ``"float32"`` (matches Darknet / OpenCV to
+    hardware computes it faster, float32 elsewhere), ``"float32"`` (matches Darknet / OpenCV to
     ~1e-6) or ``"bfloat16"``: the convolutions compute in bfloat16 (weights stay float32, outputs
-    are cast back), about 1.7x faster on CPUs with AVX-512 BF16 or AMX and on recent GPUs, at about
-    1% relative error on the raw maps; many times slower where bfloat16 is emulated.
+    are cast back), about 1.7x faster on CPUs with AMX or AMD's AVX-512 BF16 and on recent GPUs,
+    at about 1% relative error on the raw maps; slower on Intel's AVX-512 BF16 without AMX, many
+    times slower where bfloat16 is emulated.
     ``self.precision`` is the one in use.
 
     engine: ``"keras"`` (default: TensorFlow), ``"openvino"``, ``"onnxruntime"`` or ``"auto"``

@@ -1,9 +1,10 @@
 """Numeric precision: the choices, and what this machine computes natively. No TensorFlow here.
 
-bfloat16 halves the bytes moved and, on CPUs with AVX-512 BF16 or AMX (and on recent GPUs),
-multiplies about twice as fast as float32; on CPUs without them (AVX2 only) oneDNN emulates it and
-it is many times slower. So the hardware is read from the CPU flags, never from what TensorFlow
-accepts.
+bfloat16 halves the bytes moved and, with AMX or on AMD's AVX-512 BF16 (and on recent GPUs),
+multiplies about twice as fast as float32; on CPUs without bfloat16 instructions (AVX2 only) oneDNN
+emulates it and it is many times slower, and on Intel's AVX-512 BF16 without AMX it is native but
+slower than float32 (measured: 0.61x-0.73x). So the hardware is read from the CPU's vendor and flags,
+never from what TensorFlow accepts.
 """
 from __future__ import annotations
 
@@ -14,26 +15,52 @@ from yolo3.errors import ArgumentError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 
-__all__ = ["PRECISIONS", "cpu_flags", "has_fast_bfloat16",
+__all__ = ["PRECISIONS", "cpu_flags", "cpu_vendor", "has_fast_bfloat16", "bfloat16_support",
            "gpu_has_bfloat16", "resolve_precision", "resolve_training_precision"]
+
+
+def _cpuinfo_field(name: str) -> str:
+    """The value of the first ``name`` line of ``/proc/cpuinfo`` ("" where there is none, e.g.
+    macOS)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == name:
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
 
 
 def cpu_flags() -> Set[str]:
     """The CPU feature flags of ``/proc/cpuinfo`` (empty where there is none, e.g. macOS)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set(_cpuinfo_field("flags").split())
+
+
+def cpu_vendor() -> str:
+    """The CPU's ``vendor_id`` (``GenuineIntel``, ``AuthenticAMD``; "" where unknown)."""
+    return _cpuinfo_field("vendor_id")
+
+
+def bfloat16_support() -> str:
+    """How this CPU computes bfloat16: ``"amx"`` (AMX tiles), ``"avx512_bf16"`` (AVX-512 BF16 dot
+    products) or ``"emulated"`` (neither: oneDNN converts to float32)."""
+    flags = cpu_flags()
+    if "amx_bf16" in flags:
+        return "amx"
+    return "avx512_bf16" if "avx512_bf16" in flags else "emulated"
 
 
 def has_fast_bfloat16() -> bool:
-    """Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX), so that oneDNN runs
-    bfloat16 convolutions faster than float32 ones. Without it bfloat16 is emulated and slower."""
-    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    """Whether oneDNN runs bfloat16 convolutions faster than float32 ones on this CPU: with AMX, or
+    with AVX-512 BF16 on AMD (Zen 4 runs 512-bit float32 multiply-adds at half rate, and its
+    bfloat16 dot products double that: training 1.76x float32). Intel's AVX-512 BF16 without AMX
+    (Cooper Lake, or a guest whose hypervisor hides AMX) already runs float32 at full rate, so
+    bfloat16 gains nothing and its conversions cost (training 0.61x-0.73x float32 on such a Xeon);
+    emulated bfloat16 is many times slower."""
+    support = bfloat16_support()
+    return support == "amx" or (support == "avx512_bf16" and cpu_vendor() == "AuthenticAMD")
 
 
 def gpu_has_bfloat16() -> bool:
@@ -55,7 +82,8 @@ def _tensorflow_sees_a_gpu() -> bool:
 def resolve_precision(precision: str, gpu: Optional[bool] = None) -> str:
     """``float32`` or ``bfloat16`` for a requested precision: ``auto`` is bfloat16 where the hardware
     computes it natively (a GPU that does, or a CPU with AVX-512 BF16 / AMX), float32 elsewhere (on
-    an AVX2-only CPU bfloat16 is emulated and many times slower). ``gpu``: whether inference runs
+    an AVX2-only CPU bfloat16 is emulated and many times slower; :func:`has_fast_bfloat16` says where
+    it is faster). ``gpu``: whether inference runs
     on a GPU (default: whether TensorFlow sees one)."""
     if precision not in PRECISIONS:
         raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -72,8 +100,9 @@ def resolve_training_precision(precision: str, gpu: Optional[bool] = None) -> st
     """The Keras dtype policy for training: ``float32``, ``mixed_bfloat16`` or ``mixed_float16``.
 
     ``auto``: on GPUs, ``mixed_bfloat16`` where they compute bfloat16 natively, else
-    ``mixed_float16`` (Keras adds loss scaling); on CPUs, ``mixed_bfloat16`` only with AVX-512 BF16
-    or AMX, else ``float32`` (emulated bfloat16 made a YOLOv3-416 training step 13x slower).
+    ``mixed_float16`` (Keras adds loss scaling); on CPUs, ``mixed_bfloat16`` only where bfloat16 is
+    faster (:func:`has_fast_bfloat16`: AMX, AMD's AVX-512 BF16), else ``float32`` (emulated bfloat16
+    made a YOLOv3-416 training step 13x slower; Intel's AVX-512 BF16 without AMX 1.6x slower).
     ``gpu``: whether training runs on GPUs (default: whether TensorFlow sees one).
     """
     if precision not in TRAINING_PRECISIONS:

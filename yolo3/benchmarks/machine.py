@@ -56,5 +56,15 @@ def machine_line(peak_gflops: float) -> str:
         gpu = f"; GPU: {', '.join(names)}"
     flags_text = " ".join(shown) if shown else "none of " + ", ".join(_SHOWN_FLAGS)
     return (f"machine: {cpu_model()}, {cores()} cores; CPU flags: {flags_text}; bfloat16 "
-            f"{'native' if precision.has_fast_bfloat16() else 'emulated (no AVX-512 BF16 / AMX)'}; "
+            f"{_bfloat16_text()}; "
             f"float32 matmul peak {peak_gflops:.1f} GFLOP/s; TF {tf.__version__}{gpu}")
+
+
+def _bfloat16_text() -> str:
+    """What the machine line says of bfloat16 (``auto`` trains and detects in it only when fast)."""
+    support = precision.bfloat16_support()
+    if support == "emulated":
+        return "emulated (no AVX-512 BF16 / AMX)"
+    if precision.has_fast_bfloat16():
+        return "native"
+    return f"native but slower than float32 ({precision.cpu_vendor()} {support} without AMX)"

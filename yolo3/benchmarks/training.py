@@ -9,9 +9,10 @@ Every contender runs in its own process (:mod:`yolo3.benchmarks.isolated`), on t
 batch, with the default recipe's loss (padded boxes, the XLA-compilable form) and Adam. GFLOP per
 image: the body's convolutions (2 x kernel area x input channels x output cells x filters),
 times 3 for forward and backward. ``mixed`` is the precision ``--precision auto`` would pick on
-mixed hardware: mixed_bfloat16 where it is native (GPUs that have it, CPUs with AVX-512 BF16 or
-AMX), mixed_float16 on other GPUs; on a CPU without native bfloat16 it is skipped (emulated: many
-times slower) unless ``--force-mixed``. ``--data-wait``: the real tf.data pipeline (full
+mixed hardware: mixed_bfloat16 where it is faster (GPUs that have it, CPUs with AMX or AMD's
+AVX-512 BF16), mixed_float16 on other GPUs; on a CPU where ``auto`` trains float32 it is skipped
+(bfloat16 emulated: many times slower; Intel's AVX-512 BF16 without AMX: about 0.6x) unless
+``--force-mixed``. ``--data-wait``: the real tf.data pipeline (full
 augmentation) on a synthetic dataset feeds the steps; the table shows the share of each step spent
 waiting for the next batch. ``--loss-steps N``: N steps from the same initial weights on the same
 batches in float32 and in mixed precision; the loss after N steps, relative difference.
@@ -43,7 +44,7 @@ from yolo3.distribute import configure_logical_cpus
 from yolo3.data.annotations import load_annotations
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
-from yolo3.precision import resolve_training_precision
+from yolo3.precision import bfloat16_support, resolve_training_precision
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import machine_line
@@ -212,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
                 if not args.no_jit:
                     row(f"{name}, {device}, {mixed} + XLA", dict(base, policy=mixed, jit=True), fp32)
             else:
-                rows.append((f"{name}, {device}, mixed", "-", "-", "skipped: bfloat16 is emulated "
+                rows.append((f"{name}, {device}, mixed", "-", "-", "skipped: bfloat16 is "
+                             f"{'emulated' if bfloat16_support() == 'emulated' else 'slower'} "
                              "on this CPU (auto trains float32; --force-mixed times it anyway)"))
             if args.replicas > 1 and (not gpus or len(gpus) >= args.replicas):
                 kind = "GPUs" if gpus else "logical CPUs"
@@ -243,8 +245,8 @@ def _profile_tables(args: argparse.Namespace, mixed: Optional[str]) -> None:
     """Per variant: where a step's op time goes in float32 and in the mixed policy, by group and
     for the op types that take the most time, with the speed-up of each."""
     if not mixed:
-        print("\nprofile: skipped (no native mixed precision here; --force-mixed profiles it "
-              "emulated)")
+        print("\nprofile: skipped (auto trains float32 here; --force-mixed profiles the "
+              "mixed policy anyway)")
         return
     for model in args.variants:
         p = dict(model=model, size=args.size, batch=args.batch[0], steps=args.steps)
@@ -270,8 +272,8 @@ def _profile_tables(args: argparse.Namespace, mixed: Optional[str]) -> None:
 
 def _loss_table(args: argparse.Namespace, mixed: Optional[str]) -> None:
     if not mixed:
-        print(f"\nloss after {args.loss_steps} steps: skipped (no native mixed precision here; "
-              "--force-mixed runs it emulated)")
+        print(f"\nloss after {args.loss_steps} steps: skipped (auto trains float32 here; "
+              "--force-mixed runs the mixed policy anyway)")
         return
     p = dict(model=args.loss_variant, size=args.loss_size, batch=8, steps=args.loss_steps)
     fp32 = run_child("yolo3.benchmarks.training:loss_child", dict(p, policy="float32"))["losses"]

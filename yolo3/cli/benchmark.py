@@ -53,7 +53,7 @@ def _training_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=2, help="replicas for the wrapper row (0: none)")
     p.add_argument("--no-jit", action="store_true", help="skip the XLA rows")
     p.add_argument("--force-mixed", action="store_true", help="also time mixed_bfloat16 on a CPU "
-                   "that emulates it")
+                   "where auto trains float32 (bfloat16 emulated, or slower)")
     p.add_argument("--data-wait", action="store_true", help="also feed tiny from the real pipeline "
                    "and report the share of step time spent waiting for data")
     p.add_argument("--data-images", type=int, default=200, help="synthetic images for --data-wait")

@@ -201,9 +201,9 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     from yolo3.precision import PRECISIONS
     parser.add_argument("--precision", choices=list(PRECISIONS), default="auto",
                         help="inference precision of a .keras model (on Keras or OpenVINO): "
-                             "auto (default) is bfloat16 where the hardware computes it natively "
-                             "(AVX-512 BF16 / AMX CPUs, recent GPUs: about 1.7x faster, ~1%% "
-                             "error on the raw maps), float32 elsewhere")
+                             "auto (default) is bfloat16 where the hardware computes it faster "
+                             "(AMX and AMD AVX-512 BF16 CPUs, recent GPUs: about 1.7x faster, "
+                             "~1%% error on the raw maps), float32 elsewhere")
 
 
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:

@@ -114,9 +114,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--multi-scale-every", type=int, default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
     r.add_argument("--precision", choices=TRAINING_PRECISIONS,
-                   default=d("precision"), help="auto (default): mixed_bfloat16 on CPUs with "
-                   "native bfloat16 (AVX-512 BF16, AMX) and on GPUs that have it, mixed_float16 on "
-                   "other GPUs, float32 otherwise")
+                   default=d("precision"), help="auto (default): mixed_bfloat16 on CPUs where "
+                   "bfloat16 is faster (AMX, AMD's AVX-512 BF16; not Intel's AVX-512 BF16 without "
+                   "AMX) and on GPUs that have it, mixed_float16 on other GPUs, float32 otherwise")
     r.add_argument("--jit", choices=JIT_CHOICES, default=d("jit"), help="compile the "
                    "training step with XLA: auto (on GPUs only), on or off; never for the replica "
                    "wrapper (default %(default)s)")
