@@ -6,6 +6,7 @@ import io
 import re
 import runpy
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -107,6 +108,21 @@ def test_every_readme_tool_command_exists_and_accepts_its_flags():
         for flag in flags:
             assert re.search(rf"{re.escape(flag)}\b", helps[script]), \
                 f"README passes {flag} to {script}, which does not accept it"
+
+
+def test_demo_takes_a_relative_output_from_where_it_is_run(tmp_path):
+    """demo.sh changes into the project first; a relative ``--output`` still means the caller's
+    folder (its own argument parsing, run from ``tmp_path``, stopped before any set-up)."""
+    script = (REPO / "tools" / "demo.sh").read_text()
+    parsing = script[:script.index("\ndone\n") + len("\ndone\n")]
+    probe = tmp_path / "parse.sh"
+    probe.write_text(parsing.replace('cd "$(dirname "$0")/.."', f'cd "{REPO}"') +
+                     'echo "$OUTPUT"\n')
+    run = lambda *args: subprocess.run(["bash", str(probe), *args], cwd=tmp_path, text=True,
+                                       capture_output=True, check=True).stdout.strip()
+    assert run("--output", "mine") == f"{tmp_path}/mine"
+    assert run("--output", "/abs/out") == "/abs/out"
+    assert run() == "demo_output"  # the default stays in the project
 
 
 def test_demo_options_in_readme_exist_with_their_defaults():

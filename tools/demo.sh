@@ -6,8 +6,10 @@
 #
 #   bash tools/demo.sh [--output DIR] [--num-images N] [--val-images N] [--epochs N]
 #                      [--input-size S] [--batch-size B] [--seed S]
-# Everything lands in one folder (default demo_output/).
+# Everything lands in one folder (default demo_output/ in the project; a relative --output DIR is
+# taken from the folder the command was run in).
 set -euo pipefail
+CALLER_DIR="$PWD"
 cd "$(dirname "$0")/.."
 
 OUTPUT=demo_output
@@ -19,7 +21,7 @@ BATCH_SIZE=8
 SEED=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --output) OUTPUT="$2"; shift 2;;
+    --output) OUTPUT="$2"; [[ "$OUTPUT" == /* ]] || OUTPUT="$CALLER_DIR/$OUTPUT"; shift 2;;
     --num-images) NUM_IMAGES="$2"; shift 2;;
     --val-images) VAL_IMAGES="$2"; shift 2;;
     --epochs) EPOCHS="$2"; shift 2;;
