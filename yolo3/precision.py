@@ -81,10 +81,10 @@ def _tensorflow_sees_a_gpu() -> bool:
 
 def resolve_precision(precision: str, gpu: Optional[bool] = None) -> str:
     """``float32`` or ``bfloat16`` for a requested precision: ``auto`` is bfloat16 where the hardware
-    computes it natively (a GPU that does, or a CPU with AVX-512 BF16 / AMX), float32 elsewhere (on
-    an AVX2-only CPU bfloat16 is emulated and many times slower; :func:`has_fast_bfloat16` says where
-    it is faster). ``gpu``: whether inference runs
-    on a GPU (default: whether TensorFlow sees one)."""
+    computes it faster (a GPU that computes it natively, or a CPU with AMX or AMD's AVX-512 BF16:
+    :func:`has_fast_bfloat16`), float32 elsewhere (on an AVX2-only CPU bfloat16 is emulated and many
+    times slower; on Intel's AVX-512 BF16 without AMX it is native but slower). ``gpu``: whether
+    inference runs on a GPU (default: whether TensorFlow sees one)."""
     if precision not in PRECISIONS:
         raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision != "auto":
