@@ -20,12 +20,12 @@ input):
 - class: ``m * BCE(y_class * (1 - eps) + eps / 2, t_class)`` (``eps``: label smoothing, 0 by default);
 
 summed over everything and divided by the batch size; the box terms are multiplied by ``box_gain``
-and the class term by ``class_gain`` (both 1 by default: keras-yolo3's balance). ``ignore`` is 1 where the predicted box's best
-IoU with ALL ground-truth boxes of its image is below ``ignore_thresh`` (Darknet's rule;
-keras-yolo3 used only the same scale's boxes). The ground truth is either the boxes of every scale's
-``y_true`` (their count per image is data-dependent) or, for an XLA-compilable step, the image's
-boxes padded to a static ``max_boxes`` (``true_boxes``). Computed in float32 whatever the outputs'
-dtype.
+and the class term by ``class_gain`` (both 1 by default: keras-yolo3's balance). ``ignore`` is 1
+where the predicted box's best IoU with ALL ground-truth boxes of its image is below
+``ignore_thresh`` (Darknet's rule; keras-yolo3 used only the same scale's boxes). The ground truth
+is either the boxes of every scale's ``y_true`` (their count per image is data-dependent) or, for an
+XLA-compilable step, the image's boxes padded to a static ``max_boxes`` (``true_boxes``). Computed
+in float32 whatever the outputs' dtype.
 """
 from __future__ import annotations
 
