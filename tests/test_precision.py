@@ -80,3 +80,14 @@ def test_the_two_precision_lists_are_refused_across():
         precision_module.resolve_precision("mixed_bfloat16", gpu=False)
     with pytest.raises(ArgumentError, match="got 'bfloat16'"):
         precision_module.resolve_training_precision("bfloat16", gpu=False)
+
+
+def test_cpuinfo_fields_are_read_by_name(monkeypatch):
+    """One reader for /proc/cpuinfo: the first line of each field (the benchmarks' CPU model too)."""
+    from yolo3.benchmarks.machine import cpu_model
+    text = "processor\t: 0\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n" + CPUINFO
+    monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(text), raising=False)
+    assert precision_module.cpuinfo_field("model name") == "AMD EPYC 9R14 96-Core Processor"
+    assert precision_module.cpuinfo_field("bugs") == "sysret_ss_attrs"
+    assert precision_module.cpuinfo_field("microcode") == ""
+    assert cpu_model() == "AMD EPYC 9R14 96-Core Processor"

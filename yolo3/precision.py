@@ -15,11 +15,11 @@ from yolo3.errors import ArgumentError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 
-__all__ = ["PRECISIONS", "cpu_flags", "cpu_vendor", "has_fast_bfloat16", "bfloat16_support",
+__all__ = ["PRECISIONS", "cpuinfo_field", "cpu_flags", "cpu_vendor", "has_fast_bfloat16", "bfloat16_support",
            "gpu_has_bfloat16", "resolve_precision", "resolve_training_precision"]
 
 
-def _cpuinfo_field(name: str) -> str:
+def cpuinfo_field(name: str) -> str:
     """The value of the first ``name`` line of ``/proc/cpuinfo`` ("" where there is none, e.g.
     macOS)."""
     try:
@@ -35,12 +35,12 @@ def _cpuinfo_field(name: str) -> str:
 
 def cpu_flags() -> Set[str]:
     """The CPU feature flags of ``/proc/cpuinfo`` (empty where there is none, e.g. macOS)."""
-    return set(_cpuinfo_field("flags").split())
+    return set(cpuinfo_field("flags").split())
 
 
 def cpu_vendor() -> str:
     """The CPU's ``vendor_id`` (``GenuineIntel``, ``AuthenticAMD``; "" where unknown)."""
-    return _cpuinfo_field("vendor_id")
+    return cpuinfo_field("vendor_id")
 
 
 def bfloat16_support() -> str:

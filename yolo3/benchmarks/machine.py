@@ -29,14 +29,7 @@ def matmul_peak_gflops(n: int = 4096, repeats: int = 5, dtype: str = "float32") 
 
 def cpu_model() -> str:
     """The CPU model name of ``/proc/cpuinfo`` (else the platform's processor string)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    return precision.cpuinfo_field("model name") or platform.processor() or "unknown CPU"
 
 
 def cores() -> int:
