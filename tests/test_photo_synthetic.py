@@ -95,6 +95,21 @@ def test_the_dataset_is_reproducible_from_its_seed(tmp_path):
         assert r.path.endswith(".jpg") and r.image_hw in PHOTO_SIZES
 
 
+def test_distractors_can_be_left_out_with_the_same_objects(photos):
+    """One seed, with and without the distractor blobs: the same boxes in every image, and the
+    pixels differ only in the images that drew a distractor, and there only where it was painted."""
+    rng_a, rng_b = np.random.default_rng(11), np.random.default_rng(11)
+    differing = 0
+    for _ in range(24):
+        image_a, boxes_a = render_photo_image(rng_a, photos, (96, 128))
+        image_b, boxes_b = render_photo_image(rng_b, photos, (96, 128), distractors=False)
+        np.testing.assert_array_equal(boxes_a, boxes_b)
+        changed = (image_a != image_b).any(axis=-1)
+        differing += bool(changed.any())
+        assert changed.mean() < 0.25  # one or two blobs, never the picture
+    assert 4 <= differing <= 16, differing  # a third of the images draw a blob
+
+
 @pytest.mark.parametrize("distribution, median", [
     ("log", float(np.sqrt(0.06 * 0.55))),  # log-uniform: the geometric mean of the ends
     ("uniform", (0.06 + 0.55) / 2)])
@@ -147,7 +162,11 @@ def test_synth_command_photo_style(tmp_path, capsys):
     assert (out / "classes.txt").read_text().split() == list(PHOTO_CLASSES)
     assert yolo3_main(["synth", "--out", str(tmp_path / "x"), "--num-images", "2",
                        "--photos", str(PHOTOS)]) == 2
-    assert "--photos and --size-distribution apply to --style photo" in capsys.readouterr().err
+    assert "--photos, --size-distribution and --no-distractors apply to --style photo" in \
+        capsys.readouterr().err
+    assert yolo3_main(["synth", "--out", str(tmp_path / "w"), "--num-images", "2",
+                       "--no-distractors"]) == 2
+    assert "apply to --style photo" in capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "z"), "--num-images", "2",
                        "--size-distribution", "uniform"]) == 2
     assert "apply to --style photo" in capsys.readouterr().err

@@ -48,7 +48,7 @@ from yolo3.benchmarks.contenders import prepared
 from yolo3.detector import YOLO
 from yolo3.benchmarks.isolated import interleaved
 from yolo3.benchmarks.isolated import median
-from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import bfloat16_text, machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.convert import convert
@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
               f"engine's detect_batch images/s; video: {result['video_vs_keras']:.2f} x the Keras "
               f"engine's frames/s")
     if not with_bf16:
-        print("(no bfloat16 row: this machine computes bfloat16 only by emulation, so the default "
+        print(f"(no bfloat16 row: bfloat16 is {bfloat16_text()} on this machine, so the default "
               "precision is float32 here)")
     print(f"float32 forward: {gflop:.1f} GFLOP per image at {result['forward_gflops']:.0f} GFLOP/s "
           f"({result['forward_gflops'] / peak:.2f} x the float32 matmul yardstick of {peak:.0f} "

@@ -8,8 +8,8 @@ import time
 from yolo3 import precision
 from yolo3.precision import cpu_flags, has_fast_bfloat16  # re-exported
 
-__all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "cpu_flags", "has_fast_bfloat16",
-           "cores"]
+__all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "bfloat16_text", "cpu_flags",
+           "has_fast_bfloat16", "cores"]
 
 _SHOWN_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 
@@ -49,11 +49,11 @@ def machine_line(peak_gflops: float) -> str:
         gpu = f"; GPU: {', '.join(names)}"
     flags_text = " ".join(shown) if shown else "none of " + ", ".join(_SHOWN_FLAGS)
     return (f"machine: {cpu_model()}, {cores()} cores; CPU flags: {flags_text}; bfloat16 "
-            f"{_bfloat16_text()}; "
+            f"{bfloat16_text()}; "
             f"float32 matmul peak {peak_gflops:.1f} GFLOP/s; TF {tf.__version__}{gpu}")
 
 
-def _bfloat16_text() -> str:
+def bfloat16_text() -> str:
     """What the machine line says of bfloat16 (``auto`` trains and detects in it only when fast)."""
     support = precision.bfloat16_support()
     if support == "emulated":

@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="photo style: how object sides spread between --min-size and --max-size "
                         "(default log: log-uniform, as many objects in each doubling of size, so many "
                         "small ones; uniform: mostly large ones)")
+    p.add_argument("--no-distractors", dest="distractors", action="store_false",
+                   help="photo style: leave out the distractor blobs (photo-textured shapes of no "
+                        "class); the same seed draws the same objects with and without them")
     p.add_argument("--val-fraction", type=float, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
 
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if args.style == "photo":
         from yolo3.data.photo_synthetic import PHOTO_CLASSES, PHOTO_SIZES, make_photo_dataset
         given = dict(max_objects=args.max_objects, min_frac=args.min_size, max_frac=args.max_size,
-                     size_distribution=args.size_distribution)
+                     size_distribution=args.size_distribution,
+                     distractors=None if args.distractors else False)
         try:  # load_photos checks the folder before anything is written
             ann, classes = make_photo_dataset(
                 args.out, args.num_images, args.photos, args.seed,
@@ -72,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
         except FileNotFoundError as e:
             raise ArgumentError(f"--photos: {e}") from None
     else:
-        if args.photos is not None or args.size_distribution is not None:
-            raise ArgumentError("--photos and --size-distribution apply to --style photo")
+        if args.photos is not None or args.size_distribution is not None or not args.distractors:
+            raise ArgumentError("--photos, --size-distribution and --no-distractors apply to "
+                                "--style photo")
         from yolo3.data.synthetic import make_synthetic_dataset
         ann, classes = make_synthetic_dataset(
             args.out, args.num_images, size or (256, 256), args.seed,

@@ -5,8 +5,9 @@ sizes, square or not. Objects are shapes (the class is the shape, never the colo
 with a recoloured crop of another real photograph (channels permuted and mixed, gain, shading),
 has soft edges, a side from 6% to 55% of the image's shorter side, and an aspect from square to a
 thin bar (rectangles down to 1:6). Later objects partly hide earlier ones (each keeps at least 40%
-of its pixels visible) and irregular photo-textured blobs stand in as distractors; about 8% of
-the images hold no object. Boxes are pixel-edge ``x1, y1, x2, y2`` of each object's *visible*
+of its pixels visible) and irregular photo-textured blobs stand in as distractors (``distractors``:
+off leaves them out and draws everything else alike, so one seed gives the same objects with and
+without them); about 8% of the images hold no object. Boxes are pixel-edge ``x1, y1, x2, y2`` of each object's *visible*
 pixels, exact. Images are written as JPEG (quality 80 to 95). Everything is determined by the
 seed and the photographs.
 
@@ -170,7 +171,8 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
                        image_size: Tuple[int, int], classes: Sequence[str] = PHOTO_CLASSES,
                        max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
                        negative_fraction: float = NEGATIVE_FRACTION,
-                       size_distribution: str = "log") -> Tuple[np.ndarray, np.ndarray]:
+                       size_distribution: str = "log", distractors: bool = True
+                       ) -> Tuple[np.ndarray, np.ndarray]:
     """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``
     (the visible pixels' extent; ``N`` may be 0). See the module docstring."""
     h, w = image_size
@@ -182,7 +184,8 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
         x, y = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
         alpha = _blob_mask(rng, bw, bh)[..., None]
         patch = _recolour(rng, _crop(rng, photos, bh, bw))
-        canvas[y:y + bh, x:x + bw] = canvas[y:y + bh, x:x + bw] * (1 - alpha) + patch * alpha
+        if distractors:  # drawn either way: the random stream, so the objects, stay the same
+            canvas[y:y + bh, x:x + bw] = canvas[y:y + bh, x:x + bw] * (1 - alpha) + patch * alpha
     count = 0 if rng.uniform() < negative_fraction else int(rng.integers(1, max_objects + 1))
     owner = np.full((h, w), -1, np.int32)  # which object each pixel shows (hard mask at 0.5)
     areas: List[int] = []
@@ -225,11 +228,13 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                        sizes: Sequence[Tuple[int, int]] = PHOTO_SIZES, *,
                        max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
                        val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
-                       size_distribution: str = "log") -> Tuple[str, str]:
+                       size_distribution: str = "log", distractors: bool = True
+                       ) -> Tuple[str, str]:
     """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
     file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
     ``(h, w)`` image sizes, one drawn per image; ``size_distribution``: how object sides spread
-    over ``[min_frac, max_frac]`` (``log``: many small objects; ``uniform``: most are large).
+    over ``[min_frac, max_frac]`` (``log``: many small objects; ``uniform``: most are large);
+    ``distractors``: whether to paint the distractor blobs (the objects are the same either way).
     Returns ``(annotation_path, classes_path)``."""
     if size_distribution not in SIZE_DISTRIBUTIONS:
         raise ValueError(f"unknown size distribution {size_distribution!r}: choose from "
@@ -246,7 +251,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     for i in range(num_images):
         size = tuple(int(v) for v in sizes[int(rng.integers(len(sizes)))])
         image, boxes = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
-                                          max_frac, size_distribution=size_distribution)
+                                          max_frac, size_distribution=size_distribution,
+                                          distractors=distractors)
         path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
         Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
         records.append(Record(path, boxes, size, 1))
