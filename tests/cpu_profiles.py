@@ -25,8 +25,8 @@ _AMD = "mmxext fxsr_opt extd_apicid cmp_legacy cr8_legacy sse4a misalignsse osvw
        "clzero xsaveerptr"
 _AVX512_ZEN4 = ("avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512_bf16 avx512vbmi "
                 "avx512_vbmi2 gfni avx512_vnni avx512_bitalg avx512_vpopcntdq")
-_INTEL_NO_AMX = (_AVX512_ZEN4 + " avx512_fp16 avx_vnni serialize tsxldtrk movdiri movdir64b cldemote "
-                 "arch_capabilities cpuid_fault hle rtm ss")
+_INTEL_NO_AMX = (_AVX512_ZEN4 + " avx512_fp16 avx_vnni serialize tsxldtrk movdiri movdir64b "
+                 "cldemote arch_capabilities cpuid_fault hle rtm ss")
 _SAPPHIRE_RAPIDS = (_AVX512_ZEN4 + " avx512_fp16 avx_vnni amx_bf16 amx_tile amx_int8 serialize "
                     "tsxldtrk movdiri movdir64b waitpkg cldemote arch_capabilities")
 AMD, INTEL = "AuthenticAMD", "GenuineIntel"

@@ -83,7 +83,8 @@ def test_the_two_precision_lists_are_refused_across():
 
 
 def test_cpuinfo_fields_are_read_by_name(monkeypatch):
-    """One reader for /proc/cpuinfo: the first line of each field (the benchmarks' CPU model too)."""
+    """One reader for /proc/cpuinfo: the first line of each field (the benchmarks' CPU model
+    too)."""
     from yolo3.benchmarks.machine import cpu_model
     text = "processor\t: 0\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n" + CPUINFO
     monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(text), raising=False)

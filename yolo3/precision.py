@@ -3,8 +3,8 @@
 bfloat16 halves the bytes moved and, with AMX or on AMD's AVX-512 BF16 (and on recent GPUs),
 multiplies about twice as fast as float32; on CPUs without bfloat16 instructions (AVX2 only) oneDNN
 emulates it and it is many times slower, and on Intel's AVX-512 BF16 without AMX it is native but
-slower than float32 (measured: 0.61x-0.73x). So the hardware is read from the CPU's vendor and flags,
-never from what TensorFlow accepts.
+slower than float32 (measured: 0.61x-0.73x). So the hardware is read from the CPU's vendor and
+flags, never from what TensorFlow accepts.
 """
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from yolo3.errors import ArgumentError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 
-__all__ = ["PRECISIONS", "cpuinfo_field", "cpu_flags", "cpu_vendor", "has_fast_bfloat16", "bfloat16_support",
-           "gpu_has_bfloat16", "resolve_precision", "resolve_training_precision"]
+__all__ = ["PRECISIONS", "cpuinfo_field", "cpu_flags", "cpu_vendor", "has_fast_bfloat16",
+           "bfloat16_support", "gpu_has_bfloat16", "resolve_precision",
+           "resolve_training_precision"]
 
 
 def cpuinfo_field(name: str) -> str:

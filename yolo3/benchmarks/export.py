@@ -194,8 +194,8 @@ def _latency_rows(times: Dict[str, float], paths: Dict[str, str], native_bf16: b
             continue
         path = paths.get(fmt, paths["keras"])
         size = _size_mb(path)
-        label = LABELS[fmt] + (" (auto picks float32 here)" if fmt == "keras-bf16" and not native_bf16
-                               else "")
+        picks_float32 = fmt == "keras-bf16" and not native_bf16
+        label = LABELS[fmt] + (" (auto picks float32 here)" if picks_float32 else "")
         rows.append((label, f"{times[fmt]:.1f}", f"{times[fmt] / times['tflite']:.2f}x",
                      f"{times[fmt] / times['opencv']:.2f}x", f"{size:.1f}",
                      f"{size / _size_mb(paths['tflite']):.2f}x"))

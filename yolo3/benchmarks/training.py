@@ -44,10 +44,10 @@ from yolo3.distribute import configure_logical_cpus
 from yolo3.data.annotations import load_annotations
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
-from yolo3.precision import bfloat16_support, resolve_training_precision
+from yolo3.precision import resolve_training_precision
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.benchmarks.isolated import run_child
-from yolo3.benchmarks.machine import machine_line
+from yolo3.benchmarks.machine import bfloat16_text, machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
 from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
 
@@ -213,9 +213,9 @@ def run(args: argparse.Namespace) -> int:
                 if not args.no_jit:
                     row(f"{name}, {device}, {mixed} + XLA", dict(base, policy=mixed, jit=True), fp32)
             else:
-                rows.append((f"{name}, {device}, mixed", "-", "-", "skipped: bfloat16 is "
-                             f"{'emulated' if bfloat16_support() == 'emulated' else 'slower'} "
-                             "on this CPU (auto trains float32; --force-mixed times it anyway)"))
+                rows.append((f"{name}, {device}, mixed", "-", "-", f"skipped: bfloat16 is "
+                             f"{bfloat16_text()} on this CPU (auto trains float32; --force-mixed "
+                             "times it anyway)"))
             if args.replicas > 1 and (not gpus or len(gpus) >= args.replicas):
                 kind = "GPUs" if gpus else "logical CPUs"
                 row(f"{name}, wrapper over {args.replicas} {kind}, float32",

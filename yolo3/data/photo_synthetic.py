@@ -5,11 +5,11 @@ sizes, square or not. Objects are shapes (the class is the shape, never the colo
 with a recoloured crop of another real photograph (channels permuted and mixed, gain, shading),
 has soft edges, a side from 6% to 55% of the image's shorter side, and an aspect from square to a
 thin bar (rectangles down to 1:6). Later objects partly hide earlier ones (each keeps at least 40%
-of its pixels visible) and irregular photo-textured blobs stand in as distractors (``distractors``:
-off leaves them out and draws everything else alike, so one seed gives the same objects with and
-without them); about 8% of the images hold no object. Boxes are pixel-edge ``x1, y1, x2, y2`` of each object's *visible*
-pixels, exact. Images are written as JPEG (quality 80 to 95). Everything is determined by the
-seed and the photographs.
+of its pixels visible) and irregular photo-textured blobs stand in as distractors
+(``distractors``: off leaves them out and draws everything else alike, so one seed gives the same
+objects with and without them); about 8% of the images hold no object. Boxes are pixel-edge
+``x1, y1, x2, y2`` of each object's *visible* pixels, exact. Images are written as JPEG (quality
+80 to 95). Everything is determined by the seed and the photographs.
 
 Photographs: any folder of JPEG/PNG photographs (``photos``), or the permissively licensed
 photographs that scikit-image's wheel ships (``pip install 'yolo3[bench]'``), found without
