@@ -17,6 +17,7 @@ from yolo3.data.annotations import load_annotations
 from yolo3.data.photo_synthetic import (PHOTO_CLASSES, PHOTO_SIZES, load_photos,
                                         make_photo_dataset, render_photo_image)
 from yolo3.data.yolo_layout import label_rows, write_yolo_layout
+from yolo3.errors import SettingError
 
 PHOTOS = SHARED_DIR / "images"
 
@@ -110,6 +111,72 @@ def test_distractors_can_be_left_out_with_the_same_objects(photos):
     assert 4 <= differing <= 16, differing  # a third of the images draw a blob
 
 
+def test_full_boxes_hold_the_visible_ones_and_only_occluded_objects_differ(photos):
+    """One seed, visible and full boxes: the same images; each full box contains its visible
+    box, and they differ only for objects that a later object partly hides."""
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    grown = 0
+    for _ in range(30):
+        image_a, visible = render_photo_image(rng_a, photos, (96, 128))
+        image_b, full = render_photo_image(rng_b, photos, (96, 128), boxes="full")
+        np.testing.assert_array_equal(image_a, image_b)
+        np.testing.assert_array_equal(visible[:, 4], full[:, 4])
+        assert np.all(full[:, :2] <= visible[:, :2]) and np.all(full[:, 2:4] >= visible[:, 2:4])
+        for k in range(len(full)):
+            if not np.array_equal(full[k], visible[k]):
+                grown += 1
+                box, later = full[k], full[k + 1:]  # only a later object can hide this one
+                overlap_x = np.minimum(later[:, 2], box[2]) > np.maximum(later[:, 0], box[0])
+                overlap_y = np.minimum(later[:, 3], box[3]) > np.maximum(later[:, 1], box[1])
+                assert np.any(overlap_x & overlap_y)
+    assert grown >= 3, grown
+
+
+def test_no_occlusion_and_own_colours_change_only_what_they_say(photos):
+    """``min_visible=1``: no two objects share a pixel (their full boxes are their visible ones);
+    ``recolour=False``: the same boxes as recoloured, the object pixels in the photographs' own
+    colours, the background untouched; backgrounds of their own come from those photographs."""
+    rng = np.random.default_rng(2)
+    for _ in range(60):  # the default hides part of an object in about 1 image in 10
+        state = rng.bit_generator.state
+        _, visible = render_photo_image(rng, photos, (96, 128), min_visible=1.0)
+        rng.bit_generator.state = state
+        _, full = render_photo_image(rng, photos, (96, 128), min_visible=1.0, boxes="full")
+        np.testing.assert_array_equal(visible, full)
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    changed_objects = 0
+    for _ in range(20):
+        image_a, boxes_a = render_photo_image(rng_a, photos, (96, 128), distractors=False)
+        image_b, boxes_b = render_photo_image(rng_b, photos, (96, 128), distractors=False,
+                                              recolour=False)
+        np.testing.assert_array_equal(boxes_a, boxes_b)
+        inside = np.zeros(image_a.shape[:2], bool)
+        for x1, y1, x2, y2, _ in boxes_a.astype(int):
+            inside[y1:y2, x1:x2] = True
+        differs = (image_a.astype(int) - image_b.astype(int) != 0).any(axis=-1)
+        assert not differs[~inside].any()  # the background is the same picture
+        changed_objects += int(differs[inside].any())
+    assert changed_objects >= 10
+    flat = [np.full((64, 64, 3), 200, np.uint8), np.full((64, 64, 3), 200, np.uint8)]
+    image, _ = render_photo_image(np.random.default_rng(0), photos, (96, 128), backgrounds=flat,
+                                  negative_fraction=1.0, distractors=False)
+    assert np.abs(image.astype(float).mean(axis=(0, 1)) - 200).max() < 45  # a jittered flat grey
+    assert image.astype(float).std(axis=(0, 1)).max() < 8  # flat but for the noise: no photograph
+
+
+def test_bad_box_extent_occlusion_or_folder_is_a_setting_error(tmp_path):
+    with pytest.raises(SettingError, match="boxes must be one of visible, full") as e:
+        make_photo_dataset(str(tmp_path / "a"), 2, str(PHOTOS), boxes="amodal")
+    assert e.value.settings == ("boxes",)
+    with pytest.raises(SettingError, match=r"min_visible must be in \(0, 1\], got 0") as e:
+        make_photo_dataset(str(tmp_path / "b"), 2, str(PHOTOS), min_visible=0)
+    with pytest.raises(SettingError, match="background_photos: .*not a folder") as e:
+        make_photo_dataset(str(tmp_path / "c"), 2, str(PHOTOS),
+                           background_photos=str(tmp_path / "missing"))
+    assert e.value.settings == ("background_photos",)
+    assert not any((tmp_path / name).exists() for name in "abc")  # refused before writing
+
+
 @pytest.mark.parametrize("distribution, median", [
     ("log", float(np.sqrt(0.06 * 0.55))),  # log-uniform: the geometric mean of the ends
     ("uniform", (0.06 + 0.55) / 2)])
@@ -162,18 +229,32 @@ def test_synth_command_photo_style(tmp_path, capsys):
     assert (out / "classes.txt").read_text().split() == list(PHOTO_CLASSES)
     assert yolo3_main(["synth", "--out", str(tmp_path / "x"), "--num-images", "2",
                        "--photos", str(PHOTOS)]) == 2
-    assert "--photos, --size-distribution and --no-distractors apply to --style photo" in \
-        capsys.readouterr().err
+    assert "--photos: only for --style photo" in capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "w"), "--num-images", "2",
-                       "--no-distractors"]) == 2
-    assert "apply to --style photo" in capsys.readouterr().err
+                       "--no-distractors", "--boxes", "full", "--no-recolour"]) == 2
+    assert "--no-distractors, --boxes, --no-recolour: only for --style photo" in \
+        capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "z"), "--num-images", "2",
-                       "--size-distribution", "uniform"]) == 2
-    assert "apply to --style photo" in capsys.readouterr().err
+                       "--size-distribution", "uniform", "--min-visible", "1",
+                       "--background-photos", str(PHOTOS)]) == 2
+    assert ("--size-distribution, --background-photos, --min-visible: only for --style photo"
+            in capsys.readouterr().err)
     assert not (tmp_path / "z").exists()
     assert yolo3_main(["synth", "--out", str(tmp_path / "y"), "--style", "photo",
                        "--num-images", "2", "--photos", str(tmp_path / "none")]) == 2
-    assert "not a folder" in capsys.readouterr().err
+    assert "--photos: " in capsys.readouterr().err and not (tmp_path / "y" / "images").exists()
+    assert yolo3_main(["synth", "--out", str(tmp_path / "v"), "--style", "photo",
+                       "--num-images", "2", "--photos", str(PHOTOS), "--background-photos",
+                       str(tmp_path / "none")]) == 2
+    assert "--background-photos: " in capsys.readouterr().err
+    assert yolo3_main(["synth", "--out", str(tmp_path / "u"), "--style", "photo",
+                       "--num-images", "2", "--photos", str(PHOTOS), "--min-visible", "1.5"]) == 2
+    assert "--min-visible must be in (0, 1], got 1.5" in capsys.readouterr().err
+    full = tmp_path / "full"
+    assert yolo3_main(["synth", "--out", str(full), "--style", "photo", "--num-images", "3",
+                       "--photos", str(PHOTOS), "--background-photos", str(PHOTOS),
+                       "--boxes", "full", "--no-recolour", "--min-visible", "0.5"]) == 0
+    assert len(load_annotations(str(full / "annotations.txt"), list(PHOTO_CLASSES))) == 3
 
 
 def test_yolo_layout_round_trip(tmp_path):

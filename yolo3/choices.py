@@ -17,8 +17,11 @@ AUGMENT_PRESETS = ("full", "light", "none")
 ANNOTATION_FORMATS = ("text", "coco", "voc", "yolo")  # the layouts yolo3 reads and writes
 ENGINES = ("auto", "keras", "openvino", "onnxruntime")  # what a .keras detector runs on
 SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spreads object sizes
+# what a photo-style box spans: the visible pixels of its object, or the whole object, hidden
+# parts included
+BOX_EXTENTS = ("visible", "full")
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
            "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS",
-           "ENGINES", "SIZE_DISTRIBUTIONS", "OBJECTNESS_TARGETS"]
+           "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

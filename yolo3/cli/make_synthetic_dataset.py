@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.choices import SIZE_DISTRIBUTIONS
+from yolo3.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.cli.common import run_command
 from yolo3.data.synthetic import SHAPES, STYLES
 
@@ -53,6 +53,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-distractors", dest="distractors", action="store_false",
                    help="photo style: leave out the distractor blobs (photo-textured shapes of no "
                         "class); the same seed draws the same objects with and without them")
+    p.add_argument("--background-photos", default=None,
+                   help="photo style: a folder of photographs for the backgrounds alone "
+                        "(default: --photos), so that no object is textured with a crop of its "
+                        "own background")
+    p.add_argument("--boxes", choices=BOX_EXTENTS, default=None,
+                   help="photo style: what a box spans: the visible pixels of its object (default) "
+                        "or the full object, hidden parts included")
+    p.add_argument("--min-visible", type=float, default=None,
+                   help="photo style: the share of each object's pixels that later objects leave "
+                        "in view (default 0.4; 1: no occlusion)")
+    p.add_argument("--no-recolour", dest="recolour", action="store_false",
+                   help="photo style: objects keep their photographs' own colours (the same seed "
+                        "draws the same objects)")
     p.add_argument("--val-fraction", type=float, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
 
@@ -67,18 +80,25 @@ def run(args: argparse.Namespace) -> int:
         from yolo3.data.photo_synthetic import PHOTO_CLASSES, PHOTO_SIZES, make_photo_dataset
         given = dict(max_objects=args.max_objects, min_frac=args.min_size, max_frac=args.max_size,
                      size_distribution=args.size_distribution,
-                     distractors=None if args.distractors else False)
-        try:  # load_photos checks the folder before anything is written
-            ann, classes = make_photo_dataset(
-                args.out, args.num_images, args.photos, args.seed,
-                tuple(args.classes or PHOTO_CLASSES), (size,) if size else PHOTO_SIZES,
-                val_fraction=args.val_fraction, **{k: v for k, v in given.items() if v is not None})
-        except FileNotFoundError as e:
-            raise ArgumentError(f"--photos: {e}") from None
+                     distractors=None if args.distractors else False, boxes=args.boxes,
+                     min_visible=args.min_visible, recolour=None if args.recolour else False,
+                     background_photos=args.background_photos)
+        # the photographs are read (and a folder without any refused) before anything is written
+        ann, classes = make_photo_dataset(
+            args.out, args.num_images, args.photos, args.seed,
+            tuple(args.classes or PHOTO_CLASSES), (size,) if size else PHOTO_SIZES,
+            val_fraction=args.val_fraction, **{k: v for k, v in given.items() if v is not None})
     else:
-        if args.photos is not None or args.size_distribution is not None or not args.distractors:
-            raise ArgumentError("--photos, --size-distribution and --no-distractors apply to "
-                                "--style photo")
+        photo_only = [flag for flag, given in (
+            ("--photos", args.photos is not None),
+            ("--size-distribution", args.size_distribution is not None),
+            ("--no-distractors", not args.distractors),
+            ("--background-photos", args.background_photos is not None),
+            ("--boxes", args.boxes is not None), ("--min-visible", args.min_visible is not None),
+            ("--no-recolour", not args.recolour)) if given]
+        if photo_only:
+            raise ArgumentError(f"{', '.join(photo_only)}: only for --style photo (photographs, "
+                                "their boxes and occlusion)")
         from yolo3.data.synthetic import make_synthetic_dataset
         ann, classes = make_synthetic_dataset(
             args.out, args.num_images, size or (256, 256), args.seed,

@@ -5,11 +5,15 @@ sizes, square or not. Objects are shapes (the class is the shape, never the colo
 with a recoloured crop of another real photograph (channels permuted and mixed, gain, shading),
 has soft edges, a side from 6% to 55% of the image's shorter side, and an aspect from square to a
 thin bar (rectangles down to 1:6). Later objects partly hide earlier ones (each keeps at least 40%
-of its pixels visible) and irregular photo-textured blobs stand in as distractors
-(``distractors``: off leaves them out and draws everything else alike, so one seed gives the same
-objects with and without them); about 8% of the images hold no object. Boxes are pixel-edge
-``x1, y1, x2, y2`` of each object's *visible* pixels, exact. Images are written as JPEG (quality
-80 to 95). Everything is determined by the seed and the photographs.
+of its pixels visible: ``min_visible``) and irregular photo-textured blobs stand in as distractors;
+about 8% of the images hold no object. Boxes are pixel-edge ``x1, y1, x2, y2`` of each object's
+*visible* pixels, exact (``boxes='full'``: of the whole object, hidden parts included). Images are
+written as JPEG (quality 80 to 95). Everything is determined by the seed and the photographs.
+
+The switches that take a property away (``distractors``, ``recolour``) draw from the random stream
+as if it were there, so one seed gives the same objects, boxes and placements with and without it:
+an ablation changes one thing. Backgrounds may come from photographs of their own
+(``background_photos``), so that no object is textured with a crop of the picture it lies on.
 
 Photographs: any folder of JPEG/PNG photographs (``photos``), or the permissively licensed
 photographs that scikit-image's wheel ships (``pip install 'yolo3[bench]'``), found without
@@ -24,9 +28,10 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from yolo3.choices import SIZE_DISTRIBUTIONS
+from yolo3.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.data.annotations import Record
 from yolo3.data.synthetic import SHAPES, _draw_shape, write_dataset_files
+from yolo3.errors import SettingError
 
 PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
 PHOTO_SIZES = ((240, 320), (320, 240), (288, 288))  # (h, w)
@@ -124,6 +129,15 @@ def _recolour(rng: np.random.Generator, texture: np.ndarray) -> np.ndarray:
     return np.clip(x * shade[..., None], 0, 255)
 
 
+def _texture(rng: np.random.Generator, photos: Sequence[np.ndarray], h: int, w: int,
+             recolour: bool) -> np.ndarray:
+    """A ``(h, w, 3)`` float texture: a crop of ``photos``, recoloured, or with its own colours
+    when ``recolour`` is off (the recolouring is drawn either way: the random stream stays)."""
+    crop = _crop(rng, photos, h, w)
+    recoloured = _recolour(rng, crop)
+    return recoloured if recolour else crop.astype(np.float32)
+
+
 def _shape_mask(rng: np.random.Generator, shape: str, bw: int, bh: int) -> np.ndarray:
     """A float ``(bh, bw)`` mask of ``shape`` filling its box, turned by a random multiple of 90
     degrees (triangles point any way), with soft edges."""
@@ -171,25 +185,32 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
                        image_size: Tuple[int, int], classes: Sequence[str] = PHOTO_CLASSES,
                        max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
                        negative_fraction: float = NEGATIVE_FRACTION,
-                       size_distribution: str = "log", distractors: bool = True
+                       size_distribution: str = "log", distractors: bool = True,
+                       boxes: str = "visible", min_visible: float = MIN_VISIBLE,
+                       recolour: bool = True,
+                       backgrounds: Optional[Sequence[np.ndarray]] = None
                        ) -> Tuple[np.ndarray, np.ndarray]:
     """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``
-    (the visible pixels' extent; ``N`` may be 0). See the module docstring."""
+    (``boxes``: the visible pixels' extent, or the whole object's with ``'full'``; ``N`` may be 0),
+    on a crop of ``backgrounds`` (default: ``photos``), objects textured with ``photos``
+    (recoloured unless ``recolour`` is off), each keeping ``min_visible`` of its pixels in view
+    (1: no occlusion). See the module docstring."""
     h, w = image_size
-    canvas = _crop(rng, photos, h, w).astype(np.float32)
+    canvas = _crop(rng, photos if backgrounds is None else backgrounds, h, w).astype(np.float32)
     canvas *= rng.uniform(0.8, 1.2, 3).astype(np.float32)
     for _ in range(int(rng.integers(0, 3)) if rng.uniform() < 0.5 else 0):  # distractors
         bw, bh = _object_size(rng, "circle", min(h, w), min_frac, max_frac * 0.6)
         bw, bh = min(bw, w), min(bh, h)
         x, y = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
         alpha = _blob_mask(rng, bw, bh)[..., None]
-        patch = _recolour(rng, _crop(rng, photos, bh, bw))
+        patch = _texture(rng, photos, bh, bw, recolour)
         if distractors:  # drawn either way: the random stream, so the objects, stay the same
             canvas[y:y + bh, x:x + bw] = canvas[y:y + bh, x:x + bw] * (1 - alpha) + patch * alpha
     count = 0 if rng.uniform() < negative_fraction else int(rng.integers(1, max_objects + 1))
     owner = np.full((h, w), -1, np.int32)  # which object each pixel shows (hard mask at 0.5)
     areas: List[int] = []
     labels: List[int] = []
+    whole: List[List[int]] = []  # each object's full extent, hidden parts included
     for _ in range(count):
         for _attempt in range(20):
             cls = int(rng.integers(len(classes)))
@@ -205,22 +226,27 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
             trial = owner.copy()
             trial[y:y + bh, x:x + bw][hard] = len(areas)
             visible = np.bincount(trial[trial >= 0].ravel(), minlength=len(areas) + 1)
-            if any(visible[k] < MIN_VISIBLE * areas[k] for k in range(len(areas))):
+            if any(visible[k] < min_visible * areas[k] for k in range(len(areas))):
                 continue  # would hide too much of an earlier object
             owner = trial
             areas.append(int(hard.sum()))
             labels.append(cls)
-            patch = _recolour(rng, _crop(rng, photos, bh, bw))
+            ys, xs = np.nonzero(hard)
+            whole.append([x + xs.min(), y + ys.min(), x + xs.max() + 1, y + ys.max() + 1])
+            patch = _texture(rng, photos, bh, bw, recolour)
             a = alpha[..., None]
             canvas[y:y + bh, x:x + bw] = canvas[y:y + bh, x:x + bw] * (1 - a) + patch * a
             break
     canvas += rng.normal(0, rng.uniform(1, 5), canvas.shape).astype(np.float32)
     image = np.clip(np.round(canvas), 0, 255).astype(np.uint8)
-    boxes = []
+    found = []
     for k, cls in enumerate(labels):
+        if boxes == "full":
+            found.append([*whole[k], cls])
+            continue
         ys, xs = np.nonzero(owner == k)
-        boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1, cls])
-    return image, np.asarray(boxes, np.float32).reshape(-1, 5)
+        found.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1, cls])
+    return image, np.asarray(found, np.float32).reshape(-1, 5)
 
 
 def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = None,
@@ -228,14 +254,19 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                        sizes: Sequence[Tuple[int, int]] = PHOTO_SIZES, *,
                        max_objects: int = 6, min_frac: float = 0.06, max_frac: float = 0.55,
                        val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
-                       size_distribution: str = "log", distractors: bool = True
+                       size_distribution: str = "log", distractors: bool = True,
+                       boxes: str = "visible", min_visible: float = MIN_VISIBLE,
+                       recolour: bool = True, background_photos: Optional[str] = None
                        ) -> Tuple[str, str]:
     """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
     file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
     ``(h, w)`` image sizes, one drawn per image; ``size_distribution``: how object sides spread
     over ``[min_frac, max_frac]`` (``log``: many small objects; ``uniform``: most are large);
-    ``distractors``: whether to paint the distractor blobs (the objects are the same either way).
-    Returns ``(annotation_path, classes_path)``."""
+    ``distractors``: whether to paint the distractor blobs (the objects are the same either way);
+    ``boxes``, ``min_visible``, ``recolour``: see :func:`render_photo_image`;
+    ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``).
+    Returns ``(annotation_path, classes_path)``. A folder without photographs is a
+    :class:`~yolo3.errors.SettingError` naming its setting (``photos``, ``background_photos``)."""
     if size_distribution not in SIZE_DISTRIBUTIONS:
         raise ValueError(f"unknown size distribution {size_distribution!r}: choose from "
                          f"{SIZE_DISTRIBUTIONS}")
@@ -244,16 +275,32 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
     if not 0 < min_frac < max_frac <= 1:
         raise ValueError(f"object sizes must satisfy 0 < min ({min_frac}) < max ({max_frac}) <= 1")
-    pictures = load_photos(photos)
+    if boxes not in BOX_EXTENTS:
+        raise SettingError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}", "boxes")
+    if not 0 < min_visible <= 1:
+        raise SettingError(f"min_visible must be in (0, 1], got {min_visible}", "min_visible")
+    pictures = _photos_of(photos, "photos")
+    backgrounds = (_photos_of(background_photos, "background_photos")
+                   if background_photos is not None else None)
     os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
     rng = np.random.default_rng(seed)
     records: List[Record] = []
     for i in range(num_images):
         size = tuple(int(v) for v in sizes[int(rng.integers(len(sizes)))])
-        image, boxes = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
+        image, found = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
                                           max_frac, size_distribution=size_distribution,
-                                          distractors=distractors)
+                                          distractors=distractors, boxes=boxes,
+                                          min_visible=min_visible, recolour=recolour,
+                                          backgrounds=backgrounds)
         path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
         Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
-        records.append(Record(path, boxes, size, 1))
+        records.append(Record(path, found, size, 1))
     return write_dataset_files(out_dir, records, classes, val_fraction, annotation_name)
+
+
+def _photos_of(folder: Optional[str], setting: str) -> List[np.ndarray]:
+    """:func:`load_photos`, its refusal a :class:`~yolo3.errors.SettingError` naming ``setting``."""
+    try:
+        return load_photos(folder)
+    except FileNotFoundError as e:
+        raise SettingError(f"{setting}: {e}", setting) from None
