@@ -175,6 +175,9 @@ def test_bad_box_extent_occlusion_or_folder_is_a_setting_error(tmp_path):
                            background_photos=str(tmp_path / "missing"))
     assert e.value.settings == ("background_photos",)
     assert not any((tmp_path / name).exists() for name in "abc")  # refused before writing
+    with pytest.raises(ValueError, match="boxes must be one of visible, full, got 'amodal'"):
+        render_photo_image(np.random.default_rng(0), [np.zeros((96, 96, 3), np.uint8)] * 2,
+                           (64, 64), boxes="amodal")
 
 
 @pytest.mark.parametrize("distribution, median", [

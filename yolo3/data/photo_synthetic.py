@@ -195,6 +195,8 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
     on a crop of ``backgrounds`` (default: ``photos``), objects textured with ``photos``
     (recoloured unless ``recolour`` is off), each keeping ``min_visible`` of its pixels in view
     (1: no occlusion). See the module docstring."""
+    if boxes not in BOX_EXTENTS:
+        raise ValueError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}")
     h, w = image_size
     canvas = _crop(rng, photos if backgrounds is None else backgrounds, h, w).astype(np.float32)
     canvas *= rng.uniform(0.8, 1.2, 3).astype(np.float32)
