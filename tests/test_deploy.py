@@ -82,6 +82,7 @@ def test_export_round_trips(setup, tmp_path, fmt, quantize, limit):
             np.testing.assert_allclose(a[order[0]], b[order[1]], atol=2e-3)
 
 
+@pytest.mark.slow  # three TFLite conversions and two int8 calibrations: about 24 s
 def test_int8_is_smaller_and_calibrates_from_a_folder_or_an_annotation_file(setup, tmp_path):
     from yolo3.cli.export import main
     root, det, ann = setup
