@@ -195,8 +195,7 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
     on a crop of ``backgrounds`` (default: ``photos``), objects textured with ``photos``
     (recoloured unless ``recolour`` is off), each keeping ``min_visible`` of its pixels in view
     (1: no occlusion). See the module docstring."""
-    if boxes not in BOX_EXTENTS:
-        raise ValueError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}")
+    _check_box_extent(boxes)
     h, w = image_size
     canvas = _crop(rng, photos if backgrounds is None else backgrounds, h, w).astype(np.float32)
     canvas *= rng.uniform(0.8, 1.2, 3).astype(np.float32)
@@ -277,8 +276,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
     if not 0 < min_frac < max_frac <= 1:
         raise ValueError(f"object sizes must satisfy 0 < min ({min_frac}) < max ({max_frac}) <= 1")
-    if boxes not in BOX_EXTENTS:
-        raise SettingError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}", "boxes")
+    _check_box_extent(boxes)  # here too: before anything is written
     if not 0 < min_visible <= 1:
         raise SettingError(f"min_visible must be in (0, 1], got {min_visible}", "min_visible")
     pictures = _photos_of(photos, "photos")
@@ -306,3 +304,10 @@ def _photos_of(folder: Optional[str], setting: str) -> List[np.ndarray]:
         return load_photos(folder)
     except FileNotFoundError as e:
         raise SettingError(f"{setting}: {e}", setting) from None
+
+
+def _check_box_extent(boxes: str) -> None:
+    """Refuse a box extent not in :data:`yolo3.choices.BOX_EXTENTS` (a ``SettingError``, which is
+    a ``ValueError``, naming ``boxes``)."""
+    if boxes not in BOX_EXTENTS:
+        raise SettingError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}", "boxes")
