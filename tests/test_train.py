@@ -51,8 +51,10 @@ def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_
     assert [r.path for r in other.val_records] != [r.path for r in data.val_records]
     np.testing.assert_array_equal(data.anchors, data.spec.default_anchors())
     assert data.masks == [[3, 4, 5], [0, 1, 2]] and data.class_names == ["circle", "square", "triangle"]
-    info = data.info(64)
+    info = data.info()
     assert info.variant == "tiny" and info.input_size == (64, 64) and info.num_classes == 3
+    assert data.hw == (64, 64)
+    assert prepare_data(_config(dataset, tmp_path, input_size=(64, 96))).info().input_size == (64, 96)
     bad = tmp_path / "five.txt"
     write_anchors(bad, np.ones((5, 2)))
     with pytest.raises(ConfigError, match="5 anchors do not split evenly over 2"):

@@ -62,8 +62,8 @@ from yolo3.recipe import (auto_ema_momentum, auto_eval_every, dtype_policy, lear
 from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
-from yolo3.specs import ModelSpec, check_input_size, get_spec
-from yolo3.train_config import (DataSettings, TrainConfig, check, input_hw, multi_scale_shapes)
+from yolo3.specs import ModelSpec, get_spec
+from yolo3.train_config import DataSettings, TrainConfig, check, multi_scale_shapes
 from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
@@ -106,16 +106,16 @@ class TrainData:
     masks: List[List[int]]
     records: list
     val_records: list
+    hw: Tuple[int, int]
 
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
 
-    def info(self, input_size) -> ModelInfo:
-        """The facts every saved body of this run carries (``input_size``: a side or ``(h, w)``)."""
+    def info(self) -> ModelInfo:
+        """The facts every saved body of this run carries."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
-                         class_names=self.class_names, variant=self.spec.name,
-                         input_size=check_input_size(input_size))
+                         class_names=self.class_names, variant=self.spec.name, input_size=self.hw)
 
 
 @dataclass
@@ -213,8 +213,9 @@ def prepare_data(config: TrainConfig) -> TrainData:
         logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
                        "uses the first %d of each", len(crowded), settings.max_boxes,
                        crowded[0][0].path, crowded[0][1], settings.max_boxes)
-    anchors = _anchors_for(records, anchors, auto, input_hw(config), config.seed)
-    return TrainData(spec, class_names, anchors, masks, records, val_records)
+    hw = spec.check_input_size(config.model.input_size)
+    anchors = _anchors_for(records, anchors, auto, hw, config.seed)
+    return TrainData(spec, class_names, anchors, masks, records, val_records, hw)
 
 
 ANCHOR_SAMPLE = 20000  # training images whose boxes measure (and k-means fits) the anchors
@@ -322,7 +323,7 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
     current Keras dtype policy, with ``weights`` loaded by name (skipped layers listed). With
     ``multi_scale`` the body takes any input size."""
-    shape = (None, None) if config.data.multi_scale else input_hw(config)
+    shape = (None, None) if config.data.multi_scale else data.hw
     with placement.scope():
         body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), shape,
                                fused_batch_norm=True)
@@ -339,7 +340,7 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
         report = load_weights_by_name(body, config.model.weights, variant=data.spec.name)
         skipped, loaded = report.skipped, set(report.loaded)
     if config.model.prior_bias:
-        _initialise_output_priors(body, data, input_hw(config), keep=loaded)
+        _initialise_output_priors(body, data, data.hw, keep=loaded)
     if config.model.bn_momentum is not None:
         for layer in body.layers:
             if isinstance(layer, keras.layers.BatchNormalization):
@@ -395,7 +396,7 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     """Training (augmented, shuffled, mosaic and multi-scale as configured) and validation
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
     settings = config.data
-    hw = input_hw(config)
+    hw = data.hw
     shapes = multi_scale_shapes(*settings.multi_scale, hw) if settings.multi_scale else None
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
@@ -426,7 +427,7 @@ def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[tf.data.
     order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
     records = [data.records[i] for i in sorted(order)]
     return make_dataset(records, DatasetConfig(
-        input_hw(config), min(16, count), training=False,
+        data.hw, min(16, count), training=False,
         max_boxes=config.data.max_boxes, seed=config.seed, augment=None, cache=True))
 
 
@@ -645,7 +646,7 @@ def _train(config: TrainConfig) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     bn_images = batch_norm_images(config, data)
-    info = data.info(input_hw(config))
+    info = data.info()
     nan_stop = StopOnNaN()
     every = eval_interval(config, data)
     evaluation = early_stop = None

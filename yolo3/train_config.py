@@ -23,7 +23,7 @@ from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICE
                            OBJECTNESS_TARGETS, OPTIMIZERS, SCHEDULES, STRATEGIES,
                            TRAINING_PRECISIONS)
 from yolo3.errors import SettingError, Yolo3Error
-from yolo3.specs import check_input_size, get_spec
+from yolo3.specs import get_spec
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "multi_scale_sizes"]
@@ -209,11 +209,6 @@ def default(name: str) -> Any:
     if owner is None:
         raise KeyError(f"TrainConfig has no setting {name!r}")
     return next(f.default for f in dataclasses.fields(SECTIONS[owner]) if f.name == name)
-
-
-def input_hw(config: TrainConfig) -> Tuple[int, int]:
-    """The input size ``(height, width)`` of ``config`` (``input_size`` one side or a pair)."""
-    return check_input_size(config.model.input_size)
 
 
 def multi_scale_shapes(smallest: int, largest: int, hw: Tuple[int, int], stride: int = 32
