@@ -20,6 +20,12 @@ from typing import Any, Dict, Protocol, Sequence
 Ref = Any  # a point of the network: a Keras tensor, or a cfg layer index
 
 BACKBONE_PREFIX = "backbone_"
+OUTPUT_PREFIX = "output_s"  # + the stride: the name of an output convolution
+
+
+def output_name(stride: int) -> str:
+    """The name of the output convolution of ``stride`` (``output_s32``)."""
+    return f"{OUTPUT_PREFIX}{stride}"
 
 # Darknet-53: (stage, filters, residual blocks); taps c3, c4, c5 end stages s3, s4, s5.
 DARKNET53_STAGES = (("s1", 64, 1), ("s2", 128, 2), ("s3", 256, 8), ("s4", 512, 8), ("s5", 1024, 4))

@@ -21,6 +21,7 @@ import keras
 from keras import layers
 
 from yolo3 import batch_norm
+from yolo3.architectures import output_name
 from yolo3.blocks import BlockNames, conv_block
 from yolo3.keras_compat import producing_layer
 from yolo3.specs import ModelSpec, get_spec
@@ -55,7 +56,7 @@ class KerasNet:
 
     def output(self, stride, filters):
         self.current = layers.Conv2D(filters, 1, padding="same", use_bias=True,
-                                     name=f"output_s{stride}")(self.current)
+                                     name=output_name(stride))(self.current)
         self.outputs.append(self.current)
         return self.current
 

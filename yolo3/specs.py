@@ -70,7 +70,7 @@ class _BlockRecorder:
         return block
 
     def output(self, stride, filters):
-        self.blocks.append(f"output_s{stride}")
+        self.blocks.append(architectures.output_name(stride))
         return self.blocks[-1]
 
     def shortcut(self, name, source):
@@ -217,10 +217,10 @@ def spec_of_layers(layer_names: Collection[str]) -> Optional[ModelSpec]:
     """The variant whose body has exactly these convolution blocks (a model's layer names), else
     None: how an unlabelled yolo3 body (built in memory, or saved before models carried their
     metadata) is recognised."""
-    names = set(layer_names)
-    convs = {n for n in names if n.endswith("_conv") or n.startswith("output_s")}
+    output = architectures.OUTPUT_PREFIX
+    convs = {n for n in set(layer_names) if n.endswith("_conv") or n.startswith(output)}
     for spec in SPECS.values():
-        wanted = {b if b.startswith("output_s") else f"{b}_conv" for b in spec.blocks()}
+        wanted = {b if b.startswith(output) else f"{b}_conv" for b in spec.blocks()}
         if wanted == convs:
             return spec
     return None

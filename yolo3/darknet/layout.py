@@ -18,6 +18,7 @@ from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.architectures import output_name
 from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
                                YoloSpec, format_cfg)
 from yolo3.errors import DarknetError
@@ -62,7 +63,7 @@ class DarknetNet:
     def output(self, stride, filters):
         index = self._add("convolutional", ConvSpec(filters=filters, size=1, stride=1, pad=0,
                                                     batch_normalize=False, activation="linear"))
-        self.blocks[index] = f"output_s{stride}"
+        self.blocks[index] = output_name(stride)
         spec = None if self.anchors is None else YoloSpec(
             mask=self.masks[self.num_outputs], anchors=self.anchors, classes=self.classes)
         self._add("yolo", spec)  # the layer counts for the indices even without its spec
