@@ -342,7 +342,7 @@ def test_map_evaluation_follows_weight_changes(dataset, tmp_path):
     from yolo3.data.images import load_image
     config = _config(dataset, tmp_path / "follow")
     data, _, _, body, _ = _pieces(config)
-    info = data.info(64)
+    info = data.info()
     callback = MapEvaluation(body, info, data.val_records, verbose=0)
 
     def fresh():

@@ -76,3 +76,26 @@ def test_report_summary_lists_every_skip_and_unmapped_layer():
         "  converted Darknet model, mapped by the tiny cfg layout",
         "  skipped output_s32: not in the weights file",
         "  not in the tiny mapping (unused): conv_99"]
+
+
+def test_with_head_anchors_the_outputs_keep_the_files_box_and_objectness(coco_tiny, caplog):
+    src, folder = coco_tiny
+    dst = build_body("tiny", 3, input_shape=(64, 64))
+    before = {n: [np.copy(w) for w in layer.get_weights()]
+              for n, layer in layers_with_weights(dst).items() if n.startswith("output_s")}
+    with caplog.at_level(logging.INFO, logger="yolo3"):
+        report = load_weights_by_name(dst, folder / "coco.keras", variant="tiny", head_anchors=3)
+    assert sorted(report.partial) == ["output_s16", "output_s32"] and not report.skipped
+    assert "2 output layers of another class count" in caplog.text
+    for name, (old_kernel, old_bias) in before.items():
+        theirs = [w.reshape(*w.shape[:-1], 3, 85) for w in src.get_layer(name).get_weights()]
+        got = [w.reshape(*w.shape[:-1], 3, 8) for w in dst.get_layer(name).get_weights()]
+        old = [w.reshape(*w.shape[:-1], 3, 8) for w in (old_kernel, old_bias)]
+        for g, t, o in zip(got, theirs, old):
+            np.testing.assert_array_equal(g[..., :5], t[..., :5])
+            np.testing.assert_array_equal(g[..., 5:], o[..., 5:])
+    # widths that are no heads of the anchors given (255 filters are not 4 anchors' worth): skips
+    again = build_body("tiny", 3, input_shape=(64, 64))
+    report = load_weights_by_name(again, folder / "coco.keras", variant="tiny", head_anchors=4)
+    assert not report.partial and sorted(n for n, _ in report.skipped) == ["output_s16",
+                                                                          "output_s32"]

@@ -337,7 +337,9 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     skipped: List[Tuple[str, str]] = []
     loaded = set()
     if config.model.weights:
-        report = load_weights_by_name(body, config.model.weights, variant=data.spec.name)
+        report = load_weights_by_name(
+            body, config.model.weights, variant=data.spec.name,
+            head_anchors=len(data.masks[0]) if config.model.head_transfer else None)
         skipped, loaded = report.skipped, set(report.loaded)
     if config.model.prior_bias:
         _initialise_output_priors(body, data, data.hw, keep=loaded)

@@ -4,9 +4,10 @@ Keras 3 ``.weights.h5`` files name layers by class and position, not by layer na
 ``load_weights(skip_mismatch=True)`` cannot match by name. So the source is first read into a model
 of its own architecture (``.keras``: as saved; ``.weights.h5``: a yolo3 body rebuilt with the class
 count read from the output convolutions; legacy Keras 2 ``.h5``: groups named after layers), then
-copied layer by layer into the target by name. Typical use: pretrained COCO weights into a model with
-another class count, where the ``output_s*`` layers are skipped. Sources with other names
-(keras-yolo3's ``.h5``, models converted from Darknet) are renamed first by
+copied layer by layer into the target by name. Typical use: pretrained COCO weights into a model
+with another class count, where the ``output_s*`` layers are skipped, or with ``head_anchors``
+partly loaded (their box and objectness channels, :mod:`yolo3.head_transfer`). Sources with other
+names (keras-yolo3's ``.h5``, models converted from Darknet) are renamed first by
 :mod:`yolo3.weight_names`.
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Dict, List, Optional, Tuple
 
 import keras
 
+from yolo3.architectures import OUTPUT_PREFIX
 from yolo3.deprecation import accepts_old_keywords
+from yolo3.head_transfer import transfer_head
 from yolo3.saving import layers_with_weights, read_layer_weights
 from yolo3.specs import specs_preferring
 from yolo3.weight_names import Arrays, WeightsError, rename_for_model
@@ -30,16 +33,21 @@ __all__ = ["LoadReport", "load_weights_by_name", "WeightsError"]
 
 @dataclass
 class LoadReport:
-    """Which target layers got weights and which were skipped (``(name, reason)``)."""
+    """Which target layers got weights, which only their box and objectness channels (output
+    layers of another class count, ``partial``), and which were skipped (``(name, reason)``)."""
 
     loaded: List[str] = field(default_factory=list)
     skipped: List[Tuple[str, str]] = field(default_factory=list)
+    partial: List[str] = field(default_factory=list)
     darknet_layout: Optional[str] = None  # converted source: the cfg layout it was mapped by
     unmapped: List[str] = field(default_factory=list)  # converted source layers with no yolo3 name
     keras_yolo3: Optional[str] = None  # keras-yolo3 .h5 source: what was mapped, in words
 
     def summary(self) -> str:
         lines = [f"loaded {len(self.loaded)} layers, skipped {len(self.skipped)}"]
+        if self.partial:
+            lines[0] += (f", {len(self.partial)} output layers of another class count with their "
+                         f"box and objectness channels ({', '.join(self.partial)})")
         if self.darknet_layout:
             lines.append(f"  converted Darknet model, mapped by the {self.darknet_layout} cfg layout")
         if self.keras_yolo3:
@@ -52,7 +60,8 @@ class LoadReport:
 
 @accepts_old_keywords(model_type="variant")
 def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optional[str] = None,
-                         num_anchors: int = 3, verbose: bool = True) -> LoadReport:
+                         num_anchors: int = 3, verbose: bool = True,
+                         head_anchors: Optional[int] = None) -> LoadReport:
     """Copy weights from ``path`` into ``model``'s layers with the same names and shapes.
 
     Three steps: read the file (:func:`yolo3.saving.read_layer_weights`; a ``.weights.h5`` is
@@ -60,8 +69,11 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optiona
     (:func:`yolo3.weight_names.rename_for_model`: a keras-yolo3 ``.h5`` or a converted Darknet
     model), assign by name. Layers missing from the file or with other shapes are skipped and listed
     in the report (and logged when ``verbose``); converted layers without a yolo3 name are listed as
-    ``unmapped``. Raises ``WeightsError`` when no layer at all matches, or when a converted source
-    fits no known layout.
+    ``unmapped``. With ``head_anchors`` (the model's anchors per output), an output layer whose class
+    count differs from the file's takes the file's box and objectness channels and keeps its class
+    channels (:func:`yolo3.head_transfer.transfer_head`; listed as ``partial``). Raises
+    ``WeightsError`` when no layer at all matches, or when a converted source fits no known
+    layout.
     """
     path = os.fspath(path)
     candidates = specs_preferring(variant)
@@ -72,7 +84,7 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optiona
                                  for name, layer in targets.items()})
     report = LoadReport(darknet_layout=renaming.darknet_layout, unmapped=renaming.unmapped,
                         keras_yolo3=renaming.keras_yolo3)
-    _assign(targets, renaming.arrays, report)
+    _assign(targets, renaming.arrays, report, head_anchors)
     if not report.loaded:
         raise WeightsError(f"{path}: no layer matches the model by name and shape")
     if verbose:
@@ -80,14 +92,22 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optiona
     return report
 
 
-def _assign(targets: Dict[str, keras.layers.Layer], arrays: Arrays, report: LoadReport) -> None:
-    """Set each target layer's weights from ``arrays`` of its name and shapes; else a skip."""
+def _assign(targets: Dict[str, keras.layers.Layer], arrays: Arrays, report: LoadReport,
+            head_anchors: Optional[int] = None) -> None:
+    """Set each target layer's weights from ``arrays`` of its name and shapes; an output layer of
+    another class count its box and objectness channels (with ``head_anchors``); else a skip."""
     for name, layer in targets.items():
         if name not in arrays:
             report.skipped.append((name, "not in the weights file"))
             continue
         want = [tuple(w.shape) for w in layer.weights]
         have = [tuple(a.shape) for a in arrays[name]]
+        if want != have and head_anchors and name.startswith(OUTPUT_PREFIX):
+            merged = transfer_head(arrays[name], layer.get_weights(), head_anchors)
+            if merged is not None:
+                layer.set_weights(merged)
+                report.partial.append(name)
+                continue
         if want != have:
             report.skipped.append((name, f"shape {have} in the file, {want} in the model"))
             continue

@@ -53,9 +53,11 @@ from yolo3.specs import get_spec
 
 
 # keras-yolo3's recipe: MSE box loss, no EMA or weight decay, Adam 1e-3, one anchor per box,
-# confidence target 1, Keras's moving batch-norm averages
+# confidence target 1, Keras's moving batch-norm averages, output layers of another class count
+# skipped when fine-tuning
 OLD_RECIPE = dict(box_loss="mse", ema=False, weight_decay=0.0, prior_bias=False, precision="float32",
-                  lr=1e-3, assign_iou=1.0, objectness="one", bn_stats_images=0)
+                  lr=1e-3, assign_iou=1.0, objectness="one", bn_stats_images=0,
+                  head_transfer=False)
 
 
 def train_child(p: dict) -> dict:

@@ -46,7 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_size_argument(p, d("input_size"), "input size: one side (square) or HEIGHT WIDTH "
                             "(a 16:9 camera: 288 512), multiples of 32 (default %(default)s)")
     a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
-      "(.keras / .weights.h5 / .h5); layers are matched by name, mismatched heads skipped and listed")
+      "(.keras / .weights.h5 / .h5); layers are matched by name; output layers of another class "
+      "count take their box and objectness channels (see --head-transfer), others that differ "
+      "are skipped and listed")
     a("--freeze-epochs", type=int, default=d("freeze_epochs"), help="stage 1: epochs training only "
       "the heads, the backbone_* layers frozen (default %(default)s)")
     a("--epochs", type=int, default=d("epochs"), help="total epochs including --freeze-epochs "
@@ -81,6 +83,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="start new output layers (training from scratch, or heads of another "
                    "class count) at the objectness and class priors of the training set, not at "
                    "0.5 everywhere (default %(default)s)")
+    r.add_argument("--head-transfer", action=argparse.BooleanOptionalAction,
+                   default=d("head_transfer"),
+                   help="with --weights of another class count (COCO's, say): the output layers "
+                   "start from the file's box and objectness channels, only their class channels "
+                   "new (default %(default)s)")
     r.add_argument("--box-loss", choices=BOX_LOSSES, default=d("box_loss"),
                    help="box regression loss: mse (keras-yolo3's), giou, diou or ciou "
                    "(default %(default)s)")
