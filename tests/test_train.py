@@ -54,7 +54,8 @@ def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_
     info = data.info()
     assert info.variant == "tiny" and info.input_size == (64, 64) and info.num_classes == 3
     assert data.hw == (64, 64)
-    assert prepare_data(_config(dataset, tmp_path, input_size=(64, 96))).info().input_size == (64, 96)
+    wide = prepare_data(_config(dataset, tmp_path, input_size=(64, 96)))
+    assert wide.info().input_size == (64, 96)
     bad = tmp_path / "five.txt"
     write_anchors(bad, np.ones((5, 2)))
     with pytest.raises(ConfigError, match="5 anchors do not split evenly over 2"):

@@ -69,9 +69,9 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optiona
     (:func:`yolo3.weight_names.rename_for_model`: a keras-yolo3 ``.h5`` or a converted Darknet
     model), assign by name. Layers missing from the file or with other shapes are skipped and listed
     in the report (and logged when ``verbose``); converted layers without a yolo3 name are listed as
-    ``unmapped``. With ``head_anchors`` (the model's anchors per output), an output layer whose class
-    count differs from the file's takes the file's box and objectness channels and keeps its class
-    channels (:func:`yolo3.head_transfer.transfer_head`; listed as ``partial``). Raises
+    ``unmapped``. With ``head_anchors`` (the model's anchors per output), an output layer whose
+    class count differs from the file's takes the file's box and objectness channels and keeps its
+    class channels (:func:`yolo3.head_transfer.transfer_head`; listed as ``partial``). Raises
     ``WeightsError`` when no layer at all matches, or when a converted source fits no known
     layout.
     """
