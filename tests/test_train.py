@@ -120,6 +120,28 @@ def test_pick_strategy_and_build_models(dataset, tmp_path):
     assert [t.name for t in template.inputs] == ["image", "y_true_s32", "y_true_s16", "true_boxes"]
 
 
+@pytest.mark.parametrize("transfer", [True, False])
+def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, tmp_path, transfer):
+    from yolo3.bodies import build_body
+    coco = build_body("tiny", 80, input_shape=(64, 64))
+    rng = np.random.default_rng(0)
+    coco.set_weights([rng.normal(size=w.shape).astype("float32") for w in coco.get_weights()])
+    coco.save_weights(tmp_path / "coco.weights.h5")
+    config = _config(dataset, tmp_path, weights=str(tmp_path / "coco.weights.h5"),
+                     head_transfer=transfer)
+    data = prepare_data(config)
+    body, _, skipped = build_models(config, data, pick_strategy(config, len(data.records)))
+    kernel = body.get_layer("output_s32").get_weights()[0].reshape(1, 1, 512, 3, 8)
+    theirs = coco.get_layer("output_s32").get_weights()[0].reshape(1, 1, 512, 3, 85)
+    if transfer:  # box and objectness from the file; the class channels are the model's own
+        assert skipped == []
+        np.testing.assert_array_equal(kernel[..., :5], theirs[..., :5])
+    else:
+        assert sorted(name for name, _ in skipped) == ["output_s16", "output_s32"]
+        assert not np.array_equal(kernel[..., :5], theirs[..., :5])
+    assert not np.array_equal(kernel[..., 5:], theirs[..., 5:8])
+
+
 @pytest.mark.parametrize("objectness", ["one", "iou"])
 def test_build_models_hands_the_recipe_to_the_loss(dataset, tmp_path, objectness):
     config = _config(dataset, tmp_path, objectness=objectness, box_loss="giou", label_smoothing=0.1,

@@ -104,9 +104,11 @@ def test_the_command_line_builds_the_config_and_words_settings_as_flags(tmp_path
     files = _files(tmp_path)
     args = parser.parse_args(["--annotations", files["annotations"], "--classes", files["classes"],
                               "--output", files["output"], "--variant", "tiny", "--batch-size", "3",
-                              "--multi-scale", "320", "416", "--quiet", "--no-ema"])
+                              "--multi-scale", "320", "416", "--quiet", "--no-ema",
+                              "--no-head-transfer"])
     config = config_from_args(args)
     assert config.model.variant == "tiny" and config.hardware.batch_size == 3
+    assert config.model.head_transfer is False and TrainConfig().model.head_transfer is True
     assert config.data.multi_scale == (320, 416) and config.output.verbose == 0
     assert config.recipe.ema is False and config.output.output_dir == files["output"]
     # every setting is a flag's destination: the CLI can word each one
