@@ -171,8 +171,7 @@ def _object_size(rng: np.random.Generator, shape: str, short: int, min_frac: flo
     elif distribution == "log":
         side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
     else:
-        raise ValueError(f"unknown size distribution {distribution!r}: choose from "
-                         f"{SIZE_DISTRIBUTIONS}")
+        _check_size_distribution(distribution)
     if shape == "square" and rng.uniform() < 0.35:
         aspect = rng.uniform(1 / 6, 1 / 2.5)  # a thin bar
     else:
@@ -268,9 +267,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``).
     Returns ``(annotation_path, classes_path)``. A folder without photographs is a
     :class:`~yolo3.errors.SettingError` naming its setting (``photos``, ``background_photos``)."""
-    if size_distribution not in SIZE_DISTRIBUTIONS:
-        raise ValueError(f"unknown size distribution {size_distribution!r}: choose from "
-                         f"{SIZE_DISTRIBUTIONS}")
+    _check_size_distribution(size_distribution)
     for c in classes:
         if c not in SHAPES:
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
@@ -304,6 +301,13 @@ def _photos_of(folder: Optional[str], setting: str) -> List[np.ndarray]:
         return load_photos(folder)
     except FileNotFoundError as e:
         raise SettingError(f"{setting}: {e}", setting) from None
+
+
+def _check_size_distribution(distribution: str) -> None:
+    """Refuse an object-size distribution not in :data:`SIZE_DISTRIBUTIONS` (a ``ValueError``)."""
+    if distribution not in SIZE_DISTRIBUTIONS:
+        raise ValueError(f"unknown size distribution {distribution!r}: choose from "
+                         f"{SIZE_DISTRIBUTIONS}")
 
 
 def _check_box_extent(boxes: str) -> None:
