@@ -62,6 +62,24 @@ def test_checkpoint_min_mode_falls_back_to_the_loss_and_skips_nan_epochs(body, t
         TemplateCheckpoint(body, tmp_path, mode="best")
 
 
+def test_epoch_messages_start_a_new_line_only_after_a_live_progress_bar(body, tmp_path, caplog):
+    """Keras's live bar (verbose 1) leaves its line open at on_epoch_end: the first message of the
+    epoch breaks it; without the bar (--quiet) or after the evaluation's line, no blank line."""
+    cb = TemplateCheckpoint(body, tmp_path, monitor="val_loss", save_keras=False,
+                            save_resume=False)
+    messages = []
+    for epoch, (verbose, logs) in enumerate([(1, {"loss": 3.0}), (0, {"loss": 2.0}),
+                                             (1, {"loss": 1.0, "mAP50": 0.5})]):
+        cb.set_params({"verbose": verbose, "epochs": 3})
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="yolo3"):
+            cb.on_epoch_end(epoch, logs)
+        messages.append(caplog.records[-1].getMessage())
+    assert messages[0].startswith("\nEpoch 1: val_loss improved")
+    assert messages[1].startswith("Epoch 2: val_loss improved")
+    assert messages[2].startswith("Epoch 3: val_loss improved")
+
+
 def test_early_stop_counts_evaluations_without_improvement(caplog):
     cb = EarlyStopOnPlateau(patience=2, best=0.5)
     cb.set_model(SimpleNamespace(stop_training=False))

@@ -47,6 +47,13 @@ __all__ = ["TemplateCheckpoint", "StopOnNaN", "MapEvaluation", "PreciseBatchNorm
            "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body"]
 
 
+def _after_progress_bar(callback: keras.callbacks.Callback) -> str:
+    """A line break when Keras's live progress bar (``fit(verbose=1)``) has left its line open on
+    stdout: a message of ``on_epoch_end`` would otherwise continue that line (Keras's own callbacks
+    start theirs with a line break too); nothing without the bar (``--quiet``, ``verbose=0``)."""
+    return "\n" if (callback.params or {}).get("verbose") == 1 else ""
+
+
 
 class TemplateCheckpoint(keras.callbacks.Callback):
     """Save ``body`` (the template's body, not ``self.model``) as best and last, plus resume state.
@@ -108,8 +115,10 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         self._save("last")
         if value is not None and math.isfinite(float(value)) and self._improves(float(value)):
             if self.verbose:
-                logger.info("Epoch %d: %s improved from %.5g to %.5g, saving %s", epoch + 1,
-                            self.monitor, self.best, float(value),
+                # the evaluation's line, when there is one, has ended the progress bar's
+                start = "" if "mAP50" in logs else _after_progress_bar(self)
+                logger.info("%sEpoch %d: %s improved from %.5g to %.5g, saving %s", start,
+                            epoch + 1, self.monitor, self.best, float(value),
                             self.output_dir / "best.weights.h5")
             self.best = float(value)
             self._copy("last", "best")
@@ -222,8 +231,9 @@ class MapEvaluation(keras.callbacks.Callback):
             values = list(self.share(values))
         logs["mAP50"], logs["mAP50_95"] = values
         if self.verbose and self.evaluates:
-            logger.info("Epoch %d: validation mAP@0.5 %.4f, mAP@0.5:0.95 %.4f (%d images)",
-                        epoch + 1, values[0], values[1], len(self.records))
+            logger.info("%sEpoch %d: validation mAP@0.5 %.4f, mAP@0.5:0.95 %.4f (%d images)",
+                        _after_progress_bar(self), epoch + 1, values[0], values[1],
+                        len(self.records))
         if self.evaluates and self.logs_dir and self.draw:
             self._tensorboard_images(epoch, figures["detections"])
 
