@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.benchmarks.recipe import map_at, time_to_reach
+from yolo3.benchmarks.recipe import final_by_group, map_at, spread, time_to_reach
 from yolo3.benchmarks.training import forward_gflops
 
 
@@ -15,6 +15,31 @@ def test_time_to_accuracy_reading():
     assert time_to_reach(times, maps, 0.8) is None
     assert map_at(times, maps, 25.0) == 0.5 and map_at(times, maps, 5.0) == 0.0
     assert map_at(times, maps, 30.0) == 0.7
+
+
+def test_spread_over_seeds_matches_numpy():
+    values = [0.062, 0.053, 0.071]
+    mean, sd, lo, hi = spread(values)
+    assert mean == pytest.approx(np.mean(values)) and sd == pytest.approx(np.std(values, ddof=1))
+    assert (lo, hi) == (0.053, 0.071)
+    assert spread([0.5]) == (0.5, 0.0, 0.5, 0.5)
+    with pytest.raises(ValueError):
+        spread([])
+
+
+def test_runs_of_one_recipe_are_summarised_together():
+    def run(group, final, seconds):
+        return {"group": group, "global_batch": 16, "mAP50": [0.0, final * 3],
+                "mAP50_95": [0.0, final], "time": [1.0, seconds]}
+    curves = {"new#0": run("new", 0.06, 140), "new#1": run("new", 0.05, 150),
+              "old#0": run("old", 0.01, 100)}
+    groups = final_by_group(curves)
+    assert sorted(groups) == ["new", "old"]
+    assert groups["new"]["runs"] == 2 and groups["old"]["runs"] == 1
+    assert groups["new"]["mAP50_95"][0] == pytest.approx(0.055)
+    assert groups["new"]["mAP50"][2:] == pytest.approx((0.15, 0.18))
+    assert groups["new"]["time"][0] == pytest.approx(145)
+    assert groups["old"]["mAP50_95"][1] == 0.0
 
 
 def test_flop_counts_are_darknets():

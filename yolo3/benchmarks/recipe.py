@@ -6,6 +6,7 @@ epochs, mAP@0.5:0.95 over training time.
                            [--val-images 200] [--style solid|textured|photo] [--cpu-replicas 2]
                            [--batch-sizes 4 8 16] [--anchors kmeans] [--plot recipe.png]
                            [--peer ultralytics --peer-python /path/to/peer/venv/bin/python]
+                           [--seeds 0 1 2]
     (or python tools/benchmark_recipe.py ...)
 
 The peer: Ultralytics' ``yolov3-tinyu.yaml`` from scratch on the same images (exported to the YOLO
@@ -24,13 +25,18 @@ loss, the ``seconds`` column of ``history.csv``), without the evaluations. Each 
 its own process. Printed: the mAP of both per epoch, the time the new recipe needs to reach the old
 one's final mAP (target: at most half), and the difference at the old recipe's full training time
 (target: at least +0.10).
+
+``--seeds``: train each recipe once per training seed (initial weights, shuffling, augmentation;
+the data and the peer stay at ``--seed``) and print each recipe's spread over the seeds (mean,
+standard deviation, lowest and highest final mAP): one run of a 300-step recipe says little, a
+change of the anchors in their third decimal moves its mAP@0.5:0.95 by 15%.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 from yolo3.distribute import configure_logical_cpus
 from yolo3.history import read_history
 from yolo3.train import TrainConfig
@@ -104,6 +110,28 @@ def map_at(times: List[float], maps: List[float], budget: float) -> float:
     return reached[-1] if reached else 0.0
 
 
+def spread(values: Sequence[float]) -> Tuple[float, float, float, float]:
+    """``(mean, sample standard deviation, lowest, highest)`` of ``values`` (sd 0 for one)."""
+    if not len(values):
+        raise ValueError("spread of no values")
+    mean = sum(values) / len(values)
+    var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return mean, var ** 0.5, min(values), max(values)
+
+
+def final_by_group(curves: Dict[str, dict]) -> Dict[str, dict]:
+    """The runs of each recipe and batch (``curves[label]['group']``) together: their count,
+    global batch and the :func:`spread` of the final ``mAP50``, ``mAP50_95`` and training time."""
+    groups: Dict[str, List[dict]] = {}
+    for c in curves.values():
+        groups.setdefault(c["group"], []).append(c)
+    return {g: {"runs": len(cs), "global_batch": cs[0]["global_batch"],
+                "mAP50": spread([c["mAP50"][-1] for c in cs]),
+                "mAP50_95": spread([c["mAP50_95"][-1] for c in cs]),
+                "time": spread([c["time"][-1] for c in cs])}
+            for g, cs in groups.items()}
+
+
 def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> str:
     names = read_classes(os.path.join(data, "classes.txt"))
     records = load_annotations(os.path.join(data, "train.txt"), names)
@@ -128,6 +156,10 @@ def _extra(pairs: List[str]) -> dict:
 def _ratio(ours: float, theirs: float) -> str:
     """``ours / theirs`` as ``1.23x``; ``n/a`` when ``theirs`` is too small to divide by."""
     return f"{ours / theirs:.2f}x" if theirs >= 1e-3 else "n/a (the peer's figure is ~0)"
+
+
+def _spread_text(s: Tuple[float, float, float, float]) -> str:
+    return f"{s[0]:.3f} +- {s[1]:.3f} ({s[2]:.3f} - {s[3]:.3f})"
 
 
 def _count(path: str) -> int:
@@ -192,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
     peak = matmul_peak_gflops()
     curves: Dict[str, dict] = {}
     batches = args.batch_sizes or [args.batch_size]
+    seeds = args.seeds or [args.seed]
     replicas = max(1, args.cpu_replicas)
     peer = None
     with tempfile.TemporaryDirectory(prefix="yolo3-recipe-") as tmp:
@@ -204,22 +237,25 @@ def run(args: argparse.Namespace) -> int:
                                       os.path.join(tmp, "anchors.txt"))
         for batch in batches:
             for name in args.recipes:
-                label = name if len(batches) == 1 else f"{name}@{batch * replicas}"
-                config = dict(annotations=os.path.join(data, "train.txt"),
-                              val_annotations=os.path.join(data, "val.txt"),
-                              classes=os.path.join(data, "classes.txt"), anchors=anchors,
-                              output=os.path.join(tmp, label), model=args.variant,
-                              input_size=args.input_size, epochs=args.epochs,
-                              batch_size=batch, cpu_replicas=args.cpu_replicas,
-                              augment=args.augment, seed=args.seed, eval_every=1, verbose=0,
-                              **(OLD_RECIPE if name == "old" else _extra(args.extra)))
-                print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
-                history = run_child("yolo3.benchmarks.recipe:train_child",
-                                    dict(config=config, cpu_replicas=args.cpu_replicas),
-                                    timeout=6 * 3600)
-                history["time"] = _cumulative(history["seconds"])
-                history["global_batch"] = batch * replicas
-                curves[label] = history
+                group = name if len(batches) == 1 else f"{name}@{batch * replicas}"
+                for seed in seeds:
+                    label = group if len(seeds) == 1 else f"{group}#{seed}"
+                    config = dict(annotations=os.path.join(data, "train.txt"),
+                                  val_annotations=os.path.join(data, "val.txt"),
+                                  classes=os.path.join(data, "classes.txt"), anchors=anchors,
+                                  output=os.path.join(tmp, label), model=args.variant,
+                                  input_size=args.input_size, epochs=args.epochs,
+                                  batch_size=batch, cpu_replicas=args.cpu_replicas,
+                                  augment=args.augment, seed=seed, eval_every=1, verbose=0,
+                                  **(OLD_RECIPE if name == "old" else _extra(args.extra)))
+                    print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
+                    history = run_child("yolo3.benchmarks.recipe:train_child",
+                                        dict(config=config, cpu_replicas=args.cpu_replicas),
+                                        timeout=6 * 3600)
+                    history["time"] = _cumulative(history["seconds"])
+                    history["global_batch"] = batch * replicas
+                    history["group"], history["seed"] = group, seed
+                    curves[label] = history
         if args.peer:
             print(f"training the peer ({args.peer}, global batch {batches[0] * replicas}) ...",
                   flush=True)
@@ -250,14 +286,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"| {args.peer} {f['ultralytics']} {f['model']} (torch {f['torch']}, "
               f"{peer['threads']} threads) | {peer['global_batch']} | {peer['seconds']:.0f} | "
               f"{peer['mAP50']:.3f} | {peer['mAP50_95']:.3f} |")
-        same = [n for n, c in curves.items()
-                if c["global_batch"] == peer["global_batch"] and n.startswith("new")]
-        for n in same:
-            c = curves[n]
-            print(f"yolo3 {n} / peer at global batch {peer['global_batch']}: mAP@0.5:0.95 "
-                  f"{_ratio(c['mAP50_95'][-1], peer['mAP50_95'])}, mAP@0.5 "
-                  f"{_ratio(c['mAP50'][-1], peer['mAP50'])}, training time "
-                  f"{_ratio(c['time'][-1], peer['seconds'])}")
+    groups = final_by_group(curves)
+    if len(seeds) > 1:
+        print(f"\nover {len(seeds)} training seeds ({' '.join(map(str, seeds))}): mean +- sd "
+              "(lowest - highest) of the final mAP")
+        print("| run | global batch | runs | training s | mAP@0.5 | mAP@0.5:0.95 |\n"
+              "|---|---|---|---|---|---|")
+        for g, r in groups.items():
+            print(f"| yolo3 {g} | {r['global_batch']} | {r['runs']} | {r['time'][0]:.0f} | "
+                  f"{_spread_text(r['mAP50'])} | {_spread_text(r['mAP50_95'])} |")
+    if peer is not None:
+        for g, r in groups.items():
+            if r["global_batch"] != peer["global_batch"] or not g.startswith("new"):
+                continue
+            mean = " (mean over the seeds)" if r["runs"] > 1 else ""
+            print(f"yolo3 {g} / peer at global batch {peer['global_batch']}{mean}: mAP@0.5:0.95 "
+                  f"{_ratio(r['mAP50_95'][0], peer['mAP50_95'])}, mAP@0.5 "
+                  f"{_ratio(r['mAP50'][0], peer['mAP50'])}, training time "
+                  f"{_ratio(r['time'][0], peer['seconds'])}")
     if {"old", "new"} <= set(curves):
         _summary(curves["old"], curves["new"])
     if args.plot:

@@ -125,7 +125,11 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                    help="augmentation for both (default light, the 0.2 demo's)")
     p.add_argument("--cpu-replicas", type=int, default=2, help="logical CPU replicas through the "
                    "wrapper, as the demo (0: one device)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated data, the peer and "
+                   "the training (default 0)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
+                   help="train each recipe once per training seed and print the spread of its "
+                        "final mAP (default: --seed alone)")
     p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
                    "classes.txt) instead of generating one")
     p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
