@@ -166,12 +166,11 @@ def _object_size(rng: np.random.Generator, shape: str, short: int, min_frac: flo
     """``(width, height)``: the long side in ``[min_frac, max_frac]`` of ``short``, log-uniform
     (as many objects from 6% to 12% as from 25% to 50%) or uniform (``distribution``);
     rectangles may be thin bars (down to 1:6), other shapes stay within 1:2."""
+    _check_size_distribution(distribution)
     if distribution == "uniform":
         side = float(rng.uniform(min_frac, max_frac)) * short
-    elif distribution == "log":
-        side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
     else:
-        _check_size_distribution(distribution)
+        side = float(np.exp(rng.uniform(np.log(min_frac), np.log(max_frac)))) * short
     if shape == "square" and rng.uniform() < 0.35:
         aspect = rng.uniform(1 / 6, 1 / 2.5)  # a thin bar
     else:
