@@ -304,8 +304,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{_ratio(r['mAP50_95'][0], peer['mAP50_95'])}, mAP@0.5 "
                   f"{_ratio(r['mAP50'][0], peer['mAP50'])}, training time "
                   f"{_ratio(r['time'][0], peer['seconds'])}")
-    if {"old", "new"} <= set(curves):
-        _summary(curves["old"], curves["new"])
+    for suffix in [""] if len(seeds) == 1 else [f"#{seed}" for seed in seeds]:
+        if {f"old{suffix}", f"new{suffix}"} <= set(curves):  # one batch size: the two recipes
+            if suffix:
+                print(f"training seed {suffix[1:]}:")
+            _summary(curves[f"old{suffix}"], curves[f"new{suffix}"])
     if args.plot:
         _plot(curves, args.plot, peer)
         print(f"wrote {args.plot}")
