@@ -164,6 +164,33 @@ def test_no_occlusion_and_own_colours_change_only_what_they_say(photos):
     assert image.astype(float).std(axis=(0, 1)).max() < 8  # flat but for the noise: no photograph
 
 
+def _detail(image: np.ndarray) -> float:
+    """Mean absolute difference of neighbouring pixels: how busy a picture is."""
+    grey = image.astype(float).mean(axis=-1)
+    return float(np.abs(np.diff(grey, axis=0)).mean() + np.abs(np.diff(grey, axis=1)).mean())
+
+
+def test_enlarged_backgrounds_keep_the_objects_and_are_smoother(photos):
+    """``background_zoom``: the same random stream, so the same boxes; a background that spans a
+    small share of its photograph is an enlarged detail, smoother than the default crop."""
+    rng_a, rng_b = np.random.default_rng(4), np.random.default_rng(4)
+    busy, smooth = [], []
+    for _ in range(12):
+        image_a, boxes_a = render_photo_image(rng_a, photos, (120, 160), negative_fraction=1.0,
+                                              distractors=False)
+        image_b, boxes_b = render_photo_image(rng_b, photos, (120, 160), negative_fraction=1.0,
+                                              distractors=False, background_zoom=(0.1, 0.25))
+        np.testing.assert_array_equal(boxes_a, boxes_b)
+        busy.append(_detail(image_a))
+        smooth.append(_detail(image_b))
+    assert np.median(smooth) < 0.7 * np.median(busy), (smooth, busy)
+    state = np.random.default_rng(9)
+    twin = np.random.default_rng(9)
+    np.testing.assert_array_equal(render_photo_image(state, photos, (96, 128))[1],
+                                  render_photo_image(twin, photos, (96, 128),
+                                                     background_zoom=(0.2, 0.2))[1])
+
+
 def test_bad_box_extent_occlusion_or_folder_is_a_setting_error(tmp_path):
     with pytest.raises(SettingError, match="boxes must be one of visible, full") as e:
         make_photo_dataset(str(tmp_path / "a"), 2, str(PHOTOS), boxes="amodal")
@@ -174,7 +201,10 @@ def test_bad_box_extent_occlusion_or_folder_is_a_setting_error(tmp_path):
         make_photo_dataset(str(tmp_path / "c"), 2, str(PHOTOS),
                            background_photos=str(tmp_path / "missing"))
     assert e.value.settings == ("background_photos",)
-    assert not any((tmp_path / name).exists() for name in "abc")  # refused before writing
+    with pytest.raises(SettingError, match="background_zoom must be two shares .* 0.5 0.2") as e:
+        make_photo_dataset(str(tmp_path / "d"), 2, str(PHOTOS), background_zoom=(0.5, 0.2))
+    assert e.value.settings == ("background_zoom",)
+    assert not any((tmp_path / name).exists() for name in "abcd")  # refused before writing
     with pytest.raises(ValueError, match="boxes must be one of visible, full, got 'amodal'"):
         render_photo_image(np.random.default_rng(0), [np.zeros((96, 96, 3), np.uint8)] * 2,
                            (64, 64), boxes="amodal")
@@ -239,8 +269,9 @@ def test_synth_command_photo_style(tmp_path, capsys):
         capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "z"), "--num-images", "2",
                        "--size-distribution", "uniform", "--min-visible", "1",
-                       "--background-photos", str(PHOTOS)]) == 2
-    assert ("--size-distribution, --background-photos, --min-visible: only for --style photo"
+                       "--background-photos", str(PHOTOS), "--background-zoom", "0.1", "0.2"]) == 2
+    assert ("--size-distribution, --background-photos, --background-zoom, --min-visible: only for "
+            "--style photo"
             in capsys.readouterr().err)
     assert not (tmp_path / "z").exists()
     assert yolo3_main(["synth", "--out", str(tmp_path / "y"), "--style", "photo",
@@ -253,6 +284,11 @@ def test_synth_command_photo_style(tmp_path, capsys):
     assert yolo3_main(["synth", "--out", str(tmp_path / "u"), "--style", "photo",
                        "--num-images", "2", "--photos", str(PHOTOS), "--min-visible", "1.5"]) == 2
     assert "--min-visible must be in (0, 1], got 1.5" in capsys.readouterr().err
+    assert yolo3_main(["synth", "--out", str(tmp_path / "t"), "--style", "photo",
+                       "--num-images", "2", "--photos", str(PHOTOS), "--background-zoom", "0",
+                       "0.5"]) == 2
+    assert "--background-zoom must be two shares LOW HIGH" in capsys.readouterr().err
+    assert not (tmp_path / "t" / "images").exists()
     full = tmp_path / "full"
     assert yolo3_main(["synth", "--out", str(full), "--style", "photo", "--num-images", "3",
                        "--photos", str(PHOTOS), "--background-photos", str(PHOTOS),

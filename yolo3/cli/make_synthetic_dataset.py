@@ -57,6 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="photo style: a folder of photographs for the backgrounds alone "
                         "(default: --photos), so that no object is textured with a crop of its "
                         "own background")
+    p.add_argument("--background-zoom", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                   help="photo style: the share of a photograph's extent that a background crop "
+                        "spans, drawn between LOW and HIGH (default 0.4 1: sharp, detailed "
+                        "backgrounds; e.g. 0.1 0.25: enlarged details, smooth backgrounds, an "
+                        "easier set with the same objects)")
     p.add_argument("--boxes", choices=BOX_EXTENTS, default=None,
                    help="photo style: what a box spans: the visible pixels of its object (default) "
                         "or the full object, hidden parts included")
@@ -82,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
                      size_distribution=args.size_distribution,
                      distractors=None if args.distractors else False, boxes=args.boxes,
                      min_visible=args.min_visible, recolour=None if args.recolour else False,
-                     background_photos=args.background_photos)
+                     background_photos=args.background_photos,
+                     background_zoom=None if args.background_zoom is None
+                     else tuple(args.background_zoom))
         # the photographs are read (and a folder without any refused) before anything is written
         ann, classes = make_photo_dataset(
             args.out, args.num_images, args.photos, args.seed,
@@ -94,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             ("--size-distribution", args.size_distribution is not None),
             ("--no-distractors", not args.distractors),
             ("--background-photos", args.background_photos is not None),
+            ("--background-zoom", args.background_zoom is not None),
             ("--boxes", args.boxes is not None), ("--min-visible", args.min_visible is not None),
             ("--no-recolour", not args.recolour)) if given]
         if photo_only:

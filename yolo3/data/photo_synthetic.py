@@ -13,7 +13,9 @@ written as JPEG (quality 80 to 95). Everything is determined by the seed and the
 The switches that take a property away (``distractors``, ``recolour``) draw from the random stream
 as if it were there, so one seed gives the same objects, boxes and placements with and without it:
 an ablation changes one thing. Backgrounds may come from photographs of their own
-(``background_photos``), so that no object is textured with a crop of the picture it lies on.
+(``background_photos``), so that no object is textured with a crop of the picture it lies on, and
+may be enlarged details of them (``background_zoom``): smoother backgrounds, an easier set drawn
+from the same random stream.
 
 Photographs: any folder of JPEG/PNG photographs (``photos``), or the permissively licensed
 photographs that scikit-image's wheel ships (``pip install 'yolo3[bench]'``), found without
@@ -42,6 +44,9 @@ SKIMAGE_PHOTOS = ("astronaut.png", "rocket.jpg", "coffee.png", "chelsea.png", "m
                   "gravel.png", "brick.png", "camera.png", "coins.png", "moon.png", "ihc.png",
                   "cell.png")
 MIN_VISIBLE = 0.4  # an object keeps at least this share of its pixels visible
+# the share of a photograph's extent that a background crop spans: 0.4-1 keeps the photograph's
+# detail (sharp, busy backgrounds); small shares enlarge a detail into a smooth, easier background
+BACKGROUND_ZOOM = (0.4, 1.0)
 NEGATIVE_FRACTION = 0.08
 
 __all__ = ["PHOTO_CLASSES", "PHOTO_SIZES", "bundled_photo_dir", "load_photos",
@@ -186,16 +191,20 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
                        size_distribution: str = "log", distractors: bool = True,
                        boxes: str = "visible", min_visible: float = MIN_VISIBLE,
                        recolour: bool = True,
-                       backgrounds: Optional[Sequence[np.ndarray]] = None
+                       backgrounds: Optional[Sequence[np.ndarray]] = None,
+                       background_zoom: Tuple[float, float] = BACKGROUND_ZOOM
                        ) -> Tuple[np.ndarray, np.ndarray]:
     """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``
     (``boxes``: the visible pixels' extent, or the whole object's with ``'full'``; ``N`` may be 0),
     on a crop of ``backgrounds`` (default: ``photos``), objects textured with ``photos``
     (recoloured unless ``recolour`` is off), each keeping ``min_visible`` of its pixels in view
-    (1: no occlusion). See the module docstring."""
+    (1: no occlusion); ``background_zoom``: the ``(low, high)`` share of a photograph's extent that
+    the background crop spans. See the module docstring."""
     _check_box_extent(boxes)
+    _check_background_zoom(background_zoom)
     h, w = image_size
-    canvas = _crop(rng, photos if backgrounds is None else backgrounds, h, w).astype(np.float32)
+    canvas = _crop(rng, photos if backgrounds is None else backgrounds, h, w,
+                   tuple(background_zoom)).astype(np.float32)
     canvas *= rng.uniform(0.8, 1.2, 3).astype(np.float32)
     for _ in range(int(rng.integers(0, 3)) if rng.uniform() < 0.5 else 0):  # distractors
         bw, bh = _object_size(rng, "circle", min(h, w), min_frac, max_frac * 0.6)
@@ -255,7 +264,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                        val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
                        size_distribution: str = "log", distractors: bool = True,
                        boxes: str = "visible", min_visible: float = MIN_VISIBLE,
-                       recolour: bool = True, background_photos: Optional[str] = None
+                       recolour: bool = True, background_photos: Optional[str] = None,
+                       background_zoom: Tuple[float, float] = BACKGROUND_ZOOM
                        ) -> Tuple[str, str]:
     """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
     file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
@@ -263,7 +273,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     over ``[min_frac, max_frac]`` (``log``: many small objects; ``uniform``: most are large);
     ``distractors``: whether to paint the distractor blobs (the objects are the same either way);
     ``boxes``, ``min_visible``, ``recolour``: see :func:`render_photo_image`;
-    ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``).
+    ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``);
+    ``background_zoom``: the share of a photograph's extent a background crop spans.
     Returns ``(annotation_path, classes_path)``. A folder without photographs is a
     :class:`~yolo3.errors.SettingError` naming its setting (``photos``, ``background_photos``)."""
     _check_size_distribution(size_distribution)
@@ -273,6 +284,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     if not 0 < min_frac < max_frac <= 1:
         raise ValueError(f"object sizes must satisfy 0 < min ({min_frac}) < max ({max_frac}) <= 1")
     _check_box_extent(boxes)  # here too: before anything is written
+    _check_background_zoom(background_zoom)
     if not 0 < min_visible <= 1:
         raise SettingError(f"min_visible must be in (0, 1], got {min_visible}", "min_visible")
     pictures = _photos_of(photos, "photos")
@@ -287,7 +299,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                                           max_frac, size_distribution=size_distribution,
                                           distractors=distractors, boxes=boxes,
                                           min_visible=min_visible, recolour=recolour,
-                                          backgrounds=backgrounds)
+                                          backgrounds=backgrounds,
+                                          background_zoom=background_zoom)
         path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
         Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
         records.append(Record(path, found, size, 1))
@@ -314,3 +327,11 @@ def _check_box_extent(boxes: str) -> None:
     a ``ValueError``, naming ``boxes``)."""
     if boxes not in BOX_EXTENTS:
         raise SettingError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}", "boxes")
+
+
+def _check_background_zoom(zoom: Sequence[float]) -> None:
+    """Refuse a background zoom that is not ``(low, high)`` with ``0 < low <= high <= 1`` (a
+    ``SettingError`` naming ``background_zoom``)."""
+    if len(zoom) != 2 or not 0 < zoom[0] <= zoom[1] <= 1:
+        raise SettingError("background_zoom must be two shares LOW HIGH with 0 < LOW <= HIGH "
+                           f"<= 1, got {' '.join(str(v) for v in zoom)}", "background_zoom")
