@@ -84,6 +84,19 @@ def test_glob_single_file_and_bad_input(model_dir, tmp_path, capsys):
     assert "no file matches" in capsys.readouterr().err
 
 
+def test_progress_bar_unless_quiet(model_dir, tmp_path, capsys):
+    from yolo3.cli.detect import main
+
+    args = ["--model", str(model_dir / "final.keras"), "--input-size", str(INPUT), "--no-draw",
+            "--input", str(SHARED_IMAGES / "dog.jpg")]
+    for quiet in (False, True):
+        js = tmp_path / f"{quiet}.json"
+        assert main(args + ["--output", str(tmp_path / "o"), "--json", str(js)]
+                    + (["--quiet"] if quiet else [])) == 0
+        assert len(json.loads(js.read_text())) == 1
+        assert ("images: 100%" in capsys.readouterr().err) is not quiet
+
+
 def test_video_keeps_frame_rate_and_frame_count(model_dir, tmp_path):
     import cv2
 

@@ -43,3 +43,24 @@ def test_average_best_iou_matches_brute_force():
     rng = np.random.default_rng(3)
     wh = rng.uniform(1, 300, size=(50, 2))
     assert abs(average_best_iou(wh, YOLO_ANCHORS) - _brute_best_iou(wh, YOLO_ANCHORS)) < 1e-9
+
+
+def test_command_shows_a_progress_bar_unless_quiet(tmp_path, capsys):
+    """``yolo3 kmeans`` writes the anchors either way; its restarts' progress bar goes to stderr
+    without ``--quiet`` and not with it (the flag's help promises no progress bars)."""
+    from yolo3.anchors import read_anchors
+    from yolo3.cli import main as yolo3_main
+
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(12):
+        x, y = rng.integers(0, 50, 2)
+        w, h = rng.integers(5, 60, 2)
+        lines.append(f"img{i}.jpg {x},{y},{x + w},{y + h},0")
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
+    for quiet in (False, True):
+        out = tmp_path / f"anchors_{quiet}.txt"
+        assert yolo3_main(["kmeans", "--annotations", str(tmp_path / "train.txt"), "--clusters",
+                           "3", "--out", str(out)] + (["--quiet"] if quiet else [])) == 0
+        assert read_anchors(out).shape == (3, 2)
+        assert ("k-means (k=3, 12 boxes)" in capsys.readouterr().err) is not quiet

@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import add_source_arguments, annotation_sources, run_command
+from yolo3.cli.common import add_source_arguments, annotation_sources, run_command, show_progress
 from yolo3.data.annotations import Record
 
 NAME = "check"
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                            include_crowd=args.include_crowd, image_dir=args.images)
     from yolo3.data.verify import verify_images
     decoded = {r.path for r in res.records}
-    res.problems.extend(verify_images(sorted(decoded)))  # the training pipeline's decoder, in full
+    # the training pipeline's decoder, in full
+    res.problems.extend(verify_images(sorted(decoded), progress=show_progress(args)))
     if names is None:
         top = max([int(r.boxes[:, 4].max()) for r in res.records if len(r.boxes)] + [-1])
         names = [str(i) for i in range(top + 1)]

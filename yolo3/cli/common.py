@@ -85,6 +85,11 @@ def configure_logging(name: str, quiet: bool = False, verbose: bool = False) -> 
     logger.setLevel(NOTICE if quiet else logging.DEBUG if verbose else logging.INFO)
 
 
+def show_progress(args: argparse.Namespace) -> bool:
+    """Whether a command shows progress bars: yes, unless ``--quiet`` (whose help promises none)."""
+    return not getattr(args, "quiet", False)
+
+
 def error(name: str, message: object) -> None:
     """Print ``yolo3 <name>: error: <message>`` to stderr."""
     print(f"{prog(name)}: error: {message}", file=sys.stderr)

@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import add_variant_argument, run_command
+from yolo3.cli.common import add_variant_argument, run_command, show_progress
 
 NAME = "convert"
 DESCRIPTION = ("Convert Darknet cfg+weights to a Keras body (CFG WEIGHTS OUT.keras|OUT.weights.h5), "
@@ -50,7 +50,8 @@ def _import(args) -> int:
     from yolo3.anchors import read_classes
     from yolo3.darknet.convert import convert
     names = read_classes(args.classes) if args.classes else None
-    result = convert(args.src, args.second, args.out, progress=not args.no_progress,
+    result = convert(args.src, args.second, args.out,
+                     progress=not args.no_progress and show_progress(args),
                      class_names=names)
     print(result.summary())
     return 0

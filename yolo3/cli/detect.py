@@ -20,7 +20,7 @@ import sys
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from yolo3.cli.common import (add_engine_argument, add_model_arguments, add_precision_argument,
-                              run_command)
+                              run_command, show_progress)
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -127,7 +127,8 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                 continue
             yield path, name, image
 
-    with tqdm(total=len(paths), desc="images", unit="img", file=sys.stderr) as bar:
+    with tqdm(total=len(paths), desc="images", unit="img", file=sys.stderr,
+              disable=not show_progress(args)) as bar:
         for (path, name, image), (boxes, scores, classes) in _detected(
                 detector, readable_images(bar), args.batch_size):
             entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
@@ -178,7 +179,7 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     frame_index = 0
     try:
         with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
-                  file=sys.stderr) as bar:
+                  file=sys.stderr, disable=not show_progress(args)) as bar:
             frames = ((rgb,) for rgb in video.frames(args.max_frames))
             for (rgb,), (boxes, scores, classes) in _detected(detector, frames, args.batch_size):
                 entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)

@@ -19,7 +19,7 @@ import numpy as np
 
 from yolo3.cli.common import (add_engine_argument, add_input_size_argument, add_precision_argument,
                               add_source_arguments, add_variant_argument, annotation_sources,
-                              run_command, warn)
+                              run_command, show_progress, warn)
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -69,8 +69,9 @@ def _detector(args):
                          engine=args.engine)
 
 
-def _detect_records(det, records, class_names, batch_size: int) -> tuple:
-    """Run detector ``det`` on every record's image; returns (dets by path, entries, failed paths)."""
+def _detect_records(det, records, class_names, batch_size: int, progress: bool = True) -> tuple:
+    """Run detector ``det`` on every record's image; returns (dets by path, entries, failed paths);
+    ``progress``: a progress bar on stderr."""
     from tqdm import tqdm
 
     from yolo3.data.images import load_image
@@ -79,7 +80,8 @@ def _detect_records(det, records, class_names, batch_size: int) -> tuple:
     entries, failed = [], []
     paths = list(dict.fromkeys(r.path for r in records))
     step = max(1, batch_size)
-    with tqdm(total=len(paths), desc="detect", unit="img", file=sys.stderr) as bar:
+    with tqdm(total=len(paths), desc="detect", unit="img", file=sys.stderr,
+              disable=not progress) as bar:
         for i in range(0, len(paths), step):
             loaded = []
             for p in paths[i:i + step]:
@@ -152,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
                 b, s, c = np.concatenate([ob, b]), np.concatenate([os_, s]), np.concatenate([oc, c])
             dets[g] = (b, s, c)
     else:
-        dets, entries, failed = _detect_records(det, records, class_names, args.batch_size)
+        dets, entries, failed = _detect_records(det, records, class_names, args.batch_size,
+                                                 show_progress(args))
         if failed and len(failed) == len(gt):
             raise CommandFailed(f"{args.data or args.annotations}: none of its {len(gt)} images could be read: "
                                 "nothing to score")

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from yolo3.cli.common import add_model_arguments, run_command
+from yolo3.cli.common import add_model_arguments, run_command, show_progress
 
 NAME = "export"
 DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX, "
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                input_size=args.input_size, variant=args.variant, max_boxes=args.max_boxes,
                precision="float32")
     h, w = det.input_hw
-    images = calibration_images(paths, det.input_hw) if paths else None
+    images = calibration_images(paths, det.input_hw, show_progress(args)) if paths else None
     check = images[:8] if images else sample_images(det.input_hw)
 
     def done(path: str, what: str, quantize: str = "none") -> None:

@@ -10,7 +10,7 @@ import sys
 from typing import List, Optional
 
 from yolo3.cli.common import (add_input_size_argument, add_source_arguments, annotation_sources,
-                              run_command)
+                              run_command, show_progress)
 
 NAME = "kmeans"
 DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on the box sizes of an "
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError(f"{args.data or args.annotations}: {len(box_wh)} boxes, fewer than "
                             f"{args.clusters} clusters")
     anchors, iou = kmeans_anchors(box_wh, args.clusters, restarts=args.restarts, seed=args.seed,
-                                  progress=True)
+                                  progress=show_progress(args))
     write_anchors(args.out, anchors)
     print(f"{len(box_wh)} boxes; anchors: {format_anchors(anchors).strip()}")
     print(f"average best IoU with the new anchors:      {iou:.4f}")

@@ -39,12 +39,15 @@ def calibration_paths(source: PathLike, count: int, seed: int = 0) -> List[str]:
     return paths
 
 
-def calibration_images(paths: Sequence[str], input_hw: Tuple[int, int]) -> List[np.ndarray]:
-    """The images letterboxed to ``input_hw``: float32 ``(h, w, 3)`` in [0, 1]."""
+def calibration_images(paths: Sequence[str], input_hw: Tuple[int, int],
+                       progress: bool = True) -> List[np.ndarray]:
+    """The images letterboxed to ``input_hw``: float32 ``(h, w, 3)`` in [0, 1] (``progress``: a
+    progress bar while they load)."""
     from tqdm import tqdm
 
     return [letterbox_np(load_image(p), input_hw)
-            for p in tqdm(paths, desc="calibration images", unit="img", leave=False)]
+            for p in tqdm(paths, desc="calibration images", unit="img", leave=False,
+                          disable=not progress)]
 
 
 def sample_images(input_hw: Tuple[int, int], count: int = 4, seed: int = 0) -> List[np.ndarray]:
