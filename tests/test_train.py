@@ -2,6 +2,7 @@
 test_train_recipe)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,9 @@ def test_pick_strategy_and_build_models(dataset, tmp_path):
     placement = pick_strategy(config, len(data.records))
     assert (placement.replicas, placement.global_batch, placement.steps) == (1, 2, 4)
     assert placement.strategy is None and not placement.uses_wrapper
+    assert placement.describe("wrapper") == "one device"  # the stage line: nothing is split
+    two = dataclasses.replace(placement, devices=["/cpu:0", "/cpu:1"], replicas=2)
+    assert two.uses_wrapper and two.describe("wrapper") == "wrapper"
     with pytest.raises(ConfigError, match="fewer than one global batch"):
         pick_strategy(_config(dataset, tmp_path, batch_size=16), len(data.records))
     body, template, skipped = build_models(config, data, placement)

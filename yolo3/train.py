@@ -146,6 +146,11 @@ class Placement:
     def uses_wrapper(self) -> bool:
         return self.strategy is None and len(self.devices) >= 2
 
+    def describe(self, strategy: str) -> str:
+        """How the replicas run, for the stage line: ``strategy`` (the setting) where it is in
+        use, ``one device`` where nothing splits the batch."""
+        return strategy if self.strategy is not None or self.uses_wrapper else "one device"
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -531,7 +536,7 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                "%s lr %g (%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
                placement.replicas, placement.global_batch, placement.steps, config.recipe.optimizer,
                learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule,
-               config.hardware.strategy, keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
+               placement.describe(config.hardware.strategy), keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
