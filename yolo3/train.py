@@ -536,7 +536,8 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                "%s lr %g (%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
                placement.replicas, placement.global_batch, placement.steps, config.recipe.optimizer,
                learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule,
-               placement.describe(config.hardware.strategy), keras.config.dtype_policy().name, ", XLA" if model.jit_compile else "")
+               placement.describe(config.hardware.strategy), keras.config.dtype_policy().name,
+               ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
             restore_resume_state(state, template, optimizer, model.trainable_variables)
