@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.benchmarks.recipe import final_by_group, map_at, spread, time_to_reach
+from yolo3.benchmarks.recipe import (final_by_group, map_at, recipe_pairs, spread,
+                                     time_to_reach)
 from yolo3.benchmarks.training import forward_gflops
 
 
@@ -40,6 +41,20 @@ def test_runs_of_one_recipe_are_summarised_together():
     assert groups["new"]["mAP50"][2:] == pytest.approx((0.15, 0.18))
     assert groups["new"]["time"][0] == pytest.approx(145)
     assert groups["old"]["mAP50_95"][1] == 0.0
+
+
+def test_old_and_new_runs_pair_by_training_seed():
+    """The old-against-new summary compares the two recipes of one seed, one batch size only."""
+    def run(group, seed):
+        return {"group": group, "seed": seed}
+    one = {"old": run("old", 0), "new": run("new", 0)}
+    assert recipe_pairs(one) == [(0, one["old"], one["new"])]
+    seeds = {"old#0": run("old", 0), "old#1": run("old", 1), "new#0": run("new", 0),
+             "new#1": run("new", 1), "new#2": run("new", 2)}
+    assert recipe_pairs(seeds) == [(0, seeds["old#0"], seeds["new#0"]),
+                                   (1, seeds["old#1"], seeds["new#1"])]  # seed 2: no old run
+    batches = {"old@8": run("old@8", 0), "new@8": run("new@8", 0)}
+    assert recipe_pairs(batches) == []
 
 
 def test_flop_counts_are_darknets():

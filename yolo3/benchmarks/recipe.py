@@ -132,6 +132,16 @@ def final_by_group(curves: Dict[str, dict]) -> Dict[str, dict]:
             for g, cs in groups.items()}
 
 
+def recipe_pairs(curves: Dict[str, dict]) -> List[Tuple[int, dict, dict]]:
+    """``(seed, old, new)`` for each training seed (``curves[label]['seed']``) that trained both
+    recipes at one batch size (groups ``old`` and ``new``), in the order of the runs."""
+    by_seed: Dict[int, Dict[str, dict]] = {}
+    for c in curves.values():
+        by_seed.setdefault(c["seed"], {})[c["group"]] = c
+    return [(seed, runs["old"], runs["new"]) for seed, runs in by_seed.items()
+            if {"old", "new"} <= set(runs)]
+
+
 def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> str:
     names = read_classes(os.path.join(data, "classes.txt"))
     records = load_annotations(os.path.join(data, "train.txt"), names)
@@ -304,11 +314,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{_ratio(r['mAP50_95'][0], peer['mAP50_95'])}, mAP@0.5 "
                   f"{_ratio(r['mAP50'][0], peer['mAP50'])}, training time "
                   f"{_ratio(r['time'][0], peer['seconds'])}")
-    for suffix in [""] if len(seeds) == 1 else [f"#{seed}" for seed in seeds]:
-        if {f"old{suffix}", f"new{suffix}"} <= set(curves):  # one batch size: the two recipes
-            if suffix:
-                print(f"training seed {suffix[1:]}:")
-            _summary(curves[f"old{suffix}"], curves[f"new{suffix}"])
+    for seed, old, new in recipe_pairs(curves):
+        if len(seeds) > 1:
+            print(f"training seed {seed}:")
+        _summary(old, new)
     if args.plot:
         _plot(curves, args.plot, peer)
         print(f"wrote {args.plot}")
