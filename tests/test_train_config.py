@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from yolo3.errors import SettingError
-from yolo3.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, check,
-                                default, multi_scale_sizes)
+from yolo3.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, cautions,
+                                check, default, multi_scale_sizes)
 
 
 def _files(tmp_path):
@@ -95,6 +95,14 @@ def test_check_names_both_settings_of_a_contradiction(tmp_path):
         check(TrainConfig(**_files(tmp_path), patience=3, eval_every=0))
     assert caught.value.settings == ("patience", "eval_every")
     check(TrainConfig(**_files(tmp_path)))  # the defaults pass
+
+
+def test_cautions_name_frozen_batch_norm_and_nothing_by_default(tmp_path):
+    assert cautions(TrainConfig(**_files(tmp_path))) == []
+    config = TrainConfig(**_files(tmp_path), freeze_bn=True)
+    check(config)  # allowed (the replica exactness tests use it), but cautioned
+    (message,) = cautions(config)
+    assert message.startswith("freeze_bn:") and "diverged" in message
 
 
 def test_the_command_line_builds_the_config_and_words_settings_as_flags(tmp_path):

@@ -97,12 +97,16 @@ def test_resume_keeps_the_best_score(dataset, tmp_path):
 
 
 @pytest.mark.slow  # CI runs it (.ci/run); about 17 s on 2 cores
-def test_patience_stops_when_map_stops_improving(dataset, tmp_path):
+def test_patience_stops_when_map_stops_improving(dataset, tmp_path, caplog):
     out = tmp_path / "patience"
     # frozen batch norms and a vanishing learning rate: the weights, hence the mAP, stay put
-    result = train(_config(dataset, out, epochs=6, eval_every=1, patience=2, lr=1e-12,
-                           freeze_bn=True, ema=False))
+    with caplog.at_level(logging.WARNING, logger="yolo3"):
+        result = train(_config(dataset, out, epochs=6, eval_every=1, patience=2, lr=1e-12,
+                               freeze_bn=True, ema=False))
     assert len(_rows(out)) == 3 and result.epochs_completed == 3
+    # frozen batch norm is allowed, and the run warns what it measured to do to training
+    assert any(r.levelno == logging.WARNING and r.getMessage().startswith("freeze_bn:")
+               for r in caplog.records)
     assert Path(result.final_model).exists()
 
 

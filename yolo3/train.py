@@ -63,7 +63,7 @@ from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
-from yolo3.train_config import DataSettings, TrainConfig, check, multi_scale_shapes
+from yolo3.train_config import DataSettings, TrainConfig, cautions, check, multi_scale_shapes
 from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
@@ -619,6 +619,8 @@ def train(config: TrainConfig) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
     policy of ``precision`` holds while training and is restored afterwards."""
     validate_config(config)
+    for message in cautions(config):
+        logger.warning(message)
     with dtype_policy(training_precision(config)):
         return _train(config)
 

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES,
                            OBJECTNESS_TARGETS, OPTIMIZERS, SCHEDULES, STRATEGIES,
@@ -26,7 +26,8 @@ from yolo3.errors import SettingError, Yolo3Error
 from yolo3.specs import get_spec
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
-           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "multi_scale_sizes"]
+           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "cautions",
+           "multi_scale_sizes"]
 
 
 @dataclass
@@ -247,6 +248,21 @@ def check(config: TrainConfig) -> None:
     _check_schedule(config.schedule)
     _check_hardware(config.hardware)
     _check_model(config.model, config.data)  # last: the only rule that asks the registry
+
+
+def cautions(config: TrainConfig) -> List[str]:
+    """Settings that are allowed but measured to ruin a run of this recipe, one message each
+    (naming the setting) for the caller to warn with; empty when there are none."""
+    messages = []
+    if config.model.freeze_bn:
+        messages.append(
+            "freeze_bn: every batch norm stays frozen, so the network trains unnormalised; with "
+            "this recipe every measured run diverged or learned a fraction of what it learns "
+            "with batch norm, from scratch and fine-tuned, at every learning rate tried (README: "
+            "frozen batch norm). Replicas need no frozen batch norm: each normalises its own "
+            "slice, and the statistics are recomputed before every evaluation and save "
+            "(bn_stats_images)")
+    return messages
 
 
 def _need(condition: bool, message: str, *settings: str) -> None:

@@ -128,8 +128,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "training step with XLA: auto (on GPUs only), on or off; never for the replica "
                    "wrapper (default %(default)s)")
     r.add_argument("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in "
-                   "inference mode (pretrained statistics): for small per-replica batches; "
-                   "replicas then match one device exactly")
+                   "inference mode (its statistics from --weights): replicas then match one device "
+                   "exactly, but the network trains unnormalised, and with this recipe such runs "
+                   "diverged or learned little (warned; README: frozen batch norm)")
     r.add_argument("--bn-stats-images", type=int, default=d("bn_stats_images"), metavar="N",
                    help="recompute the batch-norm statistics with the weights being evaluated "
                         "and saved (the EMA's too) over N training images before each "
