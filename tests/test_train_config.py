@@ -97,12 +97,14 @@ def test_check_names_both_settings_of_a_contradiction(tmp_path):
     check(TrainConfig(**_files(tmp_path)))  # the defaults pass
 
 
-def test_cautions_name_frozen_batch_norm_and_nothing_by_default(tmp_path):
+def test_cautions_name_frozen_batch_norm_and_moving_averages_and_nothing_by_default(tmp_path):
     assert cautions(TrainConfig(**_files(tmp_path))) == []
     config = TrainConfig(**_files(tmp_path), freeze_bn=True)
     check(config)  # allowed (the replica exactness tests use it), but cautioned
     (message,) = cautions(config)
     assert message.startswith("freeze_bn:") and "diverged" in message
+    (message,) = cautions(TrainConfig(**_files(tmp_path), bn_stats_images=0))
+    assert message.startswith("bn_stats_images=0:")
 
 
 def test_the_command_line_builds_the_config_and_words_settings_as_flags(tmp_path):
