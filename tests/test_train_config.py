@@ -101,10 +101,26 @@ def test_cautions_name_frozen_batch_norm_and_moving_averages_and_nothing_by_defa
     assert cautions(TrainConfig(**_files(tmp_path))) == []
     config = TrainConfig(**_files(tmp_path), freeze_bn=True)
     check(config)  # allowed (the replica exactness tests use it), but cautioned
-    (message,) = cautions(config)
-    assert message.startswith("freeze_bn:") and "diverged" in message
-    (message,) = cautions(TrainConfig(**_files(tmp_path), bn_stats_images=0))
-    assert message.startswith("bn_stats_images=0:")
+    (caution,) = cautions(config)
+    assert caution.message.startswith("freeze_bn:") and "diverged" in caution.message
+    assert caution.settings == ("freeze_bn", "bn_stats_images")
+    (caution,) = cautions(TrainConfig(**_files(tmp_path), bn_stats_images=0))
+    assert caution.message.startswith("bn_stats_images=0:")
+    assert caution.settings == ("bn_stats_images",)
+
+
+def test_the_command_line_words_a_cautions_settings_as_flags(tmp_path, capsys):
+    import logging
+    from yolo3.cli.common import configure_logging
+    from yolo3.cli.train import build_parser
+    configure_logging("train", parser=build_parser())
+    for caution in cautions(TrainConfig(**_files(tmp_path), freeze_bn=True, bn_stats_images=0)):
+        logging.getLogger("yolo3.train").warning("%s", caution.message,
+                                                 extra={"settings": caution.settings})
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("yolo3 train: warning: --freeze-bn: every batch norm")
+    assert "(--bn-stats-images)" in err[0]  # every setting a record names is worded
+    assert err[1].startswith("yolo3 train: warning: --bn-stats-images=0: the evaluated")
 
 
 def test_the_command_line_builds_the_config_and_words_settings_as_flags(tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, Iterable, Optional, Tuple, Union
 
 PathLike = Union[str, os.PathLike]
 
@@ -56,14 +56,19 @@ class SettingError(ArgumentError):
 
     def worded(self, name_of: Callable[[str], Optional[str]]) -> str:
         """The message with each setting replaced by ``name_of(setting)`` (kept where it is None)."""
-        message = str(self)
-        for setting in sorted(self.settings, key=len, reverse=True):
-            name = name_of(setting)
-            if name:
-                # a whole word, not part of a path or file name (resume.json, runs/resume)
-                message = re.sub(rf"(?<![\w./-]){re.escape(setting)}(?![\w/-]|\.\w)", name,
-                                 message)
-        return message
+        return word_settings(str(self), self.settings, name_of)
+
+
+def word_settings(message: str, settings: Iterable[str],
+                  name_of: Callable[[str], Optional[str]]) -> str:
+    """``message`` with each of ``settings`` replaced by ``name_of(setting)`` where that is not
+    None: the one rule by which a front end words the library's setting names its own way."""
+    for setting in sorted(settings, key=len, reverse=True):
+        name = name_of(setting)
+        if name:
+            # a whole word, not part of a path or file name (resume.json, runs/resume)
+            message = re.sub(rf"(?<![\w./-]){re.escape(setting)}(?![\w/-]|\.\w)", name, message)
+    return message
 
 
 class CommandFailed(Yolo3Error):

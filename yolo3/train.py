@@ -619,8 +619,9 @@ def train(config: TrainConfig) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
     policy of ``precision`` holds while training and is restored afterwards."""
     validate_config(config)
-    for message in cautions(config):
-        logger.warning(message)
+    for caution in cautions(config):
+        # ``settings`` lets a front end word the names its own way (the CLI: flags)
+        logger.warning("%s", caution.message, extra={"settings": caution.settings})
     with dtype_policy(training_precision(config)):
         return _train(config)
 

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES,
                            OBJECTNESS_TARGETS, OPTIMIZERS, SCHEDULES, STRATEGIES,
@@ -26,7 +26,7 @@ from yolo3.errors import SettingError, Yolo3Error
 from yolo3.specs import get_spec
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
-           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "cautions",
+           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution", "cautions",
            "multi_scale_sizes"]
 
 
@@ -250,25 +250,34 @@ def check(config: TrainConfig) -> None:
     _check_model(config.model, config.data)  # last: the only rule that asks the registry
 
 
-def cautions(config: TrainConfig) -> List[str]:
-    """Settings that are allowed but measured to ruin a run of this recipe, one message each
-    (naming the setting) for the caller to warn with; empty when there are none."""
-    messages = []
+class Caution(NamedTuple):
+    """A setting that is allowed but measured to ruin a run of this recipe: a message naming
+    ``settings`` as the library knows them (a front end words them its own way,
+    :func:`yolo3.errors.word_settings`)."""
+
+    message: str
+    settings: Tuple[str, ...]
+
+
+def cautions(config: TrainConfig) -> List[Caution]:
+    """The settings of ``config`` that are allowed but measured to ruin a run of this recipe, for
+    the caller to warn with; empty when there are none."""
+    found = []
     if config.model.freeze_bn:
-        messages.append(
+        found.append(Caution(
             "freeze_bn: every batch norm stays frozen, so the network trains unnormalised; with "
             "this recipe every measured run diverged or learned a fraction of what it learns "
             "with batch norm, from scratch and fine-tuned, at every learning rate tried (README: "
             "frozen batch norm). Replicas need no frozen batch norm: each normalises its own "
             "slice, and the statistics are recomputed before every evaluation and save "
-            "(bn_stats_images)")
+            "(bn_stats_images)", ("freeze_bn", "bn_stats_images")))
     if config.recipe.bn_stats_images == 0:
-        messages.append(
+        found.append(Caution(
             "bn_stats_images=0: the evaluated and saved models normalise with the batch norms' "
             "moving averages, which lag behind the weights; measured on realistic sets: mAP near "
             "0 at global batch 16 and above in 10-epoch runs (README: batch size on realistic "
-            "data)")
-    return messages
+            "data)", ("bn_stats_images",)))
+    return found
 
 
 def _need(condition: bool, message: str, *settings: str) -> None:

@@ -16,8 +16,9 @@ import argparse
 import logging
 import os
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
+from yolo3.errors import word_settings
 from yolo3.log import NOTICE
 
 EXIT_OK = 0
@@ -57,13 +58,17 @@ class ConsoleHandler(logging.Handler):
     warnings and errors on stderr as ``yolo3 <command>: warning: ...``. The streams are looked up at
     each record, so a redirected ``sys.stdout`` gets them."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, name_of: Optional[Callable[[str], Optional[str]]] = None):
         super().__init__()
         self.command = name
+        self.name_of = name_of  # a record's ``settings`` worded as this command's flags
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = self.format(record)
+            settings = getattr(record, "settings", None)
+            if settings and self.name_of is not None:
+                message = word_settings(message, settings, self.name_of)
             if record.levelno >= logging.ERROR:
                 error(self.command, message)
             elif record.levelno >= logging.WARNING:
@@ -74,14 +79,15 @@ class ConsoleHandler(logging.Handler):
             self.handleError(record)
 
 
-def configure_logging(name: str, quiet: bool = False, verbose: bool = False) -> None:
+def configure_logging(name: str, quiet: bool = False, verbose: bool = False,
+                      parser: Optional[argparse.ArgumentParser] = None) -> None:
     """Show the ``yolo3`` loggers' records for command ``name``: INFO and above (``--quiet``:
-    NOTICE and above, :mod:`yolo3.log`; ``--verbose``: DEBUG too). Replaces a handler an earlier
-    command set."""
+    NOTICE and above, :mod:`yolo3.log`; ``--verbose``: DEBUG too); settings a record names are
+    worded as ``parser``'s flags. Replaces a handler an earlier command set."""
     logger = logging.getLogger("yolo3")
     for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
         logger.removeHandler(handler)
-    logger.addHandler(ConsoleHandler(name))
+    logger.addHandler(ConsoleHandler(name, None if parser is None else _flags(parser).get))
     logger.setLevel(NOTICE if quiet else logging.DEBUG if verbose else logging.INFO)
 
 
@@ -103,7 +109,8 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
             args: argparse.Namespace) -> int:
     """Run a command's ``run(args)`` and map what it raises to a message and an exit code."""
     from yolo3.errors import CommandFailed, Yolo3Error
-    configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False))
+    configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False),
+                      getattr(args, "parser", None))
     try:
         code = run(args)
         return EXIT_OK if code is None else int(code)
@@ -134,9 +141,14 @@ def _worded(e: Exception, parser: Optional[argparse.ArgumentParser]) -> object:
     worded = getattr(e, "worded", None)
     if worded is None or parser is None:
         return e
-    flags = {action.dest: action.option_strings[0] for action in parser._actions
-             if action.option_strings and action.help != argparse.SUPPRESS}
-    return worded(flags.get)
+    return worded(_flags(parser).get)
+
+
+def _flags(parser: argparse.ArgumentParser) -> Dict[str, str]:
+    """Each setting (an option's destination) with the flag that sets it: ``batch_size`` ->
+    ``--batch-size``."""
+    return {action.dest: action.option_strings[0] for action in parser._actions
+            if action.option_strings and action.help != argparse.SUPPRESS}
 
 
 def run_command(name: str, description: str, add_arguments: Callable[[argparse.ArgumentParser], None],
