@@ -26,8 +26,8 @@ from yolo3.errors import SettingError, Yolo3Error
 from yolo3.specs import get_spec
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
-           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution", "cautions",
-           "multi_scale_sizes"]
+           "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
+           "cautions", "multi_scale_sizes"]
 
 
 @dataclass
