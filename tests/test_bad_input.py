@@ -454,6 +454,8 @@ def test_crowded_images_are_reported(world, tmp_path, caplog):
                          val_annotations=str(d / "val.txt"), verbose=0)
     prepare_data(config)
     assert "more than max_boxes=1 boxes" in caplog.text
+    # the record names its setting, so the command line says --max-boxes (as for cautions)
+    assert any(getattr(r, "settings", ()) == ("max_boxes",) for r in caplog.records)
 
 
 def test_evaluate_counts_unreadable_images_and_exits_1(world, tmp_path, capsys):

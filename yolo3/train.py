@@ -217,7 +217,8 @@ def prepare_data(config: TrainConfig) -> TrainData:
     if crowded:
         logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
                        "uses the first %d of each", len(crowded), settings.max_boxes,
-                       crowded[0][0].path, crowded[0][1], settings.max_boxes)
+                       crowded[0][0].path, crowded[0][1], settings.max_boxes,
+                       extra={"settings": ("max_boxes",)})
     hw = spec.check_input_size(config.model.input_size)
     anchors = _anchors_for(records, anchors, auto, hw, config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records, hw)
@@ -620,7 +621,6 @@ def train(config: TrainConfig) -> TrainResult:
     policy of ``precision`` holds while training and is restored afterwards."""
     validate_config(config)
     for caution in cautions(config):
-        # ``settings`` lets a front end word the names its own way (the CLI: flags)
         logger.warning("%s", caution.message, extra={"settings": caution.settings})
     with dtype_policy(training_precision(config)):
         return _train(config)
