@@ -149,9 +149,9 @@ def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, t
 @pytest.mark.parametrize("objectness", ["one", "iou"])
 def test_build_models_hands_the_recipe_to_the_loss(dataset, tmp_path, objectness):
     config = _config(dataset, tmp_path, objectness=objectness, box_loss="giou", label_smoothing=0.1,
-                     box_gain=2.0, class_gain=0.5)
+                     box_gain=2.0, class_gain=0.5, ignore_iou=0.7)
     data = prepare_data(config)
     _, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))
     loss = template.get_layer("yolo_loss")
     assert (loss.objectness, loss.box_loss, loss.label_smoothing) == (objectness, "giou", 0.1)
-    assert (loss.box_gain, loss.class_gain) == (2.0, 0.5)
+    assert (loss.box_gain, loss.class_gain, loss.ignore_thresh) == (2.0, 0.5, 0.7)

@@ -39,6 +39,7 @@ def test_every_setting_has_one_name_and_a_default():
     names = [f.name for cls in SECTIONS.values() for f in dataclasses.fields(cls)]
     assert len(names) == len(set(names))
     assert default("batch_size") == 8 and default("assign_iou") == 0.35
+    assert default("ignore_iou") == 0.5  # keras-yolo3's ignore_thresh
     assert default("model") == default("variant") == "yolov3" and default("seed") == 0
     with pytest.raises(KeyError):
         default("nothing")
@@ -70,6 +71,7 @@ def test_multi_scale_sizes():
     ("box_loss", "l1", ("box_loss",), "box_loss must be one of mse, giou, diou, ciou"),
     ("objectness", "quality", ("objectness",), "objectness must be one of one, iou"),
     ("assign_iou", 0.0, ("assign_iou",), r"assign_iou must be in \(0, 1\]"),
+    ("ignore_iou", 1.5, ("ignore_iou",), r"ignore_iou must be in \(0, 1\]"),
     ("box_gain", 0.0, ("box_gain",), "box_gain must be positive, got 0.0"),
     ("class_gain", float("nan"), ("class_gain",), "class_gain must be positive, got nan"),
     ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
@@ -161,6 +163,7 @@ def test_trains_old_variant_flag_still_works_and_warns(tmp_path, capsys):
     (["--freeze-epochs", "9", "--epochs", "5"],
      "yolo3 train: error: need 0 <= --freeze-epochs (9) <= --epochs (5) and --epochs >= 1"),
     (["--assign-iou", "0"], r"yolo3 train: error: --assign-iou must be in (0, 1], got 0.0"),
+    (["--ignore-iou", "0"], r"yolo3 train: error: --ignore-iou must be in (0, 1], got 0.0"),
 ])
 def test_a_bad_setting_on_the_command_line_names_its_flag_and_exits_2(tmp_path, capsys, extra,
                                                                        message):

@@ -299,13 +299,13 @@ def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
                     "0.9", "--box-loss", "diou", "--label-smoothing", "0.05", "--mosaic", "0.3",
                     "--multi-scale", "320", "480", "--multi-scale-every", "5", "--eval-every", "3",
                     "--patience", "4", "--precision", "float32", "--jit", "off",
-                    "--bn-stats-images", "32", "--assign-iou", "0.3"])
+                    "--bn-stats-images", "32", "--assign-iou", "0.3", "--ignore-iou", "0.7"])
     c = SimpleNamespace(**seen["config"].settings())
     assert (c.optimizer, c.weight_decay, c.ema, c.ema_momentum) == ("sgd", 0.0, False, 0.9)
     assert (c.box_loss, c.label_smoothing, c.mosaic) == ("diou", 0.05, 0.3)
     assert (c.multi_scale, c.multi_scale_every, c.eval_every, c.patience) == ((320, 480), 5, 3, 4)
     assert (c.precision, c.jit, c.lr, c.bn_stats_images) == ("float32", "off", None, 32)
-    assert c.assign_iou == 0.3
+    assert (c.assign_iou, c.ignore_iou) == (0.3, 0.7)
 
 
 @pytest.mark.slow  # CI runs it (.ci/run); about 50 s on 2 cores, the default suite's longest

@@ -334,6 +334,7 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
         body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), shape,
                                fused_batch_norm=True)
         template = yolo_training_model(body, data.anchors, data.num_classes,
+                                       ignore_thresh=config.recipe.ignore_iou,
                                        anchor_mask=data.masks, box_loss=config.recipe.box_loss,
                                        label_smoothing=config.recipe.label_smoothing,
                                        max_boxes=config.data.max_boxes,

@@ -91,6 +91,9 @@ class RecipeSettings:
     # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3). 0.35 measured best of 0.1,
     # 0.213 (Darknet's YOLOv4 value), 0.35 and 0.5 on two realistic sets at global batch 16
     assign_iou: float = 0.35
+    # a prediction that is not a positive but overlaps a true box by more than this IoU is left
+    # out of the confidence loss (Darknet's ignore_thresh; keras-yolo3's 0.5)
+    ignore_iou: float = 0.5
     # batch-norm statistics recomputed with the evaluated weights over this many training images
     # before each validation and save (yolo3.bn_statistics); 0: Keras's moving averages
     bn_stats_images: int = 256
@@ -352,6 +355,8 @@ def _check_recipe(recipe: RecipeSettings) -> None:
           f"ema_momentum must be in (0, 1), got {recipe.ema_momentum}", "ema_momentum")
     _need(0 < recipe.assign_iou <= 1, f"assign_iou must be in (0, 1], got {recipe.assign_iou}",
           "assign_iou")
+    _need(0 < recipe.ignore_iou <= 1, f"ignore_iou must be in (0, 1], got {recipe.ignore_iou}",
+          "ignore_iou")
     for gain in ("box_gain", "class_gain"):
         value = getattr(recipe, gain)
         _need(math.isfinite(value) and value > 0, f"{gain} must be positive, got {value}", gain)

@@ -107,6 +107,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a box is also a positive on every other anchor whose shape IoU with it "
                    "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
                    "(default %(default)s)")
+    r.add_argument("--ignore-iou", type=float, default=d("ignore_iou"), metavar="T",
+                   help="a prediction that is not a positive but overlaps a true box by more "
+                   "than IoU T is left out of the confidence loss (Darknet's ignore_thresh) "
+                   "(default %(default)s)")
     r.add_argument("--augment", choices=AUGMENT_PRESETS, default=d("augment"),
                    help="training augmentation: full (keras-yolo3 strength: scale 0.25-2, aspect "
                    "jitter 0.3, flip, HSV), light (scale 0.7-1.3, jitter 0.1, flip, mild HSV) or "
