@@ -8,7 +8,7 @@ import pytest
 
 from yolo3.errors import SettingError
 from yolo3.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, cautions,
-                                check, default, multi_scale_sizes)
+                                check, default, multi_scale_sizes, parse_setting)
 
 
 def _files(tmp_path):
@@ -86,6 +86,51 @@ def test_check_names_the_setting(tmp_path, setting, value, settings, message):
     config = TrainConfig(**_files(tmp_path), **{setting: value})
     with pytest.raises(SettingError, match=message) as caught:
         check(config)
+    assert caught.value.settings == settings
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("ignore_iou", "abc", "ignore_iou must be a number, got 'abc'"),
+    ("batch_size", 2.5, "batch_size must be a whole number, got 2.5"),
+    ("ema", "yes", "ema must be true or false, got 'yes'"),
+    ("multi_scale", (320,), r"multi_scale must be none or two whole numbers, got \(320,\)"),
+    ("weights", 3, "weights must be none or text, got 3"),
+])
+def test_check_refuses_a_value_of_the_wrong_type_naming_the_setting(tmp_path, setting, value,
+                                                                     message):
+    """A library caller's wrong type is a SettingError, not a TypeError from inside a rule."""
+    config = TrainConfig(**_files(tmp_path), **{setting: value})
+    with pytest.raises(SettingError, match=message) as caught:
+        check(config)
+    assert caught.value.settings == (setting,)
+
+
+def test_paths_and_numpy_numbers_are_of_the_right_type(tmp_path):
+    import numpy as np
+    files = _files(tmp_path)
+    check(TrainConfig(annotations=tmp_path / "a.txt", classes=files["classes"],
+                      output=tmp_path / "out", batch_size=np.int64(4), lr=np.float32(1e-3),
+                      multi_scale=[320, 416], input_size=[320, 416]))
+
+
+def test_parse_setting_reads_text_as_the_settings_type():
+    assert parse_setting("ignore_iou", "0.7") == 0.7
+    assert parse_setting("lr", "none") is None and parse_setting("lr", "1e-3") == 0.001
+    assert parse_setting("ema", "false") is False and parse_setting("batch_size", "16") == 16
+    assert parse_setting("multi_scale", "[160, 224]") == (160, 224)
+    assert parse_setting("model", "tiny") == "tiny"  # the variant's old name
+    assert parse_setting("weights", "runs/best.keras") == "runs/best.keras"
+
+
+@pytest.mark.parametrize("name, text, message, settings", [
+    ("ignore_io", "1", r"no setting 'ignore_io' \(did you mean ignore_iou\?\)", ()),
+    ("nothing_like_it", "1", "no setting 'nothing_like_it'$", ()),
+    ("lr", "abc", "lr must be none or a number, got 'abc'", ("lr",)),
+    ("batch_size", "8.5", "batch_size must be a whole number, got '8.5'", ("batch_size",)),
+])
+def test_parse_setting_refuses_an_unknown_name_or_a_bad_value(name, text, message, settings):
+    with pytest.raises(SettingError, match=message) as caught:
+        parse_setting(name, text)
     assert caught.value.settings == settings
 
 

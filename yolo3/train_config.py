@@ -14,8 +14,10 @@ Plain Python, no TensorFlow: ``yolo3 train --help`` stays fast.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
+import typing
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -24,10 +26,11 @@ from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICE
                            TRAINING_PRECISIONS)
 from yolo3.errors import SettingError, Yolo3Error
 from yolo3.specs import get_spec
+from yolo3.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
-           "cautions", "multi_scale_sizes"]
+           "cautions", "multi_scale_sizes", "parse_setting"]
 
 
 @dataclass
@@ -218,6 +221,30 @@ def default(name: str) -> Any:
     return next(f.default for f in dataclasses.fields(SECTIONS[owner]) if f.name == name)
 
 
+def _type_hints() -> Dict[str, Any]:
+    """Every setting's type hint by its name, and ``seed``'s."""
+    hints: Dict[str, Any] = {"seed": int}
+    for cls in SECTIONS.values():
+        hints.update(typing.get_type_hints(cls))
+    return hints
+
+
+def parse_setting(name: str, text: str) -> Any:
+    """The value of the setting ``name`` written as ``text`` (``parse_setting("ignore_iou", "0.7")``
+    is 0.7; ``"true"``, ``"none"``, ``"[160, 224]"`` as the setting's type wants), for front ends
+    that take settings as ``KEY=VALUE`` text. :class:`SettingError` for a name that is not a
+    setting or a value that is not of its type."""
+    hints = _type_hints()
+    name = _FLAT_ALIASES.get(name, name)
+    if name not in hints:
+        close = difflib.get_close_matches(name, list(hints), n=1)
+        raise SettingError(f"no setting {name!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+    try:
+        return from_text(text, hints[name])
+    except ValueError as e:
+        raise SettingError(f"{name} {e}", name) from None
+
+
 def multi_scale_shapes(smallest: int, largest: int, hw: Tuple[int, int], stride: int = 32
                        ) -> Tuple[Tuple[int, int], ...]:
     """The input shapes ``(h, w)`` of the ``multi_scale`` setting for an input of ``hw``: the longer
@@ -245,7 +272,9 @@ def multi_scale_sizes(smallest: int, largest: int, stride: int = 32) -> Tuple[in
 
 def check(config: TrainConfig) -> None:
     """Refuse settings that cannot work (a missing file, a size the variant cannot take, a value
-    out of range, two settings that contradict each other): :class:`SettingError` naming them."""
+    out of range, two settings that contradict each other, a value of the wrong type):
+    :class:`SettingError` naming them."""
+    _check_types(config)
     _check_data(config.data)
     _check_recipe(config.recipe)
     _check_schedule(config.schedule)
@@ -281,6 +310,13 @@ def cautions(config: TrainConfig) -> List[Caution]:
             "0 at global batch 16 and above in 10-epoch runs (README: batch size on realistic "
             "data)", ("bn_stats_images",)))
     return found
+
+
+def _check_types(config: TrainConfig) -> None:
+    hints = _type_hints()
+    for name, value in config.settings().items():
+        _need(conforms(value, hints[name]),
+              f"{name} must be {describe(hints[name])}, got {value!r}", name)
 
 
 def _need(condition: bool, message: str, *settings: str) -> None:
