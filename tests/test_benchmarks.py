@@ -170,6 +170,28 @@ def test_benchmark_refuses_a_missing_peer_python_before_training(tmp_path, capsy
     assert "--peer-python" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("extra, message", [
+    ("ignore_iou=abc", "--extra ignore_iou=abc: ignore_iou must be a number, got 'abc'"),
+    ("ignore_io=0.7", "--extra ignore_io=0.7: no setting 'ignore_io' (did you mean ignore_iou?)"),
+    ("epochs=3", "--extra epochs=3: epochs is set by the benchmark itself (use --epochs)"),
+    ("lr", "--extra lr: expected KEY=VALUE"),
+])
+def test_benchmark_refuses_a_bad_extra_setting_before_anything_is_made(tmp_path, capsys, extra,
+                                                                        message):
+    """Exit 2 naming the pair, at once: no data is generated and nothing trained first."""
+    from yolo3.cli import main
+    code = main(["benchmark", "recipe", "--num-images", "8", "--extra", extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_benchmark_extra_settings_are_read_as_their_types():
+    from yolo3.benchmarks.recipe import _extra
+    assert _extra(["ignore_iou=0.7", "multi_scale=[160,224]", "ema=False", "lr=none",
+                   "weights=tiny_coco.keras"]) == dict(
+        ignore_iou=0.7, multi_scale=(160, 224), ema=False, lr=None, weights="tiny_coco.keras")
+
+
 def test_video_contender_detects_every_frame_of_the_file(tmp_path):
     """The video row times reading and detecting each frame of the file, as ``yolo3 detect``
     does (its frames/s are frames over that time)."""

@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from yolo3.distribute import configure_logical_cpus
 from yolo3.history import read_history
 from yolo3.train import TrainConfig
+from yolo3.train_config import check, parse_setting
 from yolo3.train import train
 from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
@@ -48,7 +49,7 @@ from yolo3.anchors import read_classes
 from yolo3.anchors import write_anchors
 from yolo3.data.annotations import box_sizes
 from yolo3.data.annotations import load_annotations
-from yolo3.errors import ArgumentError
+from yolo3.errors import ArgumentError, SettingError
 from yolo3.data.yolo_layout import write_yolo_layout
 from yolo3.evaluation import evaluate_detections
 from yolo3.benchmarks.machine import cores
@@ -150,16 +151,32 @@ def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> s
     return out
 
 
+# the settings each run of the benchmark takes from its own flags (not from --extra)
+_OWN_SETTINGS = {"annotations": "--data", "val_annotations": "--data", "classes": "--data",
+                 "anchors": "--anchors", "output": None, "output_dir": None, "model": "--variant",
+                 "variant": "--variant", "input_size": "--input-size", "epochs": "--epochs",
+                 "batch_size": "--batch-sizes", "cpu_replicas": "--cpu-replicas",
+                 "augment": "--augment", "seed": "--seed / --seeds", "eval_every": None,
+                 "verbose": None}
+
+
 def _extra(pairs: List[str]) -> dict:
-    """``["bn_stats_images=0", "lr=0.001"]`` -> TrainConfig fields (numbers and booleans parsed)."""
-    import json
+    """``["bn_stats_images=0", "lr=0.001"]`` -> settings by name, each read as its type wants
+    (:func:`yolo3.train_config.parse_setting`). ArgumentError naming the pair for a pair without
+    ``=``, a name that is not a setting or is the benchmark's own, or a value of the wrong type."""
     out = {}
     for pair in pairs:
-        key, _, value = pair.partition("=")
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ArgumentError(f"--extra {pair}: expected KEY=VALUE (a TrainConfig setting)")
+        if key in _OWN_SETTINGS:
+            flag = _OWN_SETTINGS[key]
+            raise ArgumentError(f"--extra {pair}: {key} is set by the benchmark itself"
+                                + (f" (use {flag})" if flag else ""))
         try:
-            out[key] = json.loads(value.lower() if value in ("True", "False") else value)
-        except ValueError:
-            out[key] = value
+            out[key] = parse_setting(key, value)
+        except SettingError as e:
+            raise ArgumentError(f"--extra {pair}: {e}") from None
     return out
 
 
@@ -229,6 +246,7 @@ def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    extra = _extra(args.extra)  # refused before anything is made or trained
     if args.peer:
         check_peer_python(args)
     peak = matmul_peak_gflops()
@@ -257,7 +275,8 @@ def run(args: argparse.Namespace) -> int:
                                   input_size=args.input_size, epochs=args.epochs,
                                   batch_size=batch, cpu_replicas=args.cpu_replicas,
                                   augment=args.augment, seed=seed, eval_every=1, verbose=0,
-                                  **(OLD_RECIPE if name == "old" else _extra(args.extra)))
+                                  **(OLD_RECIPE if name == "old" else extra))
+                    check(TrainConfig(**config))  # here, not in the child: a clear message
                     print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
                     history = run_child("yolo3.benchmarks.recipe:train_child",
                                         dict(config=config, cpu_replicas=args.cpu_replicas),

@@ -134,8 +134,9 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                    "classes.txt) instead of generating one")
     p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
     p.add_argument("--extra", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="TrainConfig fields for the new recipe (e.g. bn_stats_images=0), to "
-                        "measure one choice against the defaults")
+                   help="settings of yolo3 train by name for the new recipe, each read as its "
+                        "type (e.g. lr=0.006 ema=false multi_scale=[160,224] weights=w.keras), "
+                        "to measure one choice against the defaults")
     p.add_argument("--plot", default=None, help="write mAP@0.5:0.95 over time to this PNG")
     p.add_argument("--json", default=None, help="write the curves to this JSON file")
 
