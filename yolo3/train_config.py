@@ -238,7 +238,8 @@ def parse_setting(name: str, text: str) -> Any:
     name = _FLAT_ALIASES.get(name, name)
     if name not in hints:
         close = difflib.get_close_matches(name, list(hints), n=1)
-        raise SettingError(f"no setting {name!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+        suggestion = f" (did you mean {close[0]}?)" if close else ""
+        raise SettingError(f"no setting {name!r}{suggestion}")
     try:
         return from_text(text, hints[name])
     except ValueError as e:
