@@ -113,6 +113,16 @@ def test_paths_and_numpy_numbers_are_of_the_right_type(tmp_path):
                       multi_scale=[320, 416], input_size=[320, 416]))
 
 
+def test_every_setting_has_a_type_the_checks_know():
+    import typing
+
+    from yolo3.value_types import conforms, describe
+    for cls in SECTIONS.values():
+        for name, hint in typing.get_type_hints(cls).items():
+            # a TypeError here: yolo3.value_types needs a rule for the new setting's type
+            assert describe(hint) and conforms(default(name), hint), name
+
+
 def test_parse_setting_reads_text_as_the_settings_type():
     assert parse_setting("ignore_iou", "0.7") == 0.7
     assert parse_setting("lr", "none") is None and parse_setting("lr", "1e-3") == 0.001

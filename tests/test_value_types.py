@@ -58,3 +58,12 @@ def test_from_text_refuses_a_value_that_does_not_fit(text, hint, message):
     with pytest.raises(ValueError) as caught:
         from_text(text, hint)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("hint", [Tuple[int, ...], list, dict])
+def test_a_hint_of_another_kind_is_a_type_error_not_a_pass(hint):
+    """A setting of a new type must get its rule here, not be waved through."""
+    with pytest.raises(TypeError, match="no rule"):
+        conforms([1], hint)
+    with pytest.raises(TypeError, match="no words"):
+        describe(hint)

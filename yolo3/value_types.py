@@ -1,10 +1,11 @@
 """Settings' values against their type hints: whether a value fits, how to say what fits, and a
 value read from text (``"0.7"``, ``"true"``, ``"[160, 224]"``, ``"none"``).
 
-The hints are those of plain dataclass fields: ``bool``, ``int``, ``float``, ``str``,
-``Optional[X]``, ``Tuple[int, int]`` and ``Union`` of them. A ``str`` accepts an ``os.PathLike``
-(paths), an ``int`` any integral number but not a bool, a ``float`` any real number but not a bool,
-a ``Tuple[...]`` a list or tuple of that length. Plain Python.
+The hints are those of the training settings: ``bool``, ``int``, ``float``, ``str``,
+``Optional[X]``, a fixed-length ``Tuple[int, int]`` and ``Union`` of them (any other kind is a
+TypeError). A ``str`` accepts an ``os.PathLike`` (paths), an ``int`` any integral number but not a
+bool, a ``float`` any real number but not a bool, a ``Tuple[...]`` a list or tuple of that length.
+Plain Python.
 """
 from __future__ import annotations
 
@@ -27,9 +28,8 @@ def _parts(hint: Any) -> Tuple[Any, Tuple[Any, ...]]:
 
 
 def conforms(value: Any, hint: Any) -> bool:
-    """Whether ``value`` fits ``hint`` (module docstring for the rules)."""
-    if hint is Any:
-        return True
+    """Whether ``value`` fits ``hint`` (module docstring for the rules). TypeError for a hint
+    of another kind, so that a setting of a new type is not waved through."""
     if hint is type(None):
         return value is None
     if hint is bool:
@@ -43,41 +43,26 @@ def conforms(value: Any, hint: Any) -> bool:
     origin, args = _parts(hint)
     if origin is typing.Union:
         return any(conforms(value, a) for a in args)
-    if origin is tuple:
-        if not isinstance(value, (tuple, list)):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(conforms(v, args[0]) for v in value)
-        return len(value) == len(args) and all(conforms(v, a) for v, a in zip(value, args))
-    return isinstance(value, hint) if isinstance(hint, type) else True
+    if origin is tuple and Ellipsis not in args:
+        return (isinstance(value, (tuple, list)) and len(value) == len(args)
+                and all(conforms(v, a) for v, a in zip(value, args)))
+    raise TypeError(f"no rule for values of type {hint!r}")
 
 
 def describe(hint: Any) -> str:
     """What fits ``hint``, in words: ``"a number"``, ``"two whole numbers"``, ``"none or a
     number"`` ..."""
-    if hint is type(None):
-        return "none"
-    if hint is bool:
-        return "true or false"
-    if hint is int:
-        return "a whole number"
-    if hint is float:
-        return "a number"
-    if hint is str:
-        return "text"
+    words = {type(None): "none", bool: "true or false", int: "a whole number", float: "a number",
+             str: "text"}
+    if hint in words:
+        return words[hint]
     origin, args = _parts(hint)
     if origin is typing.Union:
-        words = [describe(a) for a in args]
-        words.sort(key=lambda w: w != "none")  # "none or ..." reads best first
-        return " or ".join(words)
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {_plural(describe(args[0]))}"
-        if len(set(args)) == 1:
-            count = {2: "two", 3: "three", 4: "four"}.get(len(args), str(len(args)))
-            return f"{count} {_plural(describe(args[0]))}"
-        return "a list of " + ", ".join(describe(a) for a in args)
-    return getattr(hint, "__name__", str(hint))
+        return " or ".join(sorted((describe(a) for a in args), key=lambda w: w != "none"))
+    if origin is tuple and len(set(args)) == 1 and Ellipsis not in args:
+        count = {2: "two"}.get(len(args), str(len(args)))
+        return f"{count} {_plural(describe(args[0]))}"
+    raise TypeError(f"no words for values of type {hint!r}")
 
 
 def _plural(words: str) -> str:
