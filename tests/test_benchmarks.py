@@ -185,6 +185,15 @@ def test_benchmark_refuses_a_bad_extra_setting_before_anything_is_made(tmp_path,
     assert code == 2 and message in err and "Traceback" not in err
 
 
+def test_every_setting_the_benchmark_sets_itself_is_refused_in_extra():
+    import argparse
+
+    from yolo3.benchmarks.recipe import _OWN_SETTINGS, _own_settings
+    args = argparse.Namespace(variant="tiny", input_size=192, epochs=1, cpu_replicas=0,
+                              augment="light")
+    assert set(_own_settings(args, "d", None, "o", 8, 0)) <= set(_OWN_SETTINGS)
+
+
 def test_benchmark_extra_settings_are_read_as_their_types():
     from yolo3.benchmarks.recipe import _extra
     assert _extra(["ignore_iou=0.7", "multi_scale=[160,224]", "ema=False", "lr=none",

@@ -151,13 +151,25 @@ def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> s
     return out
 
 
-# the settings each run of the benchmark takes from its own flags (not from --extra)
+# the settings each run of the benchmark takes from its own flags (_own_settings), not from
+# --extra, with the flag that sets each (both spellings where a setting has an old one)
 _OWN_SETTINGS = {"annotations": "--data", "val_annotations": "--data", "classes": "--data",
                  "anchors": "--anchors", "output": None, "output_dir": None, "model": "--variant",
                  "variant": "--variant", "input_size": "--input-size", "epochs": "--epochs",
                  "batch_size": "--batch-sizes", "cpu_replicas": "--cpu-replicas",
                  "augment": "--augment", "seed": "--seed / --seeds", "eval_every": None,
                  "verbose": None}
+
+
+def _own_settings(args: argparse.Namespace, data: str, anchors: Optional[str], output: str,
+                  batch: int, seed: int) -> dict:
+    """The settings of one run that come from the benchmark's own flags (``_OWN_SETTINGS``)."""
+    return dict(annotations=os.path.join(data, "train.txt"),
+                val_annotations=os.path.join(data, "val.txt"),
+                classes=os.path.join(data, "classes.txt"), anchors=anchors, output=output,
+                model=args.variant, input_size=args.input_size, epochs=args.epochs,
+                batch_size=batch, cpu_replicas=args.cpu_replicas, augment=args.augment, seed=seed,
+                eval_every=1, verbose=0)
 
 
 def _extra(pairs: List[str]) -> dict:
@@ -268,13 +280,8 @@ def run(args: argparse.Namespace) -> int:
                 group = name if len(batches) == 1 else f"{name}@{batch * replicas}"
                 for seed in seeds:
                     label = group if len(seeds) == 1 else f"{group}#{seed}"
-                    config = dict(annotations=os.path.join(data, "train.txt"),
-                                  val_annotations=os.path.join(data, "val.txt"),
-                                  classes=os.path.join(data, "classes.txt"), anchors=anchors,
-                                  output=os.path.join(tmp, label), model=args.variant,
-                                  input_size=args.input_size, epochs=args.epochs,
-                                  batch_size=batch, cpu_replicas=args.cpu_replicas,
-                                  augment=args.augment, seed=seed, eval_every=1, verbose=0,
+                    config = dict(_own_settings(args, data, anchors, os.path.join(tmp, label),
+                                                batch, seed),
                                   **(OLD_RECIPE if name == "old" else extra))
                     check(TrainConfig(**config))  # here, not in the child: a clear message
                     print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
