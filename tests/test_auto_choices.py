@@ -32,6 +32,8 @@ def test_profiles_are_the_cpus_named_in_the_guide():
     assert {"avx2", "fma"} <= PROFILES["zen3"].flags
     assert {"avx512f", "avx512_bf16"} <= PROFILES["zen4"].flags
     assert not {"amx_bf16", "amx_tile"} & PROFILES["zen4"].flags
+    assert {"avx512_bf16", "avx_vnni"} <= PROFILES["zen5"].flags
+    assert not {"amx_bf16", "amx_tile", "avx512_fp16"} & PROFILES["zen5"].flags
     assert {"avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"} <= PROFILES["sapphire_rapids"].flags
     assert {"avx512_bf16", "avx512_fp16"} <= PROFILES["intel_no_amx"].flags
     assert not {"amx_bf16", "amx_tile"} & PROFILES["intel_no_amx"].flags

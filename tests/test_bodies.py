@@ -19,9 +19,10 @@ def test_outputs_per_stride_for_a_non_square_input(variant):
     spec = get_spec(variant)
     body = build_spec_body(spec, num_classes=3, input_shape=(64, 96))
     strides = [32, 16, 8][:spec.num_scales]
-    per = spec.anchors_per_scale(len(spec.anchors))
+    channels = (4 * spec.head.reg_max + 3 if spec.anchor_free
+                else spec.anchors_per_scale(len(spec.anchors)) * 8)
     assert [tuple(o.shape[1:]) for o in body.outputs] == \
-        [(64 // s, 96 // s, per * 8) for s in strides]
+        [(64 // s, 96 // s, channels) for s in strides]
     assert output_layer_names(body) == [f"output_s{s}" for s in strides]
     names = [layer.name for layer in body.layers]
     assert all(n == "image" or n.startswith(("backbone_", "head_s", "output_s")) for n in names)

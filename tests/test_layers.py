@@ -9,13 +9,14 @@ import keras
 import numpy as np
 import pytest
 
+from yolo3.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
 from yolo3.graph_surgery import FoldedBatchNorm, fold_batch_norms
 from yolo3.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.parallel import ReplicaWrapper
 from yolo3.schedules import WarmupCosine
 from yolo3 import batch_norm
 from yolo3.saving import atomic_save_model
-from yolo3.specs import all_specs
+from yolo3.specs import all_specs, get_spec
 from yolo3.targets import preprocess_true_boxes
 from yolo3.bodies import build_spec_body
 
@@ -23,10 +24,17 @@ HW = (64, 64)
 CLASSES = 2
 
 
+TINY = get_spec("tiny")
+
+
 def _batch(spec, n=2):
+    """``(images, targets)``: the anchor head's ``y_true`` per scale, or an anchor-free head's
+    padded boxes (a one-element list)."""
     rng = np.random.default_rng(0)
     images = rng.uniform(0, 1, (n, *HW, 3)).astype(np.float32)
     boxes = np.array([[[8, 8, 40, 30, 0], [20, 24, 60, 62, 1]]] * n, np.float32)
+    if spec.anchor_free:
+        return images, [boxes]
     y_true = preprocess_true_boxes(boxes, HW, spec.default_anchors(), CLASSES,
                                    anchor_mask=spec.default_masks())
     return images, y_true
@@ -34,6 +42,8 @@ def _batch(spec, n=2):
 
 def _template(spec):
     body = build_spec_body(spec, CLASSES, input_shape=HW)
+    if spec.anchor_free:
+        return body, anchor_free_training_model(body, spec.head, CLASSES, max_boxes=2)
     return body, yolo_training_model(body, spec.default_anchors(), CLASSES,
                                      anchor_mask=spec.default_masks())
 
@@ -80,7 +90,7 @@ def _body_case(spec):
 
 
 def _loss_layer(tmp_path):
-    spec = all_specs()[-1]
+    spec = TINY
     _, template = _template(spec)
     images, y_true = _batch(spec)
     loss = np.asarray(template((images, *y_true)))
@@ -92,6 +102,20 @@ def _loss_layer(tmp_path):
     reloaded = _round_trip_model(template, tmp_path)
     np.testing.assert_allclose(np.asarray(reloaded((images, *y_true))), loss, rtol=1e-6)
     _fit_one_step(reloaded, (images, *y_true), np.zeros(len(images), np.float32))
+
+
+def _anchor_free_loss_layer(tmp_path):
+    spec = get_spec("tiny-af")
+    _, template = _template(spec)
+    images, (boxes,) = _batch(spec)
+    loss = np.asarray(template((images, boxes)))
+    assert loss.shape == (1,) and np.isfinite(loss).all() and loss[0] > 0
+    clone = AnchorFreeLoss.from_config(template.get_layer("anchor_free_loss").get_config())
+    outputs = template.get_layer(template.layers[1].name)(images)
+    np.testing.assert_allclose(np.asarray(clone([*outputs, boxes])), loss, rtol=1e-6)
+    reloaded = _round_trip_model(template, tmp_path)
+    np.testing.assert_allclose(np.asarray(reloaded((images, boxes))), loss, rtol=1e-6)
+    _fit_one_step(reloaded, (images, boxes), np.zeros(len(images), np.float32))
 
 
 def _schedule(tmp_path):
@@ -109,7 +133,7 @@ def _schedule(tmp_path):
 
 
 def _folded(tmp_path):
-    spec = all_specs()[-1]
+    spec = TINY
     body = build_spec_body(spec, CLASSES, input_shape=HW)
     folded = fold_batch_norms(body)
     layers = [l for l in folded.layers if isinstance(l, FoldedBatchNorm)]
@@ -126,7 +150,7 @@ def _folded(tmp_path):
 
 
 def _fused_batch_norm(tmp_path):
-    spec = all_specs()[-1]
+    spec = TINY
     body = build_spec_body(spec, CLASSES, input_shape=HW, fused_batch_norm=True)
     layers = [layer for layer in body.layers if isinstance(layer, batch_norm.BatchNormalization)]
     assert layers and batch_norm.BatchNormalization.from_config(layers[0].get_config()).name == layers[0].name
@@ -149,7 +173,7 @@ def _identity_loss(tmp_path):
 
 
 def _replica_wrapper(tmp_path):
-    spec = all_specs()[-1]
+    spec = TINY
     _, template = _template(spec)
     images, y_true = _batch(spec, n=3)
     wrapper = ReplicaWrapper(template, ["/device:CPU:0", "/device:CPU:0"])
@@ -162,6 +186,7 @@ def _replica_wrapper(tmp_path):
 
 CASES = [*(_body_case(s) for s in all_specs()),
          Case("YoloLoss", _loss_layer, ("yolo3>YoloLoss",)),
+         Case("AnchorFreeLoss", _anchor_free_loss_layer, ("yolo3>AnchorFreeLoss",)),
          Case("WarmupCosine", _schedule, ("yolo3>WarmupCosine",)),
          Case("FoldedBatchNorm", _folded, ("yolo3>FoldedBatchNorm",)),
          Case("BatchNormalization (fused)", _fused_batch_norm, ("yolo3>BatchNormalization",)),

@@ -147,6 +147,52 @@ def test_wrapper_equals_template(ndev, sizes):
     assert len(set(devices.values())) == 1, devices  # every replica runs the whole body
 
 
+# The anchor-free head's loss is a sum over images too: the wrapper equals one whole-batch pass.
+_ANCHOR_FREE = """
+import numpy as np, keras
+keras.config.set_dtype_policy("float32")
+from yolo3.anchor_free_loss import anchor_free_training_model
+from yolo3.bodies import build_spec_body
+from yolo3.parallel import multi_gpu_model, split_sizes
+from yolo3.specs import get_spec
+keras.utils.set_random_seed(0)
+spec = get_spec("tiny-af")
+body = build_spec_body(spec, 2, input_shape=(64, 64))
+tmpl = anchor_free_training_model(body, spec.head, 2, max_boxes=3)
+wrapper = multi_gpu_model(tmpl, devices=[f"/cpu:{i}" for i in range(NDEV)])
+rng = np.random.default_rng(0)
+n = 5
+x = rng.uniform(0, 1, (n, 64, 64, 3)).astype("float32")
+boxes = np.zeros((n, 3, 5), "float32")
+for i in range(n):
+    xy = rng.uniform(0, 30, 2); boxes[i, 0, :2] = xy; boxes[i, 0, 2:4] = xy + rng.uniform(16, 30, 2)
+    boxes[i, 0, 4] = i % 2
+with tf.GradientTape() as tape:
+    got = wrapper([x, boxes], training=False)
+grads = tape.gradient(got, tmpl.trainable_variables)
+want, want_grads, start = 0.0, [np.zeros(v.shape) for v in tmpl.trainable_variables], 0
+for size in split_sizes(n, NDEV):
+    with tf.GradientTape() as tape:
+        part = tmpl([x[start:start + size], boxes[start:start + size]], training=False)
+    for acc, g in zip(want_grads, tape.gradient(part, tmpl.trainable_variables)):
+        acc += size / n * np.asarray(g)
+    want += size / n * float(part[0])
+    start += size
+flat = lambda gs: np.concatenate([np.ravel(np.asarray(g)) for g in gs])
+result = {"loss": [float(got[0]), want, float(tmpl([x, boxes], training=False)[0])],
+          "grad_rel": float(np.linalg.norm(flat(grads) - flat(want_grads))
+                            / np.linalg.norm(flat(want_grads)))}
+"""
+
+
+@pytest.mark.parametrize("ndev", [2, 3])
+def test_the_anchor_free_loss_through_the_wrapper_equals_the_template(ndev):
+    r = run_with_devices(ndev, _ANCHOR_FREE.replace("NDEV", str(ndev)))
+    got, sliced, whole = r["loss"]
+    assert got == pytest.approx(sliced, rel=1e-5) and r["grad_rel"] <= 1e-5
+    assert got == pytest.approx(whole, rel=1e-5)
+
+
 # A template that counts, at run time, how often it runs and on how many images (variables, so the
 # counts are what executed, not what was traced), with a convolution and a batch norm in the path:
 # the layers that fail on an empty slice with oneDNN on AVX-512 CPUs.

@@ -270,3 +270,17 @@ def test_the_config_object_and_the_earlier_call_give_the_same_batches(tmp_path):
             np.testing.assert_array_equal(x.numpy(), y.numpy())
     with pytest.raises(TypeError, match="no other arguments"):
         make_dataset(recs, config, 3)
+
+
+def test_without_anchors_the_inputs_are_the_image_and_its_padded_boxes(tmp_path):
+    """An anchor-free training model takes ``(image, boxes)``: no y_true is encoded."""
+    from yolo3.data.pipeline import DatasetConfig, TargetEncoding
+    recs = [_rect_image(tmp_path / f"r{i}.png") for i in range(4)]
+    plain = make_dataset(recs, DatasetConfig((64, 64), 2, training=False, max_boxes=5))
+    boxes_only = make_dataset(recs, DatasetConfig(
+        (64, 64), 2, training=False, max_boxes=5,
+        targets=TargetEncoding(None, 3, true_boxes=True)))
+    for (image, boxes), ((image2, boxes2), dummy) in zip(plain, boxes_only):
+        np.testing.assert_array_equal(image.numpy(), image2.numpy())
+        np.testing.assert_array_equal(boxes.numpy(), boxes2.numpy())
+        assert boxes2.shape == (2, 5, 5) and dummy.shape == (2,)

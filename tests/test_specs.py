@@ -104,7 +104,36 @@ def test_unknown_names_list_the_known_ones():
     assert specs.UnknownModelError is UnknownVariantError  # the old name still catches it
     assert layout("darknet53") is BACKBONES["darknet53"]
     assert layout("tiny") is SPECS["tiny"].describe
-    assert layout_names() == [*SPECS, *BACKBONES]
+    assert layout_names() == ["yolov3", "yolov3-spp", "tiny", *BACKBONES]
+
+
+@pytest.mark.parametrize("variant, base", [("tiny-af", "tiny"), ("yolov3-af", "yolov3")])
+def test_anchor_free_variants_are_their_base_with_another_head(variant, base):
+    spec, base_spec = get_spec(variant), get_spec(base)
+    assert spec.anchor_free and not base_spec.anchor_free and spec.base == base
+    assert spec.strides == base_spec.strides and spec.head.strides == spec.strides
+    assert spec.anchors == () and spec.default_anchors().shape == (0, 2)
+    assert spec.darknet_layout is None and base_spec.darknet_layout == base
+    assert spec.darknet_sources == base_spec.darknet_sources  # Darknet weights of the base load
+    assert spec.output_filters(4) == 4 * spec.head.reg_max + 4
+    assert base_spec.output_filters(4) == 3 * (5 + 4) and base_spec.output_filters(4, 2) == 18
+    with pytest.raises(ValueError, match="anchor-free head: no anchors or masks"):
+        spec.default_masks()
+    with pytest.raises(UnknownVariantError, match=f"{variant}.*anchor-free head.*no Darknet "
+                                                  f"layout.*its base '{base}' has one"):
+        layout(variant)
+    # everything but the base's output convolutions, then two 3x3 blocks and a prediction per
+    # branch (box, classes) at each stride
+    outputs = {f"output_s{s}" for s in spec.strides}
+    kept = [b for b in base_spec.blocks() if b not in outputs]
+    assert [b for b in spec.blocks() if not b.startswith("head_s") or b in kept
+            or not any(b.endswith(t) for t in ("box1", "box2", "box_pred", "cls1", "cls2",
+                                               "cls_pred"))] == kept
+    for stride in spec.strides:
+        head = [b for b in spec.blocks() if b.startswith(f"head_s{stride}_box")
+                or b.startswith(f"head_s{stride}_cls")]
+        assert head == [f"head_s{stride}_{b}" for b in ("box1", "box2", "box_pred", "cls1",
+                                                         "cls2", "cls_pred")]
 
 
 @pytest.mark.parametrize("size, expected", [(416, (416, 416)), ((320, 192), (320, 192)),
@@ -132,7 +161,10 @@ def test_a_spec_checks_sizes_against_its_largest_stride():
 
 def test_spec_of_layers_recognises_each_variant_by_its_blocks():
     for spec in SPECS.values():
-        names = [b if b.startswith("output_s") else f"{b}_conv" for b in spec.blocks()]
+        names = [b if b.startswith("output_s") or b.endswith("_pred") else f"{b}_conv"
+                 for b in spec.blocks()]
+        if spec.anchor_free:  # the outputs join the predictions
+            names = [f"output_s{s}" for s in spec.strides] + names
         extra = ["input_1", "bn_x", "leaky_x"]  # non-convolution layers do not matter
         assert spec_of_layers(names + extra) is spec
         assert spec_of_layers(names[:-1]) is None  # one block missing: not this variant

@@ -64,19 +64,23 @@ def test_no_module_outside_the_registry_compares_a_variant_name():
 
 
 def test_registry_lookup_and_facts():
-    assert spec_names() == ["yolov3", "yolov3-spp", "tiny"]
+    assert spec_names() == ["yolov3", "yolov3-spp", "tiny", "tiny-af", "yolov3-af"]
     assert get_spec("yolov3-tiny") is SPECS["tiny"] and get_spec(SPECS["tiny"]) is SPECS["tiny"]
     with pytest.raises(ValueError, match="unknown variant 'yolo9'.*yolov3, yolov3-spp, tiny"):
         get_spec("yolo9")
     for spec in all_specs():
         assert spec.default_anchors().shape == (len(spec.anchors), 2)
-        masks = spec.default_masks()
-        assert len(masks) == spec.num_scales and sorted(sum(masks, [])) == list(range(len(spec.anchors)))
         assert spec.check_input_size(96) == (96, 96)
         with pytest.raises(ValueError, match="multiple of 32"):
             spec.check_input_size((96, 100))
         blocks = spec.blocks()
-        assert len(blocks) == len(set(blocks)) and blocks[-1].startswith("output_s")
+        assert len(blocks) == len(set(blocks))
+        if spec.anchor_free:  # see tests/test_specs.py
+            assert blocks[-1].endswith("_cls_pred") and spec.darknet_sources[0] == spec.base
+            continue
+        masks = spec.default_masks()
+        assert len(masks) == spec.num_scales and sorted(sum(masks, [])) == list(range(len(spec.anchors)))
+        assert blocks[-1].startswith("output_s")
         assert spec.darknet_sources[0] == spec.name
     assert get_spec("tiny").default_masks() == [[3, 4, 5], [0, 1, 2]]
     assert get_spec("yolov3-spp").default_masks(6) == [[4, 5], [2, 3], [0, 1]]

@@ -146,6 +146,24 @@ def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, t
     assert not np.array_equal(kernel[..., 5:], theirs[..., 5:8])
 
 
+def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_path):
+    config = _config(dataset, tmp_path, model="tiny-af", box_gain=2.0, class_gain=0.5)
+    data = prepare_data(config)
+    assert data.masks == [] and data.anchors.shape == (0, 2) and data.info().head == data.spec.head
+    body, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))
+    assert [t.name for t in template.inputs] == ["image", "true_boxes"]
+    loss = template.get_layer("anchor_free_loss")
+    assert (loss.box_gain, loss.class_gain, loss.head) == (2.0, 0.5, data.spec.head)
+    per_image = np.mean([len(r.boxes) for r in data.records])
+    for stride in (32, 16):
+        cells = (64 // stride) ** 2
+        _, box_bias = body.get_layer(f"head_s{stride}_box_pred").get_weights()
+        _, class_bias = body.get_layer(f"head_s{stride}_cls_pred").get_weights()
+        np.testing.assert_array_equal(box_bias, np.ones(4 * data.spec.head.reg_max))
+        p = per_image / (cells * 3)
+        np.testing.assert_allclose(class_bias, np.full(3, np.log(p / (1 - p))), rtol=1e-5)
+
+
 @pytest.mark.parametrize("objectness", ["one", "iou"])
 def test_build_models_hands_the_recipe_to_the_loss(dataset, tmp_path, objectness):
     config = _config(dataset, tmp_path, objectness=objectness, box_loss="giou", label_smoothing=0.1,

@@ -11,16 +11,22 @@ So the Keras bodies and their Darknet cfgs cannot disagree. Names: a convolution
 (conv, batch norm, leaky ReLU) becomes the Keras layers ``NAME_conv``, ``NAME_bn``, ``NAME_leaky``
 (``NAME_pad`` before a stride-2 one); the output convolution of stride ``s`` is ``output_s<s>``.
 Backbone layers start with ``backbone_``, the heads with ``head_s32_``, ``head_s16_``, ``head_s8_``.
-No TensorFlow here.
+
+:func:`anchor_free` makes the anchor-free variant of an architecture: the same network with each
+output convolution replaced by a decoupled head (YOLOv8's: two 3x3 blocks and a linear 1x1
+prediction for the box distances, the same for the classes; the body output ``output_s<s>`` is
+their concatenation). No TensorFlow here.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Protocol, Sequence
+from typing import Any, Callable, Dict, Protocol, Sequence
 
 Ref = Any  # a point of the network: a Keras tensor, or a cfg layer index
+Describe = Callable[..., None]  # describe(net, out_filters)
 
 BACKBONE_PREFIX = "backbone_"
 OUTPUT_PREFIX = "output_s"  # + the stride: the name of an output convolution
+PREDICTION_SUFFIX = "_pred"  # a linear prediction convolution of an anchor-free head
 
 
 def output_name(stride: int) -> str:
@@ -61,6 +67,15 @@ class Net(Protocol):
 
     def maxpool(self, name: str, size: int, stride: int) -> Ref:
         """Max pooling with Darknet's padding (TF ``same``)."""
+
+    def predict(self, name: str, filters: int) -> Ref:
+        """A linear 1x1 convolution with bias, no batch norm: one prediction of an anchor-free
+        head (``name`` ends in ``_pred``)."""
+
+    def join_output(self, stride: int, sources: Sequence[Ref]) -> Ref:
+        """The body output of ``stride`` (``output_s<stride>``) as the channel concatenation of
+        ``sources``: an anchor-free head's distance and class predictions (Darknet has no such
+        output)."""
 
 
 def darknet53(net: Net) -> Dict[str, Ref]:
@@ -154,3 +169,48 @@ def darknet53_backbone(net: Net, out_filters: int = 0) -> None:
     """The Darknet-53 backbone alone (darknet53.cfg): a Darknet layout whose weights load into the
     ``backbone_*`` layers of the bodies built on Darknet-53."""
     darknet53(net)
+
+
+class _DecoupledOutputs:
+    """A :class:`Net` that forwards every operation to ``net`` but writes each output convolution
+    as a decoupled anchor-free head on the current point (see :func:`anchor_free`)."""
+
+    def __init__(self, net: Net, reg_max: int, box_width: int, class_width: int):
+        self._net, self.reg_max = net, reg_max
+        self.box_width, self.class_width = box_width, class_width
+
+    def __getattr__(self, name: str):
+        return getattr(self._net, name)
+
+    @property
+    def current(self) -> Ref:
+        return self._net.current
+
+    def output(self, stride: int, filters: int) -> Ref:
+        net, name = self._net, f"head_s{stride}"
+        feature = net.current
+        predictions = []
+        for branch, width, channels in (("box", self.box_width, 4 * self.reg_max),
+                                        ("cls", self.class_width, filters - 4 * self.reg_max)):
+            net.route(feature)
+            net.conv(f"{name}_{branch}1", width, 3)
+            net.conv(f"{name}_{branch}2", width, 3)
+            predictions.append(net.predict(f"{name}_{branch}{PREDICTION_SUFFIX}", channels))
+        return net.join_output(stride, predictions)
+
+
+def anchor_free(describe: Describe, reg_max: int, box_width: int = 64,
+                class_width: int = 256) -> Describe:
+    """The anchor-free variant of architecture ``describe``: the same network, each output
+    convolution replaced by a decoupled head on the point it read. Per output of stride ``s``:
+    ``head_s<s>_box1``, ``_box2`` (3x3 blocks of ``box_width``) and ``head_s<s>_box_pred``
+    (``4 * reg_max`` distance logits), ``head_s<s>_cls1``, ``_cls2`` (``class_width``) and
+    ``head_s<s>_cls_pred`` (the class logits: ``out_filters - 4 * reg_max``), joined as
+    ``output_s<s>``. The widths are YOLOv8's rule (``max(16, c / 4, 4 * reg_max)`` and
+    ``max(c, classes)`` for ``c`` = 256, the channels of the finest feature it reads)."""
+    def describe_anchor_free(net: Net, out_filters: int) -> None:
+        describe(_DecoupledOutputs(net, reg_max, box_width, class_width), out_filters)
+    describe_anchor_free.__name__ = f"{describe.__name__}_anchor_free"
+    describe_anchor_free.__doc__ = (f"{(describe.__doc__ or '').splitlines()[0]} With an "
+                                    f"anchor-free decoupled head (reg_max {reg_max}).")
+    return describe_anchor_free

@@ -7,11 +7,14 @@ index:
 - backbone layers start with ``backbone_``; its feature taps are ``backbone_c3`` (stride 8),
   ``backbone_c4`` (stride 16) and ``backbone_c5`` (stride 32) (tiny: ``backbone_c4``, ``backbone_c5``);
 - each detection head's layers start with ``head_s32_``, ``head_s16_``, ``head_s8_``;
-- the raw outputs are the 1x1 convolutions ``output_s32``, ``output_s16``, ``output_s8``.
+- the raw outputs are the 1x1 convolutions ``output_s32``, ``output_s16``, ``output_s8``; an
+  anchor-free variant's are the concatenations ``output_s32`` ... of its decoupled head's
+  predictions ``head_s32_box_pred`` and ``head_s32_cls_pred`` (linear 1x1 convolutions).
 
 A Darknet convolution block ``NAME`` is the layers ``NAME_pad`` (stride 2 only: Darknet pads top and
 left), ``NAME_conv`` (no bias), ``NAME_bn`` (epsilon 1e-6 as in Darknet) and ``NAME_leaky`` (0.1).
-Body outputs are ``(batch, h / s, w / s, A * (5 + C))`` for strides ``s`` = 32, 16, 8 (tiny: 32, 16).
+Body outputs are ``(batch, h / s, w / s, A * (5 + C))`` for strides ``s`` = 32, 16, 8 (tiny: 32, 16);
+an anchor-free variant's ``(batch, h / s, w / s, 4 * reg_max + C)`` (:mod:`yolo3.heads`).
 """
 from __future__ import annotations
 
@@ -21,13 +24,13 @@ import keras
 from keras import layers
 
 from yolo3 import batch_norm
-from yolo3.architectures import output_name
+from yolo3.architectures import PREDICTION_SUFFIX, output_name
 from yolo3.blocks import BlockNames, conv_block
 from yolo3.keras_compat import producing_layer
 from yolo3.specs import ModelSpec, get_spec
 
 __all__ = ["KerasNet", "block_names", "build_spec_body", "build_body", "yolo_body",
-           "tiny_yolo_body", "output_layer_names"]
+           "tiny_yolo_body", "output_layer_names", "prediction_layer_names"]
 
 
 _TOP_LEFT = ((1, 0), (1, 0))  # Darknet pads stride-2 convolutions on the top and left only
@@ -85,11 +88,21 @@ class KerasNet:
                                            name=name)(self.current)
         return self.current
 
+    def predict(self, name, filters):
+        self.current = layers.Conv2D(filters, 1, padding="same", use_bias=True,
+                                     name=name)(self.current)
+        return self.current
 
-def _body(spec: ModelSpec, inputs, anchors_per_scale: int, num_classes: int,
+    def join_output(self, stride, sources):
+        self.current = layers.Concatenate(name=output_name(stride))(list(sources))
+        self.outputs.append(self.current)
+        return self.current
+
+
+def _body(spec: ModelSpec, inputs, anchors_per_scale: Optional[int], num_classes: int,
           batch_norm=None) -> keras.Model:
     net = KerasNet(inputs, batch_norm)
-    spec.describe(net, anchors_per_scale * (num_classes + 5))
+    spec.describe(net, spec.output_filters(num_classes, anchors_per_scale))
     return keras.Model(inputs, net.outputs, name=spec.keras_name)
 
 
@@ -111,13 +124,14 @@ def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Option
                     input_shape: Tuple[Optional[int], Optional[int]] = (None, None),
                     fused_batch_norm: bool = False) -> keras.Model:
     """The body of ``spec`` for ``num_classes``; input ``(h, w)`` multiples of the largest stride,
-    or None for any size. ``anchors_per_scale`` defaults to the spec's (3). ``fused_batch_norm``:
+    or None for any size. ``anchors_per_scale`` defaults to the spec's (3; an anchor-free variant
+    has none and ignores it). ``fused_batch_norm``:
     batch norms that train through one fused kernel (:class:`yolo3.batch_norm.BatchNormalization`;
     what training builds; saved files get Keras's layer)."""
     if any(side is not None for side in input_shape):  # None: any size
         spec.check_input_size(tuple(spec.max_stride if v is None else v for v in input_shape))
-    if anchors_per_scale is None:
-        anchors_per_scale = spec.anchors_per_scale(len(spec.anchors))
+    if spec.anchor_free:
+        anchors_per_scale = None
     inputs = keras.Input(shape=(*input_shape, 3), name="image")
     return _body(spec, inputs, anchors_per_scale, num_classes,
                  batch_norm.BatchNormalization if fused_batch_norm else None)
@@ -133,3 +147,8 @@ def build_body(variant, num_classes: int, num_anchors: int = 3,
 def output_layer_names(body: keras.Model) -> List[str]:
     """Names of the layers producing the body's outputs (``output_s32`` ...), in output order."""
     return [producing_layer(t).name for t in body.outputs]
+
+
+def prediction_layer_names(stride: int) -> Tuple[str, str]:
+    """The anchor-free head's prediction convolutions of ``stride``: ``(distances, classes)``."""
+    return f"head_s{stride}_box{PREDICTION_SUFFIX}", f"head_s{stride}_cls{PREDICTION_SUFFIX}"

@@ -2,9 +2,11 @@
 arithmetic, in the inputs' dtype; any leading shape)."""
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
 
-__all__ = ["swap_last_pair", "wh_iou_tf", "box_iou"]
+__all__ = ["swap_last_pair", "wh_iou_tf", "box_iou", "iou_variant", "corners_to_cxcywh"]
 
 
 def swap_last_pair(t):
@@ -39,3 +41,36 @@ def box_iou(b1, b2):
     inter = inter_wh[..., 0] * inter_wh[..., 1]
     union = b1_wh[..., 0] * b1_wh[..., 1] + b2_wh[..., 0] * b2_wh[..., 1] - inter
     return tf.math.divide_no_nan(inter, union)
+
+
+def iou_variant(pred: tf.Tensor, true: tf.Tensor, kind: str) -> tf.Tensor:
+    """IoU, GIoU, DIoU or CIoU of ``(..., 4)`` ``cx, cy, w, h`` boxes (same units on both axes);
+    ``(..., 1)``. CIoU's ``alpha`` is held constant in the gradient."""
+    eps = 1e-9
+    p_min, p_max = pred[..., 0:2] - pred[..., 2:4] / 2, pred[..., 0:2] + pred[..., 2:4] / 2
+    t_min, t_max = true[..., 0:2] - true[..., 2:4] / 2, true[..., 0:2] + true[..., 2:4] / 2
+    inter_wh = tf.maximum(tf.minimum(p_max, t_max) - tf.maximum(p_min, t_min), 0.0)
+    inter = inter_wh[..., 0:1] * inter_wh[..., 1:2]
+    union = pred[..., 2:3] * pred[..., 3:4] + true[..., 2:3] * true[..., 3:4] - inter
+    iou = inter / (union + eps)
+    if kind == "iou":
+        return iou
+    enclose_wh = tf.maximum(tf.maximum(p_max, t_max) - tf.minimum(p_min, t_min), 0.0)
+    if kind == "giou":
+        enclose = enclose_wh[..., 0:1] * enclose_wh[..., 1:2]
+        return iou - (enclose - union) / (enclose + eps)
+    diagonal = tf.reduce_sum(tf.square(enclose_wh), axis=-1, keepdims=True)
+    distance = tf.reduce_sum(tf.square(pred[..., 0:2] - true[..., 0:2]), axis=-1, keepdims=True)
+    diou = iou - distance / (diagonal + eps)
+    if kind == "diou":
+        return diou
+    v = (4.0 / math.pi ** 2) * tf.square(tf.atan(true[..., 2:3] / (true[..., 3:4] + eps))
+                                         - tf.atan(pred[..., 2:3] / (pred[..., 3:4] + eps)))
+    alpha = tf.stop_gradient(v / (1.0 - iou + v + eps))
+    return diou - alpha * v
+
+
+def corners_to_cxcywh(boxes):
+    """``(..., 4)`` ``x1, y1, x2, y2`` -> ``cx, cy, w, h`` (what :func:`iou_variant` takes)."""
+    return tf.concat([(boxes[..., 0:2] + boxes[..., 2:4]) / 2.0,
+                      boxes[..., 2:4] - boxes[..., 0:2]], axis=-1)

@@ -4,7 +4,9 @@ the exported models run). keras-yolo3's one-image, y-first versions under its ow
 
 Raw output of one scale: ``(batch, gh, gw, A * (5 + C))`` logits ``tx, ty, tw, th, to, classes...``
 per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
-``exp(t_wh) * anchor / input_wh``, both relative to the network input.
+``exp(t_wh) * anchor / input_wh``, both relative to the network input. An anchor-free head's maps
+(``head``, :mod:`yolo3.heads`) are decoded by :func:`yolo3.anchor_free.decode_outputs`; both then
+go through the same letterbox correction and NMS.
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from yolo3.box_ops import swap_last_pair
+from yolo3 import anchor_free
+from yolo3.box_ops import corners_to_cxcywh, swap_last_pair
+from yolo3.heads import AnchorFreeHead
 from yolo3.letterbox import geometry as letterbox_geometry
 from yolo3.masks import default_masks
 
@@ -82,25 +86,22 @@ def boxes_and_scores(feats, anchors, num_classes: int, input_shape, image_shape)
     return boxes, scores
 
 
-def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
-                      max_boxes: int = 20, score_threshold: float = .6, iou_threshold: float = .5,
-                      anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None
-                      ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Raw outputs of a batch -> detections after score threshold and per-class NMS.
-
-    yolo_outputs: list of ``(batch, gh, gw, A * (5 + C))`` tensors, largest stride first;
-    anchors: ``(N, 2)`` pixels; image_shape: ``(h, w)`` of the original images, shared or
-    ``(batch, 2)``; input_shape defaults to the first output's grid times 32.
-    Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
-    to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
-    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
-    :func:`yolo3.masks.default_masks`.
-    """
-    anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
-    masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))
+def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
+                         anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None,
+                         head: Optional[AnchorFreeHead] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Every scale's boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` pixels of the original images
+    (unclipped) and scores ``(batch, N, C)`` (objectness x class, or an anchor-free head's class
+    scores), before any threshold. Arguments as :func:`decode_detections`."""
     first = tf.convert_to_tensor(yolo_outputs[0])
     if input_shape is None:
         input_shape = tf.shape(first)[1:3] * 32
+    if head is not None:
+        corners, scores = anchor_free.decode_outputs(yolo_outputs, head, num_classes)
+        input_wh = tf.cast(swap_last_pair(input_shape), tf.float32)
+        boxes = corners_to_cxcywh(corners) / tf.tile(input_wh, [2])
+        return correct_boxes(boxes[..., :2], boxes[..., 2:], input_shape, image_shape), scores
+    anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
+    masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))
     boxes_all: List[tf.Tensor] = []
     scores_all: List[tf.Tensor] = []
     for feats, mask in zip(yolo_outputs, masks):
@@ -108,8 +109,27 @@ def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_s
         b, s = boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
         boxes_all.append(b)
         scores_all.append(s)
-    boxes = tf.concat(boxes_all, axis=1)
-    scores = tf.concat(scores_all, axis=1)
+    return tf.concat(boxes_all, axis=1), tf.concat(scores_all, axis=1)
+
+
+def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
+                      max_boxes: int = 20, score_threshold: float = .6, iou_threshold: float = .5,
+                      anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None,
+                      head: Optional[AnchorFreeHead] = None
+                      ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Raw outputs of a batch -> detections after score threshold and per-class NMS.
+
+    yolo_outputs: list of ``(batch, gh, gw, A * (5 + C))`` tensors, largest stride first;
+    anchors: ``(N, 2)`` pixels; image_shape: ``(h, w)`` of the original images, shared or
+    ``(batch, 2)``; input_shape defaults to the first output's grid times 32. ``head``: the
+    outputs are an anchor-free head's (``anchors`` and ``anchor_mask`` unused).
+    Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
+    to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
+    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
+    :func:`yolo3.masks.default_masks`.
+    """
+    boxes, scores = raw_boxes_and_scores(yolo_outputs, anchors, num_classes, image_shape,
+                                         anchor_mask, input_shape, head)
     nms_boxes, nms_scores, nms_classes, valid = tf.image.combined_non_max_suppression(
         boxes[:, :, tf.newaxis, :], scores, max_output_size_per_class=max_boxes,
         max_total_size=max_boxes, iou_threshold=iou_threshold, score_threshold=score_threshold,

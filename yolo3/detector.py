@@ -36,7 +36,7 @@ from yolo3.loading import load_body
 from yolo3.metadata import ModelInfo
 from yolo3.precision import resolve_precision
 from yolo3.runtimes import ExportedDetector, batched, is_exported
-from yolo3.specs import check_input_size, strides_for
+from yolo3.specs import check_input_size
 from yolo3.visualize import draw_detections
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -138,6 +138,7 @@ class YOLO:
         self.body, self.info, self.precision = body, info, precision
         self.anchors = info.anchors
         self.anchor_mask = info.masks
+        self.head = info.head  # an anchor-free head, or None (anchors and masks)
         self.num_classes = info.num_classes
         self.class_names: List[str] = info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
@@ -178,7 +179,7 @@ class YOLO:
             return
         float_body = (self.inference_body if self.precision == "float32"
                       else fold_batch_norms(self.body))
-        names = [f"raw_s{stride}" for stride in strides_for(len(self.anchor_mask))]
+        names = [f"raw_s{stride}" for stride in self.info.strides]
 
         def raw_maps(images):
             return dict(zip(names, _float_maps(float_body, images)))
@@ -189,7 +190,8 @@ class YOLO:
             out = function(tf.constant(x))
             return [out[n].numpy() for n in names]
         facts = {"variant": self.info.variant, "num_classes": self.num_classes,
-                 "masks": self.anchor_mask, "input_hw": list(self.input_hw)}
+                 "masks": self.anchor_mask, "input_hw": list(self.input_hw),
+                 "head": None if self.head is None else self.head.to_dict()}
         try:
             runner, self.engine = engine_runner(chosen, function, reference, self.model_path,
                                                 facts, self.input_hw, self.precision, num_threads)
@@ -242,7 +244,7 @@ class YOLO:
         return decode_detections(self.raw_outputs(x), self.anchors, self.num_classes, image_hw,
                                  max_boxes=self.max_boxes, score_threshold=self.score,
                                  iou_threshold=self.iou, anchor_mask=self.anchor_mask,
-                                 input_shape=input_hw)
+                                 input_shape=input_hw, head=self.head)
 
     def _function(self, dtype: tf.DType, batched: bool, input_hw: Tuple[int, int]):
         """The compiled letterbox -> forward -> decode -> NMS for ``dtype`` images at ``input_hw``."""

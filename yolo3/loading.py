@@ -17,7 +17,7 @@ from yolo3.errors import FileFormatError, PathLike
 from yolo3.masks import keras_yolo3_masks
 from yolo3.metadata import read_side_files, resolve_info
 from yolo3.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
-from yolo3.specs import all_specs, get_spec, spec_of_layers
+from yolo3.specs import anchor_specs, get_spec, spec_of_layers
 from yolo3.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
 from yolo3.weights import load_weights_by_name
 
@@ -47,11 +47,14 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
         spec = spec_of_layers([layer.name for layer in body.layers])
         info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                             classes_path=classes_path, anchor_mask=anchor_mask,
-                            variant=spec.name if spec is not None else None, embedded=embedded)
+                            variant=spec.name if spec is not None else None, embedded=embedded,
+                            head=spec.head if spec is not None else None)
         return body, info
     side = read_side_files(path)
     if classes_path is None and "class_names" not in side:
         raise FileFormatError(path, "building a body from .weights.h5 needs a classes file")
+    if variant is not None and get_spec(variant).anchor_free:
+        return _anchor_free_weights(path, get_spec(variant), classes_path, side)
     if anchors_path is None and "anchors" not in side:
         raise FileFormatError(path, "no anchors file given and none found beside the model")
     class_names = read_classes(classes_path) if classes_path is not None else side["class_names"]
@@ -59,16 +62,25 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     if variant is not None:
         candidates = [get_spec(variant)]
     else:  # the variants whose default anchor count this is (9: yolov3, yolov3-spp; 6: tiny)
-        candidates = [s for s in all_specs() if len(s.anchors) == len(anchors)]
+        candidates = [s for s in anchor_specs() if len(s.anchors) == len(anchors)]
         if not candidates:
             raise FileFormatError(anchors_path or side["sources"]["anchors"],
                                   f"{len(anchors)} anchors: cannot infer the variant "
-                                  f"({', '.join(f'{len(s.anchors)} -> {s.name}' for s in all_specs())}); "
+                                  f"({', '.join(f'{len(s.anchors)} -> {s.name}' for s in anchor_specs())}); "
                                   "pass variant")
     body, spec = build_from_weights(path, len(class_names), candidates, len(anchors),
                                     len(anchor_mask[0]) if anchor_mask is not None else None)
     info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                         classes_path=classes_path, anchor_mask=anchor_mask, variant=spec.name)
+    return body, info
+
+
+def _anchor_free_weights(path: str, spec, classes_path: Optional[PathLike], side: dict):
+    """``(body, info)`` of the ``.weights.h5`` of an anchor-free variant ``spec``."""
+    class_names = read_classes(classes_path) if classes_path is not None else side["class_names"]
+    body, _ = build_from_weights(path, len(class_names), [spec], 0)
+    info = resolve_info(path, output_channels(body), classes_path=classes_path, variant=spec.name,
+                        head=spec.head)
     return body, info
 
 

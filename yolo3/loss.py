@@ -36,7 +36,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.box_ops import box_iou, swap_last_pair
+from yolo3.box_ops import box_iou, iou_variant, swap_last_pair
 from yolo3.choices import BOX_LOSSES, OBJECTNESS_TARGETS
 from yolo3.decode import yolo_head
 from yolo3.masks import default_masks, validate_masks
@@ -45,7 +45,7 @@ from yolo3.specs import strides_for
 Masks = Optional[Sequence[Sequence[int]]]
 _MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes
 
-__all__ = ["loss_terms", "yolo_loss", "YoloLoss", "identity_loss",
+__all__ = ["loss_terms", "yolo_loss", "YoloLoss", "identity_loss", "check_gains",
            "yolo_training_model", "gather_true_boxes", "pixel_boxes_to_cxcywh", "iou_variant"]
 
 
@@ -79,33 +79,6 @@ def pixel_boxes_to_cxcywh(boxes: tf.Tensor, input_wh: tf.Tensor) -> tf.Tensor:
     return tf.concat([xy, tf.maximum(wh, 0.0)], axis=-1)
 
 
-def iou_variant(pred: tf.Tensor, true: tf.Tensor, kind: str) -> tf.Tensor:
-    """IoU, GIoU, DIoU or CIoU of ``(..., 4)`` ``cx, cy, w, h`` boxes (same units on both axes);
-    ``(..., 1)``. CIoU's ``alpha`` is held constant in the gradient."""
-    eps = 1e-9
-    p_min, p_max = pred[..., 0:2] - pred[..., 2:4] / 2, pred[..., 0:2] + pred[..., 2:4] / 2
-    t_min, t_max = true[..., 0:2] - true[..., 2:4] / 2, true[..., 0:2] + true[..., 2:4] / 2
-    inter_wh = tf.maximum(tf.minimum(p_max, t_max) - tf.maximum(p_min, t_min), 0.0)
-    inter = inter_wh[..., 0:1] * inter_wh[..., 1:2]
-    union = pred[..., 2:3] * pred[..., 3:4] + true[..., 2:3] * true[..., 3:4] - inter
-    iou = inter / (union + eps)
-    if kind == "iou":
-        return iou
-    enclose_wh = tf.maximum(tf.maximum(p_max, t_max) - tf.minimum(p_min, t_min), 0.0)
-    if kind == "giou":
-        enclose = enclose_wh[..., 0:1] * enclose_wh[..., 1:2]
-        return iou - (enclose - union) / (enclose + eps)
-    diagonal = tf.reduce_sum(tf.square(enclose_wh), axis=-1, keepdims=True)
-    distance = tf.reduce_sum(tf.square(pred[..., 0:2] - true[..., 0:2]), axis=-1, keepdims=True)
-    diou = iou - distance / (diagonal + eps)
-    if kind == "diou":
-        return diou
-    v = (4.0 / math.pi ** 2) * tf.square(tf.atan(true[..., 2:3] / (true[..., 3:4] + eps))
-                                         - tf.atan(pred[..., 2:3] / (pred[..., 3:4] + eps)))
-    alpha = tf.stop_gradient(v / (1.0 - iou + v + eps))
-    return diou - alpha * v
-
-
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
                anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
                true_boxes: Optional[tf.Tensor] = None,
@@ -124,7 +97,7 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     confidence term (included in the returned terms).
     """
     _check_choices(box_loss, objectness)
-    _check_gains(box_gain, class_gain)
+    check_gains(box_gain, class_gain)
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
     num_layers = len(masks)
@@ -193,7 +166,7 @@ def _check_choices(box_loss: str, objectness: str) -> None:
         raise ValueError(f"objectness must be one of {OBJECTNESS_TARGETS}, got {objectness!r}")
 
 
-def _check_gains(box_gain: float, class_gain: float) -> None:
+def check_gains(box_gain: float, class_gain: float) -> None:
     """ValueError naming the setting when a loss gain is not a positive finite number."""
     for name, gain in (("box_gain", box_gain), ("class_gain", class_gain)):
         if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
@@ -239,7 +212,7 @@ class YoloLoss(keras.layers.Layer):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
         _check_choices(box_loss, objectness)
-        _check_gains(box_gain, class_gain)
+        check_gains(box_gain, class_gain)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)

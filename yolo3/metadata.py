@@ -31,8 +31,10 @@ from yolo3.anchors import read_anchors, read_classes, write_anchors
 from yolo3.data.annotations import well_known_classes
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.fileio import atomic_write, write_text_atomic
+from yolo3.heads import AnchorFreeHead
 from yolo3.log import NOTICE
 from yolo3.masks import default_masks, validate_masks
+from yolo3.specs import strides_for
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,8 @@ class ModelInfo:
     variant: the registered variant (None for a converted model of another cfg); input_size:
     ``(h, w)`` the model was trained or converted at (the detector's default), None if any size;
     darknet_header: ``[major, minor, revision, seen]`` of converted Darknet weights (kept for
-    exporting back).
+    exporting back); head: an anchor-free head (:mod:`yolo3.heads`; then there are no anchors
+    and no masks), None for Darknet's anchor head.
     """
 
     anchors: np.ndarray
@@ -73,10 +76,16 @@ class ModelInfo:
     darknet_header: Optional[List[int]] = None
     export: Optional[Dict[str, Any]] = None  # exported models: format, quantisation, input, ...
     sources: Dict[str, str] = field(default_factory=dict, compare=False)  # fact -> where it came from
+    head: Optional[AnchorFreeHead] = None
 
     def __post_init__(self):
         self.anchors = np.asarray(self.anchors, dtype=np.float32).reshape(-1, 2)
-        self.masks = validate_masks(self.masks, len(self.anchors))
+        if self.head is None:
+            self.masks = validate_masks(self.masks, len(self.anchors))
+        elif len(self.anchors) or any(self.masks):
+            raise ValueError("an anchor-free head has no anchors or masks")
+        else:
+            self.masks = []
         self.num_classes = int(self.num_classes)
         if self.class_names is not None:
             self.class_names = [str(n) for n in self.class_names]
@@ -85,6 +94,11 @@ class ModelInfo:
                                  "classes")
         if self.input_size is not None:
             self.input_size = (int(self.input_size[0]), int(self.input_size[1]))
+
+    @property
+    def strides(self) -> List[int]:
+        """The output strides, largest first (the body's output order)."""
+        return list(self.head.strides) if self.head is not None else strides_for(len(self.masks))
 
     def names(self) -> List[str]:
         """Class names, or ``'0'``, ``'1'``, ... when unknown."""
@@ -95,7 +109,8 @@ class ModelInfo:
                 "anchors": self.anchors.tolist(), "masks": self.masks,
                 "num_classes": self.num_classes, "class_names": self.class_names,
                 "input_size": None if self.input_size is None else list(self.input_size),
-                "darknet_header": self.darknet_header, "export": self.export}
+                "darknet_header": self.darknet_header, "export": self.export,
+                "head": None if self.head is None else self.head.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], path: Optional[PathLike] = None) -> "ModelInfo":
@@ -111,7 +126,8 @@ class ModelInfo:
                        input_size=data.get("input_size"),
                        darknet_header=data.get("darknet_header"), export=data.get("export"),
                        sources={k: f"{os.fspath(path)} ({INFO_NAME})" for k in
-                                ("anchors", "masks", "classes")} if path else {})
+                                ("anchors", "masks", "classes")} if path else {},
+                       head=AnchorFreeHead.from_dict(data["head"]) if data.get("head") else None)
         except (KeyError, TypeError, ValueError) as e:
             raise FileFormatError(path, f"bad model info: {e}", where=where) from None
 
@@ -314,7 +330,8 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
                  anchor_mask: Optional[Sequence[Sequence[int]]] = None,
                  variant: Optional[str] = None, embedded: Optional[ModelInfo] = None,
                  default_anchors: Optional[np.ndarray] = None,
-                 well_known_names: bool = False) -> ModelInfo:
+                 well_known_names: bool = False,
+                 head: Optional[AnchorFreeHead] = None) -> ModelInfo:
     """The facts of the body saved at ``model_path`` with outputs of ``output_channels`` channels.
 
     Each fact comes from, in order: the explicit argument (``anchors_path``, ``classes_path``,
@@ -322,13 +339,20 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
     the model, then ``default_anchors`` and the default masks; with ``well_known_names``, an
     80-class (20-class) model without class names gets the COCO (VOC) names (``sources["classes"]``
     says so), as keras-yolo3 defaults to them. The class count is the output
-    channels over the anchors per output, minus 5. Raises :class:`FileFormatError` naming the file
-    whose facts do not fit the model.
+    channels over the anchors per output, minus 5. An anchor-free body (``head``, or the embedded
+    info's) has no anchors or masks: its class count is the channels less the distance logits.
+    Raises :class:`FileFormatError` naming the file whose facts do not fit the model.
     """
     model_path = os.fspath(model_path)
     side = read_side_files(model_path) if embedded is None else {}
     sources: Dict[str, str] = dict(embedded.sources) if embedded is not None else {}
     sources.update(side.get("sources", {}))
+    if head is None and embedded is not None:
+        head = embedded.head
+    if head is not None:
+        return _anchor_free_info(model_path, output_channels, head, anchors_path, anchor_mask,
+                                 _class_names(classes_path, embedded, side, sources), variant,
+                                 embedded, side, sources)
 
     if anchors_path is not None:
         anchors, sources["anchors"] = read_anchors(anchors_path), os.fspath(anchors_path)
@@ -372,12 +396,7 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
                                   f"output channels {list(output_channels)} do not fit anchor "
                                   f"masks {masks}")
 
-    if classes_path is not None:
-        class_names, sources["classes"] = read_classes(classes_path), os.fspath(classes_path)
-    elif embedded is not None and embedded.class_names:
-        class_names = embedded.class_names
-    else:
-        class_names = side.get("class_names")
+    class_names = _class_names(classes_path, embedded, side, sources)
     known = well_known_classes(num_classes) if well_known_names and class_names is None else None
     if known is not None:
         class_names, sources["classes"] = list(known[1]), f"the {known[0]} names (no class list)"
@@ -393,3 +412,40 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
     return ModelInfo(anchors=anchors, masks=masks, num_classes=num_classes,
                      class_names=class_names, variant=variant, input_size=input_size,
                      darknet_header=header, sources=sources)
+
+
+def _class_names(classes_path: Optional[PathLike], embedded: Optional[ModelInfo], side: dict,
+                 sources: Dict[str, str]) -> Optional[List[str]]:
+    """The class names: the given file, else the embedded ones, else a side file (or None)."""
+    if classes_path is not None:
+        sources["classes"] = os.fspath(classes_path)
+        return read_classes(classes_path)
+    if embedded is not None and embedded.class_names:
+        return embedded.class_names
+    return side.get("class_names")
+
+
+def _anchor_free_info(model_path: str, output_channels: Sequence[int], head: AnchorFreeHead,
+                      anchors_path: Optional[PathLike], anchor_mask, class_names,
+                      variant: Optional[str], embedded: Optional[ModelInfo], side: dict,
+                      sources: Dict[str, str]) -> ModelInfo:
+    """:func:`resolve_info` for a body with an anchor-free head."""
+    if anchors_path is not None or anchor_mask is not None:
+        raise FileFormatError(model_path, "has an anchor-free head: it takes no anchors or anchor "
+                                          "masks")
+    if len(output_channels) != head.num_scales or len(set(output_channels)) != 1:
+        raise FileFormatError(model_path, f"outputs of {list(output_channels)} channels do not fit "
+                                          f"an anchor-free head of strides {list(head.strides)}")
+    try:
+        num_classes = head.num_classes(output_channels[0])
+    except ValueError as e:
+        raise FileFormatError(model_path, str(e)) from None
+    if class_names is not None and len(class_names) != num_classes:
+        raise FileFormatError(sources.get("classes", model_path),
+                              f"{len(class_names)} classes but the model predicts {num_classes}")
+    if variant is None and embedded is not None:
+        variant = embedded.variant
+    input_size = embedded.input_size if embedded is not None else side.get("input_size")
+    return ModelInfo(anchors=np.zeros((0, 2), np.float32), masks=[], num_classes=num_classes,
+                     class_names=class_names, variant=variant, input_size=input_size,
+                     sources=sources, head=head)

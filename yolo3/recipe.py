@@ -23,7 +23,7 @@ EMA_MIN_HORIZON = 10
 
 __all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY",
            "learning_rate", "auto_ema_momentum", "make_optimizer", "auto_eval_every",
-           "use_jit", "dtype_policy"]
+           "use_jit", "dtype_policy", "output_bias_priors", "anchor_free_bias_priors"]
 
 
 def learning_rate(optimizer: str, lr: Optional[float] = None) -> float:
@@ -110,3 +110,15 @@ def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scale
     per_anchor[4] = objectness
     per_anchor[5:] = math.log(p_class / (1 - p_class))
     return np.tile(per_anchor, num_anchors)
+
+
+def anchor_free_bias_priors(reg_max: int, num_classes: int, cells: int,
+                            objects_per_image: float):
+    """The initial biases of an anchor-free head's two predictions at an output of ``cells``
+    cells: the distance logits ``(4 * reg_max,)`` all 1 (every bin alike: YOLOv8's), and the class
+    logits ``(num_classes,)`` at the logit of ``objects_per_image / (cells * num_classes)`` (YOLOv8's
+    prior, ``5 / C / cells``, with the data's objects per image)."""
+    import numpy as np
+    p = min(0.5, max(1e-6, objects_per_image / (max(1, cells) * max(1, num_classes))))
+    return (np.ones(4 * int(reg_max), np.float32),
+            np.full(int(num_classes), math.log(p / (1.0 - p)), np.float32))

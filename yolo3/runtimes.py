@@ -415,7 +415,7 @@ class ExportedDetector:
         self.input_hw: Tuple[int, int] = tuple(info.export["input_size"])
         batch = info.export.get("batch")
         self.batch: Optional[int] = int(batch) if batch else None  # None: any batch
-        self.anchors, self.anchor_mask = info.anchors, info.masks
+        self.anchors, self.anchor_mask, self.head = info.anchors, info.masks, info.head
         self.num_classes, self.class_names = info.num_classes, info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
         quantized = info.export.get("quantize", "none")
@@ -528,7 +528,7 @@ class ExportedDetector:
                 return decode_detections(raw, self.anchors, self.num_classes, sizes,
                                          max_boxes=max_boxes, score_threshold=score,
                                          iou_threshold=iou, anchor_mask=self.anchor_mask,
-                                         input_shape=self.input_hw)
+                                         input_shape=self.input_hw, head=self.head)
             signature = [[tf.TensorSpec([None, *shape], tf.float32) for shape in shapes],
                          tf.TensorSpec([None, 2], tf.int32)]
             self._compiled[key] = tf.function(decode, input_signature=signature, autograph=False)

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
+import yolo3.anchor_free_loss  # noqa: F401  registers AnchorFreeLoss
 import yolo3.loss  # noqa: F401  registers YoloLoss, identity_loss
 import yolo3.schedules  # noqa: F401  registers WarmupCosine
 from yolo3.bodies import build_spec_body
@@ -24,7 +25,7 @@ from yolo3.fileio import atomic_write
 from yolo3.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
 from yolo3.keras_compat import all_layers
 from yolo3.metadata import ModelInfo, embed_info, read_info
-from yolo3.specs import all_specs
+from yolo3.specs import anchor_specs
 from yolo3.weight_names import Arrays, WeightsError
 
 __all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
@@ -83,7 +84,7 @@ def build_from_weights(path: PathLike, num_classes: int, candidates: Sequence, n
     takes the ``.weights.h5`` file ``path``; FileFormatError listing every refusal otherwise."""
     errors = []
     for spec in candidates:
-        body = build_spec_body(spec, num_classes,
+        body = build_spec_body(spec, num_classes, None if spec.anchor_free else
                                anchors_per_scale or num_anchors // spec.num_scales)
         try:
             with warnings.catch_warnings():  # Keras warns on its way to the error reported below
@@ -128,7 +129,7 @@ def _rebuild_body(path: str, candidates: Optional[Sequence], num_anchors: int):
         raise WeightsError(f"{path}: not a yolo3 body weights file (no output convolutions found)")
     try:
         body, _ = build_from_weights(path, filters[0] // num_anchors - 5,
-                                     candidates if candidates is not None else all_specs(),
+                                     candidates if candidates is not None else anchor_specs(),
                                      num_anchors, anchors_per_scale=num_anchors)
     except Yolo3Error as e:
         raise WeightsError(f"{path}: does not fit a yolo3 body ({e.reason})") from None

@@ -9,8 +9,10 @@ The registry is data: the Keras bodies are built from a spec by :mod:`yolo3.bodi
 layouts by :mod:`yolo3.darknet.layout`. No TensorFlow here.
 
 Variants: ``yolov3`` (Darknet-53, three scales), ``yolov3-spp`` (YOLOv3 with spatial pyramid
-pooling) and ``tiny`` (tiny YOLOv3, two scales). Backbone layouts (Darknet weights for the
-``backbone_*`` layers only): ``darknet53``.
+pooling) and ``tiny`` (tiny YOLOv3, two scales), each with Darknet's anchor head; ``tiny-af`` and
+``yolov3-af``, the same networks with an anchor-free decoupled head (:mod:`yolo3.heads`: no
+anchors, no Darknet form; Darknet weights of their base variant load into everything but the
+head). Backbone layouts (Darknet weights for the ``backbone_*`` layers only): ``darknet53``.
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ import numpy as np
 
 from yolo3 import architectures
 from yolo3.errors import ArgumentError
+from yolo3.heads import AnchorFreeHead
 from yolo3.masks import default_masks
 
 Size = Union[int, Sequence[int]]
 Describe = Callable[..., None]
 
-__all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_specs",
+__all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_specs", "anchor_specs",
            "specs_preferring", "spec_of_layers", "layout_names", "layout", "check_input_size", "UnknownModelError",
            "InputSizeError", "strides_for"]
 
@@ -73,6 +76,13 @@ class _BlockRecorder:
         self.blocks.append(architectures.output_name(stride))
         return self.blocks[-1]
 
+    def predict(self, name, filters):
+        self.blocks.append(name)
+        return name
+
+    def join_output(self, stride, sources):
+        return architectures.output_name(stride)
+
     def shortcut(self, name, source):
         return name
 
@@ -95,7 +105,9 @@ class _BlockRecorder:
 @dataclass(frozen=True)
 class ModelSpec:
     """One model variant. ``anchors`` are Darknet's COCO anchors ``(w, h)`` in input pixels, sorted
-    by area; ``strides`` are the output strides, largest first (the body's output order)."""
+    by area (none for an anchor-free head); ``strides`` are the output strides, largest first (the
+    body's output order); ``head`` is the anchor-free head, None for Darknet's anchor head;
+    ``base`` the anchor-head variant an anchor-free one is made from (its Darknet layout)."""
 
     name: str
     summary: str
@@ -105,6 +117,12 @@ class ModelSpec:
     keras_name: str
     backbone: Optional[str] = None  # a backbone layout whose weights fit this body's backbone_*
     aliases: Tuple[str, ...] = field(default=())
+    head: Optional[AnchorFreeHead] = None
+    base: Optional[str] = None
+
+    @property
+    def anchor_free(self) -> bool:
+        return self.head is not None
 
     @property
     def num_scales(self) -> int:
@@ -120,9 +138,21 @@ class ModelSpec:
 
     def default_masks(self, num_anchors: Optional[int] = None) -> List[List[int]]:
         """Anchor indices per output, largest stride first, for ``num_anchors`` anchors (default: the
-        spec's): consecutive groups, the largest anchors on the largest stride."""
+        spec's): consecutive groups, the largest anchors on the largest stride. An anchor-free
+        variant has none (ValueError)."""
+        if self.anchor_free:
+            raise ValueError(f"variant {self.name!r} has an anchor-free head: no anchors or masks")
         return default_masks(len(self.anchors) if num_anchors is None else num_anchors,
                              self.num_scales)
+
+    def output_filters(self, num_classes: int, anchors_per_scale: Optional[int] = None) -> int:
+        """Channels of each body output: ``anchors_per_scale * (5 + num_classes)`` (default: the
+        spec's anchors per scale), or the anchor-free head's ``4 * reg_max + num_classes``."""
+        if self.head is not None:
+            return self.head.channels(num_classes)
+        if anchors_per_scale is None:
+            anchors_per_scale = self.anchors_per_scale(len(self.anchors))
+        return int(anchors_per_scale) * (5 + int(num_classes))
 
     def anchors_per_scale(self, num_anchors: int) -> int:
         """Anchors per output for ``num_anchors`` anchors split evenly over the scales."""
@@ -139,9 +169,17 @@ class ModelSpec:
         return recorder.blocks
 
     @property
+    def darknet_layout(self) -> Optional[str]:
+        """The Darknet layout of this body (a cfg it converts to and from), None for an anchor-free
+        head, which Darknet has no layer for."""
+        return None if self.anchor_free else self.name
+
+    @property
     def darknet_sources(self) -> Tuple[str, ...]:
-        """Darknet layouts whose converted weights load into this body, best first."""
-        return (self.name,) + ((self.backbone,) if self.backbone else ())
+        """Darknet layouts whose converted weights load into this body, best first (an
+        anchor-free variant: its base variant's, all but the output convolutions)."""
+        first = self.base if self.anchor_free else self.name
+        return ((first,) if first else ()) + ((self.backbone,) if self.backbone else ())
 
 
 def _spec(name: str, summary: str, describe: Describe, anchors: Sequence[Tuple[float, float]],
@@ -151,19 +189,41 @@ def _spec(name: str, summary: str, describe: Describe, anchors: Sequence[Tuple[f
                      keras_name, backbone, aliases)
 
 
+def _anchor_free(base: ModelSpec, name: str, summary: str, reg_max: int) -> ModelSpec:
+    """The anchor-free variant of ``base``: its network, every output a decoupled head with
+    ``reg_max`` distance bins per side."""
+    return ModelSpec(name, summary, architectures.anchor_free(base.describe, reg_max), (),
+                     base.strides, f"{base.keras_name}_af", base.backbone,
+                     head=AnchorFreeHead(base.strides, reg_max), base=base.name)
+
+
+# Distance bins per side of the anchor-free heads: a box side reaches at most reg_max - 1 strides
+# from a cell's centre (7: 224 pixels at stride 32). Measured at 192 px on three realistic sets
+# (README): 6-8 bins train best in short runs; YOLOv8's 16 start every box far too large.
+AF_REG_MAX = 8
+
+
 _YOLO_ANCHORS = ((10, 13), (16, 30), (33, 23), (30, 61), (62, 45), (59, 119), (116, 90), (156, 198),
                  (373, 326))
 _TINY_ANCHORS = ((10, 14), (23, 27), (37, 58), (81, 82), (135, 169), (344, 319))
 
+_YOLOV3 = _spec("yolov3", "YOLOv3: Darknet-53 backbone, three scales (yolov3.cfg)",
+                architectures.yolov3, _YOLO_ANCHORS, (32, 16, 8), "yolov3_body",
+                backbone="darknet53")
+_TINY = _spec("tiny", "Tiny YOLOv3: 7 convolutions with max pooling, two scales (yolov3-tiny.cfg)",
+              architectures.tiny_yolov3, _TINY_ANCHORS, (32, 16), "tiny_yolov3_body",
+              aliases=("yolov3-tiny", "tiny-yolov3"))
+
 SPECS: Dict[str, ModelSpec] = {s.name: s for s in (
-    _spec("yolov3", "YOLOv3: Darknet-53 backbone, three scales (yolov3.cfg)", architectures.yolov3,
-          _YOLO_ANCHORS, (32, 16, 8), "yolov3_body", backbone="darknet53"),
+    _YOLOV3,
     _spec("yolov3-spp", "YOLOv3 with spatial pyramid pooling in the stride-32 head (yolov3-spp.cfg)",
           architectures.yolov3_spp, _YOLO_ANCHORS, (32, 16, 8), "yolov3_spp_body",
           backbone="darknet53"),
-    _spec("tiny", "Tiny YOLOv3: 7 convolutions with max pooling, two scales (yolov3-tiny.cfg)",
-          architectures.tiny_yolov3, _TINY_ANCHORS, (32, 16), "tiny_yolov3_body",
-          aliases=("yolov3-tiny", "tiny-yolov3")),
+    _TINY,
+    _anchor_free(_TINY, "tiny-af", "Tiny YOLOv3 with an anchor-free decoupled head (YOLOv8's): no "
+                 "anchors; tiny's Darknet weights load into all but the head", AF_REG_MAX),
+    _anchor_free(_YOLOV3, "yolov3-af", "YOLOv3 with an anchor-free decoupled head (YOLOv8's): no "
+                 "anchors; Darknet-53 and yolov3 weights load into all but the head", AF_REG_MAX),
 )}
 
 # Darknet layouts that are not trainable variants: weights for the backbone_* layers only.
@@ -177,6 +237,11 @@ def spec_names() -> List[str]:
 
 def all_specs() -> List[ModelSpec]:
     return list(SPECS.values())
+
+
+def anchor_specs() -> List[ModelSpec]:
+    """The variants with Darknet's anchor head (those Darknet and keras-yolo3 files can be)."""
+    return [s for s in SPECS.values() if not s.anchor_free]
 
 
 def specs_preferring(variant: Optional[str] = None) -> List[ModelSpec]:
@@ -198,29 +263,40 @@ def get_spec(name: Union[str, ModelSpec]) -> ModelSpec:
 
 
 def layout_names() -> List[str]:
-    """Darknet layouts known to the registry: every variant and every backbone."""
-    return list(SPECS) + list(BACKBONES)
+    """Darknet layouts known to the registry: every variant with a Darknet form (the anchor
+    heads) and every backbone."""
+    return [s.name for s in SPECS.values() if s.darknet_layout] + list(BACKBONES)
 
 
 def layout(name: str) -> Describe:
-    """The architecture function of a variant or backbone layout ``name``."""
+    """The architecture function of a variant or backbone layout ``name`` (an anchor-free
+    variant has none: UnknownVariantError saying so)."""
     if name in BACKBONES:
         return BACKBONES[name]
     try:
-        return get_spec(name).describe
+        spec = get_spec(name)
     except UnknownVariantError:
         raise UnknownVariantError(f"unknown layout {name!r}: choose from "
                                 f"{tuple(layout_names())}") from None
+    if spec.darknet_layout is None:
+        raise UnknownVariantError(f"variant {spec.name!r} has an anchor-free head, which Darknet "
+                                  f"has no layer for: no Darknet layout (its base "
+                                  f"{spec.base!r} has one)")
+    return spec.describe
 
 
 def spec_of_layers(layer_names: Collection[str]) -> Optional[ModelSpec]:
     """The variant whose body has exactly these convolution blocks (a model's layer names), else
     None: how an unlabelled yolo3 body (built in memory, or saved before models carried their
     metadata) is recognised."""
-    output = architectures.OUTPUT_PREFIX
-    convs = {n for n in set(layer_names) if n.endswith("_conv") or n.startswith(output)}
+    output, pred = architectures.OUTPUT_PREFIX, architectures.PREDICTION_SUFFIX
+    convs = {n for n in set(layer_names)
+             if n.endswith("_conv") or n.endswith(pred) or n.startswith(output)}
     for spec in SPECS.values():
-        wanted = {b if b.startswith(output) else f"{b}_conv" for b in spec.blocks()}
+        wanted = {b if b.startswith(output) or b.endswith(pred) else f"{b}_conv"
+                  for b in spec.blocks()}
+        if spec.anchor_free:  # its outputs join the predictions (no weights of their own)
+            wanted |= {architectures.output_name(s) for s in spec.strides}
         if wanted == convs:
             return spec
     return None

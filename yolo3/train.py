@@ -36,7 +36,8 @@ from yolo3.anchors import (BPR_THRESHOLD, anchor_fit, format_anchors, kmeans_anc
                            read_classes, write_anchors, write_classes)
 from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.bn_statistics import BatchNormStatistics
-from yolo3.bodies import build_spec_body, output_layer_names
+from yolo3.anchor_free_loss import anchor_free_training_model
+from yolo3.bodies import build_spec_body, output_layer_names, prediction_layer_names
 from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
                              PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body)
 from yolo3.choices import AUTO_ANCHORS
@@ -57,8 +58,9 @@ from yolo3.metadata import ModelInfo
 from yolo3.parallel import multi_gpu_model
 from yolo3.paths import check_output_dir
 from yolo3.precision import resolve_training_precision
-from yolo3.recipe import (auto_ema_momentum, auto_eval_every, dtype_policy, learning_rate,
-                          make_optimizer, output_bias_priors, use_jit)
+from yolo3.recipe import (anchor_free_bias_priors, auto_ema_momentum, auto_eval_every,
+                          dtype_policy, learning_rate, make_optimizer, output_bias_priors,
+                          use_jit)
 from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
@@ -115,7 +117,8 @@ class TrainData:
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
-                         class_names=self.class_names, variant=self.spec.name, input_size=self.hw)
+                         class_names=self.class_names, variant=self.spec.name, input_size=self.hw,
+                         head=self.spec.head)
 
 
 @dataclass
@@ -190,15 +193,16 @@ def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[S
 def prepare_data(config: TrainConfig) -> TrainData:
     """Classes, records, anchors (the variant's defaults without ``anchors``) and masks; the
     validation records are ``val_annotations`` (or the data file's val split), else a seeded
-    ``val_split`` of the annotations."""
+    ``val_split`` of the annotations. An anchor-free variant has no anchors or masks (an
+    ``anchors`` setting is not used: :func:`yolo3.train_config.cautions` says so)."""
     settings = config.data
     spec = get_spec(config.model.variant)
     class_names, train_source, val_source = data_sources(settings)
-    auto = settings.anchors == AUTO_ANCHORS
-    given = settings.anchors and not auto
+    auto = settings.anchors == AUTO_ANCHORS and not spec.anchor_free
+    given = settings.anchors and not auto and not spec.anchor_free
     anchors = read_anchors(settings.anchors) if given else spec.default_anchors()
     try:  # before the records: reading them probes every image
-        masks = spec.default_masks(len(anchors))
+        masks = [] if spec.anchor_free else spec.default_masks(len(anchors))
     except ValueError as e:
         raise ConfigError(f"anchors {settings.anchors}: {e}", "anchors") from None
     records = load_training_records(train_source, class_names, settings.strict)
@@ -220,7 +224,8 @@ def prepare_data(config: TrainConfig) -> TrainData:
                        crowded[0][0].path, crowded[0][1], settings.max_boxes,
                        extra={"settings": ("max_boxes",)})
     hw = spec.check_input_size(config.model.input_size)
-    anchors = _anchors_for(records, anchors, auto, hw, config.seed)
+    if not spec.anchor_free:
+        anchors = _anchors_for(records, anchors, auto, hw, config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records, hw)
 
 
@@ -298,7 +303,8 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
     write_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(write_dir)
     if task.is_chief:
-        write_anchors(out / "anchors.txt", data.anchors)
+        if not data.spec.anchor_free:
+            write_anchors(out / "anchors.txt", data.anchors)
         write_classes(out / "classes.txt", data.class_names)
     return RunFolder(out, write_dir, task.is_chief)
 
@@ -331,22 +337,17 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ``multi_scale`` the body takes any input size."""
     shape = (None, None) if config.data.multi_scale else data.hw
     with placement.scope():
-        body = build_spec_body(data.spec, data.num_classes, len(data.masks[0]), shape,
+        body = build_spec_body(data.spec, data.num_classes,
+                               len(data.masks[0]) if data.masks else None, shape,
                                fused_batch_norm=True)
-        template = yolo_training_model(body, data.anchors, data.num_classes,
-                                       ignore_thresh=config.recipe.ignore_iou,
-                                       anchor_mask=data.masks, box_loss=config.recipe.box_loss,
-                                       label_smoothing=config.recipe.label_smoothing,
-                                       max_boxes=config.data.max_boxes,
-                                       objectness=config.recipe.objectness,
-                                       box_gain=config.recipe.box_gain,
-                                       class_gain=config.recipe.class_gain)
+        template = _training_model(config, data, body)
     skipped: List[Tuple[str, str]] = []
     loaded = set()
     if config.model.weights:
+        transfer = config.model.head_transfer and not data.spec.anchor_free
         report = load_weights_by_name(
             body, config.model.weights, variant=data.spec.name,
-            head_anchors=len(data.masks[0]) if config.model.head_transfer else None)
+            head_anchors=len(data.masks[0]) if transfer else None)
         skipped, loaded = report.skipped, set(report.loaded)
     if config.model.prior_bias:
         _initialise_output_priors(body, data, data.hw, keep=loaded)
@@ -357,11 +358,30 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     return body, template, skipped
 
 
+def _training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> keras.Model:
+    """The training model of ``body``: its loss is its output; ground truth padded to
+    ``max_boxes``."""
+    recipe = config.recipe
+    if data.spec.anchor_free:
+        return anchor_free_training_model(body, data.spec.head, data.num_classes,
+                                          config.data.max_boxes, box_gain=recipe.box_gain,
+                                          class_gain=recipe.class_gain)
+    return yolo_training_model(body, data.anchors, data.num_classes,
+                               ignore_thresh=recipe.ignore_iou, anchor_mask=data.masks,
+                               box_loss=recipe.box_loss, label_smoothing=recipe.label_smoothing,
+                               max_boxes=config.data.max_boxes, objectness=recipe.objectness,
+                               box_gain=recipe.box_gain, class_gain=recipe.class_gain)
+
+
 def _initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
                               keep=()) -> None:
     """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
-    priors of :func:`yolo3.recipe.output_bias_priors` (objects per image from the training set)."""
+    priors of :func:`yolo3.recipe.output_bias_priors` (objects per image from the training set);
+    an anchor-free head's predictions to :func:`yolo3.recipe.anchor_free_bias_priors`."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
+    if data.spec.anchor_free:
+        _initialise_anchor_free_priors(body, data, hw, per_image, keep)
+        return
     for name, stride, mask in zip(output_layer_names(body), data.spec.strides, data.masks):
         if name in keep:
             continue
@@ -370,6 +390,19 @@ def _initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int,
         bias = output_bias_priors(len(mask), data.num_classes, (hw[0] // stride) * (hw[1] // stride),
                                   len(data.masks), per_image)
         layer.set_weights([kernel, bias])
+
+
+def _initialise_anchor_free_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
+                                   per_image: float, keep=()) -> None:
+    head = data.spec.head
+    for stride in head.strides:
+        cells = (hw[0] // stride) * (hw[1] // stride)
+        biases = anchor_free_bias_priors(head.reg_max, data.num_classes, cells, per_image)
+        for name, bias in zip(prediction_layer_names(stride), biases):
+            if name in keep:
+                continue
+            layer = body.get_layer(name)
+            layer.set_weights([layer.get_weights()[0], bias])
 
 
 def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
@@ -410,8 +443,8 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
-    targets = TargetEncoding(data.anchors, data.num_classes, data.masks,
-                             config.recipe.assign_iou, true_boxes=True)
+    targets = TargetEncoding(None if data.spec.anchor_free else data.anchors, data.num_classes,
+                             data.masks or None, config.recipe.assign_iou, true_boxes=True)
     validation = DatasetConfig(hw, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None)

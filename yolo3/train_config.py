@@ -30,7 +30,7 @@ from yolo3.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
-           "cautions", "multi_scale_sizes", "parse_setting"]
+           "cautions", "multi_scale_sizes", "parse_setting", "ANCHOR_HEAD_SETTINGS"]
 
 
 @dataclass
@@ -284,18 +284,30 @@ def check(config: TrainConfig) -> None:
 
 
 class Caution(NamedTuple):
-    """A setting that is allowed but measured to ruin a run of this recipe: a message naming
-    ``settings`` as the library knows them (a front end words them its own way,
-    :func:`yolo3.errors.word_settings`)."""
+    """A setting that is allowed but measured to ruin a run of this recipe, or that the run will
+    not use: a message naming ``settings`` as the library knows them (a front end words them its
+    own way, :func:`yolo3.errors.word_settings`)."""
 
     message: str
     settings: Tuple[str, ...]
 
 
+# settings of the anchor head's loss and targets: an anchor-free variant does not use them
+ANCHOR_HEAD_SETTINGS = ("anchors", "box_loss", "objectness", "assign_iou", "ignore_iou",
+                        "label_smoothing")
+
+
 def cautions(config: TrainConfig) -> List[Caution]:
-    """The settings of ``config`` that are allowed but measured to ruin a run of this recipe, for
-    the caller to warn with; empty when there are none."""
+    """The settings of ``config`` that are allowed but measured to ruin a run of this recipe, or
+    that its variant does not use, for the caller to warn with; empty when there are none."""
     found = []
+    unused = [name for name in ANCHOR_HEAD_SETTINGS
+              if config.settings()[name] != default(name)] if _anchor_free(config) else []
+    if unused:
+        found.append(Caution(
+            f"{', '.join(unused)}: variant {config.model.variant} has an anchor-free head; "
+            f"{'this setting is' if len(unused) == 1 else 'these settings are'} the anchor "
+            "head's and not used", (*unused, "variant")))
     if config.model.freeze_bn:
         found.append(Caution(
             "freeze_bn: every batch norm stays frozen, so the network trains unnormalised; with "
@@ -311,6 +323,13 @@ def cautions(config: TrainConfig) -> List[Caution]:
             "0 at global batch 16 and above in 10-epoch runs (README: batch size on realistic "
             "data)", ("bn_stats_images",)))
     return found
+
+
+def _anchor_free(config: TrainConfig) -> bool:
+    try:
+        return get_spec(config.model.variant).anchor_free
+    except Yolo3Error:  # check() names an unknown variant
+        return False
 
 
 def _check_types(config: TrainConfig) -> None:

@@ -26,8 +26,9 @@ import numpy as np
 
 from yolo3.darknet.layout import (LAYOUT_KINDS, block_layer_names, body_to_cfg_index,
                                   converted_layer, layout_blocks)
+from yolo3.architectures import OUTPUT_PREFIX
 from yolo3.errors import Yolo3Error
-from yolo3.specs import all_specs, get_spec, spec_of_layers
+from yolo3.specs import anchor_specs, get_spec, spec_of_layers
 
 __all__ = ["WeightsError", "Renaming", "rename_for_model", "keras_yolo3_order",
            "keras_yolo3_spec", "rename_keras_yolo3", "shift_variance", "converted_conv_indices",
@@ -113,7 +114,7 @@ def shift_variance(variance: np.ndarray, from_epsilon: float, to_epsilon: float)
 def keras_yolo3_spec(path: str, order: Tuple[List[str], List[str]], variant: Optional[str] = None):
     """The variant of a keras-yolo3 file: ``variant``'s, else the one with as many blocks as the
     file has convolutions; WeightsError when none fits."""
-    candidates = [get_spec(variant)] if variant else all_specs()
+    candidates = [get_spec(variant)] if variant else anchor_specs()
     for spec in candidates:
         if len(spec.blocks()) == len(order[0]):
             return spec
@@ -196,9 +197,13 @@ def target_variant(layer_names: Sequence[str], model_name: str, path: str) -> Op
 
 def rename_converted(source: Dict[str, List[np.ndarray]], layout: str, target_names: Set[str]
                       ) -> Tuple[Dict[str, List[np.ndarray]], List[str]]:
-    """``conv_<i>`` / ``bn_<i>`` -> yolo3 layer names; returns (renamed, unmapped source names)."""
+    """``conv_<i>`` / ``bn_<i>`` -> yolo3 layer names; returns (renamed, unmapped source names).
+    An output convolution the target lacks (an anchor-free body's head replaces them) stays
+    unmapped."""
     rename: Dict[str, str] = {}
     for block, index in body_to_cfg_index(layout).items():
+        if block.startswith(OUTPUT_PREFIX) and block not in target_names:
+            continue
         conv, bn = block_layer_names(block, target_names)
         rename[f"conv_{index}"] = conv
         if bn is not None:

@@ -81,9 +81,13 @@ def _export(args) -> int:
                    else info.num_classes if info is not None else meta.get("num_classes"))
     size = (info.input_size if info is not None else meta.get("input_size")) or (416, 416)
     header = info.darknet_header if info is not None else meta.get("header")
-    export_darknet(model, args.second, args.out, anchors=anchors, masks=masks,
-                   num_classes=num_classes, header=Header(*header) if header else None,
-                   input_size=(args.height or size[0], args.width or size[1]))
+    from yolo3.errors import ArgumentError
+    try:
+        export_darknet(model, args.second, args.out, anchors=anchors, masks=masks,
+                       num_classes=num_classes, header=Header(*header) if header else None,
+                       input_size=(args.height or size[0], args.width or size[1]))
+    except ArgumentError as e:  # the model cannot be written as Darknet: name the file
+        raise ArgumentError(f"{args.src}: {e}") from None
     print(f"wrote {args.second} and {args.out} from {args.src}")
     return 0
 

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
                                write_anchors)
     from yolo3.data.annotations import box_sizes, load_annotations
     from yolo3.errors import ArgumentError
-    from yolo3.specs import all_specs
+    from yolo3.specs import anchor_specs
 
     from yolo3.paths import check_outputs
     if args.clusters < 1:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     write_anchors(args.out, anchors)
     print(f"{len(box_wh)} boxes; anchors: {format_anchors(anchors).strip()}")
     print(f"average best IoU with the new anchors:      {iou:.4f}")
-    for spec in all_specs():
+    for spec in anchor_specs():
         print(f"average best IoU with the default {spec.name:10s} anchors: "
               f"{average_best_iou(box_wh, spec.default_anchors()):.4f}")
     print(f"wrote {args.out}")

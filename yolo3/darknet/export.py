@@ -23,7 +23,7 @@ from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, Shortcut
 from yolo3.darknet.convert import conv_weights_from_model
 from yolo3.darknet.layout import CONVERTED_NAME, block_layer_names, layout_layers
 from yolo3.darknet.weights import Header, write_weights
-from yolo3.errors import DarknetError, PathLike
+from yolo3.errors import ArgumentError, DarknetError, PathLike
 from yolo3.fileio import atomic_write, write_text_atomic
 from yolo3.keras_compat import inbound_tensors, producing_layer
 from yolo3.masks import default_masks
@@ -133,6 +133,9 @@ def export_darknet(model, cfg_out: PathLike, weights_out: PathLike,
     kind = model_kind(model)
     n_out = len(model.outputs)
     spec = None if kind == CONVERTED else get_spec(kind)
+    if spec is not None and spec.anchor_free:
+        raise ArgumentError(f"a {spec.name} body has an anchor-free head, which Darknet has no "
+                            f"layer for: it has no Darknet cfg (a {spec.base} body has)")
     if anchors is None and spec is not None:
         anchors = spec.default_anchors()
     if anchors is not None:

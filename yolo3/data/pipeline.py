@@ -93,7 +93,8 @@ class TargetEncoding:
     ``(N, 2)`` pixels ``(w, h)`` at the network input, the class count, the masks (None: the
     default split) and ``assign_iou``, the extra-anchor threshold (1: only the best anchor).
     ``true_boxes``: the padded boxes ``(batch, max_boxes, 5)`` go last in the inputs too, for the
-    training model's static ``true_boxes`` input."""
+    training model's static ``true_boxes`` input. ``anchors`` None: no ``y_true`` at all, the
+    inputs are ``(image, boxes)`` (an anchor-free head's training model)."""
 
     anchors: Any
     num_classes: int
@@ -150,7 +151,7 @@ class _Elements:
         self.fixed_hw = tf.constant(config.input_shape, tf.int32)
         self.sizes = (tf.constant(self.multi_scale.sizes, tf.int32)
                       if self.multi_scale is not None else None)
-        if config.targets is not None:
+        if config.targets is not None and config.targets.anchors is not None:
             self.anchors = np.asarray(config.targets.anchors, np.float32).reshape(-1, 2)
 
     def load(self, item):
@@ -200,12 +201,15 @@ class _Elements:
         return tf.cond(use, four, lambda: first)
 
     def encode(self, image, b):
-        """A batch -> ``((image, *y_true[, boxes]), dummy)``."""
+        """A batch -> ``((image, *y_true[, boxes]), dummy)`` (no anchors: ``((image, boxes),
+        dummy)``)."""
         targets = self.config.targets
+        dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
+        if targets.anchors is None:
+            return (image, b), dummy
         hw = tf.shape(image)[1:3] if self.multi_scale is not None else tuple(self.config.input_shape)
         y_true = encode_targets(b, hw, self.anchors, targets.num_classes, targets.masks,
                                 targets.assign_iou)
-        dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
         return ((image, *y_true, b) if targets.true_boxes else (image, *y_true)), dummy
 
 

@@ -4,7 +4,8 @@ An exported model takes images already letterboxed to its fixed input size ``(ba
 3)``: uint8 RGB 0..255, int8 RGB minus 128 (-128..127), or float32 RGB in [0, 1]. Its outputs are
 
 - ``raw_s32``, ``raw_s16`` (, ``raw_s8``): the raw maps ``(batch, h / s, w / s, A * (5 + C))``
-  float32, largest stride first; hosts decode them with any thresholds (:mod:`yolo3.runtimes`);
+  (an anchor-free head's: ``4 * reg_max + C``) float32, largest stride first; hosts decode them
+  with any thresholds (:mod:`yolo3.runtimes`);
 - unless exported ``raw``: ``boxes`` ``(batch, max_boxes, 4)`` float32 ``(x1, y1, x2, y2)`` in
   input pixels, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
   ``count`` ``(batch,)`` int32 (rows past ``count`` are zero padding): decoding and per-class NMS
@@ -19,9 +20,8 @@ from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-from yolo3.decode import boxes_and_scores, decode_detections
+from yolo3.decode import decode_detections, raw_boxes_and_scores
 from yolo3.letterbox import letterbox_tf
-from yolo3.specs import strides_for
 
 DETECTION_KEYS = ("boxes", "scores", "classes", "count")
 
@@ -31,7 +31,7 @@ __all__ = ["DETECTION_KEYS", "raw_names", "model_function", "image_function", "c
 
 def raw_names(detector) -> List[str]:
     """``raw_s<stride>`` for each body output, largest stride first."""
-    return [f"raw_s{stride}" for stride in strides_for(len(detector.anchor_mask))]
+    return [f"raw_s{stride}" for stride in detector.info.strides]
 
 
 def class_aware_nms(boxes: tf.Tensor, scores: tf.Tensor, max_boxes: int, iou: float, score: float):
@@ -62,14 +62,9 @@ def class_aware_nms(boxes: tf.Tensor, scores: tf.Tensor, max_boxes: int, iou: fl
 def _builtin_decode(detector, outputs, batch: int):
     """``decode_detections`` with :func:`class_aware_nms` per image (static ``batch``)."""
     hw = detector.input_hw
-    boxes_all, scores_all = [], []
-    for feats, mask in zip(outputs, detector.anchor_mask):
-        b, s = boxes_and_scores(tf.cast(feats, tf.float32), detector.anchors[mask],
-                                detector.num_classes, hw, tf.constant(hw, tf.int32))
-        boxes_all.append(b)
-        scores_all.append(s)
-    boxes = tf.concat(boxes_all, axis=1)
-    scores = tf.concat(scores_all, axis=1)
+    boxes, scores = raw_boxes_and_scores(outputs, detector.anchors, detector.num_classes,
+                                         tf.constant(hw, tf.int32), detector.anchor_mask, hw,
+                                         detector.head)
     per_image = [class_aware_nms(boxes[i], scores[i], detector.max_boxes, detector.iou,
                                  detector.score) for i in range(batch)]
     out_boxes, out_scores, out_classes, count = [tf.stack(list(t)) for t in zip(*per_image)]
@@ -106,7 +101,8 @@ def model_function(detector, input_dtype: tf.DType, batch: Optional[int] = None,
             boxes, scores, classes, count = decode_detections(
                 outputs, detector.anchors, detector.num_classes, tf.constant(hw, tf.int32),
                 max_boxes=detector.max_boxes, score_threshold=detector.score,
-                iou_threshold=detector.iou, anchor_mask=detector.anchor_mask, input_shape=hw)
+                iou_threshold=detector.iou, anchor_mask=detector.anchor_mask, input_shape=hw,
+                head=detector.head)
         result.update(boxes=boxes, scores=scores, classes=classes, count=count)
         return result
 
@@ -122,6 +118,6 @@ def image_function(detector) -> Callable[[tf.Tensor], Dict[str, tf.Tensor]]:
             detector.raw_outputs(x), detector.anchors, detector.num_classes, tf.shape(image)[:2],
             max_boxes=detector.max_boxes, score_threshold=detector.score,
             iou_threshold=detector.iou, anchor_mask=detector.anchor_mask,
-            input_shape=detector.input_hw)
+            input_shape=detector.input_hw, head=detector.head)
         return {"boxes": boxes, "scores": scores, "classes": classes, "count": count}
     return fn

@@ -101,7 +101,8 @@ def verify_export(path: PathLike, detector, images: Sequence[np.ndarray], quanti
                 [tf.constant(r) for r in raw], exported.anchors, exported.num_classes,
                 tf.constant(detector.input_hw, tf.int32), max_boxes=int(export["max_boxes"]),
                 score_threshold=float(export["score"]), iou_threshold=float(export["iou"]),
-                anchor_mask=exported.anchor_mask, input_shape=detector.input_hw)]
+                anchor_mask=exported.anchor_mask, input_shape=detector.input_hw,
+                head=exported.head)]
             for i in range(len(chunk)):
                 n, ok = _matched(out, host, i)
                 total, matched = total + n, matched + ok

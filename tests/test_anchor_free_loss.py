@@ -1,0 +1,47 @@
+"""yolo3.anchor_free_loss: the anchor-free training model (its output is the loss of
+:mod:`yolo3.anchor_free`, tested against a NumPy reference in tests/test_anchor_free.py), its
+inputs, and the bodies it refuses. Build, save, reload and fit: tests/test_layers.py's harness."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from yolo3 import anchor_free
+from yolo3.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
+from yolo3.bodies import build_spec_body
+from yolo3.specs import get_spec
+
+HW = (64, 96)
+
+
+def test_the_training_model_outputs_the_loss_of_its_body():
+    spec = get_spec("tiny-af")
+    body = build_spec_body(spec, 3, input_shape=HW)
+    model = anchor_free_training_model(body, spec.head, 3, max_boxes=4, box_gain=2.0)
+    assert [i.name for i in model.inputs] == ["image", "true_boxes"]
+    assert tuple(model.inputs[1].shape) == (None, 4, 5)
+    images = np.random.default_rng(0).uniform(0, 1, (2, *HW, 3)).astype(np.float32)
+    boxes = np.zeros((2, 4, 5), np.float32)
+    boxes[0, 0] = [8, 8, 60, 50, 2]
+    boxes[1, :2] = [[0, 0, 40, 63, 0], [50, 20, 90, 60, 1]]
+    loss = np.asarray(model((images, boxes)))
+    terms = anchor_free.loss_terms(body(images), tf.constant(boxes), spec.head, 3, box_gain=2.0)
+    assert loss.shape == (1,) and loss.dtype == np.float32
+    assert loss[0] == pytest.approx(float(terms["box"] + terms["dfl"] + terms["class"]), rel=1e-5)
+    layer = model.get_layer("anchor_free_loss")
+    assert layer.supports_jit and layer.head == spec.head and layer.box_gain == 2.0
+
+
+def test_bodies_that_do_not_fit_the_head_are_refused():
+    spec = get_spec("tiny-af")
+    body = build_spec_body(spec, 3, input_shape=HW)
+    with pytest.raises(ValueError, match="expected 4 x 8 distance logits \\+ 5 classes = 37"):
+        anchor_free_training_model(body, spec.head, 5, max_boxes=4)
+    with pytest.raises(ValueError, match="2 outputs, the head 3 strides"):
+        anchor_free_training_model(body, get_spec("yolov3-af").head, 3, max_boxes=4)
+    anchor_body = build_spec_body(get_spec("tiny"), 3, input_shape=HW)
+    with pytest.raises(ValueError, match="has 24 channels"):
+        anchor_free_training_model(anchor_body, spec.head, 3, max_boxes=4)
+    with pytest.raises(ValueError, match="box_gain must be a positive number"):
+        AnchorFreeLoss((32, 16), 8, 3, box_gain=0.0)

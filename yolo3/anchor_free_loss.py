@@ -1,0 +1,76 @@
+"""The anchor-free head's loss layer and training model (the maths: :mod:`yolo3.anchor_free`).
+
+The training model of an anchor-free body takes ``[image, true_boxes]`` (the pipeline's padded
+boxes, ``(max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels) and outputs the batch loss
+``(1,)``, as the anchor head's :func:`yolo3.loss.yolo_training_model` does: the same
+``identity_loss``, replica wrapper, strategies and checkpoints train it. Every shape is static, so
+the step compiles with XLA.
+"""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from yolo3 import anchor_free
+from yolo3.heads import AnchorFreeHead
+from yolo3.loss import check_gains
+
+__all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
+
+
+@keras.saving.register_keras_serializable(package="yolo3")
+class AnchorFreeLoss(keras.layers.Layer):
+    """``[*outputs, true_boxes]`` -> the batch loss ``(1,)`` float32 (the sum of
+    :func:`yolo3.anchor_free.loss_terms` but the positive count)."""
+
+    def __init__(self, strides, reg_max: int, num_classes: int, box_gain: float = 1.0,
+                 class_gain: float = 1.0, **kwargs):
+        kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
+        super().__init__(**kwargs)
+        check_gains(box_gain, class_gain)
+        self.head = AnchorFreeHead(tuple(strides), int(reg_max))
+        self.num_classes = int(num_classes)
+        self.box_gain, self.class_gain = float(box_gain), float(class_gain)
+        self.supports_jit = True
+
+    def call(self, inputs):
+        inputs = list(inputs)
+        true_boxes = inputs.pop()
+        terms = anchor_free.loss_terms(inputs, true_boxes, self.head, self.num_classes,
+                                       self.box_gain, self.class_gain)
+        total = terms["box"] + terms["dfl"] + terms["class"]
+        return tf.reshape(total, [1])
+
+    def compute_output_shape(self, input_shape):
+        return (1,)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(strides=list(self.head.strides), reg_max=self.head.reg_max,
+                      num_classes=self.num_classes, box_gain=self.box_gain,
+                      class_gain=self.class_gain)
+        return config
+
+
+def anchor_free_training_model(body: keras.Model, head: AnchorFreeHead, num_classes: int,
+                               max_boxes: int, box_gain: float = 1.0,
+                               class_gain: float = 1.0) -> keras.Model:
+    """Wrap the anchor-free ``body`` into a model ``[image, true_boxes] -> loss (1,)`` (compile
+    with ``identity_loss``); training it trains ``body``'s layers."""
+    channels = head.channels(num_classes)
+    if len(body.outputs) != head.num_scales:
+        raise ValueError(f"the body has {len(body.outputs)} outputs, the head {head.num_scales} "
+                         f"strides {list(head.strides)}")
+    for output, stride in zip(body.outputs, head.strides):
+        if output.shape[-1] is not None and output.shape[-1] != channels:
+            raise ValueError(f"body output of stride {stride} has {output.shape[-1]} channels, "
+                             f"expected 4 x {head.reg_max} distance logits + {num_classes} "
+                             f"classes = {channels}")
+    image = keras.Input(shape=body.input_shape[1:], name="image")
+    boxes = keras.Input(shape=(max_boxes, 5), name="true_boxes")
+    outputs = body(image)
+    if not isinstance(outputs, (list, tuple)):
+        outputs = [outputs]
+    loss = AnchorFreeLoss(head.strides, head.reg_max, num_classes, box_gain, class_gain,
+                          name="anchor_free_loss")([*outputs, boxes])
+    return keras.Model([image, boxes], loss, name=f"{body.name}_training")

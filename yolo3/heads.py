@@ -1,0 +1,76 @@
+"""The anchor-free head's facts: how its raw maps are laid out and where its cells sit.
+
+yolo3 bodies end in one of two kinds of detection head:
+
+- the **anchor head** (YOLOv3's, Darknet's): per cell of each output, ``A`` anchors x ``(tx, ty,
+  tw, th, objectness, C class logits)``; a model's anchors and masks say how to read it
+  (:mod:`yolo3.masks`, :class:`yolo3.metadata.ModelInfo`);
+- the **anchor-free head** (:class:`AnchorFreeHead`, the decoupled head of YOLOv8): per cell of
+  each output of stride ``s``, ``4 x reg_max`` logits, then ``C`` class logits. The logits are
+  four distributions over ``0 .. reg_max - 1`` strides: the distances from the cell's centre to
+  the box's left, top, right and bottom sides, each read as the distribution's expectation
+  (distribution focal loss, "DFL"). No anchors, no objectness: a class's score is its sigmoid.
+
+No TensorFlow here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
+
+__all__ = ["ANCHOR_FREE", "AnchorFreeHead"]
+
+ANCHOR_FREE = "anchor_free"  # the head's kind, as model files record it
+
+
+@dataclass(frozen=True)
+class AnchorFreeHead:
+    """An anchor-free head with outputs of ``strides`` (largest first, the body's output order)
+    and ``reg_max`` distance bins per side."""
+
+    strides: Tuple[int, ...]
+    reg_max: int
+
+    def __post_init__(self):
+        strides = tuple(int(s) for s in self.strides)
+        if not strides or any(s <= 0 for s in strides):
+            raise ValueError(f"an anchor-free head needs positive strides, got {self.strides!r}")
+        if int(self.reg_max) < 2:
+            raise ValueError(f"reg_max must be at least 2 distance bins, got {self.reg_max!r}")
+        object.__setattr__(self, "strides", strides)
+        object.__setattr__(self, "reg_max", int(self.reg_max))
+
+    @property
+    def num_scales(self) -> int:
+        return len(self.strides)
+
+    @property
+    def box_channels(self) -> int:
+        """The distance logits per cell: ``4 * reg_max`` (left, top, right, bottom)."""
+        return 4 * self.reg_max
+
+    def channels(self, num_classes: int) -> int:
+        """Channels of each output for ``num_classes`` classes."""
+        return self.box_channels + int(num_classes)
+
+    def num_classes(self, channels: int) -> int:
+        """The class count of outputs with ``channels`` channels (ValueError when none fits)."""
+        classes = int(channels) - self.box_channels
+        if classes < 1:
+            raise ValueError(f"{channels} output channels leave no class after the "
+                             f"{self.box_channels} distance logits of reg_max {self.reg_max}")
+        return classes
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": ANCHOR_FREE, "strides": list(self.strides), "reg_max": self.reg_max}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "AnchorFreeHead":
+        """The head a model file records (ValueError for another kind or missing facts)."""
+        if not isinstance(data, dict) or data.get("kind") != ANCHOR_FREE:
+            raise ValueError(f"not an anchor-free head: {data!r}")
+        try:
+            return cls(tuple(data["strides"]), int(data["reg_max"]))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"anchor-free head without {e}") from None
+
