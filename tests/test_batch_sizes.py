@@ -5,7 +5,8 @@
   ``bn_stats_images=0``) the training loss is the same to the digit, but the validation loss
   climbs and mAP stays at 0: the evaluated model normalised with statistics of weights it no
   longer had.
-- Two CPU replicas through the wrapper reach one device's mAP at the same global batch.
+- Two CPU replicas through the wrapper reach one device's mAP at the same global batch (the anchor
+  head and the anchor-free one).
 """
 from __future__ import annotations
 
@@ -73,24 +74,26 @@ def test_recomputed_statistics_learn_at_global_batch_16_on_a_realistic_set(reali
     assert moving[-1]["mAP50"] < 0.5 * rows[-1]["mAP50"], (moving[-1], rows[-1])
 
 
-def _cli(out: Path, d: Path, *extra: str) -> subprocess.CompletedProcess:
+def _cli(out: Path, d: Path, *extra: str, variant: str = "tiny") -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(REPO / "train_multi_gpu.py"), "--annotations", str(d / "train.txt"),
          "--val-annotations", str(d / "val.txt"), "--classes", str(d / "classes.txt"),
-         "--variant", "tiny", "--input-size", "96", "--epochs", "8", "--precision", "float32",
+         "--variant", variant, "--input-size", "96", "--epochs", "8", "--precision", "float32",
          "--seed", "0", "--quiet", "--output", str(out), *extra],
         capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.slow
-def test_two_replicas_reach_one_devices_map_at_the_same_global_batch(tmp_path):
+@pytest.mark.parametrize("variant", ["tiny", "tiny-af"])
+def test_two_replicas_reach_one_devices_map_at_the_same_global_batch(tmp_path, variant):
     """The demo's kind of data (where mAP is high enough to compare): 1 device at batch 16 and 2
-    CPU replicas at 8 each (global 16) end within 0.05 mAP@0.5:0.95 of each other."""
+    CPU replicas at 8 each (global 16) end within 0.05 mAP@0.5:0.95 of each other, with either
+    head."""
     from yolo3.data.synthetic import make_synthetic_dataset
     d = tmp_path / "solid"
     make_synthetic_dataset(str(d), 400, (128, 128), seed=3, val_fraction=0.25)
-    one = _cli(tmp_path / "one", d, "--batch-size", "16")
-    two = _cli(tmp_path / "two", d, "--batch-size", "8", "--cpu-replicas", "2")
+    one = _cli(tmp_path / "one", d, "--batch-size", "16", variant=variant)
+    two = _cli(tmp_path / "two", d, "--batch-size", "8", "--cpu-replicas", "2", variant=variant)
     assert one.returncode == 0, one.stdout[-3000:] + one.stderr[-3000:]
     assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
     assert "global batch 16" in one.stdout and "2 replica(s), global batch 16" in two.stdout

@@ -60,6 +60,8 @@ def test_old_and_new_runs_pair_by_training_seed():
 def test_flop_counts_are_darknets():
     assert forward_gflops("yolov3", 416) == pytest.approx(65.86, abs=0.01)  # Darknet: 65.864 BFLOPs
     assert forward_gflops("tiny", 416) == pytest.approx(5.56, abs=0.01)  # Darknet: 5.571 (with maxpool 1)
+    # the decoupled head: tiny's network less its output convolutions, plus two 3x3 branches
+    assert 5.56 < forward_gflops("tiny-af", 416) < 2 * 5.56
 
 
 def test_opencv_runner_gives_the_raw_maps_of_the_converted_body(tmp_path):

@@ -147,6 +147,7 @@ def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, t
 
 
 def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_path):
+    from yolo3.recipe import anchor_free_bias_priors
     config = _config(dataset, tmp_path, model="tiny-af", box_gain=2.0, class_gain=0.5)
     data = prepare_data(config)
     assert data.masks == [] and data.anchors.shape == (0, 2) and data.info().head == data.spec.head
@@ -159,9 +160,26 @@ def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_pat
         cells = (64 // stride) ** 2
         _, box_bias = body.get_layer(f"head_s{stride}_box_pred").get_weights()
         _, class_bias = body.get_layer(f"head_s{stride}_cls_pred").get_weights()
-        np.testing.assert_array_equal(box_bias, np.ones(4 * data.spec.head.reg_max))
+        np.testing.assert_allclose(box_bias, anchor_free_bias_priors(
+            data.spec.head.reg_max, 3, cells, per_image)[0])
         p = per_image / (cells * 3)
         np.testing.assert_allclose(class_bias, np.full(3, np.log(p / (1 - p))), rtol=1e-5)
+
+
+def test_an_anchor_free_variant_trains_at_several_sizes(dataset, tmp_path):
+    """Multi-scale training: the body takes any size, and the loss finds the cells of each."""
+    import keras
+    from yolo3.loss import identity_loss
+    config = _config(dataset, tmp_path, model="tiny-af", multi_scale=(64, 96))
+    data = prepare_data(config)
+    body, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))
+    assert body.input_shape == (None, None, None, 3)
+    template.compile(optimizer=keras.optimizers.SGD(1e-3), loss=identity_loss)
+    boxes = np.zeros((2, config.data.max_boxes, 5), np.float32)
+    boxes[:, 0] = [4, 4, 40, 40, 1]
+    for side in (64, 96):
+        images = np.random.default_rng(side).uniform(0, 1, (2, side, side, 3)).astype(np.float32)
+        assert np.isfinite(template.train_on_batch((images, boxes), np.zeros(2)))
 
 
 @pytest.mark.parametrize("objectness", ["one", "iou"])

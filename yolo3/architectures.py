@@ -206,8 +206,8 @@ def anchor_free(describe: Describe, reg_max: int, box_width: int = 64,
     ``head_s<s>_box1``, ``_box2`` (3x3 blocks of ``box_width``) and ``head_s<s>_box_pred``
     (``4 * reg_max`` distance logits), ``head_s<s>_cls1``, ``_cls2`` (``class_width``) and
     ``head_s<s>_cls_pred`` (the class logits: ``out_filters - 4 * reg_max``), joined as
-    ``output_s<s>``. The widths are YOLOv8's rule (``max(16, c / 4, 4 * reg_max)`` and
-    ``max(c, classes)`` for ``c`` = 256, the channels of the finest feature it reads)."""
+    ``output_s<s>``. The default widths are YOLOv8's rule (``max(16, c / 4, 4 * reg_max)`` and
+    ``max(c, classes)`` for ``c`` = 256, the channels of the finest feature the heads read)."""
     def describe_anchor_free(net: Net, out_filters: int) -> None:
         describe(_DecoupledOutputs(net, reg_max, box_width, class_width), out_filters)
     describe_anchor_free.__name__ = f"{describe.__name__}_anchor_free"

@@ -20,8 +20,12 @@ EVAL_EVERY_EPOCH_MAX_IMAGES = 500  # evaluate every epoch up to this many valida
 EVAL_SHARE = 0.1  # beyond that, keep evaluation under about this share of training time
 EMA_HORIZON_SHARE = 0.05  # the EMA averages over about this share of the run's steps
 EMA_MIN_HORIZON = 10
+# an anchor-free head starts every box side at this many strides from its cell's centre (a box
+# three strides wide, about the size of an anchor on its scale). Measured on three realistic sets at
+# 192 px: +8% mAP@0.5:0.95 over YOLOv8's start (README: anchor-free variants)
+AF_PRIOR_DISTANCE = 1.5
 
-__all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY",
+__all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "AF_PRIOR_DISTANCE",
            "learning_rate", "auto_ema_momentum", "make_optimizer", "auto_eval_every",
            "use_jit", "dtype_policy", "output_bias_priors", "anchor_free_bias_priors"]
 
@@ -115,10 +119,22 @@ def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scale
 def anchor_free_bias_priors(reg_max: int, num_classes: int, cells: int,
                             objects_per_image: float):
     """The initial biases of an anchor-free head's two predictions at an output of ``cells``
-    cells: the distance logits ``(4 * reg_max,)`` all 1 (every bin alike: YOLOv8's), and the class
-    logits ``(num_classes,)`` at the logit of ``objects_per_image / (cells * num_classes)`` (YOLOv8's
-    prior, ``5 / C / cells``, with the data's objects per image)."""
+    cells: the distance logits ``(4 * reg_max,)``, each side's ``-lambda * k`` for bin ``k``, so
+    that every side starts at an expected :data:`AF_PRIOR_DISTANCE` strides (YOLOv8 starts every
+    bin alike: an expectation of ``(reg_max - 1) / 2`` strides, boxes far larger than most objects
+    at a small input); and the class logits ``(num_classes,)`` at the logit of ``objects_per_image
+    / (cells * num_classes)`` (YOLOv8's prior, ``5 / C / cells``, with the data's objects per
+    image)."""
     import numpy as np
+    bins = np.arange(int(reg_max), dtype=np.float64)
+    low, high = -50.0, 50.0  # the expectation falls as lambda rises: bisect for the prior
+    for _ in range(200):
+        lam = (low + high) / 2
+        weights = np.exp(-lam * bins - np.max(-lam * bins))
+        if np.sum(weights * bins) / np.sum(weights) > AF_PRIOR_DISTANCE:
+            low = lam
+        else:
+            high = lam
     p = min(0.5, max(1e-6, objects_per_image / (max(1, cells) * max(1, num_classes))))
-    return (np.ones(4 * int(reg_max), np.float32),
+    return (np.tile(-lam * bins, 4).astype(np.float32),
             np.full(int(num_classes), math.log(p / (1.0 - p)), np.float32))

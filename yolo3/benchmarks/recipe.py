@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         data = _dataset(args, os.path.join(tmp, "data"))
         counts = [_count(os.path.join(data, f"{split}.txt")) for split in ("train", "val")]
         anchors = None
-        if args.anchors == "kmeans":
+        if args.anchors == "kmeans" and not get_spec(args.variant).anchor_free:
             anchors = _kmeans_anchors(data, args.input_size,
                                       len(get_spec(args.variant).default_anchors()),
                                       os.path.join(tmp, "anchors.txt"))
@@ -297,8 +297,10 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
             peer = peer_run(args, data, tmp, batches[0] * replicas)
     print(machine_line(peak))
+    anchor_text = ("an anchor-free head" if get_spec(args.variant).anchor_free
+                   else f"{args.anchors} anchors")
     print(f"{args.variant}-{args.input_size}, {args.epochs} epochs, {counts[0]} training + "
-          f"{counts[1]} validation images ({args.data or args.style}), {args.anchors} anchors, batch "
+          f"{counts[1]} validation images ({args.data or args.style}), {anchor_text}, batch "
           f"{' '.join(map(str, batches))}{f' x {args.cpu_replicas} replicas' if args.cpu_replicas else ''}"
           "; time = training time (steps + validation loss), evaluations not counted")
     names = list(curves)

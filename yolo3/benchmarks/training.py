@@ -30,9 +30,8 @@ import os
 import tempfile
 import time
 from typing import List, Optional
+from yolo3.anchor_free_loss import anchor_free_training_model
 from yolo3.bodies import build_spec_body
-from yolo3.darknet.cfg import parse_cfg_text
-from yolo3.darknet.layout import layout_cfg_text
 from yolo3.targets import preprocess_true_boxes
 from yolo3.loss import identity_loss
 from yolo3.loss import yolo_training_model
@@ -56,9 +55,17 @@ NUM_CLASSES = 80
 
 
 def forward_gflops(model: str, size: int) -> float:
-    """Forward GFLOP of one image (Darknet's count, from the variant's layout; 65.9 for
-    YOLOv3-416)."""
-    return parse_cfg_text(layout_cfg_text(model, input_size=(size, size))).conv_flops() / 1e9
+    """Forward GFLOP of one image of the variant's body for 80 classes: 2 x the multiply-adds of
+    its convolutions (Darknet's count: 65.9 for YOLOv3-416)."""
+    import keras
+    body = build_spec_body(get_spec(model), NUM_CLASSES, input_shape=(size, size))
+    flops = 0
+    for layer in body.layers:
+        if isinstance(layer, keras.layers.Conv2D):
+            kh, kw, cin, cout = layer.kernel.shape
+            oh, ow = layer.output.shape[1:3]
+            flops += 2 * kh * kw * cin * cout * oh * ow
+    return flops / 1e9
 
 
 def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
@@ -73,6 +80,8 @@ def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
             x1, y1 = rng.uniform(0, 0.6 * size, 2)
             w, h = rng.uniform(0.1 * size, 0.4 * size, 2)
             boxes[i, k] = [x1, y1, x1 + w, y1 + h, rng.integers(NUM_CLASSES)]
+    if spec.anchor_free:
+        return (x, boxes), np.zeros(batch, "float32")
     anchors = spec.default_anchors()
     masks = spec.default_masks(len(anchors))
     ys = preprocess_true_boxes(boxes, (size, size), anchors, NUM_CLASSES, anchor_mask=masks)
@@ -86,12 +95,13 @@ def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit:
     spec = get_spec(spec_name)
     keras.utils.set_random_seed(seed)
     with dtype_policy(policy):
-        anchors = spec.default_anchors()
-        masks = spec.default_masks(len(anchors))
-        body = build_spec_body(spec, NUM_CLASSES, len(masks[0]), (size, size),
+        body = build_spec_body(spec, NUM_CLASSES, input_shape=(size, size),
                                fused_batch_norm=fused_batch_norm)  # yolo3 train: fused
-        model = yolo_training_model(body, anchors, NUM_CLASSES, anchor_mask=masks,
-                                    box_loss=default("box_loss"), max_boxes=max_boxes)
+        if spec.anchor_free:
+            model = anchor_free_training_model(body, spec.head, NUM_CLASSES, max_boxes)
+        else:
+            model = yolo_training_model(body, spec.default_anchors(), NUM_CLASSES,
+                                        box_loss=default("box_loss"), max_boxes=max_boxes)
         if replicas > 1:
             import tensorflow as tf
             kind = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
@@ -132,9 +142,9 @@ def throughput_child(p: dict) -> dict:
 def _pipeline(p: dict, spec, max_boxes: int):
     classes = [line.strip() for line in open(p["classes"], encoding="utf-8") if line.strip()]
     records = load_annotations(p["data"], classes)
-    anchors = spec.default_anchors()
-    targets = TargetEncoding(anchors, NUM_CLASSES, spec.default_masks(len(anchors)),
-                             true_boxes=True)
+    targets = (TargetEncoding(None, NUM_CLASSES, true_boxes=True) if spec.anchor_free else
+               TargetEncoding(spec.default_anchors(), NUM_CLASSES, spec.default_masks(),
+                              true_boxes=True))
     ds = make_dataset(records, DatasetConfig((p["size"], p["size"]), p["batch"], training=True,
                                              targets=targets, max_boxes=max_boxes, seed=0,
                                              augment=AugmentConfig.preset("full")))
