@@ -41,6 +41,7 @@ class FakeExported:
         self.raw, self.noise, self.batch = raw, noise, batch
         self.info = SimpleNamespace(export=export)
         self.anchors, self.num_classes, self.anchor_mask = TINY_YOLO_ANCHORS, 2, MASKS
+        self.head = None  # the anchor head
         host = _host(raw, export.get("max_boxes", 10), export.get("score", 0.3),
                      export.get("iou", 0.45))
         out = decoded or {"boxes": host[0], "scores": host[1], "classes": host[2],

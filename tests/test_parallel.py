@@ -185,9 +185,8 @@ result = {"loss": [float(got[0]), want, float(tmpl([x, boxes], training=False)[0
 """
 
 
-@pytest.mark.parametrize("ndev", [2, 3])
-def test_the_anchor_free_loss_through_the_wrapper_equals_the_template(ndev):
-    r = run_with_devices(ndev, _ANCHOR_FREE.replace("NDEV", str(ndev)))
+def test_the_anchor_free_loss_through_the_wrapper_equals_the_template():
+    r = run_with_devices(3, _ANCHOR_FREE.replace("NDEV", "3"))  # slices of 2, 2 and 1 images
     got, sliced, whole = r["loss"]
     assert got == pytest.approx(sliced, rel=1e-5) and r["grad_rel"] <= 1e-5
     assert got == pytest.approx(whole, rel=1e-5)
