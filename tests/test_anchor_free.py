@@ -235,14 +235,18 @@ def test_task_aligned_assignment_matches_the_reference():
         np.testing.assert_allclose(got[1].numpy()[b], want[1], rtol=2e-3, atol=1e-6)
 
 
-def test_each_box_gets_at_most_topk_cells_inside_it():
-    rng = np.random.default_rng(4)
-    boxes, scores, _ = ref_decode(random_outputs(rng), HEAD, CLASSES)
+def _assign_random(seed, true_boxes, **kw):
+    """The assignment of random predictions to ``true_boxes``, as NumPy arrays, and the cells."""
+    boxes, scores, _ = ref_decode(random_outputs(np.random.default_rng(seed)), HEAD, CLASSES)
     points, _ = ref_cells(HW, HEAD.strides)
-    t_boxes, t_scores, fg = anchor_free.task_aligned_assign(
+    got = anchor_free.task_aligned_assign(
         tf.constant(scores, tf.float32), tf.constant(boxes, tf.float32),
-        tf.constant(points, tf.float32), tf.constant(TRUE_BOXES), CLASSES, topk=3)
-    t_boxes, t_scores, fg = t_boxes.numpy(), t_scores.numpy(), fg.numpy()
+        tf.constant(points, tf.float32), tf.constant(true_boxes, tf.float32), CLASSES, **kw)
+    return [t.numpy() for t in got], points
+
+
+def test_each_box_gets_at_most_topk_cells_inside_it():
+    (t_boxes, t_scores, fg), points = _assign_random(4, TRUE_BOXES, topk=3)
     for b in range(2):
         for box in TRUE_BOXES[b]:
             if box[2] <= box[0]:
@@ -256,13 +260,8 @@ def test_each_box_gets_at_most_topk_cells_inside_it():
 
 
 def test_no_true_box_no_positive():
-    rng = np.random.default_rng(5)
-    boxes, scores, _ = ref_decode(random_outputs(rng), HEAD, CLASSES)
-    points, _ = ref_cells(HW, HEAD.strides)
-    _, t_scores, fg = anchor_free.task_aligned_assign(
-        tf.constant(scores, tf.float32), tf.constant(boxes, tf.float32),
-        tf.constant(points, tf.float32), tf.zeros((2, 5, 5)), CLASSES)
-    assert not fg.numpy().any() and not t_scores.numpy().any()
+    (_, t_scores, fg), _ = _assign_random(5, np.zeros((2, 5, 5)))
+    assert not fg.any() and not t_scores.any()
 
 
 # ------------------------------------------------------------------------------------- the loss

@@ -301,8 +301,9 @@ def cautions(config: TrainConfig) -> List[Caution]:
     """The settings of ``config`` that are allowed but measured to ruin a run of this recipe, or
     that its variant does not use, for the caller to warn with; empty when there are none."""
     found = []
+    settings = config.settings()
     unused = [name for name in ANCHOR_HEAD_SETTINGS
-              if config.settings()[name] != default(name)] if _anchor_free(config) else []
+              if settings[name] != default(name)] if _anchor_free(config) else []
     if unused:
         found.append(Caution(
             f"{', '.join(unused)}: variant {config.model.variant} has an anchor-free head; "
