@@ -189,8 +189,11 @@ def add_variant_argument(parser: argparse.ArgumentParser, *, default=None, many:
     flag = "--variants" if many else "--variant"
     dest = flag[2:]
     nargs = "+" if many else None
-    parser.add_argument(flag, dest=dest, default=default, nargs=nargs, choices=model_choices(),
-                        metavar="VARIANT", help=help, **kwargs)
+    names = model_choices()
+    listed = f"one of {', '.join(names)}"
+    parser.add_argument(flag, dest=dest, default=default, nargs=nargs, choices=names,
+                        metavar="VARIANT", help=f"{help}: {listed}" if help else listed,
+                        **kwargs)
     parser.add_argument(old or ("--models" if many else "--model"), dest=dest, nargs=nargs,
                         choices=model_choices(), action=_RenamedFlag, new=flag,
                         help=argparse.SUPPRESS)
