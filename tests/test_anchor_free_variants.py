@@ -39,7 +39,7 @@ def test_training_writes_a_model_that_carries_its_head(trained):
     for name in ("final.keras", "best.keras", "last.keras"):
         info = read_info(out / name)
         assert info.variant == "tiny-af" and info.head == TINY_AF.head
-        assert info.anchors.shape == (0, 2) and info.masks == [] and info.strides == [32, 16]
+        assert info.anchors.shape == (0, 2) and info.masks == [] and info.strides == [32, 16, 8]
         assert info.class_names == ["circle", "square", "triangle"]
     history = (out / "history.csv").read_text().splitlines()
     assert len(history) == 2 and "mAP50_95" in history[0]
@@ -50,7 +50,7 @@ def test_load_body_gives_the_head_and_refuses_anchors(trained, tmp_path):
     root, out = trained
     body, info = load_body(out / "final.keras")
     assert info.head == TINY_AF.head and info.num_classes == 3
-    assert [tuple(o.shape[1:]) for o in body.outputs] == [(2, 2, 35), (4, 4, 35)]
+    assert [tuple(o.shape[1:]) for o in body.outputs] == [(2, 2, 35), (4, 4, 35), (8, 8, 35)]
     write_anchors(tmp_path / "anchors.txt", get_spec("tiny").default_anchors())
     with pytest.raises(FileFormatError, match="final.keras: has an anchor-free head: it takes no "
                                               "anchors"):
@@ -139,9 +139,10 @@ def test_fine_tuning_loads_darknets_tiny_weights_into_all_but_the_head(darknet_c
     report = load_weights_by_name(body, tmp_path / "coco.keras", variant="tiny-af")
     assert report.darknet_layout == "tiny"
     head = {n for n, _ in report.skipped}
-    assert all(n.startswith(("head_s32_box", "head_s32_cls", "head_s16_box", "head_s16_cls"))
-               for n in head)
-    assert len(report.loaded) == 22 and len(head) == 20  # 11 blocks (conv, bn); 2 x 10 head layers
+    assert all(n.startswith(tuple(f"head_s{s}_{b}" for s in (32, 16, 8) for b in ("box", "cls")))
+               or n.startswith(("head_s8_reduce", "head_s8_conv1")) for n in head)
+    # 11 blocks (conv, bn); 3 x 10 head layers and the stride-8 branch's 2 blocks (conv, bn)
+    assert len(report.loaded) == 22 and len(head) == 34
     assert report.unmapped == ["conv_15", "conv_22"]  # tiny's output convolutions
     from yolo3.bodies import build_spec_body as build
     tiny = build(get_spec("tiny"), 80, input_shape=(64, 64))

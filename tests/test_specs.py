@@ -107,11 +107,17 @@ def test_unknown_names_list_the_known_ones():
     assert layout_names() == ["yolov3", "yolov3-spp", "tiny", *BACKBONES]
 
 
+# the blocks an anchor-free variant adds to its base's network, besides the heads
+ADDED_BLOCKS = {"tiny-af": ["head_s8_reduce", "head_s8_conv1"], "yolov3-af": []}
+ADDED_STRIDES = {"tiny-af": (8,), "yolov3-af": ()}
+
+
 @pytest.mark.parametrize("variant, base", [("tiny-af", "tiny"), ("yolov3-af", "yolov3")])
 def test_anchor_free_variants_are_their_base_with_another_head(variant, base):
     spec, base_spec = get_spec(variant), get_spec(base)
     assert spec.anchor_free and not base_spec.anchor_free and spec.base == base
-    assert spec.strides == base_spec.strides and spec.head.strides == spec.strides
+    assert spec.strides == base_spec.strides + ADDED_STRIDES[variant]
+    assert spec.head.strides == spec.strides
     assert spec.anchors == () and spec.default_anchors().shape == (0, 2)
     assert spec.darknet_layout is None and base_spec.darknet_layout == base
     assert spec.darknet_sources == base_spec.darknet_sources  # Darknet weights of the base load
@@ -122,13 +128,13 @@ def test_anchor_free_variants_are_their_base_with_another_head(variant, base):
     with pytest.raises(UnknownVariantError, match=f"{variant}.*anchor-free head.*no Darknet "
                                                   f"layout.*its base '{base}' has one"):
         layout(variant)
-    # everything but the base's output convolutions, then two 3x3 blocks and a prediction per
-    # branch (box, classes) at each stride
+    # everything but the base's output convolutions (tiny-af: and a stride-8 branch after them),
+    # then two 3x3 blocks and a prediction per branch (box, classes) at each stride
     outputs = {f"output_s{s}" for s in spec.strides}
     kept = [b for b in base_spec.blocks() if b not in outputs]
     assert [b for b in spec.blocks() if not b.startswith("head_s") or b in kept
             or not any(b.endswith(t) for t in ("box1", "box2", "box_pred", "cls1", "cls2",
-                                               "cls_pred"))] == kept
+                                               "cls_pred"))] == kept + ADDED_BLOCKS[variant]
     for stride in spec.strides:
         head = [b for b in spec.blocks() if b.startswith(f"head_s{stride}_box")
                 or b.startswith(f"head_s{stride}_cls")]

@@ -143,9 +143,24 @@ def yolov3_spp(net: Net, out_filters: int) -> None:
 
 def tiny_yolov3(net: Net, out_filters: int) -> None:
     """Tiny YOLOv3: seven 3x3 convs with max pooling, two heads (Darknet's yolov3-tiny.cfg)."""
+    _tiny_yolov3(net, out_filters, stride8=False)
+
+
+def tiny_yolov3_stride8(net: Net, out_filters: int) -> None:
+    """Tiny YOLOv3 with a third output at stride 8, as YOLOv3's third head is made: the stride-16
+    head's feature reduced (``head_s8_reduce``), upsampled and joined with the backbone's stride-8
+    feature (``backbone_c3``), then a 3x3 conv (``head_s8_conv1``). Every layer of
+    :func:`tiny_yolov3` keeps its name and shape, so tiny's weights load into all of them.
+    (Objects smaller than a stride-16 cell have no cell centre inside them at strides 16 and 32.)"""
+    _tiny_yolov3(net, out_filters, stride8=True)
+
+
+def _tiny_yolov3(net: Net, out_filters: int, stride8: bool) -> None:
     p = BACKBONE_PREFIX
     for i, filters in enumerate([16, 32, 64, 128]):
         net.conv(f"{p}conv{i}", filters, 3)
+        if stride8 and i == 3:
+            c3 = net.tap(f"{p}c3")
         net.maxpool(f"{p}pool{i}", 2, 2)
     net.conv(f"{p}conv4", 256, 3)
     c4 = net.tap(f"{p}c4")
@@ -161,8 +176,15 @@ def tiny_yolov3(net: Net, out_filters: int) -> None:
     net.conv("head_s16_reduce", 128, 1)
     up = net.upsample("head_s16_upsample")
     net.concat("head_s16_concat", [up, c4])
-    net.conv("head_s16_conv1", 256, 3)
+    feature16 = net.conv("head_s16_conv1", 256, 3)
     net.output(16, out_filters)
+    if stride8:
+        net.route(feature16)
+        net.conv("head_s8_reduce", 64, 1)
+        up = net.upsample("head_s8_upsample")
+        net.concat("head_s8_concat", [up, c3])
+        net.conv("head_s8_conv1", 128, 3)
+        net.output(8, out_filters)
 
 
 def darknet53_backbone(net: Net, out_filters: int = 0) -> None:
