@@ -7,6 +7,7 @@ The legacy Keras 2 ``.h5`` reader is checked on a file written here with h5py in
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 
 import h5py
@@ -18,7 +19,7 @@ from yolo3.bodies import build_body
 from yolo3.errors import FileFormatError
 from yolo3.metadata import ModelInfo
 from yolo3.saving import (atomic_save_model, atomic_save_weights, build_from_weights,
-                          layers_with_weights, load_keras_model, output_channels,
+                          keras_refusal, layers_with_weights, load_keras_model, output_channels,
                           read_layer_weights)
 from yolo3.specs import get_spec
 from yolo3.weight_names import WeightsError
@@ -148,3 +149,19 @@ def test_build_from_weights_finds_the_variant_or_lists_each_refusal(tiny2, tmp_p
     _same_weights(tiny2, body)
     with pytest.raises(FileFormatError, match=r"t.weights.h5.*2 classes.*yolov3: "):
         build_from_weights(path, 2, [get_spec("yolov3")], 9)
+
+
+def test_a_shape_refusal_is_one_line_naming_the_layer_and_both_shapes(tiny2, tmp_path):
+    path = tmp_path / "t.weights.h5"
+    tiny2.save_weights(path)
+    with pytest.raises(FileFormatError) as refused:
+        build_from_weights(path, 2, [get_spec("tiny-af")], 0)
+    message = str(refused.value)
+    assert "t.weights.h5" in message and "tiny-af: " in message and len(message) < 600, message
+    assert "\n" not in message and "value=" not in message  # no tensors from Keras's message
+    assert re.search(r"/kernel: the body has \(\d+(, \d+)*\), the file \(\d+(, \d+)*\)", message)
+
+
+def test_keras_refusal_keeps_a_message_without_shapes_whole():
+    assert keras_refusal(ValueError("bad file\nmore")) == "bad file"
+    assert keras_refusal(KeyError()) == "KeyError"

@@ -8,6 +8,7 @@ Loading a body with its facts from any model file is :mod:`yolo3.loading`'s job.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -29,7 +30,7 @@ from yolo3.specs import anchor_specs
 from yolo3.weight_names import Arrays, WeightsError
 
 __all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
-           "output_channels", "read_layer_weights", "layers_with_weights"]
+           "output_channels", "read_layer_weights", "layers_with_weights", "keras_refusal"]
 
 
 def atomic_save_weights(model, path: PathLike) -> Path:
@@ -92,9 +93,26 @@ def build_from_weights(path: PathLike, num_classes: int, candidates: Sequence, n
                 body.load_weights(os.fspath(path))
             return body, spec
         except Exception as e:  # noqa: BLE001 - Keras raises many types for a wrong file
-            errors.append(f"{spec.name}: {e}")
+            errors.append(f"{spec.name}: {keras_refusal(e)}")
     raise FileFormatError(path, f"weights do not fit a body for {num_classes} classes "
                                 f"({'; '.join(errors) or 'no candidate variant'})")
+
+
+_SHAPES = re.compile(r"variable\.shape=(\([^)]*\)), Received: value\.shape=(\([^)]*\))")
+_VARIABLE = re.compile(r"Target variable: <Variable path=([^,>]+)")
+
+
+def keras_refusal(error: Exception) -> str:
+    """Keras's refusal of a weights file in one line: its first line and the first shape mismatch
+    it names (``head_s16_conv1_conv/kernel: the body has (3, 3, 384, 256), the file (3, 3, 256,
+    512)``); Keras's own message goes on with the whole tensors."""
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    shapes, variable = _SHAPES.search(text), _VARIABLE.search(text)
+    if shapes:
+        where = f"{variable.group(1)}: " if variable else ""
+        line += f" ({where}the body has {shapes.group(1)}, the file {shapes.group(2)})"
+    return line
 
 
 def layers_with_weights(model) -> Dict[str, object]:
