@@ -187,6 +187,15 @@ def test_benchmark_refuses_a_bad_extra_setting_before_anything_is_made(tmp_path,
     assert code == 2 and message in err and "Traceback" not in err
 
 
+def test_inference_benchmark_refuses_an_anchor_free_variant_naming_why(capsys):
+    """It benchmarks a Darknet cfg, which an anchor-free variant has none of: exit 2, the reason."""
+    from yolo3.cli import main
+    code = main(["benchmark", "inference", "--variant", "tiny-af", "--input-size", "64"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "unexpected" not in err
+    assert "variant 'tiny-af' has an anchor-free head" in err and "its base 'tiny' has one" in err
+
+
 def test_every_setting_the_benchmark_sets_itself_is_refused_in_extra():
     import argparse
 

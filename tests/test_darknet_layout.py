@@ -89,3 +89,10 @@ def test_layer_names_and_unknown_layouts():
     assert converted_layer("backbone_stem_conv") is None
     with pytest.raises(DarknetError, match="yolo9"):
         body_to_cfg_index("yolo9")
+
+
+def test_an_anchor_free_variant_has_no_cfg_to_write():
+    from yolo3.specs import UnknownVariantError
+    with pytest.raises(UnknownVariantError, match="'tiny-af' has an anchor-free head.*no Darknet "
+                                                  "layout .its base 'tiny' has one."):
+        layout_cfg_text("tiny-af")

@@ -195,7 +195,7 @@ def add_variant_argument(parser: argparse.ArgumentParser, *, default=None, many:
                         metavar="VARIANT", help=f"{help}: {listed}" if help else listed,
                         **kwargs)
     parser.add_argument(old or ("--models" if many else "--model"), dest=dest, nargs=nargs,
-                        choices=model_choices(), action=_RenamedFlag, new=flag,
+                        choices=names, action=_RenamedFlag, new=flag,
                         help=argparse.SUPPRESS)
 
 

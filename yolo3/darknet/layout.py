@@ -134,7 +134,9 @@ def layout_cfg_text(kind: str, num_classes: int = 80, anchors: Optional[np.ndarr
                     masks: Optional[Sequence[Sequence[int]]] = None,
                     input_size: Tuple[int, int] = (416, 416)) -> str:
     """A complete Darknet cfg for variant ``kind`` (default: the spec's COCO anchors and masks),
-    e.g. to benchmark or convert without Darknet's own cfg files."""
+    e.g. to benchmark or convert without Darknet's own cfg files. An anchor-free variant has
+    none: UnknownVariantError naming its base, before its anchors are asked for."""
+    layout(kind)
     spec = get_spec(kind)
     anchors = spec.default_anchors() if anchors is None else anchors
     masks = spec.default_masks(len(anchors)) if masks is None else masks
