@@ -15,8 +15,8 @@ import pytest
 
 from yolo3 import specs
 from yolo3.specs import (BACKBONES, SPECS, InputSizeError, ModelSpec, UnknownVariantError,
-                         check_input_size, get_spec, layout, layout_names, spec_of_layers,
-                         specs_preferring, strides_for)
+                         check_input_size, get_spec, layout, layout_names, multi_scale_shapes,
+                         multi_scale_sizes, spec_of_layers, specs_preferring, strides_for)
 
 CFG_OF = {"yolov3": "yolov3.cfg", "tiny": "yolov3-tiny.cfg"}
 
@@ -163,6 +163,28 @@ def test_a_spec_checks_sizes_against_its_largest_stride():
     assert spec.check_input_size(48) == (48, 48)
     with pytest.raises(InputSizeError, match="multiples of 32"):
         SPECS["tiny"].check_input_size(48)
+
+
+def test_multi_scale_sizes_are_the_stride_multiples_between_the_ends():
+    assert multi_scale_sizes(320, 416, 32) == (320, 352, 384, 416)
+    assert multi_scale_sizes(64, 96, 16) == (64, 80, 96)
+    with pytest.raises(InputSizeError, match="multiples of 32"):
+        multi_scale_sizes(300, 416, 32)
+    with pytest.raises(InputSizeError, match="MIN <= MAX"):
+        multi_scale_sizes(416, 320, 32)
+
+
+def test_multi_scale_shapes_keep_the_aspect_at_the_variants_largest_stride():
+    # the longer side takes each size, the shorter keeps the aspect, rounded to the stride
+    assert multi_scale_shapes(320, 416, (288, 512), 32) == ((192, 320), (192, 352), (224, 384),
+                                                             (224, 416))
+    assert multi_scale_shapes(320, 384, (416, 416), 32) == ((320, 320), (352, 352), (384, 384))
+    assert multi_scale_shapes(32, 64, (32, 256), 32) == ((32, 32), (32, 64))  # never below it
+    for variant in ("yolov3", "tiny", "tiny-af"):
+        spec = get_spec(variant)
+        shapes = spec.multi_scale_shapes(320, 416, (288, 512))
+        assert shapes == multi_scale_shapes(320, 416, (288, 512), spec.max_stride)
+        assert all(spec.check_input_size(shape) == shape for shape in shapes)
 
 
 def test_spec_of_layers_recognises_each_variant_by_its_blocks():

@@ -8,7 +8,7 @@ import pytest
 
 from yolo3.errors import SettingError
 from yolo3.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, cautions,
-                                check, default, multi_scale_sizes, parse_setting)
+                                check, default, parse_setting)
 
 
 def _files(tmp_path):
@@ -45,24 +45,22 @@ def test_every_setting_has_one_name_and_a_default():
         default("nothing")
 
 
-def test_a_non_square_input_and_its_multi_scale_shapes():
-    from yolo3.train_config import multi_scale_shapes
-    # the longer side takes each size, the shorter keeps the aspect (rounded to 32)
-    assert multi_scale_shapes(320, 416, (288, 512)) == ((192, 320), (192, 352), (224, 384),
-                                                         (224, 416))
-    assert multi_scale_shapes(320, 384, (416, 416)) == ((320, 320), (352, 352), (384, 384))
+def test_a_size_the_variant_cannot_take_is_refused_naming_its_setting():
     with pytest.raises(SettingError, match=r"input_size: .*\(288, 500\).*500 is not") as e:
         check(TrainConfig(annotations=__file__, classes=__file__, input_size=(288, 500)))
     assert e.value.settings == ("input_size",)
+    with pytest.raises(SettingError, match=r"multi_scale: sizes need multiples of 32") as e:
+        check(TrainConfig(annotations=__file__, classes=__file__, multi_scale=(300, 416)))
+    assert e.value.settings == ("multi_scale",)
+    with pytest.raises(SettingError, match="MIN <= MAX") as e:
+        check(TrainConfig(annotations=__file__, classes=__file__, multi_scale=(416, 320)))
+    assert e.value.settings == ("multi_scale",)
 
 
-def test_multi_scale_sizes():
-    assert multi_scale_sizes(320, 416) == (320, 352, 384, 416)
-    with pytest.raises(SettingError, match="multiples of 32") as caught:
-        multi_scale_sizes(300, 416)
-    assert caught.value.settings == ("multi_scale",)
-    with pytest.raises(ValueError, match="MIN <= MAX"):
-        multi_scale_sizes(416, 320)
+def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
+    config = TrainConfig(**_files(tmp_path), bn_stats_images=0)
+    assert check(config) == cautions(config) and len(check(config)) == 1
+    assert check(TrainConfig(**_files(tmp_path))) == []
 
 
 @pytest.mark.parametrize("setting, value, settings, message", [

@@ -30,7 +30,8 @@ Size = Union[int, Sequence[int]]
 Describe = Callable[..., None]
 
 __all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_specs", "anchor_specs",
-           "specs_preferring", "spec_of_layers", "layout_names", "layout", "check_input_size", "UnknownModelError",
+           "specs_preferring", "spec_of_layers", "layout_names", "layout", "check_input_size", "multi_scale_sizes",
+           "multi_scale_shapes", "UnknownModelError",
            "InputSizeError", "strides_for"]
 
 
@@ -59,6 +60,30 @@ def check_input_size(size: Size, multiple: int = 32) -> Tuple[int, int]:
         raise InputSizeError(f"input size {hw}: height and width must be multiples of {multiple} "
                              f"({bad[0]} is not a positive multiple of {multiple})")
     return hw  # type: ignore[return-value]
+
+
+def multi_scale_sizes(smallest: int, largest: int, stride: int) -> Tuple[int, ...]:
+    """The longer sides of multi-scale training: multiples of ``stride`` in ``[smallest, largest]``;
+    :class:`InputSizeError` unless both ends are such multiples with ``smallest <= largest``."""
+    if smallest % stride or largest % stride or not 0 < smallest <= largest:
+        raise InputSizeError(f"sizes need multiples of {stride} with MIN <= MAX, got {smallest} "
+                             f"and {largest}")
+    return tuple(range(smallest, largest + 1, stride))
+
+
+def multi_scale_shapes(smallest: int, largest: int, hw: Tuple[int, int], stride: int
+                       ) -> Tuple[Tuple[int, int], ...]:
+    """The input shapes ``(h, w)`` of multi-scale training for an input of ``hw``: the longer side
+    takes each of :func:`multi_scale_sizes`, the shorter follows at the input's aspect (rounded to
+    a multiple of ``stride``, at least ``stride``)."""
+    h, w = hw
+    shapes: List[Tuple[int, int]] = []
+    for side in multi_scale_sizes(smallest, largest, stride):
+        scale = side / max(h, w)
+        shape = tuple(max(stride, int(round(v * scale / stride)) * stride) for v in (h, w))
+        if shape not in shapes:
+            shapes.append(shape)  # type: ignore[arg-type]
+    return tuple(shapes)
 
 
 class _BlockRecorder:
@@ -161,6 +186,12 @@ class ModelSpec:
     def check_input_size(self, size: Size) -> Tuple[int, int]:
         """``(h, w)`` for ``size``, refused unless both are multiples of the largest stride."""
         return check_input_size(size, self.max_stride)
+
+    def multi_scale_shapes(self, smallest: int, largest: int, hw: Tuple[int, int]
+                           ) -> Tuple[Tuple[int, int], ...]:
+        """The input shapes of multi-scale training from ``smallest`` to ``largest`` for an input of
+        ``hw``, at this variant's largest stride (:func:`multi_scale_shapes`)."""
+        return multi_scale_shapes(smallest, largest, hw, self.max_stride)
 
     def blocks(self) -> List[str]:
         """The convolution blocks (``backbone_stem``, ..., ``output_s32``) in Darknet cfg order."""

@@ -65,7 +65,7 @@ from yolo3.resume import load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
-from yolo3.train_config import DataSettings, TrainConfig, cautions, check, multi_scale_shapes
+from yolo3.train_config import Caution, DataSettings, TrainConfig, check
 from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
@@ -164,11 +164,11 @@ class Stage:
     frozen: bool
 
 
-def validate_config(config: TrainConfig) -> None:
+def validate_config(config: TrainConfig) -> List[Caution]:
     """Refuse settings that cannot work (:func:`yolo3.train_config.check`): :class:`ConfigError`
-    naming them."""
+    naming them; returns the cautions of those that can."""
     try:
-        check(config)
+        return check(config)
     except SettingError as e:
         raise ConfigError(str(e), *e.settings) from None
 
@@ -196,8 +196,8 @@ def prepare_data(config: TrainConfig) -> TrainData:
     ``val_split`` of the annotations. An anchor-free variant has no anchors or masks (an
     ``anchors`` setting is not used: :func:`yolo3.train_config.cautions` says so)."""
     settings = config.data
-    spec = get_spec(config.model.variant)
     class_names, train_source, val_source = data_sources(settings)
+    spec = get_spec(config.model.variant)
     auto = settings.anchors == AUTO_ANCHORS and not spec.anchor_free
     given = settings.anchors and not auto and not spec.anchor_free
     anchors = read_anchors(settings.anchors) if given else spec.default_anchors()
@@ -439,7 +439,8 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
     settings = config.data
     hw = data.hw
-    shapes = multi_scale_shapes(*settings.multi_scale, hw) if settings.multi_scale else None
+    shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, hw) if settings.multi_scale
+              else None)
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
@@ -653,8 +654,7 @@ def weights_finite(model: keras.Model) -> bool:
 def train(config: TrainConfig) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
     policy of ``precision`` holds while training and is restored afterwards."""
-    validate_config(config)
-    for caution in cautions(config):
+    for caution in validate_config(config):
         logger.warning("%s", caution.message, extra={"settings": caution.settings})
     with dtype_policy(training_precision(config)):
         return _train(config)
@@ -663,7 +663,8 @@ def train(config: TrainConfig) -> TrainResult:
 def training_precision(config: TrainConfig) -> str:
     """The dtype policy ``config.recipe.precision`` means on this machine (see
     :func:`yolo3.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
-    return resolve_training_precision(config.recipe.precision, gpu=_on_gpu(config))
+    return resolve_training_precision(config.recipe.precision,
+                                      gpu=False if config.hardware.cpu_replicas else None)
 
 
 def _on_gpu(config: TrainConfig) -> bool:

@@ -30,7 +30,7 @@ from yolo3.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
-           "cautions", "multi_scale_sizes", "parse_setting", "ANCHOR_HEAD_SETTINGS"]
+           "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS"]
 
 
 @dataclass
@@ -51,7 +51,7 @@ class DataSettings:
     # hundred images (three synthetic sets, from scratch and fine-tuned); full for long runs
     augment: str = "light"
     mosaic: float = 0.0  # probability of a 4-image mosaic per training image
-    multi_scale: Optional[Tuple[int, int]] = None  # (MIN, MAX): random multiple of 32 in between
+    multi_scale: Optional[Tuple[int, int]] = None  # (MIN, MAX): random multiple of the largest stride
     multi_scale_every: int = 10  # steps between two size changes
 
 
@@ -246,41 +246,21 @@ def parse_setting(name: str, text: str) -> Any:
         raise SettingError(f"{name} {e}", name) from None
 
 
-def multi_scale_shapes(smallest: int, largest: int, hw: Tuple[int, int], stride: int = 32
-                       ) -> Tuple[Tuple[int, int], ...]:
-    """The input shapes ``(h, w)`` of the ``multi_scale`` setting for an input of ``hw``: the longer
-    side takes each of :func:`multi_scale_sizes`, the shorter follows at the input's aspect
-    (rounded to a multiple of ``stride``, at least ``stride``)."""
-    h, w = hw
-    shapes = []
-    for side in multi_scale_sizes(smallest, largest, stride):
-        scale = side / max(h, w)
-        shape = tuple(max(stride, int(round(v * scale / stride)) * stride) for v in (h, w))
-        if shape not in shapes:
-            shapes.append(shape)
-    return tuple(shapes)  # type: ignore[return-value]
-
-
-def multi_scale_sizes(smallest: int, largest: int, stride: int = 32) -> Tuple[int, ...]:
-    """The sizes of the ``multi_scale`` setting: multiples of ``stride`` in ``[smallest, largest]``."""
-    if smallest % stride or largest % stride or not 0 < smallest <= largest:
-        raise SettingError(f"multi_scale sizes need multiples of {stride} with MIN <= MAX, got "
-                           f"{smallest} and {largest}", "multi_scale")
-    return tuple(range(smallest, largest + 1, stride))
-
-
 # ---------------------------------------------------------------------------------- the rules
 
-def check(config: TrainConfig) -> None:
+def check(config: TrainConfig) -> List[Caution]:
     """Refuse settings that cannot work (a missing file, a size the variant cannot take, a value
     out of range, two settings that contradict each other, a value of the wrong type):
-    :class:`SettingError` naming them."""
+    :class:`SettingError` naming them. Returns the :func:`cautions` of the settings it accepts, so
+    one pass over ``config`` both refuses and cautions."""
     _check_types(config)
     _check_data(config.data)
     _check_recipe(config.recipe)
     _check_schedule(config.schedule)
     _check_hardware(config.hardware)
-    _check_model(config.model, config.data)  # last: the only rule that asks the registry
+    found = cautions(config)
+    _check_model(config.model, config.data)  # last: the rule that asks the registry
+    return found
 
 
 class Caution(NamedTuple):
@@ -391,12 +371,11 @@ def _check_model(model: ModelSettings, data: DataSettings) -> None:
         hw = spec.check_input_size(model.input_size)
     except Yolo3Error as e:
         raise SettingError(f"input_size: {e}", "input_size") from None
-    sizes = list(multi_scale_shapes(*data.multi_scale, hw) if data.multi_scale else [])
-    for size, setting in zip(sizes, ["multi_scale"] * len(sizes)):
+    if data.multi_scale:  # its shapes are multiples of the largest stride by construction
         try:
-            spec.check_input_size(size)
+            spec.multi_scale_shapes(*data.multi_scale, hw)
         except Yolo3Error as e:
-            raise SettingError(f"{setting}: {e}", setting) from None
+            raise SettingError(f"multi_scale: {e}", "multi_scale") from None
 
 
 def _check_recipe(recipe: RecipeSettings) -> None:
