@@ -30,9 +30,9 @@ Size = Union[int, Sequence[int]]
 Describe = Callable[..., None]
 
 __all__ = ["ModelSpec", "SPECS", "BACKBONES", "get_spec", "spec_names", "all_specs", "anchor_specs",
-           "specs_preferring", "spec_of_layers", "layout_names", "layout", "check_input_size", "multi_scale_sizes",
-           "multi_scale_shapes", "UnknownModelError",
-           "InputSizeError", "strides_for"]
+           "specs_preferring", "spec_of_layers", "layout_names", "layout", "check_input_size",
+           "multi_scale_sizes", "multi_scale_shapes", "UnknownModelError", "InputSizeError",
+           "strides_for"]
 
 
 class UnknownVariantError(ArgumentError):

@@ -663,8 +663,7 @@ def train(config: TrainConfig) -> TrainResult:
 def training_precision(config: TrainConfig) -> str:
     """The dtype policy ``config.recipe.precision`` means on this machine (see
     :func:`yolo3.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
-    return resolve_training_precision(config.recipe.precision,
-                                      gpu=False if config.hardware.cpu_replicas else None)
+    return resolve_training_precision(config.recipe.precision, gpu=_on_gpu(config))
 
 
 def _on_gpu(config: TrainConfig) -> bool:

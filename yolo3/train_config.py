@@ -258,9 +258,8 @@ def check(config: TrainConfig) -> List[Caution]:
     _check_recipe(config.recipe)
     _check_schedule(config.schedule)
     _check_hardware(config.hardware)
-    found = cautions(config)
-    _check_model(config.model, config.data)  # last: the rule that asks the registry
-    return found
+    _check_model(config.model, config.data)  # last: the only rule that asks the registry
+    return cautions(config)
 
 
 class Caution(NamedTuple):
