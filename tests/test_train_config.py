@@ -217,6 +217,8 @@ def test_trains_old_variant_flag_still_works_and_warns(tmp_path, capsys):
      "yolo3 train: error: need 0 <= --freeze-epochs (9) <= --epochs (5) and --epochs >= 1"),
     (["--assign-iou", "0"], r"yolo3 train: error: --assign-iou must be in (0, 1], got 0.0"),
     (["--ignore-iou", "0"], r"yolo3 train: error: --ignore-iou must be in (0, 1], got 0.0"),
+    (["--multi-scale", "48", "96"], "yolo3 train: error: --multi-scale: sizes need multiples of 32 "
+                                    "with MIN <= MAX, got 48 and 96"),
 ])
 def test_a_bad_setting_on_the_command_line_names_its_flag_and_exits_2(tmp_path, capsys, extra,
                                                                        message):
