@@ -56,3 +56,11 @@ def line_image(tmp_path_factory):
     path = folder / "red.png"
     Image.fromarray(array).save(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def trained_world(tmp_path_factory):
+    """A small synthetic set and one trained tiny run (64 px, one epoch) that command-line tests
+    run commands on; tests copy what they change (tests/cli_harness.py)."""
+    from cli_harness import make_trained_world
+    return make_trained_world(tmp_path_factory.mktemp("world"))

@@ -2,60 +2,24 @@
 traceback, and the output location byte-identical before and after (hashes)."""
 from __future__ import annotations
 
-import hashlib
 import os
 import json
 import shutil
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from cli_harness import run_cli, snapshot
 from yolo3.cli import main as yolo3_main
-from yolo3.data.synthetic import make_synthetic_dataset
-
-
-def snapshot(*roots: Path) -> Dict[str, str]:
-    """Path -> SHA-256 of every file under ``roots`` (a missing root is recorded as missing)."""
-    out: Dict[str, str] = {}
-    for root in roots:
-        root = Path(root)
-        if not root.exists():
-            out[str(root)] = "<missing>"
-        elif root.is_file():
-            out[str(root)] = hashlib.sha256(root.read_bytes()).hexdigest()
-        else:
-            for p in sorted(root.rglob("*")):
-                if p.is_file():
-                    out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-            out[str(root)] = "<dir>"
-    return out
-
-
-def run_cli(argv: List[str], capsys) -> tuple:
-    code = yolo3_main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.err
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """A small dataset and one trained run (custom anchors, 64 px) to damage."""
-    root = tmp_path_factory.mktemp("bad")
-    data = root / "data"
-    make_synthetic_dataset(str(data), 12, (96, 96), val_fraction=0.25, seed=3)
-    anchors = root / "anchors.txt"
-    anchors.write_text("5,6, 9,10, 14,15, 20,22, 30,28, 40,44\n")
-    run = root / "run"
-    code = yolo3_main(["train", "--annotations", str(data / "train.txt"), "--val-annotations",
-                       str(data / "val.txt"), "--classes", str(data / "classes.txt"), "--model",
-                       "tiny", "--input-size", "64", "--batch-size", "2", "--epochs", "1",
-                       "--freeze-epochs", "0", "--anchors", str(anchors), "--output", str(run),
-                       "--no-augment", "--quiet", "--eval-every", "0"])
-    assert code == 0 and (run / "final.keras").exists() and (run / "resume.json").exists()
-    return {"root": root, "data": data, "run": run, "anchors": anchors}
+def world(trained_world):
+    """A small dataset and one trained run (custom anchors, 64 px) to damage (copies only)."""
+    return trained_world
 
 
 def _train(world, out, *extra):

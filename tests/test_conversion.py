@@ -73,7 +73,7 @@ def test_write_dataset_refuses_a_folder_with_files_and_leaves_nothing(source, tm
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
-    with pytest.raises(ArgumentError, match="must be new or empty"):
+    with pytest.raises(ArgumentError, match="holds 1 entry yolo3 did not write"):
         write_dataset(taken, "yolo", splits, names)
     assert os.listdir(taken) == ["keep.txt"]
     with pytest.raises(ArgumentError, match="unknown annotation format 'xml'"):
@@ -91,11 +91,14 @@ def test_the_command_converts_a_data_file_and_refuses_bad_requests(source, tmp_p
                        "--out", str(coco)]) == 0
     assert "train 6 images" in capsys.readouterr().out
     assert_same(load_annotations(coco / "train.json"), splits["train"])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's")
     for argv, message in (
             (["--annotations", str(root / "train.txt"), "--to", "voc", "--out",
               str(tmp_path / "v")], "--classes is needed"),
-            (["--data", str(yolo / "data.yaml"), "--to", "text", "--out", str(coco)],
-             "must be new or empty"),
+            (["--data", str(yolo / "data.yaml"), "--to", "text", "--out", str(mine)],
+             "yolo3 did not write"),
             (["--data", str(yolo / "data.yaml"), "--to", "text", "--out", str(yolo)],
              "--out")):
         before = sorted(p.name for p in tmp_path.rglob("*"))

@@ -33,7 +33,7 @@ def test_check_dataset_ok_and_draws(shapes, tmp_path, capsys):
                              str(shapes / "classes.txt"), "--draw", "3", "--draw-dir", str(draw)])
     out = capsys.readouterr().out
     assert rc == 0 and "images: 12" in out and "no problems" in out and "circle" in out
-    files = sorted(os.listdir(draw))
+    files = sorted(f for f in os.listdir(draw) if not f.startswith("."))  # the marker is hidden
     assert len(files) == 3 and all(f.endswith(".png") for f in files)
     assert Image.open(draw / files[0]).size == (96, 64)
 

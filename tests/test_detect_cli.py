@@ -55,7 +55,7 @@ def test_folder_with_a_broken_file(model_dir, tmp_path, capsys):
                "--precision", "float32"])  # compared exactly below: never the machine's auto
     err = capsys.readouterr().err
     assert rc == 1 and "broken.jpg" in err and "2 images processed, 1 failed" in err
-    assert sorted(p.name for p in out.iterdir()) == ["dog.jpg", "eagle.jpg"]
+    assert sorted(p.name for p in out.iterdir()) == [".yolo3-output.json", "dog.jpg", "eagle.jpg"]
     entries = json.loads(js.read_text())
     assert [Path(e["image"]).name for e in entries] == ["dog.jpg", "eagle.jpg"]
     det = YOLO(model_dir / "final.keras", score=0.2, input_size=INPUT, precision="float32")

@@ -5,8 +5,9 @@ import os
 
 import pytest
 
-from yolo3.fileio import (TEMP_PREFIX, atomic_directory, atomic_write, remove_stale_temporaries,
-                          write_text_atomic)
+from yolo3.fileio import (TEMP_PREFIX, atomic_directory, atomic_write, is_temporary,
+                          remove_entry, remove_stale_temporaries, temporary_owner,
+                          temporary_prefix, write_text_atomic)
 
 
 def test_atomic_write_keeps_old_file_when_writer_fails(tmp_path):
@@ -47,10 +48,94 @@ def test_write_text_atomic_creates_folders_and_leaves_no_temporary(tmp_path):
     assert not [p for p in path.parent.iterdir() if p.name.startswith(TEMP_PREFIX)]
 
 
-def test_remove_stale_temporaries_leaves_checkpoints(tmp_path):
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    import subprocess
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temporaries_carry_host_and_pid_and_are_read_back():
+    name = temporary_prefix("last.keras") + "abc.keras"
+    assert name.startswith(TEMP_PREFIX) and is_temporary(name)
+    host, pid = temporary_owner(name)
+    assert pid == os.getpid() and host.isalnum()
+    assert temporary_owner("last.keras") is None and temporary_owner(".tmp-x-1-y") is None
+
+
+def test_remove_stale_temporaries_takes_only_dead_writers_leftovers(tmp_path):
+    host, _ = temporary_owner(temporary_prefix("x"))
+    dead = _dead_pid()
+    (tmp_path / f"{TEMP_PREFIX}{host}-{dead}-last.keras-abc.keras").write_text("half")
+    (tmp_path / f"{TEMP_PREFIX}{host}-{dead}-out-xyz").mkdir()
+    (tmp_path / f"{TEMP_PREFIX}{host}-{dead}-out-xyz" / "a.txt").write_text("half")
+    live = tmp_path / f"{temporary_prefix('best.keras')}q.keras"  # this process: a live writer
+    live.write_text("being written")
+    other_host = tmp_path / f"{TEMP_PREFIX}elsewhere{host}-{dead}-f-1"  # another machine's
+    other_host.write_text("theirs")
+    users = [tmp_path / ".tmp-notes.txt", tmp_path / "last.keras", tmp_path / "resume-00001"]
+    users[0].write_text("the user's own hidden file")
+    users[1].write_text("whole")
+    users[2].mkdir()
+    assert remove_stale_temporaries(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, other_host.name] + [u.name for u in users])
+
+
+def test_legacy_temporaries_only_where_asked(tmp_path):
     (tmp_path / ".tmp-last.keras-abc.keras").write_text("half")
     (tmp_path / ".tmp-resume-00002-xyz").mkdir()
     (tmp_path / "last.keras").write_text("whole")
-    (tmp_path / "resume-00001").mkdir()
-    assert remove_stale_temporaries(tmp_path) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.keras", "resume-00001"]
+    assert remove_stale_temporaries(tmp_path) == 0
+    assert remove_stale_temporaries(tmp_path, legacy=True) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["last.keras"]
+
+
+def test_the_next_write_sweeps_a_killed_writers_temporary(tmp_path):
+    host, _ = temporary_owner(temporary_prefix("x"))
+    stale = tmp_path / f"{TEMP_PREFIX}{host}-{_dead_pid()}-out.json-abc.json"
+    stale.write_text("half")
+    write_text_atomic(tmp_path / "other.json", "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json"]
+
+
+def test_an_interrupted_writer_leaves_nothing(tmp_path):
+    target = tmp_path / "f.txt"
+
+    def interrupted(tmp):
+        with open(tmp, "w") as f:
+            f.write("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, interrupted)
+
+    def interrupted_folder(folder):
+        (folder / "a").write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_directory(tmp_path / "state", interrupted_folder)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_write_names_the_path_asked_for_not_the_temporary(tmp_path):
+    def denied(tmp):
+        raise PermissionError(13, "Permission denied", tmp)
+
+    with pytest.raises(PermissionError) as caught:
+        atomic_write(tmp_path / "out.json", denied)
+    assert caught.value.filename == str(tmp_path / "out.json")
+    assert os.listdir(tmp_path) == []
+
+
+def test_remove_entry_removes_a_link_never_its_target(tmp_path):
+    target = tmp_path / "data"
+    target.mkdir()
+    (target / "keep.txt").write_text("keep")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    remove_entry(link)
+    assert not os.path.lexists(link) and (target / "keep.txt").read_text() == "keep"

@@ -12,6 +12,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from yolo3.boxes import wh_iou
+from yolo3.class_names import check_class_names
 from yolo3.errors import FileFormatError, PathLike
 from yolo3.fileio import write_text_atomic
 from yolo3.specs import get_spec
@@ -78,23 +79,20 @@ def write_anchors(path: PathLike, anchors: np.ndarray) -> None:
 
 
 def parse_classes(text: str, path: Optional[PathLike] = None) -> List[str]:
-    """Parse class-list text: one name per line; blank lines only at the end."""
+    """Parse class-list text: one name per line (spaces around it dropped); blank lines only at
+    the end; the names checked as every layout's are (:func:`yolo3.class_names.check_class_names`:
+    none empty, none repeated)."""
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
-    names: List[str] = []
-    seen = {}
-    for line_no, raw in enumerate(lines, start=1):
-        name = raw.strip()
-        if not name:
-            raise FileFormatError(path, "empty class name (blank line inside the class list)", line=line_no)
-        if name in seen:
-            raise FileFormatError(path, f"class name {name!r} repeats line {seen[name]}", line=line_no)
-        seen[name] = line_no
-        names.append(name)
-    if not names:
+    if not lines:
         raise FileFormatError(path, "class list is empty")
-    return names
+    for line_no, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            raise FileFormatError(path, "empty class name (blank line inside the class list)",
+                                  line=line_no)
+    return check_class_names([raw.strip() for raw in lines], path,
+                             lines=list(range(1, len(lines) + 1)))
 
 
 def read_classes(path: PathLike) -> List[str]:
@@ -103,12 +101,21 @@ def read_classes(path: PathLike) -> List[str]:
 
 
 def write_classes(path: PathLike, names: Sequence[str]) -> None:
-    """Write one class name per line; refuses (before writing) names that are empty, span lines
-    or repeat, which :func:`read_classes` would refuse to read back."""
-    text = "".join(f"{n}\n" for n in names)
-    if len(text.splitlines()) != len(names) or parse_classes(text, path) != [n.strip() for n in names]:
-        raise FileFormatError(path, "class names must be single lines")
-    write_text_atomic(path, text)
+    """Write one class name per line; refuses (before writing) what :func:`read_classes` would
+    not read back identically: names that are empty, span lines, repeat, or begin or end with
+    spaces."""
+    names = check_class_names(list(names), path)
+    padded = [n for n in names if n != n.strip()]
+    if padded:
+        raise FileFormatError(path, f"class name {padded[0]!r} begins or ends with spaces, which "
+                                    "a classes file cannot keep (one name per line, read without "
+                                    "the spaces around it)")
+    write_text_atomic(path, "".join(f"{n}\n" for n in names))
+
+
+def fits_classes_file(names: Sequence[str]) -> bool:
+    """Whether :func:`write_classes` can write ``names`` (as they are) into a classes file."""
+    return all(n == n.strip() for n in names)
 
 
 def default_anchors(variant: str) -> np.ndarray:

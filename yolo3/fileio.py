@@ -1,26 +1,70 @@
 """Writing files so that a crash never leaves half of one: the one place that renames into place.
 
 Everything yolo3 writes (models, weights, checkpoints, resume state, anchors and class lists,
-history.csv, detection JSON, exported models, caches) is first written to a temporary name starting
-with :data:`TEMP_PREFIX` in the destination's folder, flushed to disk (``fsync``), then renamed over
-the destination, and the folder is flushed too. A crash, even SIGKILL, leaves the old file or the
-new one. The temporaries a killed writer leaves behind are recognised by their prefix and removed by
-:func:`remove_stale_temporaries`. No TensorFlow here.
+history.csv, detection JSON, exported models, caches) is first written to a temporary name in the
+destination's folder, flushed to disk (``fsync``), then renamed over the destination, and the
+folder is flushed too. A crash, even SIGKILL, leaves the old file or the new one.
+
+A temporary's name says who made it: ``.yolo3-tmp-<host>-<pid>-<name>-<random>``
+(:func:`temporary_owner` reads it back). What a killed writer left behind is swept by the next
+write into the same folder (:func:`remove_stale_temporaries`): only yolo3's own temporaries whose
+process, on this host, is gone; never a live writer's, never a file yolo3 did not name.
+Which folders a command may write into at all is :mod:`yolo3.ownership`'s rule. No TensorFlow here.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional, Tuple
 
 from yolo3.errors import PathLike
 
-TEMP_PREFIX = ".tmp-"
+TEMP_PREFIX = ".yolo3-tmp-"
+LEGACY_TEMP_PREFIX = ".tmp-"  # the temporaries of yolo3 0.3 and earlier (no owner in the name)
+_OWNER = re.compile(r"^\.yolo3-tmp-(?P<host>[A-Za-z0-9]*)-(?P<pid>\d+)-")
 
-__all__ = ["TEMP_PREFIX", "atomic_write", "atomic_directory", "write_text_atomic",
-           "remove_stale_temporaries", "fsync_file", "fsync_dir"]
+__all__ = ["TEMP_PREFIX", "LEGACY_TEMP_PREFIX", "atomic_write", "atomic_directory",
+           "write_text_atomic", "remove_stale_temporaries", "temporary_prefix", "temporary_owner",
+           "is_temporary", "make_temporary_folder", "fsync_file", "fsync_dir", "fsync_tree",
+           "remove_entry", "replace_entry"]
+
+
+def _host() -> str:
+    """This machine's name, letters and digits only (at most 16), as temporaries carry it."""
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:16]
+
+
+def temporary_prefix(name: str) -> str:
+    """The prefix of this process's temporaries for the destination ``name``."""
+    return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-{name}-"
+
+
+def temporary_owner(name: str) -> Optional[Tuple[str, int]]:
+    """``(host, pid)`` of the process that made the temporary ``name``; None when ``name`` is not
+    one of yolo3's temporaries."""
+    match = _OWNER.match(name)
+    return None if match is None else (match["host"], int(match["pid"]))
+
+
+def is_temporary(name: str) -> bool:
+    """Whether the folder entry ``name`` is one of yolo3's temporaries (this release's or older)."""
+    return name.startswith((TEMP_PREFIX, LEGACY_TEMP_PREFIX))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # another user's process, or no way to tell: keep its file
+    return True
 
 
 def fsync_file(path: PathLike) -> None:
@@ -43,20 +87,61 @@ def fsync_dir(path: PathLike) -> None:
         os.close(fd)
 
 
-def _fsync_tree(folder: Path) -> None:
+def fsync_tree(folder: PathLike) -> None:
+    """Flush every file under ``folder``, and the folders themselves, to disk."""
     for root, _, files in os.walk(folder):
         for name in files:
             fsync_file(os.path.join(root, name))
         fsync_dir(root)
 
 
-def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = "") -> Path:
+def _named(e: OSError, temporary: Optional[str], path: PathLike) -> OSError:
+    """``e`` naming ``path`` where it names the temporary written for it (or nothing): a user
+    reads the path they asked for, never ``.yolo3-tmp-...``."""
+    if e.filename is None:
+        return e
+    name = os.fspath(e.filename)
+    if (temporary is not None and name.startswith(temporary)) or \
+            is_temporary(os.path.basename(name)):
+        return type(e)(e.errno, e.strerror, os.fspath(path))
+    return e
+
+
+def remove_entry(path: PathLike) -> None:
+    """Delete the file, link or folder ``path`` (a link is removed, never what it points to)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path)
+
+
+def replace_entry(source: PathLike, target: PathLike) -> None:
+    """Rename the file or folder ``source`` to ``target``, replacing what is there (a folder
+    whole, never merged: it is removed first, so a crash between the two leaves none)."""
+    source, target = Path(source), Path(target)
+    if os.path.lexists(target) and (source.is_dir() or (target.is_dir() and
+                                                        not target.is_symlink())):
+        remove_entry(target)
+    os.replace(source, target)
+
+
+def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = "",
+                 sweep: bool = True) -> Path:
     """Call ``writer(tmp_path)`` to create a temporary file beside ``path`` (its name ending in
     ``suffix``, for writers that check it), then flush it and rename it over ``path``. The temporary
-    file is removed when ``writer`` fails; ``path`` is then untouched. Returns ``path``."""
+    file is removed when ``writer`` fails (an interrupt included); ``path`` is then untouched.
+    ``sweep``: first remove what killed writers left in the folder (callers writing thousands of
+    files into a folder they swept once pass False). Returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", suffix=suffix, dir=path.parent)
+    if sweep:
+        remove_stale_temporaries(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path.name), suffix=suffix,
+                                   dir=path.parent)
+    except OSError as e:
+        raise _named(e, None, path) from None
     os.close(fd)
     os.unlink(tmp)  # some writers (Keras) refuse to overwrite a file: let the writer create it
     try:
@@ -64,23 +149,41 @@ def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = ""
         fsync_file(tmp)
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except OSError as e:
+        raise _named(e, tmp, path) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
 
 
+def make_temporary_folder(parent: PathLike, name: str) -> Path:
+    """A new empty temporary folder in ``parent`` for the destination ``name`` (swept by
+    :func:`remove_stale_temporaries` once this process is gone). A folder that cannot be made is
+    an OSError naming ``parent/name``."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=temporary_prefix(name), dir=parent))
+    except OSError as e:
+        raise _named(e, None, Path(parent) / name) from None
+
+
 def atomic_directory(path: PathLike, writer: Callable[[Path], None]) -> Path:
     """Call ``writer(tmp_folder)`` to fill a temporary folder beside ``path``, flush every file in
     it, then put it in place of ``path`` (an older folder there is removed first: between the two a
-    crash leaves no folder, never a mixed one). Returns ``path``."""
+    crash leaves no folder, never a mixed one). Returns ``path``.
+
+    Only for folders yolo3 names and owns whole (a run's ``resume-<epoch>/``, the engine cache):
+    a folder the user names is written by :func:`yolo3.ownership.write_output_folder`, which
+    never removes what it did not write.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{path.name}-", dir=path.parent))
+    remove_stale_temporaries(path.parent)
+    tmp = make_temporary_folder(path.parent, path.name)
     try:
         writer(tmp)
-        _fsync_tree(tmp)
-        if path.is_dir():
+        fsync_tree(tmp)
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         os.replace(tmp, path)
         fsync_dir(path.parent)
@@ -90,24 +193,37 @@ def atomic_directory(path: PathLike, writer: Callable[[Path], None]) -> Path:
     return path
 
 
-def write_text_atomic(path: PathLike, text: str) -> Path:
+def write_text_atomic(path: PathLike, text: str, sweep: bool = True) -> Path:
     """Write UTF-8 ``text`` to ``path`` through a temporary file: never half-written."""
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-    return atomic_write(path, write, suffix=Path(path).suffix)
+    return atomic_write(path, write, suffix=Path(path).suffix, sweep=sweep)
 
 
-def remove_stale_temporaries(folder: PathLike) -> int:
-    """Delete the temporary files and folders a killed writer left in ``folder``; returns how many.
+def remove_stale_temporaries(folder: PathLike, legacy: bool = False) -> int:
+    """Delete the temporaries killed yolo3 writers left in ``folder``; returns how many.
 
-    Call it only where no other process writes into ``folder`` at the same time.
+    Only entries named as yolo3's temporaries (:data:`TEMP_PREFIX`) whose process, on this host,
+    no longer runs: a live writer's temporary and anything else in the folder are left alone.
+    ``legacy``: also the ownerless ``.tmp-*`` names of yolo3 0.3 and earlier (only in a folder
+    that yolo3 owns whole, such as a run folder, and where no other process writes).
     """
     removed = 0
-    for path in Path(folder).glob(f"{TEMP_PREFIX}*"):
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        removed += 1
+    host = _host()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        owner = temporary_owner(entry.name)
+        stale = (owner is not None and owner[0] == host and not _alive(owner[1])) or (
+            legacy and entry.name.startswith(LEGACY_TEMP_PREFIX))
+        if not stale:
+            continue
+        try:
+            remove_entry(entry.path)
+            removed += 1
+        except OSError:
+            pass
     return removed

@@ -39,6 +39,9 @@ from yolo3.specs import strides_for
 logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
+# what an export writes into its folder (yolo3.ownership refuses a user's entry of these names)
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets", INFO_NAME)
+OPENVINO_ENTRIES = ("model.xml", "model.bin")
 OPENVINO_INFO_KEY = "yolo3"  # the IR's <rt_info> entry holding the info JSON
 FORMAT = "yolo3-model-info"
 VERSION = 1
@@ -49,7 +52,8 @@ TRAINING_CLASSES = "classes.txt"
 
 __all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
            "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME", "info_json",
-           "ONNX_METADATA_KEY", "OPENVINO_INFO_KEY", "openvino_xml"]
+           "ONNX_METADATA_KEY", "OPENVINO_INFO_KEY", "openvino_xml", "SAVED_MODEL_ENTRIES",
+           "OPENVINO_ENTRIES"]
 
 ONNX_METADATA_KEY = "yolo3"
 
@@ -164,6 +168,8 @@ def read_info(path: PathLike) -> Optional[ModelInfo]:
         else:
             return None
         data = None if text is None else json.loads(text)
+    except FileFormatError:
+        raise
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
         raise FileFormatError(path, f"cannot read {INFO_NAME}: {e}") from None
     return None if data is None else ModelInfo.from_dict(data, path)
@@ -222,7 +228,13 @@ def _read_onnx_metadata(path: str) -> Optional[str]:
     except ImportError:
         raise FileFormatError(path, "reading ONNX models needs the onnx package: "
                                     "pip install 'yolo3[export]'") from None
-    model = onnx.load(path, load_external_data=False)
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and onnx's own types
+        first = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise FileFormatError(path, f"not an ONNX model: {first}") from None
     return next((p.value for p in model.metadata_props if p.key == ONNX_METADATA_KEY), None)
 
 

@@ -69,10 +69,13 @@ def same_or_inside(inner: PathLike, outer: PathLike) -> bool:
 
 def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
                               inputs: Sequence[PathLike]) -> None:
-    """Refuse an output (``(flag, path)`` pairs; None is skipped) that is an input or contains one.
+    """Refuse an output (``(flag, path)`` pairs; None is skipped) that is an input, contains one,
+    or lies inside an input folder.
 
     An output folder that holds an input (``detect --input photos --output photos``) could replace
-    it with a written copy of the same name; an output file equal to an input would destroy it.
+    it with a written copy of the same name; an output file equal to an input would destroy it; an
+    output inside an input folder (``annotations --out images/train/copy``) would be read as input
+    the next time that folder is read.
     """
     inputs = [os.fspath(p) for p in inputs if p is not None]
     for flag, out in outputs:
@@ -83,6 +86,10 @@ def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
                 what = "is" if _real(source) == _real(out) else "contains"
                 raise ArgumentError(f"{os.fspath(out)}: {flag} {what} the input {source}; "
                                     "choose an output that does not hold any input")
+            if os.path.isdir(source) and same_or_inside(out, source):
+                raise ArgumentError(f"{os.fspath(out)}: {flag} lies inside the input folder "
+                                    f"{source}, where what it writes would be read as input; "
+                                    "choose an output outside it")
 
 
 def check_outputs(files: Sequence[Tuple[str, Optional[PathLike]]] = (),

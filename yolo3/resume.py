@@ -17,12 +17,13 @@ from typing import Dict, Optional, Sequence
 import keras
 import numpy as np
 
-from yolo3.errors import PathLike
+from yolo3.errors import FileFormatError, PathLike
 from yolo3.fileio import atomic_directory, write_text_atomic
 from yolo3.keras_compat import load_weights_without, save_weights_without, swap_ema_weights, uses_ema
 
 __all__ = ["ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
-           "save_weights_without_optimizer", "load_weights_without_optimizer"]
+           "check_resume_files", "save_weights_without_optimizer",
+           "load_weights_without_optimizer"]
 
 
 def save_weights_without_optimizer(model: keras.Model, path: Path) -> None:
@@ -97,6 +98,39 @@ def load_resume_state(output_dir: PathLike) -> Optional[ResumeState]:
         raise FileNotFoundError(f"{pointer} points to {state['dir']}, which is incomplete or missing")
     state["path"] = str(Path(output_dir) / state["dir"])
     return state
+
+
+def _damaged(path: Path, e: BaseException) -> FileFormatError:
+    reason = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    return FileFormatError(path, f"cannot resume from it: the file is damaged ({reason}); the run "
+                                 "folder is kept as it is: resume an earlier copy, or train it "
+                                 "again from the start without --resume")
+
+
+def check_resume_files(state: ResumeState) -> None:
+    """Read every value of a state's ``model.weights.h5`` and ``optimizer.npz`` once, so that a
+    truncated or damaged file is refused (FileFormatError naming it) before anything is written,
+    not met as HDF5's or zipfile's own error while loading."""
+    import zipfile
+
+    import h5py
+    weights = Path(state["path"]) / "model.weights.h5"
+    try:
+        with h5py.File(weights, "r") as f:
+            def read(name, item):
+                if isinstance(item, h5py.Dataset):
+                    item[()]
+            f.visititems(read)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise _damaged(weights, e) from None
+    optimizer = Path(state["path"]) / "optimizer.npz"
+    if optimizer.exists():
+        try:
+            with np.load(optimizer) as data:
+                for key in data.files:
+                    data[key]
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            raise _damaged(optimizer, e) from None
 
 
 def restore_resume_state(state: ResumeState, template: keras.Model,

@@ -22,7 +22,7 @@ from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, 
 import numpy as np
 
 from yolo3 import architectures
-from yolo3.errors import ArgumentError
+from yolo3.errors import ArgumentError, SettingError
 from yolo3.heads import AnchorFreeHead
 from yolo3.masks import default_masks
 
@@ -42,8 +42,12 @@ class UnknownVariantError(ArgumentError):
 UnknownModelError = UnknownVariantError  # the name before 1.3
 
 
-class InputSizeError(ArgumentError):
-    """An input size that the model cannot take."""
+class InputSizeError(SettingError):
+    """An input size that the model cannot take (the setting ``input_size``, ``--input-size`` on
+    the command line, unless another is named)."""
+
+    def __init__(self, message: str, *settings: str):
+        super().__init__(message, *(settings or ("input_size",)))
 
 
 def check_input_size(size: Size, multiple: int = 32) -> Tuple[int, int]:
@@ -52,12 +56,12 @@ def check_input_size(size: Size, multiple: int = 32) -> Tuple[int, int]:
     try:
         hw = (int(size), int(size)) if np.ndim(size) == 0 else tuple(int(v) for v in size)
     except (TypeError, ValueError):
-        raise InputSizeError(f"input size {size!r} is not a number or an (h, w) pair") from None
+        raise InputSizeError(f"input_size {size!r} is not a number or an (h, w) pair") from None
     if len(hw) != 2:
-        raise InputSizeError(f"input size {tuple(size)} must be one side or (height, width)")
+        raise InputSizeError(f"input_size {tuple(size)} must be one side or (height, width)")
     bad = [v for v in hw if v <= 0 or v % multiple]
     if bad:
-        raise InputSizeError(f"input size {hw}: height and width must be multiples of {multiple} "
+        raise InputSizeError(f"input_size {hw}: height and width must be multiples of {multiple} "
                              f"({bad[0]} is not a positive multiple of {multiple})")
     return hw  # type: ignore[return-value]
 

@@ -34,8 +34,14 @@ def read_tflite_info(path: PathLike) -> Optional[ModelInfo]:
     path = os.fspath(path)
     try:
         text = _metadata_text(path)
+    except OSError as e:
+        raise FileFormatError(path, f"cannot read the file: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001 - flatbuffers meets garbage with struct, index ... errors
+        first = str(e).splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise FileFormatError(path, f"not a TFLite model: {first}") from None
+    try:
         data = None if text is None else json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError) as e:
         raise FileFormatError(path, f"cannot read the {TFLITE_METADATA_NAME} metadata: {e}") from None
     return None if data is None else ModelInfo.from_dict(data, path)
 

@@ -32,8 +32,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import (BPR_THRESHOLD, anchor_fit, format_anchors, kmeans_anchors, read_anchors,
-                           read_classes, write_anchors, write_classes)
+from yolo3.anchors import (BPR_THRESHOLD, anchor_fit, fits_classes_file, format_anchors,
+                           kmeans_anchors, read_anchors, read_classes, write_anchors, write_classes)
 from yolo3.architectures import BACKBONE_PREFIX
 from yolo3.bn_statistics import BatchNormStatistics
 from yolo3.anchor_free_loss import anchor_free_training_model
@@ -56,12 +56,13 @@ from yolo3.log import NOTICE
 from yolo3.loss import identity_loss, yolo_training_model
 from yolo3.metadata import ModelInfo
 from yolo3.parallel import multi_gpu_model
+from yolo3.ownership import check_output_folder, claim
 from yolo3.paths import check_output_dir
 from yolo3.precision import resolve_training_precision
 from yolo3.recipe import (anchor_free_bias_priors, auto_ema_momentum, auto_eval_every,
                           dtype_policy, learning_rate, make_optimizer, output_bias_priors,
                           use_jit)
-from yolo3.resume import load_resume_state, restore_resume_state
+from yolo3.resume import check_resume_files, load_resume_state, restore_resume_state
 from yolo3.saving import atomic_save_model, atomic_save_weights
 from yolo3.schedules import WarmupCosine
 from yolo3.specs import ModelSpec, get_spec
@@ -70,7 +71,14 @@ from yolo3.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
+# what a run folder holds (fnmatch patterns): claimed as yolo3's (yolo3.ownership) before the
+# first write, and recognised in the run folders of yolo3 0.3 and earlier, which had no marker
+RUN_FOLDER_ENTRIES = ("anchors.txt", "classes.txt", "history.csv", "logs", "resume.json",
+                      "resume-[0-9]*", "final.keras", "final.weights.h5", "best.keras",
+                      "best.weights.h5", "last.keras", "last.weights.h5", "backup", ".worker-*",
+                      "diagnostics")
+
+__all__ = ["RUN_FOLDER_ENTRIES", "TrainConfig", "TrainResult", "WarmupCosine", "train", "set_stage_trainable",
            "validate_config", "ConfigError", "shard_by_data", "prepare_data", "prepare_output",
            "pick_strategy", "build_models", "check_run_folder", "restore_state", "make_datasets", "run_stage",
            "stages", "TrainData", "Placement", "RunFolder", "Stage", "eval_interval", "data_sources",
@@ -262,16 +270,24 @@ def _anchors_for(records: list, anchors: np.ndarray, auto: bool, hw: Tuple[int, 
 
 
 def check_run_folder(config: TrainConfig, data: TrainData) -> None:
-    """Refuse, before anything is written, an ``output_dir`` that is not a folder, and a ``resume``
-    whose run does not match (its ``resume.json`` unreadable, its classes, anchors or variant
-    different). Without saved state, ``resume`` says that it starts from the beginning."""
+    """Refuse, before anything is written, an ``output_dir`` that is not a folder, one that holds
+    files yolo3 did not write (unless ``exist_ok``, and never one of a run's names:
+    :data:`RUN_FOLDER_ENTRIES`), and a ``resume`` whose run does not match (its ``resume.json``
+    unreadable, its classes, anchors or variant different). A folder with saved state, resumed,
+    is the user's word that it is a run folder. Without saved state, ``resume`` says that it
+    starts from the beginning."""
     out = Path(check_output_dir(config.output.output_dir, "output_dir"))
+    if not (config.output.resume and (out / "resume.json").exists()):
+        check_output_folder(out, "output_dir", config.output.exist_ok, RUN_FOLDER_ENTRIES,
+                            own_patterns=RUN_FOLDER_ENTRIES)
     if not config.output.resume:
         return
     try:
         state = load_resume_state(out)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}", "resume") from None
+    if state is not None:
+        check_resume_files(state)
     if state is None:
         logger.warning("resume: %s has no saved state (resume.json): training starts at epoch 1",
                        out)
@@ -300,12 +316,19 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
     ``anchors.txt`` and ``classes.txt``."""
     out = Path(config.output.output_dir)
     write_dir = out if task.is_chief else out / f".worker-{task.index}"
+    if task.is_chief:
+        claim(out, patterns=RUN_FOLDER_ENTRIES)
     write_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(write_dir)
+    remove_stale_temporaries(write_dir, legacy=True)
     if task.is_chief:
         if not data.spec.anchor_free:
             write_anchors(out / "anchors.txt", data.anchors)
-        write_classes(out / "classes.txt", data.class_names)
+        if fits_classes_file(data.class_names):
+            write_classes(out / "classes.txt", data.class_names)
+        else:
+            logger.warning("%s not written: a class name begins or ends with spaces, which a "
+                           "classes file cannot keep (the model files carry the names as they "
+                           "are)", out / "classes.txt")
     return RunFolder(out, write_dir, task.is_chief)
 
 

@@ -134,6 +134,8 @@ class OutputSettings:
 
     output_dir: str = ""
     resume: bool = False
+    # write into an output folder holding files yolo3 did not write (kept, never replaced)
+    exist_ok: bool = False
     verbose: int = 1
 
 

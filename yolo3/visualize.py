@@ -5,11 +5,13 @@ Boxes are ``(x1, y1, x2, y2)`` pixels of the image they are drawn on; colours ar
 from __future__ import annotations
 
 import colorsys
-import os
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+
+from yolo3.fileio import atomic_write
+from yolo3.ownership import YOLO3_SOFTWARE
 
 Color = Tuple[int, int, int]
 
@@ -126,9 +128,17 @@ def _pyplot():
     return plt
 
 
+def save_figure(fig, path: str, **savefig) -> str:
+    """Write a matplotlib figure to the PNG ``path`` atomically, marked as yolo3's (its
+    ``Software`` text: :func:`yolo3.ownership.written_by_yolo3` recognises it, so the next run
+    may replace it and a user's file of the same name is never replaced)."""
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", metadata={
+        "Software": YOLO3_SOFTWARE}, **savefig), suffix=".png")
+    return path
+
+
 def _save(fig, path: str) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, bbox_inches="tight")
+    save_figure(fig, path, bbox_inches="tight")
     fig.clf()
     return path
 

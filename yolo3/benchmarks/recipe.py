@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from yolo3.distribute import configure_logical_cpus
 from yolo3.history import read_history
 from yolo3.train import TrainConfig
+from yolo3.visualize import save_figure
 from yolo3.train_config import check, parse_setting
 from yolo3.train import train
 from yolo3.data.photo_synthetic import make_photo_dataset
@@ -390,5 +391,5 @@ def _plot(curves: Dict[str, dict], path: str, peer: Optional[dict] = None) -> No
     ax.legend()
     ax.set_title("time to accuracy")
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)

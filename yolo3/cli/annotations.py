@@ -11,7 +11,7 @@ import sys
 from typing import List, Optional
 
 from yolo3.choices import ANNOTATION_FORMATS
-from yolo3.cli.common import add_source_arguments, run_command
+from yolo3.cli.common import add_exist_ok_argument, add_source_arguments, run_command
 
 NAME = "annotations"
 DESCRIPTION = ("Convert annotations between layouts: keras-yolo3 text rows, Pascal VOC, COCO JSON "
@@ -24,17 +24,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", help="classes file (COCO and data files bring their own)")
     p.add_argument("--images", help="image folder of a COCO JSON (default: guessed from its path)")
     p.add_argument("--to", required=True, choices=ANNOTATION_FORMATS, help="the layout to write")
-    p.add_argument("--out", required=True, help="a new (or empty) folder to write it into")
+    p.add_argument("--out", required=True, help="a new or empty folder to write it into (or one "
+                   "yolo3 wrote before; with --exist-ok, one holding other files, which are kept)")
     p.add_argument("--split-name", default="train", help="the split name of --annotations in "
                    "the output (--data keeps its splits; default %(default)s)")
+    add_exist_ok_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.anchors import read_classes
     from yolo3.data.annotations import coco_class_names, detect_format, load_annotations
-    from yolo3.data.conversion import write_dataset
+    from yolo3.data.conversion import write_dataset, written_entries
     from yolo3.data.yolo_layout import read_data_file
     from yolo3.errors import ArgumentError
+    from yolo3.ownership import check_output_folder
     from yolo3.paths import check_outputs
 
     check_outputs(dirs=[("--out", args.out)], inputs=[args.annotations, args.data, args.classes,
@@ -55,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
     if names is None:  # a VOC source without --classes: the 20 VOC classes
         from yolo3.data.annotations import VOC_CLASSES
         names = list(VOC_CLASSES)
+    check_output_folder(args.out, "--out", args.exist_ok, written_entries(args.to, list(sources)))
     splits = {split: load_annotations(source, names, image_dir=args.images)
               for split, source in sources.items()}
-    out = write_dataset(args.out, args.to, splits, names)
+    out = write_dataset(args.out, args.to, splits, names, exist_ok=args.exist_ok, flag="--out")
     counts = ", ".join(f"{split} {len(r)} images / {sum(len(x.boxes) for x in r)} boxes"
                        for split, r in splits.items())
     print(f"wrote {args.to} annotations into {out}: {counts}")

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from yolo3.cli.common import add_variant_argument, make_parser, run_command
+from yolo3.cli.common import (add_variant_argument, fraction, make_parser, non_negative_int,
+                              positive_float, positive_int, run_command)
 
 NAME = "benchmark"
 DESCRIPTION = ("Benchmarks that run their contenders side by side in one process and print a table, "
@@ -27,18 +28,18 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="train", choices=("train", "val", "test"),
                    help="the split of --data (default %(default)s)")
     p.add_argument("--classes", help="classes file")
-    p.add_argument("--num-images", type=int, default=96, help="synthetic images to write")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--size", type=int, default=416)
-    p.add_argument("--batches", type=int, default=15, help="timed batches per contender")
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--num-images", type=positive_int, default=96, help="synthetic images to write")
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--size", type=positive_int, default=416)
+    p.add_argument("--batches", type=positive_int, default=15, help="timed batches per contender")
+    p.add_argument("--warmup", type=non_negative_int, default=3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scale", type=int, default=0, metavar="N", help="instead: training start-up "
+    p.add_argument("--scale", type=non_negative_int, default=0, metavar="N", help="instead: training start-up "
                    "on a YOLO-layout set of N images (first use and second run: seconds to the "
                    "first step, peak memory); COCO is 118287")
-    p.add_argument("--distinct", type=int, default=256, help="with --scale: distinct JPEGs, the "
+    p.add_argument("--distinct", type=positive_int, default=256, help="with --scale: distinct JPEGs, the "
                    "rest hard links (default %(default)s)")
-    p.add_argument("--boxes", type=float, default=7.3, help="with --scale: boxes per image on "
+    p.add_argument("--boxes", type=positive_float, default=7.3, help="with --scale: boxes per image on "
                    "average (COCO: 7.3)")
     p.add_argument("--workdir", default=None, help="with --scale: where to write the set "
                    "(default: the temporary folder)")
@@ -47,27 +48,27 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
 def _training_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default=["yolov3", "tiny"], many=True,
                          help="variants (default: yolov3 tiny)")
-    p.add_argument("--size", type=int, default=416, help="input size (multiple of 32)")
-    p.add_argument("--batch", type=int, nargs="+", default=[8], help="global batch size(s)")
-    p.add_argument("--steps", type=int, default=5, help="timed steps after two warm-up steps")
-    p.add_argument("--replicas", type=int, default=2, help="replicas for the wrapper row (0: none)")
+    p.add_argument("--size", type=positive_int, default=416, help="input size (multiple of 32)")
+    p.add_argument("--batch", type=positive_int, nargs="+", default=[8], help="global batch size(s)")
+    p.add_argument("--steps", type=positive_int, default=5, help="timed steps after two warm-up steps")
+    p.add_argument("--replicas", type=non_negative_int, default=2, help="replicas for the wrapper row (0: none)")
     p.add_argument("--no-jit", action="store_true", help="skip the XLA rows")
     p.add_argument("--force-mixed", action="store_true", help="also time mixed_bfloat16 on a CPU "
                    "where auto trains float32 (bfloat16 emulated, or slower)")
     p.add_argument("--data-wait", action="store_true", help="also feed tiny from the real pipeline "
                    "and report the share of step time spent waiting for data")
-    p.add_argument("--data-images", type=int, default=200, help="synthetic images for --data-wait")
-    p.add_argument("--loss-steps", type=int, default=0, help="compare float32 and mixed precision "
+    p.add_argument("--data-images", type=positive_int, default=200, help="synthetic images for --data-wait")
+    p.add_argument("--loss-steps", type=non_negative_int, default=0, help="compare float32 and mixed precision "
                    "losses after this many steps (0: no comparison)")
     p.add_argument("--loss-variant", "--loss-model", dest="loss_variant", default="tiny",
                    help="variant for --loss-steps (default tiny)")
-    p.add_argument("--loss-size", type=int, default=160, help="input size for --loss-steps")
+    p.add_argument("--loss-size", type=positive_int, default=160, help="input size for --loss-steps")
     p.add_argument("--keras-batch-norm", action="store_true", help="also time each precision "
                    "with Keras's own batch norm instead of the fused one training uses")
     p.add_argument("--profile", action="store_true", help="also profile --steps steps of each "
                    "variant at the first --batch in float32 and mixed precision: op time per step "
                    "by group and op type, with the speed-up of each")
-    p.add_argument("--profile-ops", type=int, default=10, help="op types listed in the profile "
+    p.add_argument("--profile-ops", type=positive_int, default=10, help="op types listed in the profile "
                    "(default 10)")
 
 
@@ -79,11 +80,11 @@ def _inference_arguments(p: argparse.ArgumentParser) -> None:
                                      "yolov3-tiny.weights (default: random weights; the NMS in the "
                                      "end-to-end rows costs more with the many boxes they find)")
     p.add_argument("--image", help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
-    p.add_argument("--input-size", type=int, default=416)
-    p.add_argument("--runs", type=int, default=12, help="timed runs per contender and round")
-    p.add_argument("--rounds", type=int, default=2, help="turns each contender takes")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--score", type=float, default=0.3)
+    p.add_argument("--input-size", type=positive_int, default=416)
+    p.add_argument("--runs", type=positive_int, default=12, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=positive_int, default=2, help="turns each contender takes")
+    p.add_argument("--warmup", type=non_negative_int, default=3)
+    p.add_argument("--score", type=fraction, default=0.3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="also write the figures to this JSON file")
 
@@ -98,18 +99,18 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
 
 def _recipe_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default="tiny", help="variant (default tiny)")
-    p.add_argument("--input-size", type=int, default=160, help="input size (default 160)")
-    p.add_argument("--epochs", type=int, default=16, help="epochs for both recipes (default 16)")
-    p.add_argument("--batch-size", type=int, default=8, help="images per replica (default 8)")
-    p.add_argument("--num-images", type=int, default=1000, help="training images (default 1000)")
-    p.add_argument("--val-images", type=int, default=200, help="validation images (default 200)")
-    p.add_argument("--image-size", type=int, default=224, help="synthetic image side (default 224)")
+    p.add_argument("--input-size", type=positive_int, default=160, help="input size (default 160)")
+    p.add_argument("--epochs", type=positive_int, default=16, help="epochs for both recipes (default 16)")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="images per replica (default 8)")
+    p.add_argument("--num-images", type=positive_int, default=1000, help="training images (default 1000)")
+    p.add_argument("--val-images", type=positive_int, default=200, help="validation images (default 200)")
+    p.add_argument("--image-size", type=positive_int, default=224, help="synthetic image side (default 224)")
     p.add_argument("--style", choices=["solid", "textured", "photo"], default="solid",
                    help="synthetic style: solid (the demo's), textured (harder) or photo "
                         "(realistic: yolo3 synth --style photo)")
     p.add_argument("--photos", default=None, help="photo style: folder of photographs (default: "
                    "scikit-image's)")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=None, metavar="B",
+    p.add_argument("--batch-sizes", type=positive_int, nargs="+", default=None, metavar="B",
                    help="train each recipe at each of these per-replica batch sizes (default: "
                         "--batch-size)")
     p.add_argument("--anchors", choices=["default", "kmeans"], default="default",
@@ -119,11 +120,11 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                    help="also train the peer on the same data and score it alike")
     p.add_argument("--peer-python", default=None,
                    help="the Python of an environment with ultralytics installed")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="CPU threads for the peer (default: the cores yolo3 uses)")
     p.add_argument("--augment", choices=["full", "light", "none"], default="light",
                    help="augmentation for both (default light, the 0.2 demo's)")
-    p.add_argument("--cpu-replicas", type=int, default=2, help="logical CPU replicas through the "
+    p.add_argument("--cpu-replicas", type=non_negative_int, default=2, help="logical CPU replicas through the "
                    "wrapper, as the demo (0: one device)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated data, the peer and "
                    "the training (default 0)")
@@ -143,15 +144,15 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default=["yolov3", "tiny"], many=True, help="variants to time")
-    p.add_argument("--input-size", type=int, default=416)
+    p.add_argument("--input-size", type=positive_int, default=416)
     p.add_argument("--darknet-dir", default=os.path.join("..", "shared", "darknet"),
                    help="folder with yolov3-tiny.cfg / .weights (real weights for tiny when there)")
     p.add_argument("--calibration", default=None, help="int8 calibration images: annotation file "
                    "or folder (default: synthetic images)")
-    p.add_argument("--calibration-images", type=int, default=32)
-    p.add_argument("--runs", type=int, default=10, help="timed runs per contender and round")
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--calibration-images", type=positive_int, default=32)
+    p.add_argument("--runs", type=positive_int, default=10, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=positive_int, default=2)
+    p.add_argument("--warmup", type=non_negative_int, default=3)
     p.add_argument("--force-bf16", action="store_true", help="time Keras bfloat16 even where it "
                    "is emulated")
     p.add_argument("--trained", default=None, help="a trained .keras model for the accuracy table")
@@ -198,8 +199,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q.set_defaults(benchmark_module=module)
 
 
+def _check_export(args: argparse.Namespace) -> None:
+    """``benchmark export``'s arguments that can be refused before any work: ``--trained``
+    without its held-out set (or a held-out set without ``--trained``), files that do not exist."""
+    from yolo3.errors import ArgumentError
+    held_out = args.annotations or args.data
+    if args.trained and not held_out:
+        raise ArgumentError("--trained needs --annotations or --data (its held-out set)")
+    if held_out and not args.trained:
+        raise ArgumentError("--annotations and --data are the held-out set of --trained: give "
+                            "--trained MODEL.keras too")
+    for flag, path in (("--trained", args.trained), ("--annotations", args.annotations),
+                       ("--data", args.data), ("--calibration", args.calibration)):
+        if path and not os.path.exists(path):
+            raise ArgumentError(f"{path}: {flag} not found")
+
+
+UPFRONT_CHECKS = {"export": _check_export}  # before the benchmark's module (TensorFlow) loads
+
+
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the benchmark imports TensorFlow
+    check = UPFRONT_CHECKS.get(args.benchmark)
+    if check is not None:
+        check(args)
     return importlib.import_module(args.benchmark_module).run(args)
 
 

@@ -14,12 +14,16 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import add_source_arguments, annotation_sources, run_command, show_progress
+from yolo3.cli.common import (add_exist_ok_argument, add_source_arguments, annotation_sources,
+                              non_negative_int, run_command, show_progress)
 from yolo3.data.annotations import Record
 
 NAME = "check"
 DESCRIPTION = ("Check a dataset: read every annotation and image header, print statistics and every "
                "problem as FILE:LINE: REASON (exit 1 when there is any), draw a few images.")
+
+
+DRAWN_PATTERN = "[0-9][0-9][0-9]_*.png"  # what --draw writes into --draw-dir
 
 
 def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) -> List[str]:
@@ -29,7 +33,9 @@ def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) 
     from yolo3.data.images import load_image
     from yolo3.visualize import draw_detections
 
-    os.makedirs(out_dir, exist_ok=True)
+    from yolo3.fileio import atomic_write
+    from yolo3.ownership import claim
+    claim(out_dir, patterns=[DRAWN_PATTERN])
     written = []
     for k, rec in enumerate(records):
         boxes = np.asarray(rec.boxes, np.float32).reshape(-1, 5)
@@ -37,7 +43,7 @@ def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) 
                                 boxes[:, 4].astype(int), names)
         stem = os.path.splitext(os.path.basename(rec.path))[0]
         path = os.path.join(out_dir, f"{k:03d}_{stem}.png")
-        drawn.save(path)
+        atomic_write(path, lambda tmp: drawn.save(tmp, format="PNG"), sweep=k == 0)
         written.append(path)
     return written
 
@@ -73,9 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", help="image folder (COCO; default: guessed from the JSON path)")
     p.add_argument("--include-difficult", action="store_true")
     p.add_argument("--include-crowd", action="store_true")
-    p.add_argument("--draw", type=int, default=0, help="draw the boxes of N random images")
+    p.add_argument("--draw", type=non_negative_int, default=0, help="draw the boxes of N random images")
     p.add_argument("--draw-dir", default="dataset_check", help="folder for the drawn PNG files")
     p.add_argument("--seed", type=int, default=0, help="seed choosing the images to draw")
+    add_exist_ok_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.errors import CommandFailed
 
     if args.draw:
+        from yolo3.ownership import check_output_folder
         from yolo3.paths import check_outputs
         check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations, args.data])
+        check_output_folder(args.draw_dir, "--draw-dir", args.exist_ok, [DRAWN_PATTERN])
     sources, names = annotation_sources(args)
     if args.classes:
         names = read_classes(args.classes)

@@ -13,10 +13,14 @@ Nothing here imports TensorFlow: ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import math
 import os
+import signal
 import sys
-from typing import Callable, Dict, Optional, Sequence
+import threading
+from typing import Callable, Dict, Iterator, Optional, Sequence
 
 from yolo3.errors import word_settings
 from yolo3.log import NOTICE
@@ -24,10 +28,16 @@ from yolo3.log import NOTICE
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
+EXIT_TERMINATED = 143  # SIGTERM
 
-__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "make_parser", "run_command", "execute",
-           "error", "warn", "configure_logging", "add_model_arguments", "add_variant_argument",
-           "add_precision_argument", "model_choices"]
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
+           "Terminated", "make_parser", "run_command", "execute", "error", "warn",
+           "configure_logging", "add_model_arguments", "add_variant_argument",
+           "add_precision_argument", "add_exist_ok_argument", "add_threshold_arguments",
+           "model_choices", "fraction", "positive_int", "non_negative_int", "positive_float",
+           "MAX_MESSAGE", "capped", "terminate_as_interrupt"]
+MAX_MESSAGE = 2000  # characters of an error message shown; the rest is counted, not printed
 
 
 def prog(name: str) -> str:
@@ -96,13 +106,51 @@ def show_progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False)
 
 
+def capped(message: object, limit: int = MAX_MESSAGE) -> str:
+    """``message`` as text, cut at ``limit`` characters with the count of the rest (a value a
+    user's file holds can be megabytes long)."""
+    text = str(message)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def error(name: str, message: object) -> None:
-    """Print ``yolo3 <name>: error: <message>`` to stderr."""
-    print(f"{prog(name)}: error: {message}", file=sys.stderr)
+    """Print ``yolo3 <name>: error: <message>`` to stderr (at most :data:`MAX_MESSAGE` characters
+    of it)."""
+    print(f"{prog(name)}: error: {capped(message)}", file=sys.stderr)
 
 
 def warn(name: str, message: object) -> None:
-    print(f"{prog(name)}: warning: {message}", file=sys.stderr)
+    print(f"{prog(name)}: warning: {capped(message)}", file=sys.stderr)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it cleans up as on Ctrl-C (temporary files
+    and folders removed by the ``finally`` blocks of :mod:`yolo3.fileio`)."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`Terminated` (a further SIGTERM during the
+    clean-up is ignored; SIGKILL still ends the process). Only in the main thread, where Python
+    delivers signals; the previous handler is put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
@@ -112,7 +160,8 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
     configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False),
                       getattr(args, "parser", None))
     try:
-        code = run(args)
+        with terminate_as_interrupt():
+            code = run(args)
         return EXIT_OK if code is None else int(code)
     except CommandFailed as e:
         error(name, e)
@@ -120,9 +169,10 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
     except Yolo3Error as e:
         error(name, _worded(e, getattr(args, "parser", None)))
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        error(name, "interrupted")
-        return 130
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        error(name, "terminated" if terminated else "interrupted")
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except OSError as e:  # a write or read that failed while working (disk full, permissions ...)
         error(name, f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}"
                     f"{e.strerror or e}")
@@ -130,7 +180,8 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
     except Exception as e:  # noqa: BLE001 - the one place unexpected errors become a message
         if getattr(args, "debug", False) or os.environ.get("YOLO3_TRACEBACK"):
             raise
-        error(name, f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+        first = str(e).splitlines()[0] if str(e).strip() else ""
+        error(name, f"unexpected {type(e).__name__}: {capped(first, 300)} "
                     "(--debug shows the traceback)")
         return EXIT_FAILED
 
@@ -275,3 +326,67 @@ def add_input_size_argument(parser: argparse.ArgumentParser, default, help: str)
     """``--input-size SIZE`` or ``--input-size HEIGHT WIDTH`` (an int or an ``(h, w)`` tuple)."""
     parser.add_argument("--input-size", type=int, nargs="+", action=_InputSize, default=default,
                         metavar="SIZE", help=help)
+
+
+# ------------------------------------------------------------------------ checked numeric flags
+
+
+def _number(text: str, kind: type, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a finite number from 0 to 1 (a score or IoU threshold, a share)."""
+    value = _number(text, float, "a number from 0 to 1")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    value = _number(text, int, "a whole number >= 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    value = _number(text, int, "a whole number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    value = _number(text, float, "a number > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def add_threshold_arguments(parser: argparse.ArgumentParser, score: float = 0.3,
+                            iou: float = 0.45, score_help: str = "score threshold",
+                            iou_help: str = "NMS IoU threshold") -> None:
+    """``--score`` and ``--iou``: thresholds from 0 to 1, refused otherwise before any work."""
+    parser.add_argument("--score", type=fraction, default=score,
+                        help=f"{score_help}, 0 to 1 (default {score})")
+    parser.add_argument("--iou", type=fraction, default=iou,
+                        help=f"{iou_help}, 0 to 1 (default {iou})")
+
+
+def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
+    """``--exist-ok`` (also ``--overwrite``): write into an output folder that holds files yolo3
+    did not write (:mod:`yolo3.ownership`)."""
+    parser.add_argument("--exist-ok", "--overwrite", dest="exist_ok", action="store_true",
+                        help="write into an output folder that holds files yolo3 did not write: "
+                             "they are kept, and only files of the names this command writes "
+                             "are replaced (default: such a folder is refused)")

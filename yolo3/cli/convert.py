@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import add_variant_argument, run_command, show_progress
+from yolo3.cli.common import add_variant_argument, positive_int, run_command, show_progress
 
 NAME = "convert"
 DESCRIPTION = ("Convert Darknet cfg+weights to a Keras body (CFG WEIGHTS OUT.keras|OUT.weights.h5), "
@@ -40,10 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--masks", help="export: masks per output, largest stride first, e.g. "
                                    "'3,4,5/0,1,2' (default: what the model carries, else the "
                                    "default masks)")
-    p.add_argument("--num-classes", type=int, help="export: class count (default: from the model)")
-    p.add_argument("--width", type=int, help="export: [net] width (default: the model's input "
+    p.add_argument("--num-classes", type=positive_int, help="export: class count (default: from the model)")
+    p.add_argument("--width", type=positive_int, help="export: [net] width (default: the model's input "
                                              "size, else 416)")
-    p.add_argument("--height", type=int, help="export: [net] height (default: as --width)")
+    p.add_argument("--height", type=positive_int, help="export: [net] height (default: as --width)")
 
 
 def _import(args) -> int:

@@ -19,8 +19,9 @@ import os
 import sys
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from yolo3.cli.common import (add_engine_argument, add_model_arguments, add_precision_argument,
-                              run_command, show_progress)
+from yolo3.cli.common import (add_engine_argument, add_exist_ok_argument, add_model_arguments,
+                              add_precision_argument, add_threshold_arguments, non_negative_int,
+                              positive_int, run_command, show_progress)
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -38,21 +39,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
     p.add_argument("--output", required=True, help="folder for annotated images / video")
     p.add_argument("--json", help="write detections to this JSON file")
-    p.add_argument("--score", type=float, default=0.3, help="score threshold (default 0.3)")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
-    p.add_argument("--batch-size", type=int, default=1,
+    add_threshold_arguments(p)
+    p.add_argument("--batch-size", type=positive_int, default=1,
                    help="images per forward pass (default 1; on OpenVINO several passes are in "
                         "flight at once)")
     add_precision_argument(p)
     add_engine_argument(p)
-    p.add_argument("--max-frames", type=int, default=0, help="stop a video/webcam after N frames (0: all)")
+    p.add_argument("--max-frames", type=non_negative_int, default=0, help="stop a video/webcam after N frames (0: all)")
     p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
     p.add_argument("--no-draw", action="store_true", help="only write the JSON / label files")
     p.add_argument("--save-txt", metavar="DIR", help="also write a YOLO-layout label file per "
                    "image into DIR (class cx cy w h, normalised; an image without detections "
-                   "gets an empty file)")
+                   "gets an empty file; images sharing a name get NAME_1.txt ...); never the "
+                   "input images' own label folder")
     p.add_argument("--save-conf", action="store_true", help="with --save-txt: end each row with "
                    "its score")
+    add_exist_ok_argument(p)
 
 
 def classify_input(spec: str) -> Tuple[str, List[str]]:
@@ -78,16 +80,49 @@ def classify_input(spec: str) -> Tuple[str, List[str]]:
     return "images", matches
 
 
+def _unique_names(pairs: Sequence[Tuple[str, str]]) -> List[str]:
+    """``stem + extension`` of each pair; a name given before becomes ``stem_1`` + extension,
+    ``stem_2`` ... (never a name another pair has of its own)."""
+    reserved = {stem + ext for stem, ext in pairs}
+    given: set = set()
+    out = []
+    for stem, ext in pairs:
+        name = stem + ext
+        if name in given:
+            n = 1
+            while f"{stem}_{n}{ext}" in given or f"{stem}_{n}{ext}" in reserved:
+                n += 1
+            name = f"{stem}_{n}{ext}"
+        given.add(name)
+        out.append(name)
+    return out
+
+
 def _output_names(paths: Sequence[str]) -> List[str]:
     """Output file names: the input's name, with ``_1``, ``_2``... when names repeat."""
-    seen: dict = {}
-    out = []
-    for p in paths:
-        stem, ext = os.path.splitext(os.path.basename(p))
-        n = seen.get((stem, ext), 0)
-        seen[(stem, ext)] = n + 1
-        out.append(f"{stem}{'' if n == 0 else f'_{n}'}{ext or '.jpg'}")
-    return out
+    pairs = [os.path.splitext(os.path.basename(p)) for p in paths]
+    return _unique_names([(stem, ext or ".jpg") for stem, ext in pairs])
+
+
+def _label_names(paths: Sequence[str]) -> List[str]:
+    """``--save-txt`` file names: ``STEM.txt``, with ``_1``, ``_2``... where stems repeat
+    (``x.jpg`` and ``x.png`` in one folder, or ``a/x.jpg`` and ``b/x.jpg``)."""
+    stems = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    return _unique_names([(stem, ".txt") for stem in stems])
+
+
+def _refuse_label_folder_of_inputs(save_txt: str, images: Sequence[str]) -> None:
+    """``--save-txt`` is never where the YOLO layout keeps the input images' own labels (the
+    ``labels`` twin of their ``images`` folder, or their own folder): the files written there
+    would replace them."""
+    from yolo3.data.yolo_layout import input_folders
+    from yolo3.errors import ArgumentError
+    from yolo3.paths import same_or_inside
+    for folder in input_folders(images):
+        if same_or_inside(save_txt, folder) and same_or_inside(folder, save_txt):
+            raise ArgumentError(f"{save_txt}: --save-txt is the input images' own label folder "
+                                f"(the YOLO layout reads their labels from {folder}); writing "
+                                "there would replace them: choose another folder")
 
 
 def _detected(detector, items: Iterable[tuple], batch_size: int) -> Iterator[tuple]:
@@ -111,9 +146,11 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
 
     from yolo3.data.images import load_image
     from yolo3.evaluation import detection_entry
+    from yolo3.fileio import atomic_write
     from yolo3.visualize import draw_detections
 
     failures = 0
+    label_names = dict(zip(paths, _label_names(paths)))
 
     def readable_images(bar):
         nonlocal failures
@@ -133,13 +170,14 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                 detector, readable_images(bar), args.batch_size):
             entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
             if args.save_txt:
-                _save_labels(args, os.path.splitext(name)[0], image.shape[:2], boxes, scores,
-                             classes)
+                _save_labels(args, label_names[path], image.shape[:2], boxes, scores, classes)
             if not args.no_draw:
                 out = os.path.join(args.output, name)
+                drawn = draw_detections(Image.fromarray(image), boxes, scores, classes,
+                                        detector.class_names)
                 try:
-                    draw_detections(Image.fromarray(image), boxes, scores, classes,
-                                    detector.class_names).save(out)
+                    atomic_write(out, lambda tmp: drawn.save(tmp, format=_pil_format(out)),
+                                 sweep=False)
                 except (OSError, ValueError) as e:
                     failures += 1
                     tqdm.write(f"yolo3 detect: error: {out}: cannot write annotated image: {e}",
@@ -148,16 +186,23 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
     return failures
 
 
-def _save_labels(args, stem: str, image_hw, boxes, scores, classes) -> None:
-    """The label file ``--save-txt/STEM.txt`` of one image's detections."""
+def _pil_format(path: str) -> str:
+    """PIL's format name for an output file (its temporary name ends otherwise)."""
+    from PIL import Image
+    Image.init()
+    return Image.EXTENSION.get(os.path.splitext(path)[1].lower(), "JPEG")
+
+
+def _save_labels(args, name: str, image_hw, boxes, scores, classes) -> None:
+    """The label file ``--save-txt/NAME`` of one image's detections."""
     import numpy as np
 
     from yolo3.data.yolo_layout import label_rows
     from yolo3.fileio import write_text_atomic
     rows = np.concatenate([np.asarray(boxes, np.float64).reshape(-1, 4),
                            np.asarray(classes, np.float64).reshape(-1, 1)], axis=1)
-    write_text_atomic(os.path.join(args.save_txt, stem + ".txt"),
-                      label_rows(rows, image_hw, scores if args.save_conf else None))
+    write_text_atomic(os.path.join(args.save_txt, name),
+                      label_rows(rows, image_hw, scores if args.save_conf else None), sweep=False)
 
 
 def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
@@ -172,10 +217,9 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     total = video.frame_count
     if args.max_frames:
         total = min(total, args.max_frames) if total > 0 else args.max_frames
-    stem = f"webcam{source}" if is_webcam else os.path.splitext(os.path.basename(source))[0]
-    ext = ".avi" if args.fourcc.upper() in ("MJPG", "XVID") else ".mp4"
-    writer = None if args.no_draw else VideoWriter(os.path.join(args.output, stem + ext),
-                                                   args.fourcc, video.fps)
+    stem, name = _video_names(source, is_webcam, args.fourcc)
+    writer = None if args.no_draw else VideoWriter(os.path.join(args.output, name), args.fourcc,
+                                                   video.fps)
     frame_index = 0
     try:
         with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
@@ -186,7 +230,7 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
                 entry["frame"] = frame_index
                 entries.append(entry)
                 if args.save_txt:
-                    _save_labels(args, f"{stem}_{frame_index}", rgb.shape[:2], boxes, scores,
+                    _save_labels(args, f"{stem}_{frame_index}.txt", rgb.shape[:2], boxes, scores,
                                  classes)
                 if writer is not None:
                     writer.write(draw_on_array(rgb, boxes, scores, classes, detector.class_names))
@@ -203,27 +247,65 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     return 0
 
 
+def _video_names(source: str, is_webcam: bool, fourcc: str) -> Tuple[str, str]:
+    """``(stem, annotated video name)`` of a video or webcam input."""
+    stem = f"webcam{source}" if is_webcam else os.path.splitext(os.path.basename(source))[0]
+    return stem, stem + (".avi" if fourcc.upper() in ("MJPG", "XVID") else ".mp4")
+
+
+def _planned_outputs(args, kind: str, items: List[str]) -> List[tuple]:
+    """``(flag, folder, names, patterns)`` of each output folder detect writes into: the names
+    (and, for video frames' label files, the patterns) of what it writes there."""
+    if kind == "images":
+        drawn, labels, label_patterns = _output_names(items), _label_names(items), []
+    else:
+        stem, video = _video_names(items[0], kind == "webcam", args.fourcc)
+        drawn, labels, label_patterns = [video], [], [f"{stem}_*.txt"]
+    planned = []
+    if not args.no_draw:
+        planned.append(("--output", args.output, drawn, []))
+    if args.save_txt:
+        planned.append(("--save-txt", args.save_txt, labels, label_patterns))
+    return planned
+
+
+def _escaped(names: Sequence[str]) -> List[str]:
+    """File names as ``fnmatch`` patterns matching only themselves."""
+    import glob
+    return [glob.escape(n) for n in names]
+
+
 def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
     from yolo3.paths import check_outputs
     kind, items = classify_input(args.input)
     sources = [] if kind == "webcam" else items
-    # annotated copies keep the inputs' names: the output folder must not hold any input
-    check_outputs(dirs=[("--output", args.output), ("--save-txt", args.save_txt)], inputs=sources)
+    folders = [args.input] if kind == "images" and os.path.isdir(args.input) else []
+    if args.save_txt and kind == "images":
+        _refuse_label_folder_of_inputs(args.save_txt, sources)
+    # annotated copies keep the inputs' names: the output folder must not hold any input, nor
+    # lie inside an input folder (or the input images' label folder)
+    check_outputs(dirs=[("--output", args.output), ("--save-txt", args.save_txt)],
+                  inputs=sources + folders)
     check_outputs([("--json", args.json)], sources + [args.model, args.anchors, args.classes])
     if args.save_conf and not args.save_txt:
         from yolo3.errors import ArgumentError
         raise ArgumentError("--save-conf adds scores to the --save-txt label files: give --save-txt")
-    from yolo3.evaluation import save_detection_json
+    # output folders holding what yolo3 did not write are refused (unless --exist-ok, and never
+    # one of the names written here) before the model loads; the names are claimed before writing
+    from yolo3.ownership import check_output_folder, claim
+    planned = _planned_outputs(args, kind, items)
+    for flag, folder, names, patterns in planned:
+        check_output_folder(folder, flag, args.exist_ok, [*_escaped(names), *patterns])
     from yolo3.detector import load_detector
+    from yolo3.evaluation import save_detection_json
 
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
                              iou=args.iou, input_size=args.input_size, variant=args.variant,
                              precision=args.precision, engine=args.engine)
     print(detector.engine.summary(), file=sys.stderr)
-    os.makedirs(args.output, exist_ok=True)
-    if args.save_txt:
-        os.makedirs(args.save_txt, exist_ok=True)
+    for flag, folder, names, patterns in planned:
+        claim(folder, names, patterns)
     entries: list = []
     if kind == "images":
         failures = run_images(detector, items, args, entries)
@@ -232,8 +314,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         save_detection_json(args.json, entries)
     done = len({e["image"] for e in entries}) if kind == "images" else len(entries)
-    print(f"{done} {'images' if kind == 'images' else 'frames'} processed, {failures} failed; "
-          f"output in {args.output}" + (f", detections in {args.json}" if args.json else "")
+    print(f"{done} {'images' if kind == 'images' else 'frames'} processed, {failures} failed"
+          + ("" if args.no_draw else f"; output in {args.output}")
+          + (f", detections in {args.json}" if args.json else "")
           + (f", label files in {args.save_txt}" if args.save_txt else ""),
           file=sys.stderr)
     return 1 if failures else 0

@@ -19,7 +19,7 @@ import numpy as np
 
 from yolo3.cli.common import (add_engine_argument, add_input_size_argument, add_precision_argument,
                               add_source_arguments, add_variant_argument, annotation_sources,
-                              run_command, show_progress, warn)
+                              fraction, positive_int, run_command, show_progress, warn)
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -39,16 +39,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_size_argument(p, None, "network input size for --model: one side or HEIGHT WIDTH "
                                      "(default: the model's)")
     add_variant_argument(p, old="--model-type", help="variant of a .weights.h5 --model")
-    p.add_argument("--score", type=float, default=0.001, help="score threshold for --model")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold for --model")
-    p.add_argument("--batch-size", type=int, default=4, help="images per forward pass for --model")
+    p.add_argument("--score", type=fraction, default=0.001, help="score threshold for --model")
+    p.add_argument("--iou", type=fraction, default=0.45, help="NMS IoU threshold for --model")
+    p.add_argument("--batch-size", type=positive_int, default=4, help="images per forward pass for --model")
     add_precision_argument(p)
     add_engine_argument(p)
     p.add_argument("--save-detections", help="with --model: also write the detection JSON here")
     p.add_argument("--image-dir", help="image folder for VOC / COCO annotations")
-    p.add_argument("--max-dets", type=int, default=100, help="COCO maxDets per image and class")
+    p.add_argument("--max-dets", type=positive_int, default=100, help="COCO maxDets per image and class")
     p.add_argument("--out", required=True, help="write the figures to this JSON file")
-    p.add_argument("--confusion-score", type=float, default=None, help="score threshold of the "
+    p.add_argument("--confusion-score", type=fraction, default=None, help="score threshold of the "
                    "confusion matrix (default: the confidence of best F1)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots (precision-recall, "
                    "confusion matrix, precision / recall / F1 against confidence)")
@@ -117,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
         outputs += [("--out (its plot)", f"{stem}{suffix}") for suffix in PLOT_SUFFIXES]
     check_outputs(outputs, [args.annotations, args.data, args.detections, args.model, args.classes,
                             args.anchors])
+    if not args.no_plot:  # plots beside --out: never over a file of the user's
+        from yolo3.ownership import check_side_files
+        check_side_files([path for _, path in outputs[2:]], "--out", "give --no-plot")
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
     if det is not None:

@@ -14,7 +14,8 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from yolo3.cli.common import add_model_arguments, run_command, show_progress
+from yolo3.cli.common import (add_exist_ok_argument, add_model_arguments, add_threshold_arguments,
+                              non_negative_int, positive_int, run_command, show_progress)
 
 NAME = "export"
 DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX, "
@@ -24,9 +25,9 @@ DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/flo
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, "a .keras model, .weights.h5 template weights or a keras-yolo3 .h5")
-    p.add_argument("--score", type=float, default=0.3, help="score threshold baked into the model")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold baked into the model")
-    p.add_argument("--max-boxes", type=int, default=100, help="detections per image")
+    add_threshold_arguments(p, score_help="score threshold baked into the model",
+                            iou_help="NMS IoU threshold baked into the model")
+    p.add_argument("--max-boxes", type=positive_int, default=100, help="detections per image")
     p.add_argument("--saved-model", help="write a SavedModel to this folder")
     p.add_argument("--tflite", help="write a TFLite model to this file")
     p.add_argument("--quantize", choices=["none", "float16", "int8"], default="none",
@@ -36,12 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", help="int8 calibration images: an annotation file (text, VOC, "
                                          "COCO) or a folder of images; also the export check's "
                                          "images")
-    p.add_argument("--calibration-images", type=int, default=100,
+    p.add_argument("--calibration-images", type=positive_int, default=100,
                    help="at most this many calibration images (a seeded sample)")
     p.add_argument("--tflite-input", choices=["uint8", "int8", "float32"], default="uint8",
                    help="TFLite input type: uint8 RGB 0..255 (default), int8 (int8 models), "
                         "float32 RGB in [0, 1]")
-    p.add_argument("--tflite-batch", type=int, default=1, help="fixed TFLite batch size")
+    p.add_argument("--tflite-batch", type=positive_int, default=1, help="fixed TFLite batch size")
     p.add_argument("--onnx", help="write an ONNX model to this file (opset 17, needs "
                                   "yolo3[export])")
     p.add_argument("--onnx-input", choices=["uint8", "float32"], default="uint8",
@@ -50,9 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(model.xml, model.bin; needs yolo3[openvino])")
     p.add_argument("--openvino-input", choices=["uint8", "float32"], default="uint8",
                    help="OpenVINO input type")
-    p.add_argument("--openvino-batch", type=int, default=1, metavar="N",
+    p.add_argument("--openvino-batch", type=non_negative_int, default=1, metavar="N",
                    help="fixed OpenVINO batch size (default 1); 0: any batch (with --raw)")
     p.add_argument("--raw", action="store_true", help="only the raw maps as outputs (no decoding)")
+    add_exist_ok_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,10 +73,16 @@ def run(args: argparse.Namespace) -> int:
     if args.openvino_batch < 0 or (args.openvino_batch == 0 and not args.raw):
         raise ArgumentError("--openvino-batch 0 (any batch) needs --raw: decoding and NMS inside "
                             "need a fixed batch; give a batch of 1 or more")
+    from yolo3.ownership import check_output_folder
     from yolo3.paths import check_outputs
     check_outputs([("--tflite", args.tflite), ("--onnx", args.onnx)],
                   [args.model, args.anchors, args.classes, args.calibration],
                   dirs=[("--saved-model", args.saved_model), ("--openvino", args.openvino)])
+    from yolo3.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
+    for flag, folder, entries in (("--saved-model", args.saved_model, SAVED_MODEL_ENTRIES),
+                                  ("--openvino", args.openvino, OPENVINO_ENTRIES)):
+        if folder:
+            check_output_folder(folder, flag, args.exist_ok, entries)
     paths = (calibration_paths(args.calibration, args.calibration_images)
              if args.calibration else None)
     det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
@@ -86,12 +94,11 @@ def run(args: argparse.Namespace) -> int:
 
     def done(path: str, what: str, quantize: str = "none") -> None:
         report = verify_export(path, det, check, quantize)
-        size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs) \
-            if os.path.isdir(path) else os.path.getsize(path)
+        size = _written_size(path)
         print(f"wrote {what} {path} ({size / 1e6:.1f} MB); {report.summary()}", file=sys.stderr)
 
     if args.saved_model:
-        export_saved_model(det, args.saved_model)
+        export_saved_model(det, args.saved_model, exist_ok=args.exist_ok)
         done(args.saved_model, f"SavedModel (input (batch, {h}, {w}, 3) uint8; 'serve_float', "
                                f"'serve_image')")
     if args.tflite:
@@ -106,11 +113,27 @@ def run(args: argparse.Namespace) -> int:
     if args.openvino:
         batch = args.openvino_batch or None
         export_openvino(det, args.openvino, input_dtype=args.openvino_input, batch=batch,
-                        raw=args.raw, quantize=args.quantize, calibration=images)
+                        raw=args.raw, quantize=args.quantize, calibration=images,
+                        exist_ok=args.exist_ok)
         done(args.openvino, f"OpenVINO IR {args.quantize if args.quantize != 'none' else 'float32'}"
                             f" (input ({batch or 'any'}, {h}, {w}, 3) {args.openvino_input})",
              args.quantize)
     return 0
+
+
+def _written_size(path: str) -> int:
+    """Bytes of an exported file, or of what yolo3 wrote in an exported folder (not the user's
+    other files beside it)."""
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    from yolo3.ownership import read_contents
+    total = 0
+    for entry in read_contents(path).ours:
+        top = os.path.join(path, entry)
+        files = [top] if os.path.isfile(top) else [os.path.join(r, f) for r, _, fs in os.walk(top)
+                                                     for f in fs]
+        total += sum(os.path.getsize(f) for f in files)
+    return total
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -10,7 +10,7 @@ import sys
 from typing import List, Optional
 
 from yolo3.cli.common import (add_input_size_argument, add_source_arguments, annotation_sources,
-                              run_command, show_progress)
+                              positive_int, run_command, show_progress)
 
 NAME = "kmeans"
 DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on the box sizes of an "
@@ -20,11 +20,11 @@ DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on th
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "text / VOC / COCO annotations", split="train")
     p.add_argument("--classes", help="classes file (bounds class ids; VOC names)")
-    p.add_argument("--clusters", type=int, default=9, help="number of anchors (default 9)")
+    p.add_argument("--clusters", type=positive_int, default=9, help="number of anchors (default 9)")
     p.add_argument("--out", required=True, help="anchors file to write")
     add_input_size_argument(p, None, "scale box sizes as letterboxed into this input: one side "
                             "or HEIGHT WIDTH (default: image pixels)")
-    p.add_argument("--restarts", type=int, default=5, help="k-means runs, the best kept (default 5)")
+    p.add_argument("--restarts", type=positive_int, default=5, help="k-means runs, the best kept (default 5)")
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -11,7 +11,7 @@ import sys
 from typing import List, Optional
 
 from yolo3.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
-from yolo3.cli.common import run_command
+from yolo3.cli.common import add_exist_ok_argument, fraction, positive_int, run_command
 from yolo3.data.synthetic import SHAPES, STYLES
 
 ALL_STYLES = (*STYLES, "photo")
@@ -25,7 +25,7 @@ DESCRIPTION = ("Write a synthetic shapes dataset with exact boxes: images/, anno
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--num-images", type=int, default=500)
+    p.add_argument("--num-images", type=positive_int, default=500)
     p.add_argument("--size", type=int, nargs="+", default=None,
                    help="image size: S or H W (default 256; photo: 240x320, 320x240 and 288x288, "
                         "one drawn per image)")
@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shape classes (default circle square triangle; photo: and cross)")
     p.add_argument("--format", choices=["png", "jpg"], default="png",
                    help="image format (photo: always JPEG, quality 80 to 95)")
-    p.add_argument("--max-objects", type=int, default=None,
+    p.add_argument("--max-objects", type=positive_int, default=None,
                    help="objects per image at most (default: 4 solid, 6 textured)")
     p.add_argument("--style", choices=ALL_STYLES, default="solid",
                    help="solid: saturated solid shapes (the demo's); textured: harder (textured "
@@ -42,9 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--photos", default=None,
                    help="photo style: a folder of photographs for backgrounds and textures "
                         "(default: the ones scikit-image ships: pip install 'yolo3[bench]')")
-    p.add_argument("--min-size", type=float, default=None,
+    p.add_argument("--min-size", type=fraction, default=None,
                    help="smallest object side as a fraction of the image (default: the style's)")
-    p.add_argument("--max-size", type=float, default=None,
+    p.add_argument("--max-size", type=fraction, default=None,
                    help="largest object side as a fraction of the image (default: the style's)")
     p.add_argument("--size-distribution", choices=SIZE_DISTRIBUTIONS, default=None,
                    help="photo style: how object sides spread between --min-size and --max-size "
@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="photo style: a folder of photographs for the backgrounds alone "
                         "(default: --photos), so that no object is textured with a crop of its "
                         "own background")
-    p.add_argument("--background-zoom", type=float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+    p.add_argument("--background-zoom", type=fraction, nargs=2, default=None, metavar=("LOW", "HIGH"),
                    help="photo style: the share of a photograph's extent that a background crop "
                         "spans, drawn between LOW and HIGH (default 0.4 1: sharp, detailed "
                         "backgrounds; e.g. 0.1 0.25: enlarged details, smooth backgrounds, an "
@@ -65,20 +65,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boxes", choices=BOX_EXTENTS, default=None,
                    help="photo style: what a box spans: the visible pixels of its object (default) "
                         "or the full object, hidden parts included")
-    p.add_argument("--min-visible", type=float, default=None,
+    p.add_argument("--min-visible", type=fraction, default=None,
                    help="photo style: the share of each object's pixels that later objects leave "
                         "in view (default 0.4; 1: no occlusion)")
     p.add_argument("--no-recolour", dest="recolour", action="store_false",
                    help="photo style: objects keep their photographs' own colours (the same seed "
                         "draws the same objects)")
-    p.add_argument("--val-fraction", type=float, default=0.0,
+    p.add_argument("--val-fraction", type=fraction, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
+    add_exist_ok_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.errors import ArgumentError
-    from yolo3.paths import check_output_dir
-    check_output_dir(args.out, "--out")
+    from yolo3.data.synthetic import dataset_entries
+    from yolo3.ownership import check_output_folder
+    from yolo3.paths import check_outputs
+    check_outputs(dirs=[("--out", args.out)], inputs=[args.photos, args.background_photos])
+    check_output_folder(args.out, "--out", args.exist_ok, dataset_entries())
     size = None if args.size is None else (
         (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2]))
     if args.style == "photo":
@@ -94,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
         ann, classes = make_photo_dataset(
             args.out, args.num_images, args.photos, args.seed,
             tuple(args.classes or PHOTO_CLASSES), (size,) if size else PHOTO_SIZES,
-            val_fraction=args.val_fraction, **{k: v for k, v in given.items() if v is not None})
+            val_fraction=args.val_fraction, exist_ok=args.exist_ok,
+            **{k: v for k, v in given.items() if v is not None})
     else:
         photo_only = [flag for flag, given in (
             ("--photos", args.photos is not None),
@@ -112,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             args.out, args.num_images, size or (256, 256), args.seed,
             tuple(args.classes or ("circle", "square", "triangle")), image_format=args.format,
             max_objects=args.max_objects, val_fraction=args.val_fraction, style=args.style,
-            min_frac=args.min_size, max_frac=args.max_size)
+            min_frac=args.min_size, max_frac=args.max_size, exist_ok=args.exist_ok)
     print(f"wrote {args.num_images} images: {ann}, {classes}")
     return 0
 

@@ -47,7 +47,8 @@ def plot_history(history_path: str, out_path: str, title: Optional[str] = None) 
     ax.legend(lines, labels)
     ax.set_title(title or "YOLOv3 training")
     fig.tight_layout()
-    fig.savefig(out_path)
+    from yolo3.visualize import save_figure
+    save_figure(fig, out_path)
     plt.close(fig)
 
 

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OBJECTNESS_TARGETS,
                            OPTIMIZERS, SCHEDULES, STRATEGIES, TRAINING_PRECISIONS)
-from yolo3.cli.common import add_input_size_argument, add_variant_argument, run_command
+from yolo3.cli.common import (add_exist_ok_argument, add_input_size_argument, add_variant_argument,
+                              run_command)
 
 __all__ = ["add_arguments", "run", "main", "build_parser", "config_from_args"]
 
@@ -154,6 +155,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "final.weights.h5, history.csv, logs/ (TensorBoard)")
     e.add_argument("--resume", action="store_true", help="continue from the last completed epoch "
                    "in --output (template weights, optimiser state, epoch, best score)")
+    add_exist_ok_argument(e)
     e.add_argument("--seed", type=int, default=d("seed"), help="random seed (default %(default)s)")
     e.add_argument("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: "
                    "one pass over the data)")
@@ -168,15 +170,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train; 0 on success, 1 on a NaN stop (bad arguments raise, exit 2)."""
-    from yolo3.errors import ArgumentError, CommandFailed
+    from yolo3.errors import CommandFailed
     from yolo3.specs import check_input_size
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.cpu_replicas and args.gpus:
         args.parser.error("give either --gpus or --cpu-replicas, not both")
-    try:
-        check_input_size(args.input_size)
-    except ArgumentError as e:
-        args.parser.error(f"--input-size: {e}")
+    check_input_size(args.input_size)  # refused naming --input-size, before TensorFlow starts
     if args.cpu_replicas:  # first thing: before TensorFlow initialises its devices
         from yolo3.distribute import configure_logical_cpus
         configure_logical_cpus(args.cpu_replicas)

@@ -12,8 +12,11 @@ displayed-image pixels) into a new folder, in one of :data:`yolo3.choices.ANNOTA
 - ``yolo``: ``data.yaml``, ``images/SPLIT``, ``labels/SPLIT`` (:mod:`yolo3.data.yolo_layout`).
 
 Images are linked (symbolic links where the file system allows, else copied), never re-encoded.
-The folder is written beside its final name and renamed into place
-(:func:`yolo3.fileio.atomic_directory`): a failure leaves nothing.
+The folder is written beside its final name and moved into place under the ownership rule
+(:func:`yolo3.ownership.write_output_folder`): a failure leaves nothing, and a folder holding
+files yolo3 did not write is refused unless ``exist_ok`` (they are then kept, never replaced). An
+output inside a folder the records' images (or their YOLO-layout labels) lie in is refused: the
+next read of that folder would take the written files for input.
 Every record needs its ``image_hw`` (read with ``check_images``). No TensorFlow here.
 """
 from __future__ import annotations
@@ -27,34 +30,55 @@ import numpy as np
 
 from yolo3.choices import ANNOTATION_FORMATS
 from yolo3.data.annotations import Record, write_annotations
-from yolo3.data.yolo_layout import link_image, write_yolo_layout
+from yolo3.anchors import fits_classes_file, write_classes
+from yolo3.data.yolo_layout import input_folders, link_image, write_yolo_layout
 from yolo3.errors import ArgumentError, PathLike
-from yolo3.fileio import atomic_directory
+from yolo3.ownership import write_output_folder
+from yolo3.paths import refuse_overwriting_inputs
 
-__all__ = ["write_dataset"]
+__all__ = ["write_dataset", "written_entries"]
+
+
+def written_entries(fmt: str, split_names: Sequence[str]) -> List[str]:
+    """The top-level names :func:`write_dataset` writes in format ``fmt`` for ``split_names``."""
+    if fmt == "text":
+        return [f"{split}.txt" for split in split_names] + ["classes.txt"]
+    if fmt == "coco":
+        return [f"{split}.json" for split in split_names]
+    if fmt == "voc":
+        return ["Annotations", "JPEGImages", "ImageSets", "classes.txt"]
+    return ["data.yaml", "images", "labels"]
 
 
 def write_dataset(out_dir: PathLike, fmt: str, splits: Dict[str, Sequence[Record]],
-                  class_names: Sequence[str]) -> str:
-    """Write ``splits`` (``{"train": records, ...}``) as ``fmt`` into the new folder ``out_dir``
-    (which must not exist, or be empty); returns its path."""
+                  class_names: Sequence[str], exist_ok: bool = False,
+                  flag: str = "out_dir") -> str:
+    """Write ``splits`` (``{"train": records, ...}``) as ``fmt`` into the folder ``out_dir``;
+    returns its path. ``out_dir`` must be new, empty or yolo3's (``exist_ok``: it may hold other
+    files, which are kept) and lie outside every folder the records' images come from; ``flag``
+    names it in refusals."""
     if fmt not in ANNOTATION_FORMATS:
         raise ArgumentError(f"unknown annotation format {fmt!r}: expected one of "
                             f"{', '.join(ANNOTATION_FORMATS)}")
     out_dir = os.path.abspath(os.fspath(out_dir))
-    if os.path.isdir(out_dir) and os.listdir(out_dir):
-        raise ArgumentError(f"{out_dir}: the output folder must be new or empty")
     missing = [r.path for records in splits.values() for r in records if r.image_hw is None]
     if missing:
         raise ArgumentError(f"{missing[0]}: the image size is unknown (read the records with "
                             "check_images)")
-    atomic_directory(out_dir, lambda work: _WRITERS[fmt](str(work), splits, list(class_names)))
+    if fmt in ("text", "voc") and not fits_classes_file(class_names):
+        padded = next(n for n in class_names if n != n.strip())
+        raise ArgumentError(f"class name {padded!r} begins or ends with spaces, which the "
+                            f"classes.txt of the {fmt} layout cannot keep: write it as yolo or "
+                            "coco, or rename the class")
+    images = [r.path for records in splits.values() for r in records]
+    refuse_overwriting_inputs([(flag, out_dir)], input_folders(images))
+    write_output_folder(out_dir, lambda work: _WRITERS[fmt](str(work), splits, list(class_names)),
+                        flag, exist_ok, written_entries(fmt, list(splits)))
     return out_dir
 
 
 def _classes(folder: str, names: List[str]) -> None:
-    with open(os.path.join(folder, "classes.txt"), "w", encoding="utf-8") as f:
-        f.write("".join(n + "\n" for n in names))
+    write_classes(os.path.join(folder, "classes.txt"), names)
 
 
 def _write_text(folder: str, splits: Dict[str, Sequence[Record]], names: List[str]) -> None:

@@ -20,6 +20,33 @@ DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the train
 HEADER_CACHE = "image-headers.json"  # (h, w, orientation) of images probed before
 # Orientations 5..8 swap width and height.
 _SWAPS_AXES = {5, 6, 7, 8}
+# The most pixels an image may have (PIL's own refusal, twice its warning level: about 13400 x
+# 13400): a header claiming more is refused before anything is decoded, as a decompression bomb
+# would be (a 20000 x 20000 PNG of a few kilobytes takes 1.2 GB decoded).
+MAX_IMAGE_PIXELS = 2 * 89_478_485
+
+
+def _refuse_oversized(path: PathLike, w: int, h: int) -> None:
+    if w * h > MAX_IMAGE_PIXELS:
+        raise AnnotationError(path, f"image of {w} x {h} pixels is over the limit of "
+                                    f"{MAX_IMAGE_PIXELS} pixels (a decompression bomb, or an "
+                                    "image to cut into tiles first)")
+
+
+def _open(path: PathLike) -> Image.Image:
+    """``Image.open(path)`` with PIL's own pixel limit turned into our named refusal."""
+    try:
+        im = Image.open(path)
+    except Image.DecompressionBombError:
+        raise AnnotationError(path, f"image is over the limit of {MAX_IMAGE_PIXELS} pixels (a "
+                                    "decompression bomb, or an image to cut into tiles first)"
+                              ) from None
+    try:
+        _refuse_oversized(path, *im.size)
+    except AnnotationError:
+        im.close()
+        raise
+    return im
 
 
 def load_image(path: PathLike) -> np.ndarray:
@@ -28,7 +55,7 @@ def load_image(path: PathLike) -> np.ndarray:
     Raises :class:`AnnotationError` naming the file when it is missing or unreadable.
     """
     try:
-        with Image.open(path) as im:
+        with _open(path) as im:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)  # no copies of an RGB image: half the time
             if im.mode in ("I;16", "I;16B", "I;16L", "I"):
@@ -37,6 +64,8 @@ def load_image(path: PathLike) -> np.ndarray:
                 arr = np.clip(np.asarray(im, dtype=np.int64) >> 8, 0, 255).astype(np.uint8)
                 return np.repeat(arr[..., None], 3, axis=-1)
             return np.asarray(im if im.mode == "RGB" else im.convert("RGB"), dtype=np.uint8)
+    except AnnotationError:
+        raise
     except FileNotFoundError:
         raise AnnotationError(path, "image file not found")
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
@@ -50,7 +79,7 @@ def probe_image(path: PathLike) -> Tuple[Tuple[int, int], int]:
     Raises :class:`AnnotationError` when the file is missing or not a readable image.
     """
     try:
-        with Image.open(path) as im:
+        with _open(path) as im:
             w, h = im.size
             orientation = 1
             if im.format in ("JPEG", "MPO", "TIFF", "WEBP", "PNG"):
@@ -60,6 +89,8 @@ def probe_image(path: PathLike) -> Tuple[Tuple[int, int], int]:
                     orientation = 1
             if not 1 <= orientation <= 8:
                 orientation = 1
+    except AnnotationError:
+        raise
     except FileNotFoundError:
         raise AnnotationError(path, "image file not found")
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:

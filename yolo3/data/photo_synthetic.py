@@ -32,7 +32,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from yolo3.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.data.annotations import Record
-from yolo3.data.synthetic import SHAPES, _draw_shape, write_dataset_files
+from yolo3.data.synthetic import SHAPES, _draw_shape, claim_dataset_folder, write_dataset_files
 from yolo3.errors import SettingError
 
 PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
@@ -265,8 +265,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                        size_distribution: str = "log", distractors: bool = True,
                        boxes: str = "visible", min_visible: float = MIN_VISIBLE,
                        recolour: bool = True, background_photos: Optional[str] = None,
-                       background_zoom: Tuple[float, float] = BACKGROUND_ZOOM
-                       ) -> Tuple[str, str]:
+                       background_zoom: Tuple[float, float] = BACKGROUND_ZOOM,
+                       exist_ok: bool = False) -> Tuple[str, str]:
     """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
     file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
     ``(h, w)`` image sizes, one drawn per image; ``size_distribution``: how object sides spread
@@ -276,7 +276,9 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``);
     ``background_zoom``: the share of a photograph's extent a background crop spans.
     Returns ``(annotation_path, classes_path)``. A folder without photographs is a
-    :class:`~yolo3.errors.SettingError` naming its setting (``photos``, ``background_photos``)."""
+    :class:`~yolo3.errors.SettingError` naming its setting (``photos``, ``background_photos``).
+    ``out_dir`` and ``exist_ok``: as :func:`yolo3.data.synthetic.make_synthetic_dataset` takes
+    them."""
     _check_size_distribution(size_distribution)
     for c in classes:
         if c not in SHAPES:
@@ -290,6 +292,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     pictures = _photos_of(photos, "photos")
     backgrounds = (_photos_of(background_photos, "background_photos")
                    if background_photos is not None else None)
+    claim_dataset_folder(out_dir, annotation_name, exist_ok)
     os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
     rng = np.random.default_rng(seed)
     records: List[Record] = []

@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw
 
 from yolo3.anchors import write_classes
 from yolo3.data.annotations import Record, write_annotations
+from yolo3.ownership import check_output_folder, claim
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 
@@ -180,8 +181,11 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
                            *, image_format: str = "png", max_objects: Optional[int] = None,
                            val_fraction: float = 0.0, annotation_name: str = "annotations.txt",
                            style: str = "solid", min_frac: Optional[float] = None,
-                           max_frac: Optional[float] = None) -> Tuple[str, str]:
+                           max_frac: Optional[float] = None, exist_ok: bool = False
+                           ) -> Tuple[str, str]:
     """Write ``num_images`` images to ``out_dir/images`` plus a text annotation and a classes file.
+    ``out_dir`` must be new, empty or yolo3's; ``exist_ok``: it may hold other files, which are
+    kept, but none of the names written here (:func:`claim_dataset_folder`).
 
     Returns ``(annotation_path, classes_path)``. With ``val_fraction > 0`` the last
     ``round(num_images * val_fraction)`` images also go to ``val.txt`` and the rest to ``train.txt``
@@ -201,6 +205,7 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
     if image_format not in ("png", "jpg"):
         raise ValueError("image_format must be 'png' or 'jpg'")
+    claim_dataset_folder(out_dir, annotation_name, exist_ok)
     os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
     rng = np.random.default_rng(seed)
     records: List[Record] = []
@@ -214,6 +219,20 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
             Image.fromarray(img).save(path, compress_level=1)
         records.append(Record(path, boxes, tuple(image_size), 1))
     return write_dataset_files(out_dir, records, classes, val_fraction, annotation_name)
+
+
+def dataset_entries(annotation_name: str = "annotations.txt") -> List[str]:
+    """What a generated dataset's folder holds: ``images/`` and its text files."""
+    return ["images", annotation_name, "train.txt", "val.txt", "classes.txt"]
+
+
+def claim_dataset_folder(out_dir: str, annotation_name: str = "annotations.txt",
+                         exist_ok: bool = False, flag: str = "out_dir") -> None:
+    """Refuse a dataset folder holding what yolo3 did not write (unless ``exist_ok``, and never
+    one of :func:`dataset_entries`), then claim those entries (:mod:`yolo3.ownership`)."""
+    entries = dataset_entries(annotation_name)
+    check_output_folder(out_dir, flag, exist_ok, entries)
+    claim(out_dir, entries)
 
 
 def write_dataset_files(out_dir: str, records: Sequence[Record], classes: Sequence[str],

@@ -24,17 +24,21 @@ import numpy as np
 import yaml
 from PIL import Image
 
+from yolo3.class_names import check_class_names, shown_value
 from yolo3.data.images import DECODED_EXTENSIONS, is_image_file
 from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
            "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
-           "read_label_file", "read_label_files", "label_rows", "write_yolo_layout"]
+           "read_label_file", "read_label_files", "label_rows", "write_yolo_layout",
+           "data_yaml_text", "load_yaml_bounded", "MAX_YAML_VALUES", "input_folders"]
 
 _OTHER_IMAGES = (".webp", ".tif", ".tiff", ".dng", ".mpo", ".pfm", ".heic")
 _ROUNDING = 1e-5  # an edge this far outside 0..1 is clipped without a warning
 _NOT_NORMALISED = 1.5  # a coordinate above this is a pixel value, not a fraction of the image
 SPLITS = ("train", "val", "test")
+MAX_YAML_VALUES = 100_000  # values a data.yaml may expand to (its aliases followed): far above any
+# real one (COCO's has 90), far below what nested aliases reach (a billion from 600 bytes)
 
 
 # ------------------------------------------------------------------------------------ data files
@@ -81,19 +85,64 @@ def _read_utf8(path: str, what: str) -> str:
             return f.read()
     except FileNotFoundError:
         raise AnnotationError(path, f"{what} not found") from None
+    except IsADirectoryError:
+        raise AnnotationError(path, f"a folder, not a {what}") from None
     except UnicodeDecodeError as e:
         raise AnnotationError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise AnnotationError(path, f"cannot read {what}: {e.strerror or e}") from None
 
 
-def _read_ultralytics_yaml(path: str, text: str) -> DataFile:
+def load_yaml_bounded(text: str, path: str, limit: int = MAX_YAML_VALUES):
+    """``yaml.safe_load(text)``, refusing (AnnotationError naming ``path``) a document whose
+    aliases expand it to more than ``limit`` values or refer to themselves: a few hundred bytes
+    of nested aliases would otherwise take gigabytes. Syntax errors name ``FILE:LINE``."""
     try:
-        data = yaml.safe_load(text)
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _count_values(node, path, limit)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise AnnotationError(path, f"not valid YAML: {getattr(e, 'problem', None) or e}",
                               line=mark.line + 1 if mark is not None else None) from None
+
+
+def _count_values(root: "yaml.Node", path: str, limit: int) -> int:
+    """How many values ``root`` stands for with its aliases followed (a shared node counts each
+    time it is used, as loading copies it); AnnotationError past ``limit`` or on a cycle."""
+    sizes: Dict[int, int] = {}
+    on_path: set = set()
+
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise AnnotationError(path, "an alias refers to the value that holds it (a recursive "
+                                        "YAML alias)", line=node.start_mark.line + 1)
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        on_path.discard(key)
+        if total > limit:
+            raise AnnotationError(path, f"the YAML expands to more than {limit} values (nested "
+                                        "aliases?): not a data file", line=node.start_mark.line + 1)
+        sizes[key] = total
+        return total
+    return size(root)
+
+
+def _read_ultralytics_yaml(path: str, text: str) -> DataFile:
+    data = load_yaml_bounded(text, path)
     if not isinstance(data, dict):
         raise AnnotationError(path, "a data.yaml is a mapping with train, val and names")
     names = _names(path, data)
@@ -112,26 +161,48 @@ def _read_ultralytics_yaml(path: str, text: str) -> DataFile:
 
 
 def _names(path: str, data: dict) -> List[str]:
+    """The class names of a data.yaml: a list, or an ``{id: name}`` mapping with every id from 0
+    (an int, or text of one); each name checked as every layout's are
+    (:func:`yolo3.class_names.check_class_names`); ``nc``, when given, a whole number equal to
+    their count."""
     names = data.get("names")
     if names is None:
         raise AnnotationError(path, "no names: a data.yaml lists its class names (names: [a, b] or "
                                     "names: {0: a, 1: b})")
     if isinstance(names, dict):
-        try:
-            ids = sorted(int(k) for k in names)
-        except (TypeError, ValueError):
-            raise AnnotationError(path, "names: the keys of a names mapping are class ids 0, 1, "
-                                        "...") from None
-        if ids != list(range(len(ids))):
-            raise AnnotationError(path, f"names: class ids {ids[:8]} are not 0..{len(ids) - 1}")
-        names = [names[k] if k in names else names[str(k)] for k in ids]
+        names = _names_by_id(path, names)
     if not isinstance(names, list) or not names:
-        raise AnnotationError(path, "names: expected a list or an {id: name} mapping")
-    names = [str(n) for n in names]
+        raise AnnotationError(path, f"names: expected a list or an {{id: name}} mapping, got "
+                                    f"{shown_value(names)}")
+    names = check_class_names(names, path, "names", AnnotationError)
     nc = data.get("nc")
-    if nc is not None and nc != len(names):
-        raise AnnotationError(path, f"nc is {nc} but names has {len(names)} entries")
+    if nc is not None:
+        if isinstance(nc, bool) or not isinstance(nc, int):
+            raise AnnotationError(path, f"nc: the class count is a whole number, got "
+                                        f"{shown_value(nc)} ({type(nc).__name__})")
+        if nc != len(names):
+            raise AnnotationError(path, f"nc is {nc} but names has {len(names)} entries")
     return names
+
+
+def _names_by_id(path: str, names: dict) -> list:
+    """The values of an ``{id: name}`` mapping in id order; every id a whole number (an int, or
+    text of one), together 0..n-1."""
+    by_id: Dict[int, object] = {}
+    for key, value in names.items():
+        if isinstance(key, bool) or not (isinstance(key, int) or
+                                         (isinstance(key, str) and key.strip().isdigit())):
+            raise AnnotationError(path, f"names: the keys of a names mapping are class ids 0, 1, "
+                                        f"..., got {shown_value(key)}")
+        if int(key) in by_id:
+            raise AnnotationError(path, f"names: class id {int(key)} is given twice")
+        by_id[int(key)] = value
+    ids = sorted(by_id)
+    if ids != list(range(len(ids))):
+        missing = sorted(set(range(len(ids))) - set(ids))
+        raise AnnotationError(path, f"names: class ids {ids[:8]} are not 0..{len(ids) - 1} "
+                                    f"({'missing ' + str(missing[:8]) if missing else 'a gap'})")
+    return [by_id[k] for k in ids]
 
 
 def _root(path: str, declared, train) -> str:
@@ -177,9 +248,12 @@ def _read_darknet_data(path: str, text: str) -> DataFile:
                                     "names (and classes)")
     names_path, line = values["names"]
     names_file = _darknet_path(path, names_path, "names", line)
-    names = [n.strip() for n in _read_utf8(names_file, "names file").splitlines() if n.strip()]
-    if not names:
+    numbered = [(n, line.strip()) for n, line in
+                enumerate(_read_utf8(names_file, "names file").splitlines(), 1) if line.strip()]
+    if not numbered:
         raise AnnotationError(names_file, "no class names")
+    names = check_class_names([name for _, name in numbered], names_file, error=AnnotationError,
+                              lines=[n for n, _ in numbered])
     if "classes" in values:
         classes, line = values["classes"]
         if not classes.isdigit() or int(classes) != len(names):
@@ -248,24 +322,39 @@ def image_paths(source: PathLike) -> Tuple[List[str], List[str]]:
 def _listed_images(list_file: str) -> List[str]:
     """Image paths of a list file: absolute as written; ``./x`` relative to the list's folder (as
     Ultralytics reads it); other relative paths against the working folder, the list's folder or
-    its parent (Darknet's ``data/train.txt`` lists ``data/obj/x.jpg``), the first that exists."""
+    its parent (Darknet's ``data/train.txt`` lists ``data/obj/x.jpg``), the first that exists.
+    Windows separators (``data\\obj\\x.jpg``, as Darknet on Windows writes lists) are read as
+    ``/`` where only that spelling exists. A list none of whose images exists is an
+    AnnotationError naming its first line."""
     here = os.path.dirname(list_file)
-    out = []
-    for line in _read_utf8(list_file, "image list").splitlines():
+    out, first_missing = [], None
+    for number, line in enumerate(_read_utf8(list_file, "image list").splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if os.path.isabs(line):
-            out.append(os.path.normpath(line))
-            continue
-        if line.startswith("./"):
-            out.append(os.path.normpath(os.path.join(here, line)))
-            continue
-        candidates = [os.path.abspath(line), os.path.join(here, line),
-                      os.path.join(os.path.dirname(here), line)]
-        out.append(os.path.normpath(next((c for c in candidates if os.path.exists(c)),
-                                         candidates[1])))
+        path = _listed_path(line, here)
+        if not os.path.exists(path) and "\\" in line and os.sep == "/":
+            slashed = _listed_path(line.replace("\\", "/"), here)
+            path = slashed if os.path.exists(slashed) else path
+        if first_missing is None and not os.path.exists(path):
+            first_missing = (number, line, path)
+        out.append(path)
+    if out and first_missing is not None and not any(os.path.exists(p) for p in out):
+        number, line, path = first_missing
+        hint = (" (Windows separators were read as / too)" if "\\" in line else "")
+        raise AnnotationError(list_file, f"none of the {len(out)} images it lists exists: {line} "
+                                         f"is not at {path}{hint}", line=number)
     return out
+
+
+def _listed_path(line: str, here: str) -> str:
+    if os.path.isabs(line):
+        return os.path.normpath(line)
+    if line.startswith("./"):
+        return os.path.normpath(os.path.join(here, line))
+    candidates = [os.path.abspath(line), os.path.join(here, line),
+                  os.path.join(os.path.dirname(here), line)]
+    return os.path.normpath(next((c for c in candidates if os.path.exists(c)), candidates[1]))
 
 
 def _labels_twin(path: str) -> Optional[str]:
@@ -283,10 +372,19 @@ def label_file(image: str) -> Optional[str]:
     ``labels``), else Darknet's (beside the image); None when neither exists."""
     stem = os.path.splitext(image)[0]
     twin = _labels_twin(stem)
-    if twin is not None and os.path.isfile(twin + ".txt"):
+    # a path that exists but is no file (a folder, a broken link) is returned: reading it names it
+    if twin is not None and os.path.lexists(twin + ".txt"):
         return twin + ".txt"
     beside = stem + ".txt"
-    return beside if os.path.isfile(beside) else None
+    return beside if os.path.lexists(beside) else None
+
+
+def input_folders(images: Sequence[str]) -> List[str]:
+    """The folders ``images`` lie in and, where the YOLO layout pairs one with them, their label
+    folders: the places a writer must stay out of (what it wrote there would be read as input)."""
+    folders = {os.path.dirname(os.path.abspath(p)) for p in images}
+    twins = {_labels_twin(f + os.sep) for f in folders}
+    return sorted(folders | {t.rstrip(os.sep) for t in twins if t is not None})
 
 
 def expected_labels(image: str) -> str:
@@ -486,7 +584,7 @@ def write_yolo_layout(out_dir: str, splits: Dict[str, Sequence], class_names: Se
     ``boxes`` and ``image_hw``) under ``out_dir`` in the YOLO layout; returns the path of
     ``data.yaml``. Image names are made unique per split by their index; an image without boxes
     gets an empty label file (a negative)."""
-    lines = []  # no path: the splits resolve against the data file's folder (Ultralytics too)
+    sources = {}  # no path: the splits resolve against the data file's folder (Ultralytics too)
     for split, records in splits.items():
         images = os.path.join(out_dir, "images", split)
         labels = os.path.join(out_dir, "labels", split)
@@ -502,10 +600,17 @@ def write_yolo_layout(out_dir: str, splits: Dict[str, Sequence], class_names: Se
                     hw = (im.height, im.width)
             with open(os.path.join(labels, stem + ".txt"), "w", encoding="utf-8") as f:
                 f.write(label_rows(record.boxes, hw))
-        lines.append(f"{split}: images/{split}")
-    lines.append("names:")
-    lines += [f"  {i}: {name!r}" for i, name in enumerate(class_names)]
+        sources[split] = f"images/{split}"
     path = os.path.join(out_dir, "data.yaml")
     with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(data_yaml_text(sources, class_names))
     return path
+
+
+def data_yaml_text(sources: Dict[str, str], class_names: Sequence[str]) -> str:
+    """A data.yaml naming ``sources`` (``{split: path}``) and ``class_names`` (as ``{id: name}``),
+    written by the YAML library: every name reads back identical (quotes, backslashes, ``#``,
+    colons, spaces around it, any Unicode)."""
+    names = check_class_names(list(class_names), None, "class names")
+    document = {**sources, "names": {i: name for i, name in enumerate(names)}}
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=1000)

@@ -20,8 +20,10 @@ import tensorflow as tf
 
 from yolo3.errors import ArgumentError, PathLike, SettingError
 from yolo3.export.graph import image_function, model_function
-from yolo3.fileio import atomic_directory, atomic_write
-from yolo3.metadata import INFO_NAME, ONNX_METADATA_KEY, OPENVINO_INFO_KEY, info_json
+from yolo3.fileio import atomic_write
+from yolo3.metadata import (INFO_NAME, ONNX_METADATA_KEY, OPENVINO_ENTRIES, OPENVINO_INFO_KEY,
+                            SAVED_MODEL_ENTRIES, info_json)
+from yolo3.ownership import write_output_folder
 from yolo3.runtimes import OPENVINO_INSTALL, import_openvino
 from yolo3.tflite_metadata import embed_info_tflite
 
@@ -56,10 +58,13 @@ def _archive(detector, endpoints):
     return archive
 
 
-def export_saved_model(detector, out_dir: PathLike) -> str:
+def export_saved_model(detector, out_dir: PathLike, exist_ok: bool = False) -> str:
     """Write a SavedModel folder: ``serving_default`` (uint8 batch at the input size),
     ``serve_float`` (float32 in [0, 1]), ``serve_image`` (one uint8 image of any size, letterboxed
-    inside, boxes in its pixels), and ``yolo3.json`` (its info). Returns ``out_dir``."""
+    inside, boxes in its pixels), and ``yolo3.json`` (its info). Returns ``out_dir``.
+
+    ``out_dir`` must be new, empty or written by yolo3 before; with ``exist_ok`` it may hold other
+    files, which are kept (:func:`yolo3.ownership.write_output_folder`)."""
     _check_float32(detector, "SavedModel")
     h, w = detector.input_hw
     archive = _archive(detector, {
@@ -76,7 +81,7 @@ def export_saved_model(detector, out_dir: PathLike) -> str:
         archive.write_out(os.fspath(folder), verbose=False)
         with open(os.path.join(folder, INFO_NAME), "w", encoding="utf-8") as f:
             f.write(info_json(exported_info(detector, "saved_model")))
-    atomic_directory(out_dir, write)
+    write_output_folder(out_dir, write, "out_dir", exist_ok, SAVED_MODEL_ENTRIES)
     return out_dir
 
 
@@ -229,9 +234,11 @@ def _decoding_ops(model) -> list:
 
 def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
                     batch: Optional[int] = 1, raw: bool = False, quantize: str = "none",
-                    calibration: Optional[Iterable[np.ndarray]] = None) -> str:
+                    calibration: Optional[Iterable[np.ndarray]] = None,
+                    exist_ok: bool = False) -> str:
     """Convert ``detector`` to an OpenVINO IR: the folder ``out_dir`` holding ``model.xml`` and
     ``model.bin``, the info in the IR's run-time info (``yolo3``). Returns the ``.xml`` path.
+    ``out_dir`` is written as :func:`export_saved_model` writes its folder (``exist_ok`` the same).
 
     Input ``images (batch, in_h, in_w, 3)`` ``uint8`` (RGB 0..255) or ``float32`` ([0, 1]); the
     outputs of :mod:`yolo3.export.graph` (decoding and per-class NMS need a fixed ``batch``; with
@@ -280,5 +287,5 @@ def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
     def write(folder) -> None:
         ov.save_model(model, os.path.join(folder, OPENVINO_MODEL),
                       compress_to_fp16=quantize == "float16")
-    atomic_directory(out_dir, write)
+    write_output_folder(out_dir, write, "out_dir", exist_ok, OPENVINO_ENTRIES)
     return os.path.join(os.fspath(out_dir), OPENVINO_MODEL)

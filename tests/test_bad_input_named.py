@@ -1,0 +1,280 @@
+"""Every reader bounded and every bad input named (issue 45): YAML aliases, oversized images,
+class names, nc, label paths that are folders, image lists of paths that do not exist, damaged
+resume files and exported models, numeric flags out of range, arguments refused before work.
+Each case: the exit code, one message naming the file (line) or flag, no traceback, and every
+input and every file around the output unchanged."""
+from __future__ import annotations
+
+import shutil
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from cli_harness import assert_refused, run_cli, snapshot
+
+
+def small_yolo_set(root: Path, world: dict, names_yaml: str, images: int = 2) -> Path:
+    """``root/data.yaml`` (``names_yaml`` is its names part) with ``images`` images and labels."""
+    for split in ("train", "val"):
+        (root / "images" / split).mkdir(parents=True)
+        (root / "labels" / split).mkdir(parents=True)
+        for k, source in enumerate(sorted((world["data"] / "images").iterdir())[:images]):
+            shutil.copy(source, root / "images" / split / f"{k}.png")
+            (root / "labels" / split / f"{k}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    (root / "data.yaml").write_text(f"train: images/train\nval: images/val\n{names_yaml}",
+                                    encoding="utf-8")
+    return root / "data.yaml"
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG of a few bytes whose header claims ``width`` x ``height`` pixels."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b""))
+            + chunk(b"IEND", b""))
+
+
+def train_argv(world: dict, out: Path, *extra) -> list:
+    d = world["data"]
+    return ["train", "--annotations", d / "train.txt", "--val-annotations", d / "val.txt",
+            "--classes", d / "classes.txt", "--variant", "tiny", "--input-size", "64",
+            "--batch-size", "2", "--epochs", "2", "--freeze-epochs", "0", "--output", out,
+            "--no-augment", "--quiet", "--eval-every", "0", "--anchors", world["anchors"], *extra]
+
+
+# ------------------------------------------------------------------------------------- data.yaml
+
+
+@pytest.mark.parametrize("names_yaml, reason", [
+    ("names: {0.5: a, 1: b, 2: c}\n", "class ids 0, 1, ..., got 0.5"),
+    ("names: {0: a, 2: b}\n", "missing [1]"),
+    ("names: [a, [b, c]]\n", "class 1 is ['b', 'c'] (list)"),
+    ("names: [a, null, c]\n", "class 1 is None (null)"),
+    ("names: [a, b, a]\n", "repeats class 0"),
+    ("names: [a, '', c]\n", "class 1 has an empty name"),
+    ("names: [a, {x: 1}]\n", "(dict)"),
+    ("names: [a, b, c]\nnc: '3'\n", "nc: the class count is a whole number, got '3' (str)"),
+    ("names: [a, b, c]\nnc: 4\n", "nc is 4 but names has 3 entries"),
+    ("names: 7\n", "expected a list or an {id: name} mapping, got 7"),
+])
+def test_class_names_are_checked_alike_in_a_data_yaml(trained_world, tmp_path, capsys,
+                                                       names_yaml, reason):
+    data = small_yolo_set(tmp_path / "set", trained_world, names_yaml)
+    before = snapshot(tmp_path)
+    for argv in (["check", "--data", data], ["annotations", "--data", data, "--to", "text",
+                                             "--out", tmp_path / "out"]):
+        code, err = run_cli(argv + ["--quiet"], capsys)
+        assert_refused(code, err, data, reason)
+    assert snapshot(tmp_path) == before
+
+
+def test_darknet_names_files_follow_the_same_rule(trained_world, tmp_path, capsys):
+    set_root = tmp_path / "set"
+    data = small_yolo_set(set_root, trained_world, "names: [a]\n")
+    (set_root / "obj.names").write_text("a\nb\n\na\n")
+    (set_root / "obj.data").write_text("classes = 3\ntrain = images/train\nvalid = images/val\n"
+                                       "names = obj.names\n")
+    code, err = run_cli(["check", "--data", set_root / "obj.data", "--quiet"], capsys)
+    assert_refused(code, err, f"{set_root / 'obj.names'}:4", "repeats line 1")
+    assert data.exists()
+
+
+def test_nested_yaml_aliases_are_refused_quickly_with_a_short_message(trained_world, tmp_path,
+                                                                      capsys):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for k in range(1, 9):
+        prev = f"*a{k - 1}"
+        lines.append(f"a{k}: &a{k} [{', '.join([prev] * 10)}]")
+    data = small_yolo_set(tmp_path / "set", trained_world, "\n".join(lines) + "\nnames: *a8\n")
+    assert data.stat().st_size < 1000
+    start = time.perf_counter()
+    code, err = run_cli(["check", "--data", data, "--quiet"], capsys)
+    assert time.perf_counter() - start < 10  # expanded, depth 8 took 1.5 GB and 11 s
+    assert_refused(code, err, data, "expands to more than")
+    assert len(err) < 2000
+
+
+def test_a_recursive_yaml_alias_is_refused(trained_world, tmp_path, capsys):
+    data = small_yolo_set(tmp_path / "set", trained_world, "names: &n [a, *n]\n")
+    code, err = run_cli(["check", "--data", data, "--quiet"], capsys)
+    assert_refused(code, err, data)
+    assert "recursive" in err or "not valid YAML" in err
+
+
+def test_a_huge_value_is_cut_in_the_message(trained_world, tmp_path, capsys):
+    names = "[" + ", ".join(f"name{k}" for k in range(50_000)) + "]"
+    data = small_yolo_set(tmp_path / "set", trained_world, f"names: {names}\nnc: 3\n")
+    code, err = run_cli(["check", "--data", data, "--quiet"], capsys)
+    assert_refused(code, err, data, "nc is 3 but names has 50000 entries")
+    assert len(err) < 2500
+
+
+def test_error_messages_are_capped(capsys):
+    from yolo3.cli.common import MAX_MESSAGE, error
+    error("check", "x" * 3_000_000)
+    err = capsys.readouterr().err
+    assert len(err) < MAX_MESSAGE + 100 and "more characters" in err
+
+
+# ------------------------------------------------------------------------- images and label paths
+
+
+def test_an_oversized_image_header_is_a_named_problem_in_check_and_refused_by_train(
+        trained_world, tmp_path, capsys):
+    data = small_yolo_set(tmp_path / "set", trained_world, "names: [a, b, c]\n", images=3)
+    bomb = tmp_path / "set" / "images" / "train" / "1.png"
+    bomb.write_bytes(png_header(20000, 20000))
+    before = snapshot(tmp_path / "set")
+    code, err = run_cli(["check", "--data", data, "--quiet"], capsys)
+    assert code == 1 and "Traceback" not in err and "unexpected" not in err, err
+    out = capsys.readouterr().out + err
+    assert str(bomb) in out or str(bomb) in err
+    code, err = run_cli(["train", "--data", data, "--variant", "tiny", "--input-size", "64",
+                         "--batch-size", "2", "--epochs", "1", "--output", tmp_path / "run",
+                         "--quiet"], capsys)
+    assert_refused(code, err, bomb, "over the limit")
+    assert snapshot(tmp_path / "set") == before
+    assert not (tmp_path / "run").exists()
+
+
+def test_check_lists_every_problem_past_an_oversized_image(trained_world, tmp_path, capsys):
+    from yolo3.data.annotations import scan_annotations
+    data = small_yolo_set(tmp_path / "set", trained_world, "names: [a, b, c]\n", images=3)
+    (tmp_path / "set" / "images" / "train" / "0.png").write_bytes(png_header(30000, 9000))
+    (tmp_path / "set" / "labels" / "train" / "2.txt").write_text("9 0.5 0.5 0.1 0.1\n")
+    result = scan_annotations(str(tmp_path / "set" / "images" / "train"), ["a", "b", "c"])
+    problems = "\n".join(str(p) for p in result.problems)
+    assert "0.png" in problems and "over the limit" in problems
+    assert "2.txt:1" in problems  # the scan went on
+    assert data.exists()
+
+
+def test_a_label_path_that_is_a_folder_is_a_named_problem(trained_world, tmp_path, capsys):
+    data = small_yolo_set(tmp_path / "set", trained_world, "names: [a, b, c]\n")
+    label = tmp_path / "set" / "labels" / "train" / "1.txt"
+    label.unlink()
+    label.mkdir()
+    code, err = run_cli(["check", "--data", data, "--quiet"], capsys)
+    out = capsys.readouterr().out
+    assert code == 1, err
+    assert f"{label}: a folder, not a label file" in out + err
+    assert "no problems" not in out
+
+
+def test_an_image_list_of_missing_images_says_so_and_windows_separators_are_read(
+        trained_world, tmp_path, capsys):
+    root = tmp_path / "darknet"
+    (root / "data" / "obj").mkdir(parents=True)
+    for k, source in enumerate(sorted((trained_world["data"] / "images").iterdir())[:2]):
+        shutil.copy(source, root / "data" / "obj" / f"{k}.png")
+        (root / "data" / "obj" / f"{k}.txt").write_text("0 0.5 0.5 0.25 0.25\n")
+    (root / "data" / "obj.names").write_text("a\nb\nc\n")
+    (root / "data" / "obj.data").write_text("classes = 3\ntrain = data/train.txt\nvalid = "
+                                            "data/train.txt\nnames = data/obj.names\n")
+    # as Darknet on Windows writes it: found once the separators are read as /
+    (root / "data" / "train.txt").write_text("data\\obj\\0.png\ndata\\obj\\1.png\n")
+    code, err = run_cli(["check", "--data", root / "data" / "obj.data", "--quiet"], capsys)
+    assert code == 0, err
+    # entries that exist under no spelling are named, with the list's line
+    (root / "data" / "train.txt").write_text("# list\nC:\\darknet\\x\\0.png\nC:\\darknet\\x\\1.png\n")
+    code, err = run_cli(["check", "--data", root / "data" / "obj.data", "--quiet"], capsys)
+    assert_refused(code, err, f"{root / 'data' / 'train.txt'}:2", "none of the 2 images")
+    assert "label files" not in err
+
+
+# ----------------------------------------------------------------------------- damaged models
+
+
+@pytest.mark.parametrize("name, content", [("garbage.onnx", b"garbage"),
+                                           ("empty.onnx", b""),
+                                           ("garbage.tflite", b"garbage")])
+def test_a_damaged_exported_model_is_named(trained_world, tmp_path, capsys, name, content):
+    model = tmp_path / name
+    model.write_bytes(content)
+    image = sorted((trained_world["data"] / "images").iterdir())[0]
+    code, err = run_cli(["detect", "--model", model, "--input", image, "--output",
+                         tmp_path / "out", "--quiet"], capsys)
+    assert_refused(code, err, model)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("damaged", ["model.weights.h5", "optimizer.npz"])
+def test_resume_with_a_damaged_state_file_names_it_and_keeps_the_run(trained_world, tmp_path,
+                                                                     capsys, damaged):
+    run = tmp_path / "run"
+    shutil.copytree(trained_world["run"], run)
+    import json
+    state = json.loads((run / "resume.json").read_text())
+    path = run / state["dir"] / damaged
+    raw = path.read_bytes()
+    path.write_bytes(raw[:len(raw) // 2])
+    before = snapshot(run)
+    code, err = run_cli(train_argv(trained_world, run, "--resume"), capsys)
+    assert_refused(code, err, path, "damaged", "the run folder is kept")
+    assert snapshot(run) == before
+
+
+# --------------------------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize("command, flag, value", [
+    ("detect", "--iou", "2"), ("detect", "--score", "1.5"), ("detect", "--score", "-0.1"),
+    ("detect", "--score", "nan"), ("detect", "--iou", "inf"), ("detect", "--batch-size", "0"),
+    ("detect", "--max-frames", "-1"), ("evaluate", "--score", "7"),
+    ("evaluate", "--iou", "-1"), ("evaluate", "--max-dets", "0"),
+    ("evaluate", "--confusion-score", "2"), ("export", "--score", "1.01"),
+    ("export", "--iou", "nan"), ("export", "--tflite-batch", "0"),
+    ("export", "--max-boxes", "-5"), ("kmeans", "--clusters", "0"),
+    ("synth", "--val-fraction", "1.5"), ("synth", "--num-images", "0"),
+    ("check", "--draw", "-1"), ("convert", "--width", "0"),
+])
+def test_numeric_flags_out_of_range_are_refused_naming_the_flag_before_any_work(
+        trained_world, tmp_path, capsys, command, flag, value):
+    model = trained_world["run"] / "final.keras"
+    image = sorted((trained_world["data"] / "images").iterdir())[0]
+    base = {
+        "detect": ["--model", model, "--input", image, "--output", tmp_path / "out"],
+        "evaluate": ["--model", model, "--annotations", trained_world["data"] / "val.txt",
+                     "--out", tmp_path / "out.json"],
+        "export": ["--model", model, "--onnx", tmp_path / "out.onnx"],
+        "kmeans": ["--annotations", trained_world["data"] / "train.txt", "--out",
+                   tmp_path / "out.txt"],
+        "synth": ["--out", tmp_path / "out"],
+        "check": ["--annotations", trained_world["data"] / "train.txt"],
+        "convert": ["--export", model, tmp_path / "out.cfg", tmp_path / "out.weights"],
+    }[command]
+    before = snapshot(tmp_path, trained_world["data"])
+    code, err = run_cli([command, *base, flag, value], capsys)  # argparse refuses: SystemExit(2)
+    assert_refused(code, err, f"argument {flag}", value)
+    assert snapshot(tmp_path, trained_world["data"]) == before
+
+
+def test_an_input_size_the_model_cannot_take_names_the_flag(trained_world, tmp_path, capsys):
+    code, err = run_cli(["detect", "--model", trained_world["run"] / "final.keras", "--input",
+                         sorted((trained_world["data"] / "images").iterdir())[0], "--output",
+                         tmp_path / "out", "--input-size", "100", "--quiet"], capsys)
+    assert_refused(code, err, "--input-size", "multiples of 32")
+    assert not (tmp_path / "out").exists()
+
+
+def test_benchmark_export_refuses_trained_without_its_held_out_set_before_any_work(
+        trained_world, monkeypatch, capsys):
+    import importlib
+    real = importlib.import_module
+
+    def no_benchmark(name, *args):
+        assert name != "yolo3.benchmarks.export", "the benchmark started"
+        return real(name, *args)
+    monkeypatch.setattr("yolo3.cli.benchmark.importlib.import_module", no_benchmark)
+    code, err = run_cli(["benchmark", "export", "--trained", trained_world["run"] / "final.keras",
+                         "--quiet"], capsys)
+    assert_refused(code, err, "--trained needs --annotations or --data")
+    assert err.startswith("yolo3 benchmark: error:")
+    code, err = run_cli(["benchmark", "export", "--annotations",
+                         trained_world["data"] / "val.txt", "--quiet"], capsys)
+    assert_refused(code, err, "give --trained")
