@@ -278,3 +278,20 @@ def test_benchmark_export_refuses_trained_without_its_held_out_set_before_any_wo
     code, err = run_cli(["benchmark", "export", "--annotations",
                          trained_world["data"] / "val.txt", "--quiet"], capsys)
     assert_refused(code, err, "give --trained")
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--warmup-epochs", "-1"), ("--warmup-epochs", "nan"), ("--steps-per-epoch", "0"),
+    ("--validation-steps", "0"), ("--gpus", "-1"), ("--epochs", "0"), ("--lr", "nan"),
+    ("--mosaic", "2"), ("--val-split", "1.5"), ("--max-boxes", "0"), ("--patience", "-1"),
+])
+def test_training_settings_out_of_range_are_refused_naming_the_flag(trained_world, tmp_path,
+                                                                   capsys, flag, value):
+    out = tmp_path / "run"
+    argv = train_argv(trained_world, out)
+    i = argv.index("--val-annotations")
+    if flag == "--val-split":
+        del argv[i:i + 2]
+    code, err = run_cli(argv + [flag, value], capsys)
+    assert_refused(code, err, flag, value)
+    assert not out.exists()

@@ -408,6 +408,12 @@ def _check_schedule(schedule: ScheduleSettings) -> None:
           f"need 0 <= freeze_epochs ({schedule.freeze_epochs}) <= epochs ({schedule.epochs}) and "
           "epochs >= 1", "freeze_epochs", "epochs")
     _one_of(schedule.schedule, SCHEDULES, "schedule")
+    _need(schedule.warmup_epochs >= 0 and math.isfinite(schedule.warmup_epochs),
+          f"warmup_epochs must be >= 0, got {schedule.warmup_epochs}", "warmup_epochs")
+    for name in ("steps_per_epoch", "validation_steps"):
+        value = getattr(schedule, name)
+        _need(value is None or value >= 1, f"{name} must be >= 1 (default: all), got {value}",
+              name)
     _need(schedule.eval_every is None or schedule.eval_every >= 0,
           f"eval_every must be >= 0 (0: no evaluation), got {schedule.eval_every}", "eval_every")
     _need(schedule.patience >= 0, f"patience must be >= 0, got {schedule.patience}", "patience")
@@ -418,6 +424,9 @@ def _check_schedule(schedule: ScheduleSettings) -> None:
 def _check_hardware(hardware: HardwareSettings) -> None:
     _need(hardware.batch_size >= 1, f"batch_size must be >= 1, got {hardware.batch_size}",
           "batch_size")
+    _need(hardware.gpus >= 0, f"gpus must be >= 0, got {hardware.gpus}", "gpus")
+    _need(hardware.cpu_replicas >= 0, f"cpu_replicas must be >= 0, got {hardware.cpu_replicas}",
+          "cpu_replicas")
     _need(not (hardware.gpus and hardware.cpu_replicas),
           "give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
     _one_of(hardware.strategy, STRATEGIES, "strategy")
