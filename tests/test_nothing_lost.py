@@ -48,6 +48,20 @@ def users_folder(path: Path) -> Path:
     return path / "project"
 
 
+def refused_then_written_beside(argv: list, folder: Path, capsys, *named) -> None:
+    """``argv`` writing into ``folder`` (the user's) is refused naming it, ``--exist-ok`` and
+    ``named``, nothing changed; with ``--exist-ok`` it succeeds and every file that was there,
+    and beside it, is byte-identical."""
+    before = snapshot(folder.parent)
+    code, err = run_cli(argv, capsys)
+    assert_refused(code, err, folder, "--exist-ok", *named)
+    assert snapshot(folder.parent) == before
+    code, err = run_cli(argv + ["--exist-ok"], capsys)
+    assert code == 0, err
+    after = snapshot(folder.parent)
+    assert {k: v for k, v in after.items() if k in before} == before
+
+
 # ------------------------------------------------------------------------------- export folders
 
 
@@ -65,12 +79,8 @@ def test_export_into_a_folder_of_the_users_files_is_refused_and_touches_nothing(
 def test_export_with_exist_ok_writes_beside_the_users_files_and_keeps_them(trained_world,
                                                                           tmp_path, capsys):
     folder = users_folder(tmp_path)
-    before = snapshot(folder)
-    code, err = run_cli(["export", "--model", trained_world["run"] / "final.keras",
-                         "--saved-model", folder, "--exist-ok", "--quiet"], capsys)
-    assert code == 0, err
-    after = snapshot(folder)
-    assert {k: v for k, v in after.items() if k in before} == before
+    refused_then_written_beside(["export", "--model", trained_world["run"] / "final.keras",
+                                 "--saved-model", folder, "--quiet"], folder, capsys)
     assert (folder / "saved_model.pb").is_file() and (folder / "yolo3.json").is_file()
     # the export is read back from a folder that also holds the user's files
     code, err = run_cli(["detect", "--model", folder, "--input",
@@ -207,14 +217,7 @@ def test_annotations_into_a_folder_of_the_users_files(trained_world, tmp_path, c
     folder = users_folder(tmp_path)
     argv = ["annotations", "--annotations", trained_world["data"] / "train.txt", "--classes",
             trained_world["data"] / "classes.txt", "--to", "coco", "--out", folder, "--quiet"]
-    before = snapshot(folder)
-    code, err = run_cli(argv, capsys)
-    assert_refused(code, err, folder, "--exist-ok")
-    assert snapshot(folder) == before
-    code, err = run_cli(argv + ["--exist-ok"], capsys)
-    assert code == 0, err
-    after = snapshot(folder)
-    assert {k: v for k, v in after.items() if k in before} == before
+    refused_then_written_beside(argv, folder, capsys, "notes")
     assert (folder / "train.json").is_file()
 
 
@@ -394,11 +397,5 @@ def test_check_draws_only_into_a_folder_of_its_own(trained_world, tmp_path, caps
     folder = users_folder(tmp_path)
     argv = ["check", "--annotations", trained_world["data"] / "train.txt", "--classes",
             trained_world["data"] / "classes.txt", "--draw", "2", "--draw-dir", folder, "--quiet"]
-    before = snapshot(tmp_path)
-    code, err = run_cli(argv, capsys)
-    assert_refused(code, err, folder, "--draw-dir", "--exist-ok")
-    assert snapshot(tmp_path) == before
-    code, err = run_cli(argv + ["--exist-ok"], capsys)
-    assert code == 0, err
-    assert {k: v for k, v in snapshot(tmp_path).items() if k in before} == before
+    refused_then_written_beside(argv, folder, capsys, "--draw-dir")
     assert len(list(folder.glob("[0-9][0-9][0-9]_*.png"))) == 2
