@@ -44,7 +44,7 @@ def test_demo_writes_every_artefact_and_learns(tmp_path):
                  "detections.json", "train/final.keras", "train/final.weights.h5",
                  "train/history.csv", "data/train.txt", "data/val.txt", "data/classes.txt"]:
         assert (out / name).is_file(), f"demo did not write {name}"
-    drawn = sorted((out / "detections").glob("*"))
+    drawn = sorted(p for p in (out / "detections").glob("*") if not p.name.startswith("."))
     assert len(drawn) == 8
     assert Image.open(drawn[0]).size == (224, 224)
     figures = json.loads((out / "evaluation.json").read_text())
