@@ -100,7 +100,7 @@ def test_exist_ok_never_replaces_a_users_file_of_an_exported_name(trained_world,
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.slow  # two exports / a training run: CI runs the slow set
+@pytest.mark.slow  # two exports: CI runs the slow set
 def test_exporting_again_into_its_own_folder_needs_no_flag(trained_world, tmp_path, capsys):
     folder = tmp_path / "exported"
     for _ in range(2):
