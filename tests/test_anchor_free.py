@@ -1,4 +1,4 @@
-"""yolo3.anchor_free: the anchor-free head's decoding, task-aligned assignment and loss, each
+"""yolo3.ops.anchor_free: the anchor-free head's decoding, task-aligned assignment and loss, each
 against a float64 NumPy reference written here from the definitions (loops, no vectorised tricks),
 plus the properties training relies on (gradients, learning on a fixed batch)."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3 import anchor_free
-from yolo3.decode import decode_detections
-from yolo3.heads import AnchorFreeHead
+from yolo3.ops import anchor_free
+from yolo3.ops.decode import decode_detections
+from yolo3.config.anchor_free_head import AnchorFreeHead
 
 HEAD = AnchorFreeHead((32, 16), 8)
 HW = (64, 96)  # grids 2x3 and 4x6: 30 cells
@@ -202,7 +202,7 @@ def test_decode_detections_of_a_known_box_in_image_pixels():
 
 
 def test_the_anchor_head_decoding_is_unchanged_without_a_head():
-    from yolo3.specs import get_spec
+    from yolo3.config.specs import get_spec
     spec = get_spec("tiny")
     rng = np.random.default_rng(2)
     outputs = [tf.constant(rng.normal(0, 2, (1, 64 // s, 64 // s, 3 * (5 + 2))), tf.float32)

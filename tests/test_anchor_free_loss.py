@@ -1,5 +1,5 @@
-"""yolo3.anchor_free_loss: the anchor-free training model (its output is the loss of
-:mod:`yolo3.anchor_free`, tested against a NumPy reference in tests/test_anchor_free.py), its
+"""yolo3.modeling.anchor_free_loss: the anchor-free training model (its output is the loss of
+:mod:`yolo3.ops.anchor_free`, tested against a NumPy reference in tests/test_anchor_free.py), its
 inputs, and the bodies it refuses. Build, save, reload and fit: tests/test_layers.py's harness."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3 import anchor_free
-from yolo3.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
-from yolo3.bodies import build_spec_body
-from yolo3.heads import AnchorFreeHead
-from yolo3.specs import get_spec
+from yolo3.ops import anchor_free
+from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.specs import get_spec
 
 HW = (64, 96)
 

@@ -10,11 +10,11 @@ import os
 import numpy as np
 import pytest
 
-from yolo3.anchors import write_anchors
+from yolo3.ops.anchors import write_anchors
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.errors import FileFormatError
-from yolo3.metadata import read_info
-from yolo3.specs import get_spec
+from yolo3.core.errors import FileFormatError
+from yolo3.checkpoint.metadata import read_info
+from yolo3.config.specs import get_spec
 
 TINY_AF = get_spec("tiny-af")
 
@@ -46,7 +46,7 @@ def test_training_writes_a_model_that_carries_its_head(trained):
 
 
 def test_load_body_gives_the_head_and_refuses_anchors(trained, tmp_path):
-    from yolo3.loading import load_body
+    from yolo3.checkpoint.loading import load_body
     root, out = trained
     body, info = load_body(out / "final.keras")
     assert info.head == TINY_AF.head and info.num_classes == 3
@@ -64,7 +64,7 @@ def test_load_body_gives_the_head_and_refuses_anchors(trained, tmp_path):
 
 def test_detect_and_evaluate_on_every_engine(trained, tmp_path, capsys):
     from yolo3.cli import main
-    from yolo3.detector import load_detector
+    from yolo3.inference.detector import load_detector
     root, out = trained
     images = sorted((root / "ds" / "images").iterdir())[:3]
     from PIL import Image
@@ -93,7 +93,7 @@ def test_detect_and_evaluate_on_every_engine(trained, tmp_path, capsys):
 
 def test_exports_check_their_raw_maps_and_decoding(trained, tmp_path, capsys):
     from yolo3.cli import main
-    from yolo3.runtimes import ExportedDetector
+    from yolo3.inference.runners import ExportedDetector
     _, out = trained
     model = str(out / "final.keras")
     # OpenVINO: the engine test above converts and checks it (the same export code)
@@ -103,7 +103,7 @@ def test_exports_check_their_raw_maps_and_decoding(trained, tmp_path, capsys):
     assert printed.count("raw maps within") == 2 and "in-model decoding agrees" in printed
     for path in ("m.onnx", "m.tflite"):
         info = (ExportedDetector(tmp_path / path).info if path != "m.tflite"
-                else __import__("yolo3.tflite_metadata", fromlist=["x"]).read_tflite_info(
+                else __import__("yolo3.checkpoint.tflite_metadata", fromlist=["x"]).read_tflite_info(
                     str(tmp_path / path)))
         assert info.head == TINY_AF.head and info.export["format"]
 
@@ -119,7 +119,7 @@ def test_darknet_export_is_refused_naming_the_file(trained, tmp_path, capsys):
 
 
 def test_anchor_head_settings_are_named_as_unused(tmp_path, capsys):
-    from yolo3.train_config import TrainConfig, cautions
+    from yolo3.config.train_config import TrainConfig, cautions
     base = dict(annotations="a.txt", classes="c.txt", output=str(tmp_path), variant="tiny-af")
     assert cautions(TrainConfig(**base)) == []
     found = cautions(TrainConfig(**base, anchors="auto", assign_iou=1.0, objectness="one"))
@@ -130,9 +130,9 @@ def test_anchor_head_settings_are_named_as_unused(tmp_path, capsys):
 
 
 def test_fine_tuning_loads_darknets_tiny_weights_into_all_but_the_head(darknet_cfg_dir, tmp_path):
-    from yolo3.bodies import build_spec_body
-    from yolo3.darknet.convert import convert
-    from yolo3.weights import load_weights_by_name
+    from yolo3.modeling.bodies import build_spec_body
+    from yolo3.checkpoint.darknet_convert import convert
+    from yolo3.checkpoint.weights import load_weights_by_name
     cfg, weights = darknet_cfg_dir / "yolov3-tiny.cfg", darknet_cfg_dir / "yolov3-tiny.weights"
     convert(str(cfg), str(weights), str(tmp_path / "coco.keras"))
     body = build_spec_body(TINY_AF, 4, input_shape=(64, 64))
@@ -144,7 +144,7 @@ def test_fine_tuning_loads_darknets_tiny_weights_into_all_but_the_head(darknet_c
     # 11 blocks (conv, bn); 3 x 10 head layers and the stride-8 branch's 2 blocks (conv, bn)
     assert len(report.loaded) == 22 and len(head) == 34
     assert report.unmapped == ["conv_15", "conv_22"]  # tiny's output convolutions
-    from yolo3.bodies import build_spec_body as build
+    from yolo3.modeling.bodies import build_spec_body as build
     tiny = build(get_spec("tiny"), 80, input_shape=(64, 64))
     load_weights_by_name(tiny, tmp_path / "coco.keras", variant="tiny")
     for name in report.loaded:

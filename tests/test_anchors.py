@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.anchors import (TINY_YOLO_ANCHORS, YOLO_ANCHORS, default_anchors, read_anchors,
+from yolo3.ops.anchors import (TINY_YOLO_ANCHORS, YOLO_ANCHORS, default_anchors, read_anchors,
                            read_classes, write_anchors, write_classes)
-from yolo3.errors import FileFormatError
+from yolo3.core.errors import FileFormatError
 
 
 def test_anchor_round_trip(tmp_path, rng):
@@ -108,7 +108,7 @@ def test_model_data_files_equal_constants(repo_root):
 
 def test_anchor_fit_against_a_loop_reference():
     """Best possible recall and mean best IoU, recomputed box by box in float64."""
-    from yolo3.anchors import ANCHOR_RATIO_LIMIT, anchor_fit
+    from yolo3.ops.anchors import ANCHOR_RATIO_LIMIT, anchor_fit
     rng = np.random.default_rng(4)
     box_wh = rng.uniform(2, 300, (200, 2))
     anchors = np.array([[10, 13], [30, 61], [116, 90], [373, 326]], np.float64)

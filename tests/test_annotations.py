@@ -15,7 +15,7 @@ from PIL import Image
 
 from yolo3.data.annotations import (Record, coco_class_names, load_annotations, scan_annotations,
                                     write_annotations)
-from yolo3.errors import AnnotationError, FileFormatError
+from yolo3.core.errors import AnnotationError, FileFormatError
 
 NAMES = ["a", "b", "c"]
 
@@ -262,7 +262,7 @@ def test_coco_invalid_json_names_line(tmp_path):
 def test_lenient_reading_drops_invalid_boxes_and_keeps_their_lines(tmp_path):
     from PIL import Image as _Image
 
-    from yolo3.errors import InvalidBoxError
+    from yolo3.core.errors import InvalidBoxError
     _Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(tmp_path / "a.png")
     ann = tmp_path / "ann.txt"
     ann.write_text("a.png 5,5,1,9,0 1,2,10,12,1\n"        # x2 <= x1: dropped, the other box kept

@@ -1,4 +1,4 @@
-"""The architectures (yolo3.architectures) traced by a plain-Python Net, against Darknet's cfgs.
+"""The architectures (yolo3.config.architectures) traced by a plain-Python Net, against Darknet's cfgs.
 
 The tracer follows strides and channels through every operation and counts parameters, without
 Keras or the cfg writer: the convolutions must be the cfg's (filters, size, stride) in order, the
@@ -12,13 +12,12 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from yolo3 import architectures
-
+from yolo3.config import architectures
 Point = Tuple[int, int]  # (stride, channels)
 
 
 class Tracer:
-    """A :class:`yolo3.architectures.Net` over (stride, channels) points that records what a
+    """A :class:`yolo3.config.architectures.Net` over (stride, channels) points that records what a
     Darknet cfg would hold."""
 
     def __init__(self):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from cpu_profiles import PROFILES
-from yolo3 import precision as precision_module
-from yolo3.errors import ArgumentError
-from yolo3.recipe import use_jit
+from yolo3.config import precision as precision_module
+from yolo3.core.errors import ArgumentError
+from yolo3.training.recipe import use_jit
 
 CPUS = sorted(PROFILES)
 
@@ -84,7 +84,7 @@ def test_auto_xla_is_off_on_every_cpu(cpu):
 
 def test_training_config_auto_resolves_per_cpu(cpu, tmp_path):
     """What ``yolo3 train`` with default flags trains in, on CPU replicas and on one CPU device."""
-    from yolo3.train import TrainConfig, training_precision
+    from yolo3.training.train import TrainConfig, training_precision
     expected = "mixed_bfloat16" if cpu.fast_bfloat16 else "float32"
     base = dict(annotations="a.txt", classes="c.txt", output=str(tmp_path))
     assert training_precision(TrainConfig(**base)) == expected
@@ -95,10 +95,10 @@ def test_training_config_auto_resolves_per_cpu(cpu, tmp_path):
 def test_detector_auto_computes_in_the_chosen_dtype(cpu):
     import keras
 
-    from yolo3.detector import YOLO
-    from yolo3.metadata import ModelInfo
-    from yolo3.bodies import build_body
-    from yolo3.specs import get_spec
+    from yolo3.inference.detector import YOLO
+    from yolo3.checkpoint.metadata import ModelInfo
+    from yolo3.modeling.bodies import build_body
+    from yolo3.config.specs import get_spec
     spec = get_spec("tiny")
     body = build_body("tiny", 2, input_shape=(64, 64))
     info = ModelInfo(spec.default_anchors(), spec.default_masks(), 2, ["a", "b"], spec.name, (64, 64))

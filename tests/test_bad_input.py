@@ -338,7 +338,7 @@ def test_nan_without_a_good_checkpoint_writes_no_final_model(world, tmp_path, ca
 
 
 def test_resume_without_state_says_it_starts_over(world, tmp_path, capsys):
-    from yolo3.train import TrainConfig, check_run_folder, prepare_data
+    from yolo3.training.train import TrainConfig, check_run_folder, prepare_data
     d = world["data"]
     config = TrainConfig(annotations=str(d / "train.txt"), classes=str(d / "classes.txt"),
                          output=str(tmp_path / "empty"), model="tiny", input_size=64, resume=True,
@@ -377,7 +377,7 @@ def test_debug_shows_the_traceback(capsys):
 # ------------------------------------------------------------------------------ input hygiene
 
 def test_byte_order_marks_are_not_part_of_names(tmp_path):
-    from yolo3.anchors import read_anchors, read_classes
+    from yolo3.ops.anchors import read_anchors, read_classes
     from yolo3.data.annotations import parse_text_annotations
     classes = tmp_path / "classes.txt"
     classes.write_bytes("\ufeffcar\nbus\n".encode("utf-8"))
@@ -403,15 +403,15 @@ def test_a_tab_separates_the_path_only_before_the_first_box(tmp_path):
 
 
 def test_repeated_class_names_are_refused_where_they_are_written(tmp_path):
-    from yolo3.anchors import write_classes
-    from yolo3.errors import FileFormatError
+    from yolo3.ops.anchors import write_classes
+    from yolo3.core.errors import FileFormatError
     with pytest.raises(FileFormatError, match="repeats"):
         write_classes(tmp_path / "c.txt", ["car", "bus", "car"])
     assert not (tmp_path / "c.txt").exists()
 
 
 def test_crowded_images_are_reported(world, tmp_path, caplog):
-    from yolo3.train import TrainConfig, prepare_data
+    from yolo3.training.train import TrainConfig, prepare_data
     d = world["data"]
     config = TrainConfig(annotations=str(d / "train.txt"), classes=str(d / "classes.txt"),
                          output=str(tmp_path / "o"), model="tiny", input_size=64, max_boxes=1,
@@ -439,9 +439,9 @@ def test_evaluate_counts_unreadable_images_and_exits_1(world, tmp_path, capsys):
 def test_a_decode_failure_inside_the_pipeline_names_the_file(world, tmp_path, capsys, monkeypatch):
     """More images than are decoded up front (here: any): training starts at once, and the
     truncated file is named when the pipeline meets it (exit 1, no traceback)."""
-    import yolo3.train
+    import yolo3.training.train
     monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(yolo3.train, "UPFRONT_DECODE_LIMIT", 0)
+    monkeypatch.setattr(yolo3.training.train, "UPFRONT_DECODE_LIMIT", 0)
     argv, _, image = _bad_image("truncated")(world, tmp_path)
     code = yolo3_main([str(a) for a in argv + ["--eval-every", "0"]])
     out, err = capsys.readouterr()
@@ -453,7 +453,7 @@ def test_a_decode_failure_inside_the_pipeline_names_the_file(world, tmp_path, ca
 def test_a_file_that_decodes_again_when_searched_is_still_explained(tmp_path, monkeypatch):
     """The pipeline failed, but every image decodes when searched (a file changed back): the
     message says so and points to yolo3 check, with TensorFlow's reason."""
-    from yolo3.train import name_undecodable
+    from yolo3.training.train import name_undecodable
     monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
     good = tmp_path / "good.png"
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(good)

@@ -31,7 +31,7 @@ def _history(out: Path):
 def realistic(tmp_path_factory):
     """250 photo-style images of the shared photographs (200 train, 50 validation) with k-means
     anchors at 128 px."""
-    from yolo3.anchors import kmeans_anchors, write_anchors
+    from yolo3.ops.anchors import kmeans_anchors, write_anchors
     from yolo3.data.annotations import box_sizes, load_annotations
     from yolo3.data.photo_synthetic import PHOTO_CLASSES, make_photo_dataset
     d = tmp_path_factory.mktemp("realistic")
@@ -44,7 +44,7 @@ def realistic(tmp_path_factory):
 
 
 def _config(d: Path, out: Path, **kw):
-    from yolo3.train import TrainConfig
+    from yolo3.training.train import TrainConfig
     # confidence target 1: with IoU targets (the default) the validation loss has an entropy
     # floor, and the thresholds on its fall below are for targets of 1; the batch-norm statistics
     # this file is about do not depend on the target
@@ -58,7 +58,7 @@ def _config(d: Path, out: Path, **kw):
 
 @pytest.mark.slow
 def test_recomputed_statistics_learn_at_global_batch_16_on_a_realistic_set(realistic, tmp_path):
-    from yolo3.train import train
+    from yolo3.training.train import train
     train(_config(realistic, tmp_path / "defaults"))
     rows = _history(tmp_path / "defaults")
     val = [r["val_loss"] for r in rows]

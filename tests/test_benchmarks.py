@@ -68,10 +68,10 @@ def test_opencv_runner_gives_the_raw_maps_of_the_converted_body(tmp_path):
     """The accuracy table decodes OpenCV's maps with our host decoding: they must be the maps our
     converted body computes, in the same layout."""
     from yolo3.benchmarks.contenders import OpenCVRunner
-    from yolo3.darknet.convert import convert
+    from yolo3.checkpoint.darknet_convert import convert
     from yolo3.darknet.layout import layout_cfg_text
     from yolo3.darknet.random_weights import write_random_weights
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     cfg, weights, model = tmp_path / "t.cfg", tmp_path / "t.weights", tmp_path / "t.keras"
     cfg.write_text(layout_cfg_text("tiny", num_classes=3, input_size=(96, 96)))
     write_random_weights(str(cfg), str(weights), seed=1)
@@ -140,7 +140,7 @@ def test_peer_needs_its_own_python(tmp_path):
     import argparse
 
     from yolo3.benchmarks.recipe import peer_run
-    from yolo3.errors import ArgumentError
+    from yolo3.core.errors import ArgumentError
     args = argparse.Namespace(peer_python=None, input_size=96, epochs=3, seed=0, threads=2)
     with pytest.raises(ArgumentError, match="pip install ultralytics"):
         peer_run(args, str(tmp_path), str(tmp_path), 16)
@@ -217,10 +217,10 @@ def test_video_contender_detects_every_frame_of_the_file(tmp_path):
     does (its frames/s are frames over that time)."""
     from yolo3.benchmarks.contenders import _video_detections, yolo3_inference
     from yolo3.benchmarks.inference import _synthetic_jpeg, _synthetic_video
-    from yolo3.darknet.convert import convert
+    from yolo3.checkpoint.darknet_convert import convert
     from yolo3.darknet.layout import layout_cfg_text
     from yolo3.darknet.random_weights import write_random_weights
-    from yolo3.detector import load_detector
+    from yolo3.inference.detector import load_detector
     cfg, weights, model = tmp_path / "t.cfg", tmp_path / "t.weights", tmp_path / "t.keras"
     cfg.write_text(layout_cfg_text("tiny", num_classes=3, input_size=(96, 96)))
     write_random_weights(str(cfg), str(weights), seed=1)

@@ -1,4 +1,4 @@
-"""yolo3.blocks: one Darknet convolution block against a float64 NumPy implementation of Darknet's
+"""yolo3.modeling.blocks: one Darknet convolution block against a float64 NumPy implementation of Darknet's
 arithmetic (top/left padding, convolution, batch norm with epsilon 1e-6, the activations)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.batch_norm import BatchNormalization as FusedTrainingBatchNorm
-from yolo3.blocks import (ACTIVATIONS, BN_EPSILON, BN_MOMENTUM, LEAKY_SLOPE, BlockNames,
+from yolo3.modeling.batch_norm import BatchNormalization as FusedTrainingBatchNorm
+from yolo3.modeling.blocks import (ACTIVATIONS, BN_EPSILON, BN_MOMENTUM, LEAKY_SLOPE, BlockNames,
                           activation_layer, conv_block)
 
 

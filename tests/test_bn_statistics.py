@@ -1,4 +1,4 @@
-"""Batch-norm statistics recomputed for the current weights (yolo3.bn_statistics) and the training
+"""Batch-norm statistics recomputed for the current weights (yolo3.training.bn_statistics) and the training
 callback that does it before validation and saving: against a float64 NumPy reference, frozen
 layers, mixed precision, EMA weights, and inside ``train()``."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 import keras
 import tensorflow as tf
 
-from yolo3.bn_statistics import BatchNormStatistics, trainable_batch_norms
-from yolo3.callbacks import PreciseBatchNorm
-from yolo3.keras_compat import ExactSwapEMAWeights
-from yolo3.recipe import dtype_policy
+from yolo3.training.bn_statistics import BatchNormStatistics, trainable_batch_norms
+from yolo3.training.callbacks import PreciseBatchNorm
+from yolo3.modeling.keras_compat import ExactSwapEMAWeights
+from yolo3.training.recipe import dtype_policy
 
 EPS = 1e-3
 

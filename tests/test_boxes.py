@@ -1,9 +1,9 @@
-"""Box formats and IoU in NumPy (yolo3.boxes) against float64 loops written here."""
+"""Box formats and IoU in NumPy (yolo3.ops.boxes) against float64 loops written here."""
 from __future__ import annotations
 
 import numpy as np
 
-from yolo3.boxes import cxcywh_to_xyxy, iou_xyxy, wh_iou, xyxy_to_cxcywh
+from yolo3.ops.boxes import cxcywh_to_xyxy, iou_xyxy, wh_iou, xyxy_to_cxcywh
 
 
 def _iou_loop(a, b):

@@ -1,10 +1,10 @@
-"""One rule for class names in every layout (yolo3.class_names)."""
+"""One rule for class names in every layout (yolo3.data.class_names)."""
 from __future__ import annotations
 
 import pytest
 
-from yolo3.class_names import check_class_names, shown_value
-from yolo3.errors import AnnotationError, FileFormatError
+from yolo3.data.class_names import check_class_names, shown_value
+from yolo3.core.errors import AnnotationError, FileFormatError
 
 
 def test_text_and_numbers_are_names():

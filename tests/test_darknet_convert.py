@@ -11,10 +11,10 @@ import pytest
 from darknet_helpers import keras_forward, opencv_forward, random_images, rel_err, spp_cfg_text
 from yolo3.cli.convert import main as cli_main
 from yolo3.darknet.cfg import parse_cfg
-from yolo3.darknet.convert import build_model, convert
-from yolo3.metadata import read_sidecars, sidecar_paths
+from yolo3.checkpoint.darknet_convert import build_model, convert
+from yolo3.checkpoint.metadata import read_sidecars, sidecar_paths
 from yolo3.darknet.random_weights import write_random_weights
-from yolo3.errors import DarknetError
+from yolo3.core.errors import DarknetError
 
 TOLERANCE = 1e-5  # |keras - opencv| / |opencv| per output map
 # Outputs must depend on the input: two random images give clearly different maps.
@@ -213,7 +213,7 @@ def test_pretrained_class_counts_get_their_names_unless_a_list_is_given(tmp_path
                                                                       tiny_weights, capsys):
     """An 80-class model converted without a class list names its classes as COCO does (the
     reference list is Darknet's coco names file, read here), 20 classes as VOC, others by number."""
-    from yolo3.metadata import read_info
+    from yolo3.checkpoint.metadata import read_info
     shared = darknet_cfg_dir
     coco = [n.strip() for n in (shared / "coco_classes.txt").read_text().splitlines() if n.strip()]
     voc = [n.strip() for n in (shared / "voc_classes.txt").read_text().splitlines() if n.strip()]

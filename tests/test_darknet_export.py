@@ -10,10 +10,10 @@ from darknet_helpers import (keras_forward, opencv_forward, random_images, rando
                              rel_err)
 from yolo3.cli.convert import main as cli_main
 from yolo3.darknet.cfg import equivalent, parse_cfg
-from yolo3.darknet.export import export_darknet
+from yolo3.export.darknet import export_darknet
 from yolo3.darknet.random_weights import write_random_weights
-from yolo3.errors import DarknetError
-from yolo3.bodies import build_body
+from yolo3.core.errors import DarknetError
+from yolo3.modeling.bodies import build_body
 
 TOLERANCE = 1e-5
 CUSTOM_ANCHORS = np.array([[6, 9], [14, 20], [30, 26], [52, 70], [120, 96], [260, 210]], np.float32)
@@ -90,10 +90,10 @@ def test_cli_export_of_missing_model(tmp_path, capsys):
 def test_a_non_square_model_exports_its_height_and_width_and_converts_back(tmp_path, capsys):
     """A body trained at 96 x 160 (height x width): the cfg's [net] says so, and converting the cfg
     back gives a model that carries (96, 160) and computes the same maps."""
-    from yolo3.darknet.convert import convert
-    from yolo3.metadata import ModelInfo, read_info
-    from yolo3.saving import atomic_save_model
-    from yolo3.specs import get_spec
+    from yolo3.checkpoint.darknet_convert import convert
+    from yolo3.checkpoint.metadata import ModelInfo, read_info
+    from yolo3.checkpoint.saving import atomic_save_model
+    from yolo3.config.specs import get_spec
     rng = np.random.default_rng(3)
     body = build_body("tiny", 3, input_shape=(96, 160))
     randomise_batch_norms(body, rng)
@@ -116,7 +116,7 @@ def test_a_non_square_model_exports_its_height_and_width_and_converts_back(tmp_p
 def test_a_failed_export_leaves_no_file_and_keeps_an_earlier_export(tmp_path, monkeypatch):
     """Each file is written whole or not at all, the weights first: a failure while writing the
     weights leaves neither a new cfg nor a partial weights file, and earlier files unchanged."""
-    import yolo3.darknet.export as export_module
+    import yolo3.export.darknet as export_module
     body = build_body("tiny", 3)
     cfg_out, weights_out = tmp_path / "e.cfg", tmp_path / "e.weights"
     export_darknet(body, cfg_out, weights_out, anchors=CUSTOM_ANCHORS)

@@ -10,9 +10,9 @@ import pytest
 
 from yolo3.darknet.layout import (block_layer_names, body_to_cfg_index, converted_layer,
                                   layout_blocks, layout_cfg_text)
-from yolo3.errors import DarknetError
-from yolo3.masks import keras_yolo3_masks
-from yolo3.specs import get_spec
+from yolo3.core.errors import DarknetError
+from yolo3.config.masks import keras_yolo3_masks
+from yolo3.config.specs import get_spec
 
 KEYS = ("filters", "size", "stride", "activation", "batch_normalize", "from", "layers", "mask",
         "classes", "num", "anchors", "pad")
@@ -92,7 +92,7 @@ def test_layer_names_and_unknown_layouts():
 
 
 def test_an_anchor_free_variant_has_no_cfg_to_write():
-    from yolo3.specs import UnknownVariantError
+    from yolo3.config.specs import UnknownVariantError
     with pytest.raises(UnknownVariantError, match="'tiny-af' has an anchor-free head.*no Darknet "
                                                   "layout .its base 'tiny' has one."):
         layout_cfg_text("tiny-af")

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from yolo3.data import verify
-from yolo3.errors import ArgumentError
+from yolo3.core.errors import ArgumentError
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
-from yolo3.decode import correct_boxes as yolo_correct_boxes
-from yolo3.decode import decode_detections as yolo_eval
-from yolo3.decode import yolo_head
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+from yolo3.ops.decode import correct_boxes as yolo_correct_boxes
+from yolo3.ops.decode import decode_detections as yolo_eval
+from yolo3.ops.decode import yolo_head
 
 
 def sigmoid(x):

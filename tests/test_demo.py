@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from yolo3.data.annotations import load_annotations
-from yolo3.evaluation import evaluate_detections
+from yolo3.evaluation.metrics import evaluate_detections
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,11 +1,11 @@
-"""yolo3.deprecation and the old spellings it keeps working: model_type= is variant= now."""
+"""yolo3.core.deprecation and the old spellings it keeps working: model_type= is variant= now."""
 from __future__ import annotations
 
 import warnings
 
 import pytest
 
-from yolo3.deprecation import renamed_keyword
+from yolo3.core.deprecation import renamed_keyword
 
 
 def test_renamed_keyword():
@@ -17,9 +17,9 @@ def test_renamed_keyword():
 
 
 def test_load_weights_by_name_takes_the_old_keyword(tmp_path):
-    from yolo3.bodies import build_body
-    from yolo3.saving import atomic_save_weights
-    from yolo3.weights import load_weights_by_name
+    from yolo3.modeling.bodies import build_body
+    from yolo3.checkpoint.saving import atomic_save_weights
+    from yolo3.checkpoint.weights import load_weights_by_name
     src = build_body("tiny", 2, input_shape=(64, 64))
     path = atomic_save_weights(src, tmp_path / "w.weights.h5")
     dst = build_body("tiny", 2, input_shape=(64, 64))
@@ -32,7 +32,7 @@ def test_load_weights_by_name_takes_the_old_keyword(tmp_path):
 
 
 def test_accepts_old_keywords_maps_the_old_name_and_warns():
-    from yolo3.deprecation import accepts_old_keywords
+    from yolo3.core.deprecation import accepts_old_keywords
 
     @accepts_old_keywords(model_type="variant")
     def load(path, variant=None):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
 
 SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
 INPUT = 128
@@ -18,7 +18,7 @@ INPUT = 128
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     import keras
-    from yolo3.bodies import build_body
+    from yolo3.modeling.bodies import build_body
 
     keras.utils.set_random_seed(11)
     folder = tmp_path_factory.mktemp("cli_model")
@@ -39,7 +39,7 @@ def pil_rgb(path) -> np.ndarray:
 
 def test_folder_with_a_broken_file(model_dir, tmp_path, capsys):
     from yolo3.cli.detect import main
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
 
     if not SHARED_IMAGES.is_dir():
         pytest.fail(f"sample images not found at {SHARED_IMAGES}")
@@ -124,7 +124,7 @@ def test_video_keeps_frame_rate_and_frame_count(model_dir, tmp_path):
 
 def test_precision_flag_reaches_the_detector(model_dir, tmp_path):
     from yolo3.cli.detect import main
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
 
     image = SHARED_IMAGES / "dog.jpg"
     js = tmp_path / "bf16.json"

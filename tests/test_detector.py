@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
-from yolo3.errors import FileFormatError
-from yolo3.letterbox import PAD_VALUE
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+from yolo3.core.errors import FileFormatError
+from yolo3.ops.letterbox import PAD_VALUE
 
 INPUT = 128
 CLASSES = ["cat", "dog", "bird"]
@@ -18,7 +18,7 @@ CLASSES = ["cat", "dog", "bird"]
 @pytest.fixture(scope="module")
 def tiny_files(tmp_path_factory):
     import keras
-    from yolo3.bodies import build_body
+    from yolo3.modeling.bodies import build_body
 
     keras.utils.set_random_seed(7)
     folder = tmp_path_factory.mktemp("tiny")
@@ -37,7 +37,7 @@ def tiny_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def detector(tiny_files):
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     return YOLO(tiny_files / "final.keras", score=0.3, iou=0.45, input_size=INPUT,
                 precision="float32")
 
@@ -151,7 +151,7 @@ def test_detect_batch_of_different_sizes_equals_detect(detector):
 
 
 def test_weights_h5_builds_the_same_body(tiny_files, detector):
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
 
     from_h5 = YOLO(tiny_files / "final.weights.h5", tiny_files / "anchors.txt", tiny_files / "classes.txt",
                    score=0.3, input_size=INPUT, precision="float32")
@@ -171,8 +171,8 @@ def test_weights_h5_builds_the_same_body(tiny_files, detector):
 def test_converter_masks_sidecar_is_used(tiny_files, tmp_path):
     import shutil
 
-    from yolo3.metadata import sidecar_paths
-    from yolo3.detector import YOLO
+    from yolo3.checkpoint.metadata import sidecar_paths
+    from yolo3.inference.detector import YOLO
 
     model = tmp_path / "old_tiny.keras"
     shutil.copy(tiny_files / "final.keras", model)
@@ -184,7 +184,7 @@ def test_converter_masks_sidecar_is_used(tiny_files, tmp_path):
 
 
 def test_detect_image_draws_stable_colours(detector):
-    from yolo3.visualize import class_colors
+    from yolo3.evaluation.visualize import class_colors
 
     colors = class_colors(80)
     assert colors == class_colors(80) and len(set(colors)) == 80
@@ -202,8 +202,8 @@ def test_detect_image_draws_stable_colours(detector):
 def test_fold_batch_norms_keeps_outputs():
     import keras
 
-    from yolo3.detector import fold_batch_norms
-    from yolo3.bodies import build_body
+    from yolo3.inference.detector import fold_batch_norms
+    from yolo3.modeling.bodies import build_body
 
     body = build_body("tiny", 2, input_shape=(96, 96))
     rng = np.random.default_rng(2)
@@ -227,9 +227,9 @@ def test_float32_detector_built_inside_a_mixed_precision_run_computes_in_float32
     training was not the saved float32 model's)."""
     import keras
 
-    from yolo3.detector import fold_batch_norms
-    from yolo3.bodies import build_body
-    from yolo3.recipe import dtype_policy
+    from yolo3.inference.detector import fold_batch_norms
+    from yolo3.modeling.bodies import build_body
+    from yolo3.training.recipe import dtype_policy
 
     body = build_body("tiny", 2, input_shape=(64, 64))
     x = np.random.default_rng(3).uniform(0, 1, (2, 64, 64, 3)).astype(np.float32)
@@ -244,9 +244,9 @@ def test_float32_detector_built_inside_a_mixed_precision_run_computes_in_float32
 
 
 def test_converted_darknet_tiny_uses_its_cfg_masks(tmp_path, darknet_cfg_dir):
-    from yolo3.darknet.convert import convert
+    from yolo3.checkpoint.darknet_convert import convert
     from yolo3.darknet.random_weights import write_random_weights
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
 
     cfg = darknet_cfg_dir / "yolov3-tiny.cfg"
     write_random_weights(cfg, tmp_path / "tiny.weights", seed=0)
@@ -263,7 +263,7 @@ def test_converted_darknet_tiny_uses_its_cfg_masks(tmp_path, darknet_cfg_dir):
 def test_bfloat16_precision_computes_in_bfloat16_close_to_float32(tiny_files, detector):
     import keras
 
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
 
     half = YOLO(tiny_files / "final.keras", score=0.3, iou=0.45, input_size=INPUT, precision="bfloat16")
     convs = [l for l in half.inference_body.layers if isinstance(l, keras.layers.Conv2D)]

@@ -1,4 +1,4 @@
-"""yolo3.diagnostics: the confusion matrix and precision / recall / F1 against confidence, each
+"""yolo3.evaluation.diagnostics: the confusion matrix and precision / recall / F1 against confidence, each
 checked against a plain-loop float64 reference written here, a hand-counted case, and through
 ``yolo3 evaluate``."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from yolo3.diagnostics import confidence_curves, confusion_matrix
+from yolo3.evaluation.diagnostics import confidence_curves, confusion_matrix
 
 
 def _iou(a, b) -> float:

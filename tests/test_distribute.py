@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from multidevice_helpers import result_of, run_cluster, run_with_devices, snippet_argv
-from yolo3.choices import STRATEGIES
-from yolo3.distribute import is_chief, make_strategy, num_workers
+from yolo3.config.choices import STRATEGIES
+from yolo3.training.distribute import is_chief, make_strategy, num_workers
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,10 +35,10 @@ def test_chief_and_worker_count(monkeypatch):
 
 _MIRRORED = """
 import numpy as np, keras
-from yolo3.bodies import build_body
-from yolo3.loss import yolo_training_model, identity_loss
-from yolo3.anchors import default_anchors
-from yolo3.targets import preprocess_true_boxes
+from yolo3.modeling.bodies import build_body
+from yolo3.modeling.loss import yolo_training_model, identity_loss
+from yolo3.ops.anchors import default_anchors
+from yolo3.ops.targets import preprocess_true_boxes
 keras.config.set_dtype_policy("POLICY")
 anchors = default_anchors("tiny")
 rng = np.random.default_rng(0)
@@ -89,12 +89,12 @@ def test_mirrored_two_replicas_match_single_device_in_mixed_bfloat16():
 _MULTIWORKER_STEP = """
 import contextlib
 import numpy as np, keras
-from yolo3.anchors import default_anchors
-from yolo3.distribute import make_strategy, prepare_fit
-from yolo3.loss import identity_loss, yolo_training_model
-from yolo3.bodies import build_body
-from yolo3.targets import preprocess_true_boxes
-from yolo3.train import set_stage_trainable, shard_by_data
+from yolo3.ops.anchors import default_anchors
+from yolo3.training.distribute import make_strategy, prepare_fit
+from yolo3.modeling.loss import identity_loss, yolo_training_model
+from yolo3.modeling.bodies import build_body
+from yolo3.ops.targets import preprocess_true_boxes
+from yolo3.training.train import set_stage_trainable, shard_by_data
 strategy = make_strategy("multiworker")
 anchors = default_anchors("tiny")
 rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Engines for .keras detectors (yolo3.engines): the ``auto`` choice, conversion checked against
+"""Engines for .keras detectors (yolo3.inference.engines): the ``auto`` choice, conversion checked against
 Keras on Darknet's real tiny weights and the shared photographs, the cache (reused on a second
 run, rebuilt when the model changes), and the fallbacks."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.engines import engine_installed, resolve_engine
-from yolo3.errors import ArgumentError
+from yolo3.inference.engines import engine_installed, resolve_engine
+from yolo3.core.errors import ArgumentError
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 PHOTOS = sorted((SHARED / "images").glob("*.jpg"))
@@ -26,8 +26,8 @@ def rel_err(a, ref):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """Darknet's real COCO yolov3-tiny, converted, and its float32 Keras detector."""
-    from yolo3.darknet.convert import convert
-    from yolo3.detector import YOLO
+    from yolo3.checkpoint.darknet_convert import convert
+    from yolo3.inference.detector import YOLO
     root = tmp_path_factory.mktemp("engines")
     convert(SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights",
             root / "tiny.keras", progress=False)
@@ -46,7 +46,7 @@ def _photos():
 
 
 def test_auto_is_openvino_on_a_cpu_where_it_is_installed(monkeypatch):
-    import yolo3.engines as engines
+    import yolo3.inference.engines as engines
     assert engine_installed("openvino")  # the test environment installs yolo3[export]
     assert resolve_engine("auto") == "openvino"
     assert resolve_engine("auto", gpu=True) == "keras"
@@ -63,7 +63,7 @@ def test_auto_is_openvino_on_a_cpu_where_it_is_installed(monkeypatch):
 @pytest.mark.parametrize("engine", ["openvino", "onnxruntime"])
 def test_converted_network_finds_what_keras_finds_on_real_weights(tiny, cache, engine):
     """float32 on both sides: raw maps within 1e-4 relative, the same detections on the photos."""
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     path, keras_det = tiny
     det = YOLO(path, precision="float32", score=0.25, engine=engine)
     assert det.engine.engine == engine and det.engine.converted
@@ -90,8 +90,8 @@ def test_openvino_at_the_machines_precision_agrees_with_keras(tiny, cache):
     """``auto`` precision (bfloat16 where the CPU computes it natively) is as close to float32 as
     Keras's own bfloat16: on these photos both are 1.1e-2 relative (oneDNN's bfloat16
     convolutions under both), so the bound is Keras's error, and 1.5e-2."""
-    from yolo3.detector import YOLO, load_detector
-    from yolo3.precision import resolve_precision
+    from yolo3.inference.detector import YOLO, load_detector
+    from yolo3.config.precision import resolve_precision
     path, keras_det = tiny
     det = load_detector(path, score=0.25)
     assert det.engine.engine == "openvino"
@@ -108,8 +108,8 @@ def test_openvino_at_the_machines_precision_agrees_with_keras(tiny, cache):
 
 def test_the_conversion_is_cached_and_rebuilt_when_the_model_changes(tiny, cache, tmp_path,
                                                                      monkeypatch):
-    import yolo3.engines as engines
-    from yolo3.detector import YOLO
+    import yolo3.inference.engines as engines
+    from yolo3.inference.detector import YOLO
     path = tmp_path / "m.keras"
     shutil.copy(tiny[0], path)
     first = YOLO(path, engine="openvino")
@@ -134,9 +134,9 @@ def test_the_conversion_is_cached_and_rebuilt_when_the_model_changes(tiny, cache
 
 
 def test_a_conversion_that_does_not_match_is_not_used(tiny, cache, monkeypatch):
-    import yolo3.engines as engines
-    from yolo3.detector import YOLO
-    from yolo3.engines import EngineCheckFailed
+    import yolo3.inference.engines as engines
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.engines import EngineCheckFailed
     monkeypatch.setattr(engines, "_check", lambda *args: 0.5)
     with pytest.raises(EngineCheckFailed, match="differs from the Keras network by 0.5"):
         YOLO(tiny[0], engine="openvino")
@@ -149,8 +149,8 @@ def test_a_conversion_that_does_not_match_is_not_used(tiny, cache, monkeypatch):
 
 def test_engines_keras_keeps(tiny, cache):
     """Each image at its own size runs on Keras; new weights drop the converted network."""
-    from yolo3.detector import YOLO
-    from yolo3.errors import SettingError
+    from yolo3.inference.detector import YOLO
+    from yolo3.core.errors import SettingError
     with pytest.raises(SettingError, match="needs the Keras engine"):
         YOLO(tiny[0], engine="openvino", model_image_size=(None, None))
     fit = YOLO(tiny[0], engine="auto", model_image_size=(None, None))
@@ -165,7 +165,7 @@ def test_engines_keras_keeps(tiny, cache):
 def test_the_command_line_prints_the_engine_once_and_refuses_a_missing_one(tiny, cache, tmp_path,
                                                                              capsys, monkeypatch):
     from yolo3.cli import main
-    import yolo3.engines as engines
+    import yolo3.inference.engines as engines
     assert main(["detect", "--model", str(tiny[0]), "--input", str(PHOTOS[0]), "--output",
                  str(tmp_path / "o"), "--json", str(tmp_path / "d.json"), "--no-draw"]) == 0
     err = capsys.readouterr().err
@@ -186,10 +186,10 @@ def test_the_command_line_prints_the_engine_once_and_refuses_a_missing_one(tiny,
 
 def test_load_detector_lives_in_the_detector_module_and_its_old_place_warns():
     import yolo3
-    import yolo3.detector
-    import yolo3.runtimes
-    assert yolo3.load_detector is yolo3.detector.load_detector
-    with pytest.warns(DeprecationWarning, match="yolo3.detector.load_detector"):
-        assert yolo3.runtimes.load_detector is yolo3.detector.load_detector
+    import yolo3.inference.detector
+    import yolo3.inference.runners
+    assert yolo3.load_detector is yolo3.inference.detector.load_detector
+    with pytest.warns(DeprecationWarning, match="yolo3.inference.detector.load_detector"):
+        assert yolo3.inference.runners.load_detector is yolo3.inference.detector.load_detector
     with pytest.raises(AttributeError):
-        yolo3.runtimes.no_such_name
+        yolo3.inference.runners.no_such_name

@@ -1,4 +1,4 @@
-"""Error types (yolo3.errors): the place in every file message, the hierarchy the command line
+"""Error types (yolo3.core.errors): the place in every file message, the hierarchy the command line
 maps to exit codes, and settings worded the front end's way."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo3.errors import (AnnotationError, ArgumentError, CommandFailed, DarknetError,
+from yolo3.core.errors import (AnnotationError, ArgumentError, CommandFailed, DarknetError,
                           FileFormatError, InvalidBoxError, SettingError, Yolo3Error)
 
 

@@ -7,8 +7,8 @@ import io
 import numpy as np
 import pytest
 
-from yolo3.errors import FileFormatError
-from yolo3.evaluation import (align_image_keys, detection_entry, evaluate_detections, format_table,
+from yolo3.core.errors import FileFormatError
+from yolo3.evaluation.metrics import (align_image_keys, detection_entry, evaluate_detections, format_table,
                               load_detection_json, save_detection_json, voc_ap)
 
 NEVER_DETECTED = 1
@@ -258,9 +258,9 @@ def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
 
     import keras
 
-    from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
     from yolo3.cli.evaluate import main
-    from yolo3.bodies import build_body
+    from yolo3.modeling.bodies import build_body
 
     images = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
     keras.utils.set_random_seed(3)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from yolo3.errors import AnnotationError, ArgumentError, SettingError
+from yolo3.core.errors import AnnotationError, ArgumentError, SettingError
 from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
-from yolo3.letterbox import letterbox_np
+from yolo3.ops.letterbox import letterbox_np
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
 
 SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
 INPUT = 128
@@ -20,7 +20,7 @@ def exported(tmp_path_factory):
     import keras
 
     from yolo3.cli.export import main
-    from yolo3.bodies import build_body
+    from yolo3.modeling.bodies import build_body
 
     keras.utils.set_random_seed(5)
     folder = tmp_path_factory.mktemp("export")
@@ -59,8 +59,8 @@ def compare(result, reference, atol=1e-4):
 
 
 def test_tflite_matches_keras_detector(exported):
-    from yolo3.detector import YOLO
-    from yolo3.runtimes import TFLiteDetector
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.runners import TFLiteDetector
 
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     lite = TFLiteDetector(exported / "model.tflite")
@@ -72,7 +72,7 @@ def test_tflite_matches_keras_detector(exported):
 
 
 def test_saved_model_matches_keras_detector(exported):
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
 
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     loaded = tf.saved_model.load(str(exported / "saved"))
@@ -86,7 +86,7 @@ def test_saved_model_matches_keras_detector(exported):
 
 
 def test_tflite_refuses_a_bfloat16_detector(exported, tmp_path):
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     from yolo3.export import export_tflite
 
     half = YOLO(exported / "final.keras", input_size=INPUT, precision="bfloat16")
@@ -115,9 +115,9 @@ def _same(got, ref, atol=1e-3):
 def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_path):
     """SavedModel ``serve_image`` and ``TFLiteDetector.detect_image`` take images of any size and
     letterbox them with the detector's letterbox: the same detections, in the image's pixels."""
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     from yolo3.export import export_tflite
-    from yolo3.runtimes import TFLiteDetector
+    from yolo3.inference.runners import TFLiteDetector
 
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     loaded = tf.saved_model.load(str(exported / "saved"))
@@ -132,7 +132,7 @@ def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_pat
 
 
 def test_exported_info_describes_the_export(exported):
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     from yolo3.export.formats import exported_info
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     info = exported_info(det, "tflite", quantize="int8", input_dtype="uint8", batch=1)
@@ -140,7 +140,7 @@ def test_exported_info_describes_the_export(exported):
     assert info.export == dict(format="tflite", score=0.2, iou=det.iou, max_boxes=det.max_boxes,
                                input_size=[INPUT, INPUT], quantize="int8", input_dtype="uint8",
                                batch=1)
-    from yolo3.tflite_metadata import read_tflite_info
+    from yolo3.checkpoint.tflite_metadata import read_tflite_info
     written = read_tflite_info(exported / "model.tflite")
     assert written.export["format"] == "tflite" and written.class_names == ["a", "b", "c"]
     assert det.info.export is None  # the detector's own info is not changed

@@ -1,11 +1,11 @@
-"""The one atomic writer (yolo3.fileio): old or new file, never half; stale temporaries removed."""
+"""The one atomic writer (yolo3.core.fileio): old or new file, never half; stale temporaries removed."""
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from yolo3.fileio import (TEMP_PREFIX, atomic_directory, atomic_write, is_temporary,
+from yolo3.core.fileio import (TEMP_PREFIX, atomic_directory, atomic_write, is_temporary,
                           remove_entry, remove_stale_temporaries, temporary_owner,
                           temporary_prefix, write_text_atomic)
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_harness import run_cli, snapshot
-from yolo3.errors import AnnotationError, DarknetError, FileFormatError, InvalidBoxError
+from yolo3.core.errors import AnnotationError, DarknetError, FileFormatError, InvalidBoxError
 
 FAST = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -52,7 +52,7 @@ def test_any_class_names_round_trip_through_a_data_yaml(names):
 @given(NAMES)
 def test_a_classes_file_reads_back_what_it_was_given_or_refuses_before_writing(tmp_path_factory,
                                                                                names):
-    from yolo3.anchors import read_classes, write_classes
+    from yolo3.ops.anchors import read_classes, write_classes
     path = tmp_path_factory.mktemp("classes") / "classes.txt"
     try:
         write_classes(path, names)
@@ -161,7 +161,7 @@ def test_any_text_annotation_rows_are_read_or_each_bad_line_named(rows):
 @FAST
 @given(st.text(string.printable, max_size=80))
 def test_any_anchor_text_is_read_or_refused_naming_the_file(text):
-    from yolo3.anchors import parse_anchors
+    from yolo3.ops.anchors import parse_anchors
     try:
         anchors = parse_anchors(text, "a.txt")
     except FileFormatError as e:
@@ -259,7 +259,7 @@ def small_set(trained_world, tmp_path_factory):
 def test_any_class_names_survive_a_conversion_and_nothing_else_changes(small_set,
                                                                       tmp_path_factory, capsys,
                                                                       names, layout):
-    from yolo3.anchors import read_classes
+    from yolo3.ops.anchors import read_classes
     from yolo3.data.annotations import coco_class_names
     from yolo3.data.yolo_layout import read_data_file
     work = tmp_path_factory.mktemp("convert")

@@ -1,4 +1,4 @@
-"""yolo3.graph_surgery: copies of a body - batch norms folded into convolutions (against the float64
+"""yolo3.modeling.graph_surgery: copies of a body - batch norms folded into convolutions (against the float64
 formula), refolded after training, another compute dtype - that leave the body itself unchanged."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.graph_surgery import (FoldedBatchNorm, fold_batch_norms, refold_batch_norms,
+from yolo3.modeling.graph_surgery import (FoldedBatchNorm, fold_batch_norms, refold_batch_norms,
                                  with_compute_dtype)
 
 

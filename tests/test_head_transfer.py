@@ -1,11 +1,11 @@
 """Carrying an output layer's box and objectness channels over to another class count
-(yolo3.head_transfer), checked against a per-anchor reshape written independently here."""
+(yolo3.checkpoint.head_transfer), checked against a per-anchor reshape written independently here."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from yolo3.head_transfer import classes_per_anchor, transfer_head
+from yolo3.checkpoint.head_transfer import classes_per_anchor, transfer_head
 
 
 def _head(rng, anchors, classes, c_in=8, size=1):

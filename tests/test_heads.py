@@ -1,9 +1,9 @@
-"""yolo3.heads: the anchor-free head's facts (channels, class count, what model files record)."""
+"""yolo3.config.anchor_free_head: the anchor-free head's facts (channels, class count, what model files record)."""
 from __future__ import annotations
 
 import pytest
 
-from yolo3.heads import ANCHOR_FREE, AnchorFreeHead
+from yolo3.config.anchor_free_head import ANCHOR_FREE, AnchorFreeHead
 
 
 def test_channels_are_four_distributions_then_the_classes():

@@ -1,7 +1,7 @@
-"""Training history files (yolo3.history)."""
+"""Training history files (yolo3.training.history)."""
 from __future__ import annotations
 
-from yolo3.history import truncate_history
+from yolo3.training.history import truncate_history
 
 
 def test_truncate_history_keeps_earlier_epochs_and_drops_cut_rows(tmp_path):

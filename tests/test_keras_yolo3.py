@@ -14,8 +14,8 @@ from PIL import Image
 
 from keras_yolo3_reference import (layer_counts, outputs, randomise, reference_body, rel_err,
                                    write_keras2_h5)
-from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors, write_classes
-from yolo3.bodies import build_spec_body
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors, write_classes
+from yolo3.modeling.bodies import build_spec_body
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 
@@ -61,7 +61,7 @@ def test_yolo_eval_is_keras_yolo3s_one_image_y_first_per_class():
 
 
 def test_correct_boxes_and_boxes_and_scores_are_y_first():
-    from yolo3.decode import correct_boxes
+    from yolo3.ops.decode import correct_boxes
     from yolo3.model import yolo_boxes_and_scores, yolo_correct_boxes
     rng = np.random.default_rng(0)
     xy, wh = rng.uniform(0, 1, (1, 3, 3, 3, 2)), rng.uniform(0.1, 0.5, (1, 3, 3, 3, 2))
@@ -73,7 +73,7 @@ def test_correct_boxes_and_boxes_and_scores_are_y_first():
 
 
 def test_yolo_loss_signature_masks_and_print(capfd):
-    from yolo3.loss import yolo_loss as project_loss
+    from yolo3.modeling.loss import yolo_loss as project_loss
     from yolo3.model import preprocess_true_boxes, yolo_loss
     boxes = np.array([[[8, 8, 30, 34, 1]], [[0, 0, 0, 0, 0]]], np.float32)
     y_true = preprocess_true_boxes(boxes, (64, 64), TINY_YOLO_ANCHORS, 2)
@@ -137,7 +137,7 @@ def test_keras_yolo3_train_flow_runs(tmp_path, line_image):
     assert not np.array_equal(before, body.get_layer("output_s32").get_weights()[0])
     # its last line (with Keras 3's suffix); the detector reads the training model's weights
     model.save_weights(tmp_path / "trained_weights_final.weights.h5")
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     write_anchors(tmp_path / "anchors.txt", anchors)
     write_classes(tmp_path / "classes.txt", ["a", "b"])
     det = YOLO(tmp_path / "trained_weights_final.weights.h5", tmp_path / "anchors.txt",
@@ -151,7 +151,7 @@ def test_keras_yolo3_train_flow_runs(tmp_path, line_image):
 
 @pytest.fixture(scope="module")
 def real_tiny(tmp_path_factory):
-    from yolo3.darknet.convert import convert
+    from yolo3.checkpoint.darknet_convert import convert
     cfg, weights = SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights"
     if not weights.is_file():
         pytest.fail(f"real tiny weights not found at {weights}")
@@ -176,10 +176,10 @@ def _opencv_dog(boxed: np.ndarray):
 def test_keras_yolo3_yolo_py_flow_finds_the_dog(real_tiny):
     from keras.layers import Input
 
-    from yolo3.letterbox import geometry_np
+    from yolo3.ops.letterbox import geometry_np
     from yolo3.model import tiny_yolo_body, yolo_eval
     from yolo3.utils import letterbox_image
-    from yolo3.weights import load_weights_by_name
+    from yolo3.checkpoint.weights import load_weights_by_name
 
     yolo_model = tiny_yolo_body(Input(shape=(None, None, 3)), 3, 80)
     load_weights_by_name(yolo_model, real_tiny, verbose=False)
@@ -221,8 +221,8 @@ def keras_yolo3_files(request, tmp_path_factory):
 
 
 def test_keras_yolo3_files_load_with_the_same_outputs(keras_yolo3_files, caplog):
-    from yolo3.specs import get_spec
-    from yolo3.weights import load_weights_by_name
+    from yolo3.config.specs import get_spec
+    from yolo3.checkpoint.weights import load_weights_by_name
     kind, classes, folder, created, reference, images = keras_yolo3_files
     counts = layer_counts(created)
     for name in ("yolo.h5", "trained_weights_final.h5"):
@@ -242,8 +242,8 @@ def test_keras_yolo3_files_load_with_the_same_outputs(keras_yolo3_files, caplog)
 def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files, tmp_path,
                                                                 caplog):
     from yolo3.cli.convert import main as convert_main
-    from yolo3.detector import YOLO
-    from yolo3.metadata import read_info
+    from yolo3.inference.detector import YOLO
+    from yolo3.checkpoint.metadata import read_info
     kind, classes, folder, _, reference, images = keras_yolo3_files
     write_classes(tmp_path / "classes.txt", [f"c{i}" for i in range(classes)])
     det = YOLO(folder / "yolo.h5", classes_path=tmp_path / "classes.txt", input_size=(96, 128),
@@ -260,7 +260,7 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
     for a, b in zip(again.forward(images), det.forward(images)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     # without a class list, as keras-yolo3's yolo.py: the COCO names for 80 classes
-    from yolo3.loading import load_keras_yolo3
+    from yolo3.checkpoint.loading import load_keras_yolo3
     caplog.set_level("INFO")
     _, bare = load_keras_yolo3(folder / "yolo.h5")
     coco = [n for n in (SHARED / "darknet" / "coco_classes.txt").read_text().splitlines() if n]
@@ -272,8 +272,8 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
 def test_bad_h5_is_refused_with_the_reason(tmp_path):
     import h5py
 
-    from yolo3.detector import YOLO
-    from yolo3.errors import FileFormatError
+    from yolo3.inference.detector import YOLO
+    from yolo3.core.errors import FileFormatError
     with h5py.File(tmp_path / "other.h5", "w") as f:
         f.attrs["layer_names"] = [b"dense_1"]
         g = f.create_group("dense_1")
@@ -299,7 +299,7 @@ def keras_yolo3_folder(tmp_path_factory):
 
 
 def test_yolo_takes_keras_yolo3_arguments(keras_yolo3_folder, monkeypatch):
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     monkeypatch.chdir(keras_yolo3_folder)
     default = YOLO()  # keras-yolo3's model_data defaults
     assert default.class_names == ["cat", "dog", "bird"] and default.input_hw == (416, 416)
@@ -335,7 +335,7 @@ def test_detect_video_writes_every_frame(keras_yolo3_folder, tmp_path):
     import cv2
 
     import yolo3
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     video = tmp_path / "clip.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (96, 64))
     for i in range(5):
@@ -369,8 +369,8 @@ def test_trainer_starts_from_a_keras_yolo3_file(keras_yolo3_folder, tmp_path, ca
 
 def test_keras_yolo3_darknet53_backbone_file_loads_into_the_backbone(tmp_path):
     """keras-yolo3's ``convert.py -w darknet53.cfg ...`` file: the 52 backbone convolutions."""
-    from yolo3.specs import get_spec
-    from yolo3.weights import load_weights_by_name
+    from yolo3.config.specs import get_spec
+    from yolo3.checkpoint.weights import load_weights_by_name
     _, created = reference_body("yolov3", 2)
     randomise(created, np.random.default_rng(2))
     convs = [c for c in created if c[0].startswith("conv2d")][:52]

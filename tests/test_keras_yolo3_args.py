@@ -1,10 +1,10 @@
-"""yolo3.keras_yolo3_args: keras-yolo3's ``YOLO()`` keywords and defaults resolved to yolo3's
+"""yolo3.inference.keras_yolo3_args: keras-yolo3's ``YOLO()`` keywords and defaults resolved to yolo3's
 (plain Python: files in a temporary working folder stand in for model_data/)."""
 from __future__ import annotations
 
 import pytest
 
-from yolo3.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
+from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 
 
 @pytest.fixture

@@ -9,16 +9,16 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
-from yolo3.graph_surgery import FoldedBatchNorm, fold_batch_norms
-from yolo3.loss import YoloLoss, identity_loss, yolo_training_model
-from yolo3.parallel import ReplicaWrapper
-from yolo3.schedules import WarmupCosine
-from yolo3 import batch_norm
-from yolo3.saving import atomic_save_model
-from yolo3.specs import all_specs, get_spec
-from yolo3.targets import preprocess_true_boxes
-from yolo3.bodies import build_spec_body
+from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
+from yolo3.modeling.graph_surgery import FoldedBatchNorm, fold_batch_norms
+from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
+from yolo3.training.parallel import ReplicaWrapper
+from yolo3.training.schedules import WarmupCosine
+from yolo3.modeling import batch_norm
+from yolo3.checkpoint.saving import atomic_save_model
+from yolo3.config.specs import all_specs, get_spec
+from yolo3.ops.targets import preprocess_true_boxes
+from yolo3.modeling.bodies import build_spec_body
 
 HW = (64, 64)
 CLASSES = 2
@@ -200,7 +200,7 @@ def test_harness(case, tmp_path):
 
 
 def test_every_registered_yolo3_object_has_a_case():
-    import yolo3.saving  # noqa: F401  (registers yolo3's Keras objects)
+    import yolo3.checkpoint.saving  # noqa: F401  (registers yolo3's Keras objects)
     registered = {k for k in keras.saving.get_custom_objects() if k.startswith("yolo3>")}
     covered = {name for case in CASES for name in case.covers}
     assert registered == covered, registered ^ covered

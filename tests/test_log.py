@@ -1,11 +1,11 @@
-"""yolo3.log: the NOTICE level sits between INFO and WARNING, so ``--quiet`` keeps a run's summary
+"""yolo3.core.log: the NOTICE level sits between INFO and WARNING, so ``--quiet`` keeps a run's summary
 lines and drops its detail."""
 from __future__ import annotations
 
 import logging
 
 from yolo3.cli.common import configure_logging
-from yolo3.log import NOTICE
+from yolo3.core.log import NOTICE
 
 
 def test_notice_is_named_and_between_info_and_warning():

@@ -1,14 +1,14 @@
-"""yolo3.loss against a float64 NumPy implementation written here from the formula."""
+"""yolo3.modeling.loss against a float64 NumPy implementation written here from the formula."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
-from yolo3.masks import default_masks
-from yolo3.loss import YoloLoss, gather_true_boxes, identity_loss, yolo_loss
-from yolo3.targets import preprocess_true_boxes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+from yolo3.config.masks import default_masks
+from yolo3.modeling.loss import YoloLoss, gather_true_boxes, identity_loss, yolo_loss
+from yolo3.ops.targets import preprocess_true_boxes
 
 
 def bce_logits(labels, logits):
@@ -203,8 +203,8 @@ def test_wrong_number_of_tensors_refused(rng):
 def test_training_model_loss_is_float32_under_mixed_precision(rng):
     import keras
 
-    from yolo3.loss import yolo_training_model
-    from yolo3.bodies import build_body
+    from yolo3.modeling.loss import yolo_training_model
+    from yolo3.modeling.bodies import build_body
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         body = build_body("tiny", 2, input_shape=(64, 64))

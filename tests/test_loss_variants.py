@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
-from yolo3.masks import default_masks
-from yolo3.loss import YoloLoss, loss_terms, yolo_loss, yolo_training_model
-from yolo3.targets import preprocess_true_boxes
-from yolo3.bodies import build_spec_body
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+from yolo3.config.masks import default_masks
+from yolo3.modeling.loss import YoloLoss, loss_terms, yolo_loss, yolo_training_model
+from yolo3.ops.targets import preprocess_true_boxes
+from yolo3.modeling.bodies import build_spec_body
 
 
 def sigmoid(x):
@@ -223,7 +223,7 @@ def test_a_gain_that_is_not_a_positive_number_is_refused_naming_it(gains):
 
 
 def test_iou_variants_on_known_boxes():
-    from yolo3.loss import iou_variant
+    from yolo3.modeling.loss import iou_variant
     p = tf.constant([[10.0, 10.0, 4.0, 4.0]])
     t = tf.constant([[12.0, 10.0, 4.0, 2.0]])
     for kind in ("iou", "giou", "diou", "ciou"):
@@ -238,7 +238,7 @@ def test_padded_true_boxes_give_the_static_loss_and_compile_with_xla():
     those boxes, and the training step compiles with XLA."""
     import keras
 
-    from yolo3.specs import get_spec
+    from yolo3.config.specs import get_spec
     rng = np.random.default_rng(5)
     hw = (64, 64)
     boxes, outputs, y_true = case(rng, TINY_YOLO_ANCHORS, hw, 2, boxes_per_image=3)

@@ -1,10 +1,10 @@
-"""The mask rule (yolo3.masks) and the registry's strides."""
+"""The mask rule (yolo3.config.masks) and the registry's strides."""
 from __future__ import annotations
 
 import pytest
 
-from yolo3.masks import default_masks, keras_yolo3_masks, validate_masks
-from yolo3.specs import all_specs, strides_for
+from yolo3.config.masks import default_masks, keras_yolo3_masks, validate_masks
+from yolo3.config.specs import all_specs, strides_for
 
 
 def test_default_masks_and_strides():

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.errors import FileFormatError
-from yolo3.metadata import INFO_NAME, ModelInfo, embed_info, read_info, resolve_info
+from yolo3.core.errors import FileFormatError
+from yolo3.checkpoint.metadata import INFO_NAME, ModelInfo, embed_info, read_info, resolve_info
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -117,7 +117,7 @@ def test_plain_keras_loads_it_without_yolo3(trained):
 
 def test_detect_evaluate_export_need_no_side_files(trained, tmp_path, capsys):
     from yolo3.cli import main
-    from yolo3.detector import YOLO
+    from yolo3.inference.detector import YOLO
     root, out = trained
     det = YOLO(out / "final.keras")
     assert det.class_names == ["circle", "square", "triangle"] and det.input_hw == (64, 64)
@@ -130,7 +130,7 @@ def test_detect_evaluate_export_need_no_side_files(trained, tmp_path, capsys):
                  "--output", str(tmp_path / "d"), "--no-draw", "--json", str(tmp_path / "d.json")]) == 0
     assert main(["export", "--model", str(out / "final.keras"), "--tflite",
                  str(tmp_path / "m.tflite")]) == 0
-    from yolo3.runtimes import TFLiteDetector
+    from yolo3.inference.runners import TFLiteDetector
     assert TFLiteDetector(tmp_path / "m.tflite").input_shape == (1, 64, 64, 3)
     assert main(["convert", str(out / "final.keras"), str(tmp_path / "o.cfg"),
                  str(tmp_path / "o.weights")]) == 0
@@ -141,8 +141,8 @@ def test_detect_evaluate_export_need_no_side_files(trained, tmp_path, capsys):
 def test_converted_model_carries_masks_classes_and_header(tmp_path):
     from yolo3.cli.convert import main
     from yolo3.darknet.random_weights import write_random_weights
-    from yolo3.detector import YOLO
-    from yolo3.metadata import sidecar_paths
+    from yolo3.inference.detector import YOLO
+    from yolo3.checkpoint.metadata import sidecar_paths
     cfg = SHARED / "darknet" / "yolov3-tiny.cfg"
     weights = tmp_path / "in.weights"
     write_random_weights(cfg, weights, seed=2, revision=5, seen=77)

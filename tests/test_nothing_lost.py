@@ -17,8 +17,8 @@ import yaml
 from PIL import Image
 
 from cli_harness import assert_refused, run_cli, snapshot
-from yolo3.fileio import TEMP_PREFIX, temporary_owner, temporary_prefix
-from yolo3.ownership import MARKER
+from yolo3.core.fileio import TEMP_PREFIX, temporary_owner, temporary_prefix
+from yolo3.core.ownership import MARKER
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -244,7 +244,7 @@ def test_annotations_to_yolo_keeps_every_class_name_exactly(trained_world, tmp_p
     code, err = run_cli(["annotations", "--data", out / "data.yaml", "--to", "text", "--out",
                          tmp_path / "text", "--quiet"], capsys)
     assert code == 0, err
-    from yolo3.anchors import read_classes
+    from yolo3.ops.anchors import read_classes
     assert read_classes(tmp_path / "text" / "classes.txt") == names
 
 
@@ -303,8 +303,8 @@ def test_train_into_a_folder_of_the_users_files_is_refused_and_its_own_run_folde
     argv[argv.index("--output") + 1] = run
     code, err = run_cli(argv, capsys)
     assert code == 0, err
-    from yolo3.ownership import read_contents
-    from yolo3.train import RUN_FOLDER_ENTRIES
+    from yolo3.core.ownership import read_contents
+    from yolo3.training.train import RUN_FOLDER_ENTRIES
     assert read_contents(run).foreign == ()  # every entry training wrote is claimed
     assert read_contents(trained_world["run"], RUN_FOLDER_ENTRIES).foreign == ()
 
@@ -390,7 +390,7 @@ def test_evaluate_never_replaces_a_users_file_where_its_plots_go(trained_world, 
     for _ in range(2):  # its own plots are replaced on the next run
         code, err = run_cli(argv, capsys)
         assert code == 0, err
-    from yolo3.ownership import written_by_yolo3
+    from yolo3.core.ownership import written_by_yolo3
     assert all(written_by_yolo3(tmp_path / f"results{s}") for s in
                ("_pr.png", "_confusion.png", "_confidence.png"))
 

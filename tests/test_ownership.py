@@ -1,4 +1,4 @@
-"""The ownership rule (yolo3.ownership): a folder the user names as output is written only when it
+"""The ownership rule (yolo3.core.ownership): a folder the user names as output is written only when it
 is new, empty or yolo3's; another is refused unless exist_ok, and even then nothing yolo3 did not
 write is replaced. Each case compares hashes of everything in the folder before and after."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Dict
 
 import pytest
 
-from yolo3.errors import SettingError
-from yolo3.fileio import TEMP_PREFIX
-from yolo3.ownership import (MARKER, check_output_folder, claim, read_contents,
+from yolo3.core.errors import SettingError
+from yolo3.core.fileio import TEMP_PREFIX
+from yolo3.core.ownership import (MARKER, check_output_folder, claim, read_contents,
                              write_output_folder)
 
 

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from multidevice_helpers import run_with_devices
-from yolo3.parallel import resolve_devices, split_sizes
+from yolo3.training.parallel import resolve_devices, split_sizes
 
 # A real tiny YOLOv3 training model (64 px, 2 classes); replicas compare against the template.
 _SETUP = """
 import numpy as np, keras
-from yolo3.bodies import build_body
-from yolo3.loss import yolo_training_model
-from yolo3.anchors import default_anchors
-from yolo3.targets import preprocess_true_boxes
-from yolo3.parallel import multi_gpu_model, split_sizes
+from yolo3.modeling.bodies import build_body
+from yolo3.modeling.loss import yolo_training_model
+from yolo3.ops.anchors import default_anchors
+from yolo3.ops.targets import preprocess_true_boxes
+from yolo3.training.parallel import multi_gpu_model, split_sizes
 keras.config.set_dtype_policy("POLICY")
 keras.utils.set_random_seed(0)
 anchors = default_anchors("tiny")
@@ -151,10 +151,10 @@ def test_wrapper_equals_template(ndev, sizes):
 _ANCHOR_FREE = """
 import numpy as np, keras
 keras.config.set_dtype_policy("float32")
-from yolo3.anchor_free_loss import anchor_free_training_model
-from yolo3.bodies import build_spec_body
-from yolo3.parallel import multi_gpu_model, split_sizes
-from yolo3.specs import get_spec
+from yolo3.modeling.anchor_free_loss import anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.training.parallel import multi_gpu_model, split_sizes
+from yolo3.config.specs import get_spec
 keras.utils.set_random_seed(0)
 spec = get_spec("tiny-af")
 body = build_spec_body(spec, 2, input_shape=(64, 64))
@@ -198,7 +198,7 @@ def test_the_anchor_free_loss_through_the_wrapper_equals_the_template():
 _COUNTING = """
 import numpy as np, keras
 keras.config.set_dtype_policy("float32")
-from yolo3.parallel import multi_gpu_model
+from yolo3.training.parallel import multi_gpu_model
 
 class Count(keras.layers.Layer):
     def build(self, shape):
@@ -316,9 +316,9 @@ def test_batchnorm_moving_statistics_are_share_weighted_average():
 
 _SAVE = _SETUP + """
 import os, tempfile
-from yolo3.loss import identity_loss
-from yolo3.callbacks import TemplateCheckpoint
-from yolo3.decode import decode_detections
+from yolo3.modeling.loss import identity_loss
+from yolo3.training.callbacks import TemplateCheckpoint
+from yolo3.ops.decode import decode_detections
 out_dir = tempfile.mkdtemp()
 wrapper = multi_gpu_model(tmpl, devices=["/cpu:0", "/cpu:1"])
 wrapper.compile(keras.optimizers.Adam(1e-3), loss=identity_loss, jit_compile=False)

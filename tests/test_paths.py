@@ -1,4 +1,4 @@
-"""yolo3.paths: output paths are checked for their kind, a makeable parent and never an input,
+"""yolo3.core.paths: output paths are checked for their kind, a makeable parent and never an input,
 before anything is written."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from yolo3.errors import ArgumentError, SettingError
-from yolo3.paths import (check_output_dir, check_output_file, check_outputs,
+from yolo3.core.errors import ArgumentError, SettingError
+from yolo3.core.paths import (check_output_dir, check_output_file, check_outputs,
                          refuse_overwriting_inputs, same_or_inside, user_cache_dir)
 
 

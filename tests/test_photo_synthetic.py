@@ -18,7 +18,7 @@ from yolo3.data.annotations import load_annotations
 from yolo3.data.photo_synthetic import (PHOTO_CLASSES, PHOTO_SIZES, load_photos,
                                         make_photo_dataset, render_photo_image)
 from yolo3.data.yolo_layout import label_rows, write_yolo_layout
-from yolo3.errors import SettingError
+from yolo3.core.errors import SettingError
 
 PHOTOS = SHARED_DIR / "images"
 

@@ -6,13 +6,13 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from yolo3.anchors import TINY_YOLO_ANCHORS
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 from yolo3.data.annotations import Record
 from yolo3.data.augment import AugmentConfig, distort_hsv
 from yolo3.data.images import load_image, probe_image
 from yolo3.data.pipeline import MultiScale, decode_image, make_dataset
-from yolo3.letterbox import geometry_np as letterbox_geometry_np
-from yolo3.letterbox import letterbox_np as letterbox_image
+from yolo3.ops.letterbox import geometry_np as letterbox_geometry_np
+from yolo3.ops.letterbox import letterbox_np as letterbox_image
 
 NO_COLOUR = AugmentConfig(hue=0.0, saturation=1.0, value=1.0)
 
@@ -241,7 +241,7 @@ def test_colouring_the_placed_part_equals_colouring_the_whole_canvas():
 def test_assign_iou_reaches_the_targets(tmp_path):
     """The dataset's y_true are the targets of its own boxes at the given assign_iou: a box with
     several anchors above the threshold is a positive on each of them."""
-    from yolo3.targets import preprocess_true_boxes
+    from yolo3.ops.targets import preprocess_true_boxes
     rec = _rect_image(tmp_path / "v.png", hw=(96, 96), rect=(20, 20, 60, 62))
     hw = (96, 96)
     counts = {}

@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from yolo3.cli.plot_history import main, read_history
-from yolo3.errors import FileFormatError
+from yolo3.core.errors import FileFormatError
 
 
 def test_reads_columns_and_writes_png(tmp_path):

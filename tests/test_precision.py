@@ -1,4 +1,4 @@
-"""yolo3.precision as a module: reading the CPU flags, and the native-bfloat16 rule on flag sets.
+"""yolo3.config.precision as a module: reading the CPU flags, and the native-bfloat16 rule on flag sets.
 The ``auto`` choices under each CPU the project's machines come with are in test_auto_choices.py."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from yolo3 import precision as precision_module
-from yolo3.errors import ArgumentError
+from yolo3.config import precision as precision_module
+from yolo3.core.errors import ArgumentError
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD

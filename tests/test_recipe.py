@@ -1,4 +1,4 @@
-"""The training recipe's pieces (yolo3.recipe, yolo3.precision's training choice), each against a
+"""The training recipe's pieces (yolo3.training.recipe, yolo3.config.precision's training choice), each against a
 float64 NumPy reference or its documented rule."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.recipe import (NO_DECAY, SGD_MOMENTUM, auto_ema_momentum, auto_eval_every, dtype_policy,
+from yolo3.training.recipe import (NO_DECAY, SGD_MOMENTUM, auto_ema_momentum, auto_eval_every, dtype_policy,
                           learning_rate, make_optimizer, output_bias_priors,
                           use_jit)
 
@@ -116,7 +116,7 @@ def test_output_bias_priors_match_the_expected_positives():
 
 @pytest.mark.parametrize("reg_max", [6, 8, 16])
 def test_anchor_free_priors_start_each_side_at_the_prior_distance(reg_max):
-    from yolo3.recipe import AF_PRIOR_DISTANCE, anchor_free_bias_priors
+    from yolo3.training.recipe import AF_PRIOR_DISTANCE, anchor_free_bias_priors
     box, classes = anchor_free_bias_priors(reg_max, 4, cells=144, objects_per_image=3.0)
     assert box.shape == (4 * reg_max,) and classes.shape == (4,)
     for side in box.reshape(4, reg_max).astype(np.float64):

@@ -1,4 +1,4 @@
-"""yolo3.resume: the state --resume continues from (written atomically, read back, refused when
+"""yolo3.training.resume: the state --resume continues from (written atomically, read back, refused when
 it is damaged)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.resume import load_resume_state, restore_resume_state, save_resume_state
+from yolo3.training.resume import load_resume_state, restore_resume_state, save_resume_state
 
 
 def test_resume_state_restores_weights_and_optimizer(tmp_path):

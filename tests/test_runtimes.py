@@ -1,4 +1,4 @@
-"""yolo3.runtimes without a runtime: reading inputs in batches, streaming runs in order, and the
+"""yolo3.inference.runners without a runtime: reading inputs in batches, streaming runs in order, and the
 exported detector's batches (its own fixed batch, padding dropped). The runtimes themselves are
 checked against Keras in test_openvino.py, test_export_formats.py and test_deploy.py."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from yolo3.metadata import ModelInfo
-from yolo3.runtimes import ExportedDetector, batched, stream_outputs
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.inference.runners import ExportedDetector, batched, stream_outputs
 
 INPUT_HW = (64, 96)
 
@@ -86,7 +86,7 @@ def test_a_fixed_batch_model_streams_full_padded_batches():
 
 
 def test_relative_error_is_the_norm_of_the_difference_over_the_norm_of_the_reference():
-    from yolo3.runtimes import relative_error
+    from yolo3.inference.runners import relative_error
     ref = np.array([[3.0, 0.0], [0.0, 4.0]], np.float32)  # norm 5
     assert relative_error(ref, ref) == 0.0
     assert relative_error(ref + np.array([[0.0, 0.5], [0.0, 0.0]]), ref) == pytest.approx(0.1)

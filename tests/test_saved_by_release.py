@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.saving import load_keras_model
+from yolo3.checkpoint.saving import load_keras_model
 
 DATA = Path(__file__).resolve().parent / "data" / "release_0_2"
 
@@ -32,7 +32,7 @@ def test_a_body_with_its_facts_loads_and_computes_the_same(expected):
 
 
 def test_a_compiled_training_model_loads_with_its_loss_and_schedule(expected):
-    import yolo3.saving  # noqa: F401 - registers yolo3's Keras objects
+    import yolo3.checkpoint.saving  # noqa: F401 - registers yolo3's Keras objects
     model = keras.models.load_model(DATA / "training.keras")
     loss = model([expected["image"], expected["y_true_s32"], expected["y_true_s16"],
                   expected["true_boxes"]])
@@ -45,7 +45,7 @@ def test_a_compiled_training_model_loads_with_its_loss_and_schedule(expected):
 
 
 def test_an_anchor_free_training_model_loads_and_computes_the_same(expected):
-    import yolo3.saving  # noqa: F401 - registers yolo3's Keras objects
+    import yolo3.checkpoint.saving  # noqa: F401 - registers yolo3's Keras objects
     model = keras.models.load_model(DATA / "anchor_free_training.keras", compile=False)
     loss = model([expected["raw_s32"], expected["raw_s16"], expected["true_boxes"]])
     np.testing.assert_allclose(loss, expected["anchor_free_loss"], rtol=1e-5)

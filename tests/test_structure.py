@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 import pytest
 
-from yolo3.specs import SPECS, all_specs, get_spec, spec_names
+from yolo3.config.specs import SPECS, all_specs, get_spec, spec_names
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "yolo3"
@@ -60,7 +60,7 @@ def test_no_module_outside_the_registry_compares_a_variant_name():
             continue
         for line, value in variant_branches(path.read_text(encoding="utf-8")):
             offenders.append(f"{path.relative_to(REPO)}:{line}: {value!r}")
-    assert not offenders, "variant names branched on outside yolo3/specs.py:\n" + "\n".join(offenders)
+    assert not offenders, "variant names branched on outside yolo3/config/specs.py:\n" + "\n".join(offenders)
 
 
 def test_registry_lookup_and_facts():
@@ -98,8 +98,8 @@ def test_light_modules_do_not_import_tensorflow():
     out = _run_python(
         "import sys\n"
         "import yolo3, yolo3.darknet.cfg, yolo3.darknet.weights, yolo3.data.annotations\n"
-        "import yolo3.specs, yolo3.metadata, yolo3.anchors, yolo3.boxes, yolo3.history, yolo3.cli\n"
-        "import yolo3.darknet.layout, yolo3.evaluation, yolo3.precision\n"
+        "import yolo3.config.specs, yolo3.checkpoint.metadata, yolo3.ops.anchors, yolo3.ops.boxes, yolo3.training.history, yolo3.cli\n"
+        "import yolo3.darknet.layout, yolo3.evaluation.metrics, yolo3.config.precision\n"
         "from yolo3.cli import build_parser\n"
         "build_parser()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n")
@@ -198,9 +198,9 @@ def test_the_contracts_catch_an_upward_import(tmp_path):
     shutil.copytree(PACKAGE, tmp_path / "yolo3", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
     masks = tmp_path / "yolo3" / "masks.py"
-    masks.write_text(masks.read_text() + "\nfrom yolo3.specs import get_spec  # noqa\n")
+    masks.write_text(masks.read_text() + "\nfrom yolo3.config.specs import get_spec  # noqa\n")
     proc = _lint_imports(tmp_path, tmp_path)
-    assert proc.returncode != 0 and "yolo3.masks -> yolo3.specs" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode != 0 and "yolo3.config.masks -> yolo3.config.specs" in proc.stdout, proc.stdout[-3000:]
 
 
 def _floor_modules() -> set:
@@ -298,7 +298,7 @@ def test_one_module_renames_files_into_place():
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                     and (node.value.id, node.attr) in RENAMES:
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")
-    assert not offenders, "write through yolo3.fileio instead:\n" + "\n".join(offenders)
+    assert not offenders, "write through yolo3.core.fileio instead:\n" + "\n".join(offenders)
 
 
 def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):

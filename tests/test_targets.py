@@ -1,12 +1,12 @@
-"""yolo3.targets against a loop-based float64 reference encoder written here from the definition."""
+"""yolo3.ops.targets against a loop-based float64 reference encoder written here from the definition."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
-from yolo3.targets import encode_targets, preprocess_true_boxes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+from yolo3.ops.targets import encode_targets, preprocess_true_boxes
 
 
 def reference_encode(true_boxes, input_hw, anchors, num_classes, masks, strides, assign_iou=1.0):

@@ -1,4 +1,4 @@
-"""yolo3.tflite_metadata: the ModelInfo a ``.tflite`` file carries, written into TensorFlow's
+"""yolo3.checkpoint.tflite_metadata: the ModelInfo a ``.tflite`` file carries, written into TensorFlow's
 flatbuffer schema and read back in place."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.errors import FileFormatError
-from yolo3.metadata import ModelInfo
-from yolo3.specs import get_spec
-from yolo3.tflite_metadata import TFLITE_METADATA_NAME, embed_info_tflite, read_tflite_info
+from yolo3.core.errors import FileFormatError
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.config.specs import get_spec
+from yolo3.checkpoint.tflite_metadata import TFLITE_METADATA_NAME, embed_info_tflite, read_tflite_info
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_a_flatbuffer_without_the_metadata_has_no_info(flatbuffer, tmp_path):
 
 
 def test_unreadable_metadata_is_named(flatbuffer, tmp_path, monkeypatch):
-    import yolo3.tflite_metadata as module
+    import yolo3.checkpoint.tflite_metadata as module
     path = tmp_path / "bad.tflite"
     monkeypatch.setattr(module, "info_json", lambda info: "{not json")
     path.write_bytes(embed_info_tflite(flatbuffer, _info()))

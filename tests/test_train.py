@@ -1,4 +1,4 @@
-"""yolo3.train: its named steps, each on its own (the end-to-end runs are in test_train_cli and
+"""yolo3.training.train: its named steps, each on its own (the end-to-end runs are in test_train_cli and
 test_train_recipe)."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.anchors import read_anchors, read_classes, write_anchors
+from yolo3.ops.anchors import read_anchors, read_classes, write_anchors
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.distribute import ClusterTask
-from yolo3.train import (ConfigError, Stage, TrainConfig, build_models, pick_strategy, prepare_data,
+from yolo3.training.distribute import ClusterTask
+from yolo3.training.train import (ConfigError, Stage, TrainConfig, build_models, pick_strategy, prepare_data,
                          prepare_output, stages, validate_config)
 
 
@@ -65,7 +65,7 @@ def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_
 
 def test_anchors_auto_are_kmeans_of_the_training_boxes_and_their_fit_is_reported(
         dataset, tmp_path, caplog):
-    from yolo3.anchors import anchor_fit, kmeans_anchors
+    from yolo3.ops.anchors import anchor_fit, kmeans_anchors
     from yolo3.data.annotations import box_sizes
     caplog.set_level("INFO")
     data = prepare_data(_config(dataset, tmp_path, anchors="auto", val_split=0.2))
@@ -126,7 +126,7 @@ def test_pick_strategy_and_build_models(dataset, tmp_path):
 
 @pytest.mark.parametrize("transfer", [True, False])
 def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, tmp_path, transfer):
-    from yolo3.bodies import build_body
+    from yolo3.modeling.bodies import build_body
     coco = build_body("tiny", 80, input_shape=(64, 64))
     rng = np.random.default_rng(0)
     coco.set_weights([rng.normal(size=w.shape).astype("float32") for w in coco.get_weights()])
@@ -147,7 +147,7 @@ def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, t
 
 
 def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_path):
-    from yolo3.recipe import anchor_free_bias_priors
+    from yolo3.training.recipe import anchor_free_bias_priors
     config = _config(dataset, tmp_path, model="tiny-af", box_gain=2.0, class_gain=0.5)
     data = prepare_data(config)
     assert data.masks == [] and data.anchors.shape == (0, 2) and data.info().head == data.spec.head
@@ -169,7 +169,7 @@ def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_pat
 def test_an_anchor_free_variant_trains_at_several_sizes(dataset, tmp_path):
     """Multi-scale training: the body takes any size, and the loss finds the cells of each."""
     import keras
-    from yolo3.loss import identity_loss
+    from yolo3.modeling.loss import identity_loss
     config = _config(dataset, tmp_path, model="tiny-af", multi_scale=(64, 96))
     data = prepare_data(config)
     body, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.callbacks import StopOnNaN
+from yolo3.training.callbacks import StopOnNaN
 from yolo3.cli.train import main
 from yolo3.data.synthetic import make_synthetic_dataset
 
@@ -104,7 +104,7 @@ def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
     saved = _saved_optimizer(out)
     steps = 4  # 9 training images // batch 2
     assert int(saved[0]) == steps  # stage 2 (epoch 1) ran one epoch on a fresh optimiser
-    monkeypatch.setattr("yolo3.train.StopOnNaN", _RecordOptimizer)
+    monkeypatch.setattr("yolo3.training.train.StopOnNaN", _RecordOptimizer)
     _RecordOptimizer.seen = []
     assert main(_args(d, classes, out, "--epochs", "3", "--resume")) == 0
     assert _history(out) == [0, 1, 2]
@@ -171,11 +171,11 @@ def _check_checkpoints_readable(out, classes):
 
     Returns the epoch of the resume state (0 without one)."""
     import keras
-    from yolo3.anchors import default_anchors
-    from yolo3.resume import load_resume_state
-    from yolo3.fileio import TEMP_PREFIX
-    from yolo3.loss import yolo_training_model
-    from yolo3.bodies import build_body
+    from yolo3.ops.anchors import default_anchors
+    from yolo3.training.resume import load_resume_state
+    from yolo3.core.fileio import TEMP_PREFIX
+    from yolo3.modeling.loss import yolo_training_model
+    from yolo3.modeling.bodies import build_body
     n = len(Path(classes).read_text().split())
     for f in out.iterdir():
         if f.name.startswith(TEMP_PREFIX):

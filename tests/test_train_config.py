@@ -1,4 +1,4 @@
-"""yolo3.train_config: the sections, settings by name, defaults, the rules, and the command line's
+"""yolo3.config.train_config: the sections, settings by name, defaults, the rules, and the command line's
 one builder (every flag of yolo3 train is a setting, every setting a flag)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from yolo3.errors import SettingError
-from yolo3.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, cautions,
+from yolo3.core.errors import SettingError
+from yolo3.config.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, cautions,
                                 check, default, parse_setting)
 
 
@@ -114,10 +114,10 @@ def test_paths_and_numpy_numbers_are_of_the_right_type(tmp_path):
 def test_every_setting_has_a_type_the_checks_know():
     import typing
 
-    from yolo3.value_types import conforms, describe
+    from yolo3.core.value_types import conforms, describe
     for cls in SECTIONS.values():
         for name, hint in typing.get_type_hints(cls).items():
-            # a TypeError here: yolo3.value_types needs a rule for the new setting's type
+            # a TypeError here: yolo3.core.value_types needs a rule for the new setting's type
             assert describe(hint) and conforms(default(name), hint), name
 
 
@@ -170,7 +170,7 @@ def test_the_command_line_words_a_cautions_settings_as_flags(tmp_path, capsys):
     from yolo3.cli.train import build_parser
     configure_logging("train", parser=build_parser())
     for caution in cautions(TrainConfig(**_files(tmp_path), freeze_bn=True, bn_stats_images=0)):
-        logging.getLogger("yolo3.train").warning("%s", caution.message,
+        logging.getLogger("yolo3.training.train").warning("%s", caution.message,
                                                  extra={"settings": caution.settings})
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("yolo3 train: warning: --freeze-bn: every batch norm")

@@ -14,12 +14,12 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.callbacks import MapEvaluation
-from yolo3.resume import restore_resume_state
+from yolo3.training.callbacks import MapEvaluation
+from yolo3.training.resume import restore_resume_state
 from yolo3.cli.evaluate import main as evaluate_main
 from yolo3.cli.train import main as train_main
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.train import (ConfigError, Stage, TrainConfig, _callbacks, _jit, _optimizer,
+from yolo3.training.train import (ConfigError, Stage, TrainConfig, _callbacks, _jit, _optimizer,
                          build_models, make_datasets, pick_strategy, prepare_data, prepare_output,
                          run_stage, train, validate_config)
 
@@ -144,8 +144,8 @@ def _pieces(config):
 
 
 def test_ema_weights_are_what_checkpoints_and_the_final_model_hold(dataset, tmp_path):
-    from yolo3.callbacks import StopOnNaN, TemplateCheckpoint
-    from yolo3.resume import load_resume_state
+    from yolo3.training.callbacks import StopOnNaN, TemplateCheckpoint
+    from yolo3.training.resume import load_resume_state
     momentum = 0.6
     config = _config(dataset, tmp_path / "ema", epochs=2, eval_every=0, ema_momentum=momentum,
                      lr=1e-2)
@@ -196,14 +196,14 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     # SGD's default peak 1e-2, one warm-up epoch of 3 steps: step 0 runs at a third of it
     assert float(optimizer.learning_rate) == pytest.approx(1e-2 / 3)
     seen = {}
-    import yolo3.train
-    real = yolo3.train.make_dataset
+    import yolo3.training.train
+    real = yolo3.training.train.make_dataset
 
     def spy(records, dataset_config):
         seen[dataset_config.training] = vars(dataset_config)
         return real(records, dataset_config)
 
-    monkeypatch.setattr(yolo3.train, "make_dataset", spy)
+    monkeypatch.setattr(yolo3.training.train, "make_dataset", spy)
     train_ds, _ = make_datasets(config, data, placement)
     assert seen[True]["augment"].mosaic == 0.5 and seen[True]["augment"].jitter == 0.1  # light
     assert seen[True]["multi_scale"].sizes == ((64, 64), (96, 96))
@@ -214,7 +214,7 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
 
 @pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores
 def test_multi_scale_training_runs_and_saves_a_model_of_the_base_size(dataset, tmp_path):
-    from yolo3.loading import load_body
+    from yolo3.checkpoint.loading import load_body
     out = tmp_path / "ms"
     result = train(_config(dataset, out, epochs=1, multi_scale=(64, 96), multi_scale_every=1,
                            eval_every=1))
@@ -225,7 +225,7 @@ def test_multi_scale_training_runs_and_saves_a_model_of_the_base_size(dataset, t
 
 def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="yolo3")
-    from yolo3.loading import load_body
+    from yolo3.checkpoint.loading import load_body
     out = tmp_path / "bf16"
     result = train(_config(dataset, out, epochs=1, precision="mixed_bfloat16", eval_every=1,
                            steps_per_epoch=2, batch_size=2))
@@ -235,7 +235,7 @@ def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tm
     assert {layer.dtype_policy.name for layer in body.layers} == {"float32"}
     assert keras.config.dtype_policy().name == "float32"  # the global policy is restored
     config = _config(dataset, tmp_path / "x", precision="mixed_bfloat16")
-    from yolo3.recipe import dtype_policy
+    from yolo3.training.recipe import dtype_policy
     with dtype_policy("mixed_bfloat16"):
         _, _, _, body, template = _pieces(config)
     assert body.get_layer("output_s32").compute_dtype == "bfloat16"
@@ -285,7 +285,7 @@ def test_bad_recipe_values_are_refused_naming_the_setting(dataset, tmp_path, kw,
 
 def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
     seen = {}
-    import yolo3.train as train_module
+    import yolo3.training.train as train_module
 
     def fake_train(config):
         seen["config"] = config
@@ -314,9 +314,9 @@ def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tm
     moving statistics are those of their own (averaged) weights over the statistics images; with
     ``bn_stats_images=0`` (Keras's moving averages) they are not. (The replica wrapper shares the
     body: the CLI test with two CPU replicas trains with the same callback.)"""
-    from yolo3.bn_statistics import BatchNormStatistics
-    from yolo3.loading import load_body
-    from yolo3.train import batch_norm_images
+    from yolo3.training.bn_statistics import BatchNormStatistics
+    from yolo3.checkpoint.loading import load_body
+    from yolo3.training.train import batch_norm_images
 
     def stale_share(out: Path, **kw) -> float:
         config = _config(dataset, out, epochs=2, eval_every=1, lr=1e-2, **kw)
@@ -341,8 +341,8 @@ def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tm
 def test_map_evaluation_follows_weight_changes(dataset, tmp_path):
     """The evaluator compiles once and re-reads the body's weights at every evaluation: its figures
     equal a fresh detector's after the weights change."""
-    from yolo3.detector import YOLO
-    from yolo3.evaluation import evaluate_detections
+    from yolo3.inference.detector import YOLO
+    from yolo3.evaluation.metrics import evaluate_detections
     from yolo3.data.images import load_image
     config = _config(dataset, tmp_path / "follow")
     data, _, _, body, _ = _pieces(config)

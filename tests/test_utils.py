@@ -19,7 +19,7 @@ def test_compose_and_rand():
 
 
 def test_letterbox_image_is_a_gray_padded_pil_image():
-    from yolo3.letterbox import geometry_np
+    from yolo3.ops.letterbox import geometry_np
     from yolo3.utils import letterbox_image
     image = Image.fromarray(np.full((50, 200, 3), 200, np.uint8))
     boxed = letterbox_image(image, (128, 96))  # size is (w, h)
@@ -32,7 +32,7 @@ def test_letterbox_image_is_a_gray_padded_pil_image():
 
 
 def test_get_random_data_keeps_its_contract(line_image):
-    from yolo3.letterbox import letterbox_np
+    from yolo3.ops.letterbox import letterbox_np
     from yolo3.utils import get_random_data
     line = f"{line_image} 40,30,100,90,1 5,5,5,20,0\t"  # a degenerate box, a trailing tab
     image, boxes = get_random_data(line, (96, 128), random=False)
@@ -57,7 +57,7 @@ def test_get_random_data_keeps_its_contract(line_image):
 
 
 def test_get_random_data_names_a_line_it_cannot_use(line_image):
-    from yolo3.errors import AnnotationError
+    from yolo3.core.errors import AnnotationError
     from yolo3.utils import get_random_data
     with pytest.raises(AnnotationError, match="expected one annotation line"):
         get_random_data(f"{line_image} 1,1,9,9,0\n{line_image} 2,2,8,8,0", (64, 64), random=False)

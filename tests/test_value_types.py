@@ -1,4 +1,4 @@
-"""yolo3.value_types: settings' values against their type hints, and values read from text."""
+"""yolo3.core.value_types: settings' values against their type hints, and values read from text."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import pytest
 
-from yolo3.value_types import conforms, describe, from_text
+from yolo3.core.value_types import conforms, describe, from_text
 
 PAIR = Tuple[int, int]
 

@@ -1,4 +1,4 @@
-"""yolo3.video: reading RGB frames, writing annotated video, and the errors a user meets (a file
+"""yolo3.inference.video: reading RGB frames, writing annotated video, and the errors a user meets (a file
 OpenCV cannot open, a writer that cannot start). ``detect_video`` itself is tested with
 keras-yolo3's scripts in test_keras_yolo3.py."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.errors import CommandFailed
-from yolo3.video import VideoWriter, open_video
+from yolo3.core.errors import CommandFailed
+from yolo3.inference.video import VideoWriter, open_video
 
 SIZE_HW = (48, 80)
 

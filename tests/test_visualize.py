@@ -1,4 +1,4 @@
-"""yolo3.visualize: stable class colours, readable labels, boxes drawn where they are (on a copy),
+"""yolo3.evaluation.visualize: stable class colours, readable labels, boxes drawn where they are (on a copy),
 and the plots a person reads written as PNG files."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from yolo3.diagnostics import ConfidenceCurves
-from yolo3.visualize import (class_colors, draw_detections, draw_on_array, plot_confidence_curves,
+from yolo3.evaluation.diagnostics import ConfidenceCurves
+from yolo3.evaluation.visualize import (class_colors, draw_detections, draw_on_array, plot_confidence_curves,
                              plot_confusion_matrix, plot_pr_curves, text_color)
 
 

@@ -1,7 +1,7 @@
-"""yolo3.weight_names: the pure mapping of a weights file's layer names onto a model's.
+"""yolo3.checkpoint.weight_names: the pure mapping of a weights file's layer names onto a model's.
 
 No model and no file: sources are ``{layer: [arrays]}`` dictionaries built here, and the target is
-described by layer names, as :func:`yolo3.weights.load_weights_by_name` describes a body.
+described by layer names, as :func:`yolo3.checkpoint.weights.load_weights_by_name` describes a body.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from yolo3.darknet.layout import body_to_cfg_index, layout_blocks
-from yolo3.specs import get_spec
-from yolo3.weight_names import (KERAS_YOLO3_BN_EPSILON, WeightsError, rename_for_model,
+from yolo3.config.specs import get_spec
+from yolo3.checkpoint.weight_names import (KERAS_YOLO3_BN_EPSILON, WeightsError, rename_for_model,
                                 shift_variance)
 
 BODY_EPSILON = 1e-6

@@ -20,7 +20,7 @@ from yolo3.cli import main as yolo3_main
 from yolo3.data.annotations import load_training_records, scan_annotations
 from yolo3.data.yolo_layout import (image_paths, label_file, label_rows, parse_label_rows,
                                     read_data_file)
-from yolo3.errors import AnnotationError
+from yolo3.core.errors import AnnotationError
 
 NAMES = ["circle", "square", "bar"]
 # image name -> (height, width, label text or None for no label file)
@@ -266,7 +266,7 @@ def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, 
                        "--input-size", "64", "96", "--batch-size", "2", "--epochs", "1",
                        "--freeze-epochs", "0", "--output", str(run), "--quiet"]) == 0
     assert (run / "classes.txt").read_text().split() == NAMES
-    from yolo3.metadata import read_info
+    from yolo3.checkpoint.metadata import read_info
     assert read_info(run / "final.keras").input_size == (64, 96)  # height x width, as trained
     # evaluated at its one epoch: the diagnostics of the validation set (one circle, one negative)
     diagnostics = json.loads((run / "diagnostics" / "diagnostics.json").read_text())

@@ -2,7 +2,7 @@
 so that its ``train.py`` ``data_generator`` and ``yolo.py`` run unchanged.
 
 These keep keras-yolo3's contracts (arguments, defaults, return values) and use yolo3's own parts:
-the letterbox geometry of :mod:`yolo3.letterbox` and the augmentation of :mod:`yolo3.data.augment`
+the letterbox geometry of :mod:`yolo3.ops.letterbox` and the augmentation of :mod:`yolo3.data.augment`
 (random parameters drawn from NumPy's global generator, as keras-yolo3's ``rand`` did, so
 ``np.random.seed`` makes them repeatable). For new code use the ``tf.data`` pipeline
 (:func:`yolo3.data.pipeline.make_dataset`): about 10x faster.
@@ -18,8 +18,8 @@ from PIL import Image
 from yolo3.data.annotations import _Sink, parse_text_annotations
 from yolo3.data.augment import AugmentConfig, random_augment
 from yolo3.data.images import load_image, probe_image
-from yolo3.errors import AnnotationError
-from yolo3.letterbox import boxes_to_input, geometry_np, letterbox_np
+from yolo3.core.errors import AnnotationError
+from yolo3.ops.letterbox import boxes_to_input, geometry_np, letterbox_np
 
 __all__ = ["compose", "rand", "letterbox_image", "get_random_data"]
 
@@ -39,7 +39,7 @@ def rand(a: float = 0, b: float = 1) -> float:
 def letterbox_image(image: Image.Image, size: Tuple[int, int]) -> Image.Image:
     """Resize a PIL image keeping its aspect ratio (bicubic) onto a gray (128, 128, 128) canvas of
     ``size`` = ``(w, h)``, centred; returns a new RGB PIL image. The placement is
-    :func:`yolo3.letterbox.geometry_np`'s, the one the decoders undo."""
+    :func:`yolo3.ops.letterbox.geometry_np`'s, the one the decoders undo."""
     w, h = size
     new_hw, offset_hw, _ = geometry_np((image.height, image.width), (h, w))
     nh, nw = int(new_hw[0]), int(new_hw[1])

@@ -16,7 +16,7 @@ import numpy as np
 from yolo3.benchmarks.isolated import timed_runs
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.data.images import load_image
-from yolo3.video import open_video
+from yolo3.inference.video import open_video
 
 __all__ = ["prepared", "OpenCVRunner", "opencv_forward", "yolo3_inference", "raw_map_latency",
            "openvino_forward"]
@@ -38,7 +38,7 @@ def _opencv_net(cfg_path: str, weights_path: str):
 
 class OpenCVRunner:
     """OpenCV DNN on Darknet files, giving the raw maps that feed each ``[yolo]`` layer as
-    ``raw_s<stride>`` (NHWC), for :meth:`yolo3.runtimes.ExportedDetector.from_runner`."""
+    ``raw_s<stride>`` (NHWC), for :meth:`yolo3.inference.runners.ExportedDetector.from_runner`."""
 
     input_dtype = np.dtype(np.float32)
     input_quantization = None
@@ -96,7 +96,7 @@ def yolo3_inference(p: dict) -> dict:
     ``yolo3 detect`` runs over a folder: ``'stream8'``) or of the frames of the video file
     ``p['video']`` (``'video'``, reading included), on ``engine`` (``keras``, or ``auto``: what
     ``yolo3 detect`` runs with its default flags)."""
-    from yolo3.detector import load_detector  # the contender's own runtime (module docstring)
+    from yolo3.inference.detector import load_detector  # the contender's own runtime (module docstring)
     det = load_detector(p["model"], input_size=p["size"], score=p["score"],
                         precision=p["precision"], engine=p.get("engine", "keras"))
     what = p["what"]
@@ -118,12 +118,12 @@ def yolo3_inference(p: dict) -> dict:
 def _raw_maps(p: dict) -> Callable[[np.ndarray], object]:
     fmt, path = p["format"], p["path"]
     if fmt in ("keras", "keras-bf16"):
-        from yolo3.detector import YOLO  # the contender's own runtime (see the module docstring)
+        from yolo3.inference.detector import YOLO  # the contender's own runtime (see the module docstring)
         detector = YOLO(path, precision="bfloat16" if fmt == "keras-bf16" else "float32")
         return detector.forward
     if fmt == "opencv":
         return OpenCVRunner(p["cfg"], path, p["strides"]).run
-    from yolo3.runtimes import ExportedDetector  # the contender's own runtime (see above)
+    from yolo3.inference.runners import ExportedDetector  # the contender's own runtime (see above)
     return ExportedDetector(path).raw_outputs
 
 

@@ -18,17 +18,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from yolo3.errors import ArgumentError
+from yolo3.core.errors import ArgumentError
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.darknet.layout import layout_cfg_text
-from yolo3.errors import CommandFailed
+from yolo3.core.errors import CommandFailed
 from yolo3.benchmarks.machine import machine_line
 from yolo3.benchmarks.machine import matmul_peak_gflops
 
 _CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-from yolo3.darknet.convert import convert
+from yolo3.checkpoint.darknet_convert import convert
 t1 = time.perf_counter()
 convert(sys.argv[1], sys.argv[2], sys.argv[3], progress=False)
 t2 = time.perf_counter()

@@ -19,9 +19,9 @@ import time
 from typing import Iterator, Tuple
 
 import numpy as np
-from yolo3.targets import preprocess_true_boxes
-from yolo3.anchors import YOLO_ANCHORS
-from yolo3.anchors import read_classes
+from yolo3.ops.targets import preprocess_true_boxes
+from yolo3.ops.anchors import YOLO_ANCHORS
+from yolo3.ops.anchors import read_classes
 from yolo3.data.annotations import load_annotations
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset

@@ -5,8 +5,8 @@ import os
 import platform
 import time
 
-from yolo3 import precision
-from yolo3.precision import cpu_flags, has_fast_bfloat16  # re-exported
+from yolo3.config import precision
+from yolo3.config.precision import cpu_flags, has_fast_bfloat16  # re-exported
 
 __all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "bfloat16_text", "cpu_flags",
            "has_fast_bfloat16", "cores"]

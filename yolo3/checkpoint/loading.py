@@ -3,23 +3,23 @@
 :func:`load_body` is the one entrance: a ``.keras`` file (facts inside, or in the side files of
 older models), a ``.weights.h5`` (variant, anchors and classes from arguments or side files) or a
 keras-yolo3 ``.h5`` (:func:`load_keras_yolo3`, migrated on load). Explicit arguments override what
-the file says (:func:`yolo3.metadata.resolve_info`).
+the file says (:func:`yolo3.checkpoint.metadata.resolve_info`).
 """
 from __future__ import annotations
 
 import os
 from typing import Optional, Sequence
 
-from yolo3.anchors import read_anchors, read_classes
-from yolo3.bodies import build_spec_body
-from yolo3.deprecation import accepts_old_keywords
-from yolo3.errors import FileFormatError, PathLike
-from yolo3.masks import keras_yolo3_masks
-from yolo3.metadata import read_side_files, resolve_info
-from yolo3.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
-from yolo3.specs import anchor_specs, get_spec, spec_of_layers
-from yolo3.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
-from yolo3.weights import load_weights_by_name
+from yolo3.ops.anchors import read_anchors, read_classes
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.core.deprecation import accepts_old_keywords
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.config.masks import keras_yolo3_masks
+from yolo3.checkpoint.metadata import read_side_files, resolve_info
+from yolo3.checkpoint.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
+from yolo3.config.specs import anchor_specs, get_spec, spec_of_layers
+from yolo3.checkpoint.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
+from yolo3.checkpoint.weights import load_weights_by_name
 
 __all__ = ["load_body", "load_keras_yolo3"]
 
@@ -34,7 +34,7 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     gives its body and the facts it carries (or, for files written before, the
     side files beside it); ``.weights.h5`` weights need the variant (``variant``, else every
     variant whose default anchor count is the anchors' is tried), anchors and classes (arguments or
-    side files). Explicit arguments override what the file says (:func:`yolo3.metadata.resolve_info`).
+    side files). Explicit arguments override what the file says (:func:`yolo3.checkpoint.metadata.resolve_info`).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -96,7 +96,7 @@ def load_keras_yolo3(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     ``model_data``) anchors; masks to keras-yolo3's (tiny: ``[[3, 4, 5], [1, 2, 3]]``); class names
     to ``classes_path`` or the side files, else, as keras-yolo3's ``yolo.py`` does, the COCO names
     for 80 classes (VOC's for 20; numbers otherwise). The weights are mapped by
-    :func:`yolo3.weights.load_weights_by_name` (creation order, batch-norm epsilon).
+    :func:`yolo3.checkpoint.weights.load_weights_by_name` (creation order, batch-norm epsilon).
     """
     path = os.fspath(path)
     try:

@@ -27,19 +27,19 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.anchors import read_anchors, read_classes, write_anchors
+from yolo3.ops.anchors import read_anchors, read_classes, write_anchors
 from yolo3.data.annotations import well_known_classes
-from yolo3.errors import FileFormatError, PathLike
-from yolo3.fileio import atomic_write, write_text_atomic
-from yolo3.heads import AnchorFreeHead
-from yolo3.log import NOTICE
-from yolo3.masks import default_masks, validate_masks
-from yolo3.specs import strides_for
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import atomic_write, write_text_atomic
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.core.log import NOTICE
+from yolo3.config.masks import default_masks, validate_masks
+from yolo3.config.specs import strides_for
 
 logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
-# what an export writes into its folder (yolo3.ownership refuses a user's entry of these names)
+# what an export writes into its folder (yolo3.core.ownership refuses a user's entry of these names)
 SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets", INFO_NAME)
 OPENVINO_ENTRIES = ("model.xml", "model.bin")
 OPENVINO_INFO_KEY = "yolo3"  # the IR's <rt_info> entry holding the info JSON
@@ -67,7 +67,7 @@ class ModelInfo:
     variant: the registered variant (None for a converted model of another cfg); input_size:
     ``(h, w)`` the model was trained or converted at (the detector's default), None if any size;
     darknet_header: ``[major, minor, revision, seen]`` of converted Darknet weights (kept for
-    exporting back); head: an anchor-free head (:mod:`yolo3.heads`; then there are no anchors
+    exporting back); head: an anchor-free head (:mod:`yolo3.config.anchor_free_head`; then there are no anchors
     and no masks), None for Darknet's anchor head.
     """
 
@@ -147,7 +147,7 @@ def read_info(path: PathLike) -> Optional[ModelInfo]:
     """The :class:`ModelInfo` a model file carries, or None when it carries none: a ``.keras``
     archive's ``yolo3.json``, an ``.onnx``'s ``yolo3`` metadata property, a SavedModel folder's
     ``yolo3.json`` (a ``.tflite``'s ``yolo3`` metadata needs TensorFlow's flatbuffer schema:
-    :func:`yolo3.tflite_metadata.read_tflite_info`), an OpenVINO IR's ``yolo3`` run-time info
+    :func:`yolo3.checkpoint.tflite_metadata.read_tflite_info`), an OpenVINO IR's ``yolo3`` run-time info
     entry (the ``.xml``, or the folder holding it: :func:`openvino_xml`)."""
     path = os.fspath(path)
     try:
@@ -158,7 +158,7 @@ def read_info(path: PathLike) -> Optional[ModelInfo]:
             text = _read_file(os.path.join(path, INFO_NAME))
         elif path.endswith(".tflite"):
             raise FileFormatError(path, "a TFLite model's info is read by "
-                                        "yolo3.tflite_metadata.read_tflite_info")
+                                        "yolo3.checkpoint.tflite_metadata.read_tflite_info")
         elif path.endswith(".onnx"):
             text = _read_onnx_metadata(path)
         elif zipfile.is_zipfile(path):
@@ -241,7 +241,7 @@ def _read_onnx_metadata(path: str) -> Optional[str]:
 def embed_info(path: PathLike, info: ModelInfo) -> None:
     """Write ``info`` into the ``.keras`` archive ``path`` (replacing an earlier one).
 
-    Call it on the temporary file of an atomic save (:func:`yolo3.saving.atomic_save_model`)."""
+    Call it on the temporary file of an atomic save (:func:`yolo3.checkpoint.saving.atomic_save_model`)."""
     path = os.fspath(path)
     text = info_json(info)
     with zipfile.ZipFile(path) as archive:

@@ -1,9 +1,9 @@
 """Keras model files: atomic saves with embedded model info, reading them back with yolo3's
 Keras objects registered, and reading any weights file into ``{layer name: [arrays]}``.
 
-Every file is written through :func:`yolo3.fileio.atomic_write` (never half of one). A ``.keras``
-body saved with a :class:`~yolo3.metadata.ModelInfo` carries it inside (see :mod:`yolo3.metadata`).
-Loading a body with its facts from any model file is :mod:`yolo3.loading`'s job.
+Every file is written through :func:`yolo3.core.fileio.atomic_write` (never half of one). A ``.keras``
+body saved with a :class:`~yolo3.checkpoint.metadata.ModelInfo` carries it inside (see :mod:`yolo3.checkpoint.metadata`).
+Loading a body with its facts from any model file is :mod:`yolo3.checkpoint.loading`'s job.
 """
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
-import yolo3.anchor_free_loss  # noqa: F401  registers AnchorFreeLoss
-import yolo3.loss  # noqa: F401  registers YoloLoss, identity_loss
-import yolo3.schedules  # noqa: F401  registers WarmupCosine
-from yolo3.bodies import build_spec_body
-from yolo3.errors import FileFormatError, PathLike, Yolo3Error
-from yolo3.fileio import atomic_write
-from yolo3.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
-from yolo3.keras_compat import all_layers
-from yolo3.metadata import ModelInfo, embed_info, read_info
-from yolo3.specs import anchor_specs
-from yolo3.weight_names import Arrays, WeightsError
+import yolo3.modeling.anchor_free_loss  # noqa: F401  registers AnchorFreeLoss
+import yolo3.modeling.loss  # noqa: F401  registers YoloLoss, identity_loss
+import yolo3.training.schedules  # noqa: F401  registers WarmupCosine
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.core.errors import FileFormatError, PathLike, Yolo3Error
+from yolo3.core.fileio import atomic_write
+from yolo3.modeling.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
+from yolo3.modeling.keras_compat import all_layers
+from yolo3.checkpoint.metadata import ModelInfo, embed_info, read_info
+from yolo3.config.specs import anchor_specs
+from yolo3.checkpoint.weight_names import Arrays, WeightsError
 
 __all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
            "output_channels", "read_layer_weights", "layers_with_weights", "keras_refusal"]
@@ -43,7 +43,7 @@ def atomic_save_weights(model, path: PathLike) -> Path:
 def atomic_save_model(model, path: PathLike, info: Optional[ModelInfo] = None) -> Path:
     """``model.save(path)`` (a ``.keras`` name, without optimizer), with ``info`` inside,
     atomically; yolo3's fused batch norms are saved as Keras's own layer
-    (:func:`yolo3.graph_surgery.keras_batch_norms`), so the file loads in plain Keras."""
+    (:func:`yolo3.modeling.graph_surgery.keras_batch_norms`), so the file loads in plain Keras."""
     if not str(path).endswith(".keras"):
         raise ValueError(f"model file name must end in .keras, got {path}")
     model = keras_batch_norms(model)

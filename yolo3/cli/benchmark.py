@@ -202,7 +202,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _check_export(args: argparse.Namespace) -> None:
     """``benchmark export``'s arguments that can be refused before any work: ``--trained``
     without its held-out set (or a held-out set without ``--trained``), files that do not exist."""
-    from yolo3.errors import ArgumentError
+    from yolo3.core.errors import ArgumentError
     held_out = args.annotations or args.data
     if args.trained and not held_out:
         raise ArgumentError("--trained needs --annotations or --data (its held-out set)")

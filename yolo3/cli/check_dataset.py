@@ -31,10 +31,10 @@ def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) 
     from PIL import Image
 
     from yolo3.data.images import load_image
-    from yolo3.visualize import draw_detections
+    from yolo3.evaluation.visualize import draw_detections
 
-    from yolo3.fileio import atomic_write
-    from yolo3.ownership import claim
+    from yolo3.core.fileio import atomic_write
+    from yolo3.core.ownership import claim
     claim(out_dir, patterns=[DRAWN_PATTERN])
     written = []
     for k, rec in enumerate(records):
@@ -86,13 +86,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.anchors import read_classes
+    from yolo3.ops.anchors import read_classes
     from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
-    from yolo3.errors import CommandFailed
+    from yolo3.core.errors import CommandFailed
 
     if args.draw:
-        from yolo3.ownership import check_output_folder
-        from yolo3.paths import check_outputs
+        from yolo3.core.ownership import check_output_folder
+        from yolo3.core.paths import check_outputs
         check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations, args.data])
         check_output_folder(args.draw_dir, "--draw-dir", args.exist_ok, [DRAWN_PATTERN])
     sources, names = annotation_sources(args)

@@ -22,8 +22,8 @@ import sys
 import threading
 from typing import Callable, Dict, Iterator, Optional, Sequence
 
-from yolo3.errors import word_settings
-from yolo3.log import NOTICE
+from yolo3.core.errors import word_settings
+from yolo3.core.log import NOTICE
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -92,7 +92,7 @@ class ConsoleHandler(logging.Handler):
 def configure_logging(name: str, quiet: bool = False, verbose: bool = False,
                       parser: Optional[argparse.ArgumentParser] = None) -> None:
     """Show the ``yolo3`` loggers' records for command ``name``: INFO and above (``--quiet``:
-    NOTICE and above, :mod:`yolo3.log`; ``--verbose``: DEBUG too); settings a record names are
+    NOTICE and above, :mod:`yolo3.core.log`; ``--verbose``: DEBUG too); settings a record names are
     worded as ``parser``'s flags. Replaces a handler an earlier command set."""
     logger = logging.getLogger("yolo3")
     for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
@@ -127,7 +127,7 @@ def warn(name: str, message: object) -> None:
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that it cleans up as on Ctrl-C (temporary files
-    and folders removed by the ``finally`` blocks of :mod:`yolo3.fileio`)."""
+    and folders removed by the ``finally`` blocks of :mod:`yolo3.core.fileio`)."""
 
 
 @contextlib.contextmanager
@@ -156,7 +156,7 @@ def terminate_as_interrupt() -> Iterator[None]:
 def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
             args: argparse.Namespace) -> int:
     """Run a command's ``run(args)`` and map what it raises to a message and an exit code."""
-    from yolo3.errors import CommandFailed, Yolo3Error
+    from yolo3.core.errors import CommandFailed, Yolo3Error
     configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False),
                       getattr(args, "parser", None))
     try:
@@ -187,7 +187,7 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
 
 
 def _worded(e: Exception, parser: Optional[argparse.ArgumentParser]) -> object:
-    """A :class:`yolo3.errors.SettingError` worded with this command's flags (the setting
+    """A :class:`yolo3.core.errors.SettingError` worded with this command's flags (the setting
     ``batch_size`` is the flag whose destination it is, ``--batch-size``); other errors as they are."""
     worded = getattr(e, "worded", None)
     if worded is None or parser is None:
@@ -214,8 +214,8 @@ def run_command(name: str, description: str, add_arguments: Callable[[argparse.A
 
 
 def model_choices() -> list:
-    """The registered variant names (:mod:`yolo3.specs`), for ``--variant``."""
-    from yolo3.specs import spec_names
+    """The registered variant names (:mod:`yolo3.config.specs`), for ``--variant``."""
+    from yolo3.config.specs import spec_names
     return spec_names()
 
 
@@ -268,8 +268,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_help: str,
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     """``--precision {auto,float32,bfloat16}`` for the programs that run a
-    :class:`yolo3.detector.YOLO`."""
-    from yolo3.precision import PRECISIONS
+    :class:`yolo3.inference.detector.YOLO`."""
+    from yolo3.config.precision import PRECISIONS
     parser.add_argument("--precision", choices=list(PRECISIONS), default="auto",
                         help="inference precision of a .keras model (on Keras or OpenVINO): "
                              "auto (default) is bfloat16 where the hardware computes it faster "
@@ -279,7 +279,7 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:
     """``--engine {auto,keras,openvino,onnxruntime}`` for the programs that run a detector."""
-    from yolo3.choices import ENGINES
+    from yolo3.config.choices import ENGINES
     parser.add_argument("--engine", choices=list(ENGINES), default="auto",
                         help="what runs a .keras model's network: auto (default) is OpenVINO on a "
                              "CPU where it is installed (converted once, checked against Keras "
@@ -385,7 +385,7 @@ def add_threshold_arguments(parser: argparse.ArgumentParser, score: float = 0.3,
 
 def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
     """``--exist-ok`` (also ``--overwrite``): write into an output folder that holds files yolo3
-    did not write (:mod:`yolo3.ownership`)."""
+    did not write (:mod:`yolo3.core.ownership`)."""
     parser.add_argument("--exist-ok", "--overwrite", dest="exist_ok", action="store_true",
                         help="write into an output folder that holds files yolo3 did not write: "
                              "they are kept, and only files of the names this command writes "

@@ -47,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _import(args) -> int:
-    from yolo3.anchors import read_classes
-    from yolo3.darknet.convert import convert
+    from yolo3.ops.anchors import read_classes
+    from yolo3.checkpoint.darknet_convert import convert
     names = read_classes(args.classes) if args.classes else None
     result = convert(args.src, args.second, args.out,
                      progress=not args.no_progress and show_progress(args),
@@ -58,7 +58,7 @@ def _import(args) -> int:
 
 
 def _masks(text: str) -> List[List[int]]:
-    from yolo3.errors import ArgumentError
+    from yolo3.core.errors import ArgumentError
     try:
         return [[int(v) for v in group.split(",")] for group in text.split("/")]
     except ValueError:
@@ -66,11 +66,11 @@ def _masks(text: str) -> List[List[int]]:
 
 
 def _export(args) -> int:
-    from yolo3.anchors import read_anchors
-    from yolo3.darknet.export import export_darknet
+    from yolo3.ops.anchors import read_anchors
+    from yolo3.export.darknet import export_darknet
     from yolo3.darknet.weights import Header
-    from yolo3.metadata import read_sidecars
-    from yolo3.saving import load_keras_model
+    from yolo3.checkpoint.metadata import read_sidecars
+    from yolo3.checkpoint.saving import load_keras_model
     model, info = load_keras_model(args.src)
     meta = {} if info is not None else read_sidecars(args.src)
     anchors = (read_anchors(args.anchors) if args.anchors
@@ -81,7 +81,7 @@ def _export(args) -> int:
                    else info.num_classes if info is not None else meta.get("num_classes"))
     size = (info.input_size if info is not None else meta.get("input_size")) or (416, 416)
     header = info.darknet_header if info is not None else meta.get("header")
-    from yolo3.errors import ArgumentError
+    from yolo3.core.errors import ArgumentError
     try:
         export_darknet(model, args.second, args.out, anchors=anchors, masks=masks,
                        num_classes=num_classes, header=Header(*header) if header else None,
@@ -93,12 +93,12 @@ def _export(args) -> int:
 
 
 def _migrate(args) -> int:
-    from yolo3.errors import ArgumentError
-    from yolo3.loading import load_keras_yolo3
-    from yolo3.saving import atomic_save_model
+    from yolo3.core.errors import ArgumentError
+    from yolo3.checkpoint.loading import load_keras_yolo3
+    from yolo3.checkpoint.saving import atomic_save_model
     if args.out is not None or not args.second.endswith(".keras"):
         raise ArgumentError("a keras-yolo3 .h5 converts to one .keras file: IN.h5 OUT.keras")
-    from yolo3.paths import check_outputs
+    from yolo3.core.paths import check_outputs
     check_outputs([("OUT.keras", args.second)], [args.src, args.anchors, args.classes])
     body, info = load_keras_yolo3(args.src, anchors_path=args.anchors, classes_path=args.classes,
                                   variant=args.variant, verbose=True)
@@ -109,13 +109,13 @@ def _migrate(args) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.errors import ArgumentError
+    from yolo3.core.errors import ArgumentError
     if args.src.endswith(".h5") and not args.src.endswith(".weights.h5"):
         return _migrate(args)
     if args.out is None:
         raise ArgumentError("give three paths: CFG WEIGHTS OUT (import) or MODEL.keras OUT.cfg "
                             "OUT.weights (export)")
-    from yolo3.paths import check_outputs
+    from yolo3.core.paths import check_outputs
     if args.src.endswith(".cfg"):
         check_outputs([("OUT", args.out)], [args.src, args.second, args.classes])
     else:

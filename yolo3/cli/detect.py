@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def classify_input(spec: str) -> Tuple[str, List[str]]:
     """``('webcam', [index]) | ('video', [path]) | ('images', [paths])``; raises ArgumentError when
     nothing matches."""
-    from yolo3.errors import ArgumentError
+    from yolo3.core.errors import ArgumentError
     if spec.isdigit() and not os.path.exists(spec):
         return "webcam", [spec]
     if os.path.isdir(spec):
@@ -116,8 +116,8 @@ def _refuse_label_folder_of_inputs(save_txt: str, images: Sequence[str]) -> None
     ``labels`` twin of their ``images`` folder, or their own folder): the files written there
     would replace them."""
     from yolo3.data.yolo_layout import input_folders
-    from yolo3.errors import ArgumentError
-    from yolo3.paths import same_or_inside
+    from yolo3.core.errors import ArgumentError
+    from yolo3.core.paths import same_or_inside
     for folder in input_folders(images):
         if same_or_inside(save_txt, folder) and same_or_inside(folder, save_txt):
             raise ArgumentError(f"{save_txt}: --save-txt is the input images' own label folder "
@@ -145,9 +145,9 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
     from tqdm import tqdm
 
     from yolo3.data.images import load_image
-    from yolo3.evaluation import detection_entry
-    from yolo3.fileio import atomic_write
-    from yolo3.visualize import draw_detections
+    from yolo3.evaluation.metrics import detection_entry
+    from yolo3.core.fileio import atomic_write
+    from yolo3.evaluation.visualize import draw_detections
 
     failures = 0
     label_names = dict(zip(paths, _label_names(paths)))
@@ -198,7 +198,7 @@ def _save_labels(args, name: str, image_hw, boxes, scores, classes) -> None:
     import numpy as np
 
     from yolo3.data.yolo_layout import label_rows
-    from yolo3.fileio import write_text_atomic
+    from yolo3.core.fileio import write_text_atomic
     rows = np.concatenate([np.asarray(boxes, np.float64).reshape(-1, 4),
                            np.asarray(classes, np.float64).reshape(-1, 1)], axis=1)
     write_text_atomic(os.path.join(args.save_txt, name),
@@ -208,10 +208,10 @@ def _save_labels(args, name: str, image_hw, boxes, scores, classes) -> None:
 def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
     from tqdm import tqdm
 
-    from yolo3.errors import CommandFailed
-    from yolo3.evaluation import detection_entry
-    from yolo3.video import VideoWriter, open_video
-    from yolo3.visualize import draw_on_array
+    from yolo3.core.errors import CommandFailed
+    from yolo3.evaluation.metrics import detection_entry
+    from yolo3.inference.video import VideoWriter, open_video
+    from yolo3.evaluation.visualize import draw_on_array
 
     video = open_video(source)
     total = video.frame_count
@@ -277,7 +277,7 @@ def _escaped(names: Sequence[str]) -> List[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
-    from yolo3.paths import check_outputs
+    from yolo3.core.paths import check_outputs
     kind, items = classify_input(args.input)
     sources = [] if kind == "webcam" else items
     folders = [args.input] if kind == "images" and os.path.isdir(args.input) else []
@@ -289,16 +289,16 @@ def run(args: argparse.Namespace) -> int:
                   inputs=sources + folders)
     check_outputs([("--json", args.json)], sources + [args.model, args.anchors, args.classes])
     if args.save_conf and not args.save_txt:
-        from yolo3.errors import ArgumentError
+        from yolo3.core.errors import ArgumentError
         raise ArgumentError("--save-conf adds scores to the --save-txt label files: give --save-txt")
     # output folders holding what yolo3 did not write are refused (unless --exist-ok, and never
     # one of the names written here) before the model loads; the names are claimed before writing
-    from yolo3.ownership import check_output_folder, claim
+    from yolo3.core.ownership import check_output_folder, claim
     planned = _planned_outputs(args, kind, items)
     for flag, folder, names, patterns in planned:
         check_output_folder(folder, flag, args.exist_ok, [*_escaped(names), *patterns])
-    from yolo3.detector import load_detector
-    from yolo3.evaluation import save_detection_json
+    from yolo3.inference.detector import load_detector
+    from yolo3.evaluation.metrics import save_detection_json
 
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
                              iou=args.iou, input_size=args.input_size, variant=args.variant,

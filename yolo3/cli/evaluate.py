@@ -4,7 +4,7 @@ of a detection JSON against ground truth.
 Prints a table per class and the confidence of best F1, and writes ``--out`` (JSON: ``mAP50``,
 ``mAP75``, ``mAP50_95`` (COCO, as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal
 VOC), ``per_class``, ``confidence_curves`` (precision, recall and F1 against confidence, per class
-and overall, and the best F1) and ``confusion_matrix`` (:mod:`yolo3.diagnostics`)) plus the plots
+and overall, and the best F1) and ``confusion_matrix`` (:mod:`yolo3.evaluation.diagnostics`)) plus the plots
 ``<out stem>_pr.png``, ``_confusion.png`` and ``_confidence.png`` beside it.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _detector(args):
-    from yolo3.detector import load_detector
+    from yolo3.inference.detector import load_detector
     return load_detector(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
                          input_size=args.input_size, variant=args.variant,
                          max_boxes=max(args.max_dets, 100), precision=args.precision,
@@ -75,7 +75,7 @@ def _detect_records(det, records, class_names, batch_size: int, progress: bool =
     from tqdm import tqdm
 
     from yolo3.data.images import load_image
-    from yolo3.evaluation import detection_entry
+    from yolo3.evaluation.metrics import detection_entry
     dets: Dict[str, tuple] = {}
     entries, failed = [], []
     paths = list(dict.fromkeys(r.path for r in records))
@@ -101,16 +101,16 @@ PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.anchors import read_classes
+    from yolo3.ops.anchors import read_classes
     from yolo3.data.annotations import load_annotations
-    from yolo3.errors import ArgumentError
-    from yolo3.diagnostics import diagnose
-    from yolo3.evaluation import (align_image_keys, evaluate_detections, format_table,
+    from yolo3.core.errors import ArgumentError
+    from yolo3.evaluation.diagnostics import diagnose
+    from yolo3.evaluation.metrics import (align_image_keys, evaluate_detections, format_table,
                                   load_detection_json, save_detection_json)
-    from yolo3.fileio import write_text_atomic
+    from yolo3.core.fileio import write_text_atomic
 
-    from yolo3.errors import CommandFailed
-    from yolo3.paths import check_outputs
+    from yolo3.core.errors import CommandFailed
+    from yolo3.core.paths import check_outputs
     outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
     if not args.no_plot:
         stem = os.path.splitext(args.out)[0]
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(outputs, [args.annotations, args.data, args.detections, args.model, args.classes,
                             args.anchors])
     if not args.no_plot:  # plots beside --out: never over a file of the user's
-        from yolo3.ownership import check_side_files
+        from yolo3.core.ownership import check_side_files
         check_side_files([path for _, path in outputs[2:]], "--out", "give --no-plot")
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
-        from yolo3.visualize import (plot_confidence_curves, plot_confusion_matrix,
+        from yolo3.evaluation.visualize import (plot_confidence_curves, plot_confusion_matrix,
                                      plot_pr_curves)
         stem = os.path.splitext(args.out)[0]
         try:

@@ -60,8 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not (args.saved_model or args.tflite or args.onnx or args.openvino):
         args.parser.error("give --saved-model DIR, --tflite FILE, --onnx FILE and/or --openvino DIR")
-    from yolo3.detector import YOLO
-    from yolo3.errors import ArgumentError
+    from yolo3.inference.detector import YOLO
+    from yolo3.core.errors import ArgumentError
     from yolo3.export import (export_onnx, export_openvino, export_saved_model, export_tflite,
                               verify_export)
     from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
@@ -73,12 +73,12 @@ def run(args: argparse.Namespace) -> int:
     if args.openvino_batch < 0 or (args.openvino_batch == 0 and not args.raw):
         raise ArgumentError("--openvino-batch 0 (any batch) needs --raw: decoding and NMS inside "
                             "need a fixed batch; give a batch of 1 or more")
-    from yolo3.ownership import check_output_folder
-    from yolo3.paths import check_outputs
+    from yolo3.core.ownership import check_output_folder
+    from yolo3.core.paths import check_outputs
     check_outputs([("--tflite", args.tflite), ("--onnx", args.onnx)],
                   [args.model, args.anchors, args.classes, args.calibration],
                   dirs=[("--saved-model", args.saved_model), ("--openvino", args.openvino)])
-    from yolo3.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
+    from yolo3.checkpoint.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
     for flag, folder, entries in (("--saved-model", args.saved_model, SAVED_MODEL_ENTRIES),
                                   ("--openvino", args.openvino, OPENVINO_ENTRIES)):
         if folder:
@@ -126,7 +126,7 @@ def _written_size(path: str) -> int:
     other files beside it)."""
     if not os.path.isdir(path):
         return os.path.getsize(path)
-    from yolo3.ownership import read_contents
+    from yolo3.core.ownership import read_contents
     total = 0
     for entry in read_contents(path).ours:
         top = os.path.join(path, entry)

@@ -29,13 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.anchors import (average_best_iou, format_anchors, kmeans_anchors, read_classes,
+    from yolo3.ops.anchors import (average_best_iou, format_anchors, kmeans_anchors, read_classes,
                                write_anchors)
     from yolo3.data.annotations import box_sizes, load_annotations
-    from yolo3.errors import ArgumentError
-    from yolo3.specs import anchor_specs
+    from yolo3.core.errors import ArgumentError
+    from yolo3.config.specs import anchor_specs
 
-    from yolo3.paths import check_outputs
+    from yolo3.core.paths import check_outputs
     if args.clusters < 1:
         raise ArgumentError(f"--clusters must be at least 1, got {args.clusters}")
     if args.restarts < 1:

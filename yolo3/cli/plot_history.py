@@ -10,7 +10,7 @@ import sys
 from typing import Optional, Sequence
 
 from yolo3.cli.common import run_command
-from yolo3.history import read_history  # noqa: F401  (the one reader, re-exported)
+from yolo3.training.history import read_history  # noqa: F401  (the one reader, re-exported)
 
 NAME = "plot"
 DESCRIPTION = "Plot the loss (and validation loss, mAP when logged) per epoch of a training run."
@@ -47,7 +47,7 @@ def plot_history(history_path: str, out_path: str, title: Optional[str] = None) 
     ax.legend(lines, labels)
     ax.set_title(title or "YOLOv3 training")
     fig.tight_layout()
-    from yolo3.visualize import save_figure
+    from yolo3.evaluation.visualize import save_figure
     save_figure(fig, out_path)
     plt.close(fig)
 
@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.paths import check_outputs
+    from yolo3.core.paths import check_outputs
     check_outputs([("--out", args.out)], [args.history])
     plot_history(args.history, args.out, args.title)
     print(f"wrote {args.out}")

@@ -1,11 +1,11 @@
-"""``yolo3 train`` / ``yolo3-train`` / ``train_multi_gpu.py``: flags -> TrainConfig -> yolo3.train."""
+"""``yolo3 train`` / ``yolo3-train`` / ``train_multi_gpu.py``: flags -> TrainConfig -> yolo3.training.train."""
 from __future__ import annotations
 
 import argparse
 import os
 from typing import List, Optional
 
-from yolo3.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OBJECTNESS_TARGETS,
+from yolo3.config.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OBJECTNESS_TARGETS,
                            OPTIMIZERS, SCHEDULES, STRATEGIES, TRAINING_PRECISIONS)
 from yolo3.cli.common import (add_exist_ok_argument, add_input_size_argument, add_variant_argument,
                               run_command)
@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from yolo3.recipe import DEFAULT_LR
-    from yolo3.train_config import default as d
+    from yolo3.training.recipe import DEFAULT_LR
+    from yolo3.config.train_config import default as d
     a = p.add_argument
     a("--data", dest="data_file", default=None, help="a data.yaml (Ultralytics, Roboflow, CVAT, "
       "Label Studio exports) or obj.data (Darknet): the train and val sources and the class names, "
@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
       "replicas (machines without GPUs; same code path as --gpus)")
     a("--strategy", choices=STRATEGIES, default=d("strategy"),
-      help="wrapper: yolo3.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
+      help="wrapper: yolo3.training.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
       "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
     r = p.add_argument_group("recipe")
     r.add_argument("--optimizer", choices=OPTIMIZERS, default=d("optimizer"),
@@ -170,16 +170,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train; 0 on success, 1 on a NaN stop (bad arguments raise, exit 2)."""
-    from yolo3.errors import CommandFailed
-    from yolo3.specs import check_input_size
+    from yolo3.core.errors import CommandFailed
+    from yolo3.config.specs import check_input_size
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.cpu_replicas and args.gpus:
         args.parser.error("give either --gpus or --cpu-replicas, not both")
     check_input_size(args.input_size)  # refused naming --input-size, before TensorFlow starts
     if args.cpu_replicas:  # first thing: before TensorFlow initialises its devices
-        from yolo3.distribute import configure_logical_cpus
+        from yolo3.training.distribute import configure_logical_cpus
         configure_logical_cpus(args.cpu_replicas)
-    from yolo3.train import train
+    from yolo3.training.train import train
 
     config = config_from_args(args)
     result = train(config)
@@ -190,10 +190,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace):
-    """The :class:`yolo3.train_config.TrainConfig` of parsed arguments: every flag's destination is
+    """The :class:`yolo3.config.train_config.TrainConfig` of parsed arguments: every flag's destination is
     the setting of the same name (``--batch-size`` -> ``batch_size``); ``--quiet`` turns progress
     bars off. Plain Python: nothing here imports TensorFlow."""
-    from yolo3.train_config import TrainConfig
+    from yolo3.config.train_config import TrainConfig
     settings = {k: v for k, v in vars(args).items() if k != "verbose"}
     if settings.get("multi_scale"):
         settings["multi_scale"] = tuple(settings["multi_scale"])

@@ -13,10 +13,10 @@ keras-yolo3 users' scripts call these with keras-yolo3's arguments, defaults and
 
 all with keras-yolo3's default anchor masks: ``[[6, 7, 8], [3, 4, 5], [0, 1, 2]]`` for 9 anchors
 and ``[[3, 4, 5], [1, 2, 3]]`` for 6 (:func:`keras_yolo3_masks`). ``anchor_mask`` is an extra,
-keyword-only argument. The numbers are yolo3's: the letterbox geometry of :mod:`yolo3.letterbox`
+keyword-only argument. The numbers are yolo3's: the letterbox geometry of :mod:`yolo3.ops.letterbox`
 (offsets floored, as the letterbox places the image), exact box centres (keras-yolo3 floored them
 to whole pixels), and an ignore mask against the ground truth of every scale (as Darknet).
-The batched, x-first versions the detector runs are :mod:`yolo3.decode`'s.
+The batched, x-first versions the detector runs are :mod:`yolo3.ops.decode`'s.
 """
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from yolo3.decode import correct_boxes, yolo_head
-from yolo3.keras_yolo3_args import KERAS_YOLO3_DEFAULTS
-from yolo3.loss import yolo_loss as _yolo3_loss
-from yolo3.masks import keras_yolo3_masks
-from yolo3.targets import preprocess_true_boxes as _encode
+from yolo3.ops.decode import correct_boxes, yolo_head
+from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS
+from yolo3.modeling.loss import yolo_loss as _yolo3_loss
+from yolo3.config.masks import keras_yolo3_masks
+from yolo3.ops.targets import preprocess_true_boxes as _encode
 
 Masks = Optional[Sequence[Sequence[int]]]
 
@@ -97,7 +97,7 @@ def yolo_loss(args, anchors, num_classes: int, ignore_thresh: float = .5, print_
               *, anchor_mask: Masks = None) -> tf.Tensor:
     """keras-yolo3's loss signature: ``args = [*yolo_outputs, *y_true]``; the number of output
     layers is ``len(anchors) // 3`` and the masks keras-yolo3's unless ``anchor_mask`` is given.
-    Returns the batch-mean loss (a scalar). See :func:`yolo3.loss.yolo_loss`."""
+    Returns the batch-mean loss (a scalar). See :func:`yolo3.modeling.loss.yolo_loss`."""
     anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
     masks = keras_yolo3_masks(len(anchors) // 3) if anchor_mask is None else anchor_mask
     return _yolo3_loss(args, anchors, num_classes, ignore_thresh, print_loss, anchor_mask=masks)
@@ -107,7 +107,7 @@ def preprocess_true_boxes(true_boxes, input_shape, anchors, num_classes: int, *,
                           anchor_mask: Masks = None) -> List[np.ndarray]:
     """keras-yolo3's signature: ``true_boxes (m, T, 5)`` ``x1, y1, x2, y2, class`` input pixels ->
     ``y_true`` per scale, with keras-yolo3's masks (``len(anchors) // 3`` scales) unless
-    ``anchor_mask`` is given. See :func:`yolo3.targets.preprocess_true_boxes`."""
+    ``anchor_mask`` is given. See :func:`yolo3.ops.targets.preprocess_true_boxes`."""
     anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
     masks = keras_yolo3_masks(len(anchors) // 3) if anchor_mask is None else anchor_mask
     return _encode(true_boxes, input_shape, anchors, num_classes, anchor_mask=masks)

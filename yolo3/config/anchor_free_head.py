@@ -4,7 +4,7 @@ yolo3 bodies end in one of two kinds of detection head:
 
 - the **anchor head** (YOLOv3's, Darknet's): per cell of each output, ``A`` anchors x ``(tx, ty,
   tw, th, objectness, C class logits)``; a model's anchors and masks say how to read it
-  (:mod:`yolo3.masks`, :class:`yolo3.metadata.ModelInfo`);
+  (:mod:`yolo3.config.masks`, :class:`yolo3.checkpoint.metadata.ModelInfo`);
 - the **anchor-free head** (:class:`AnchorFreeHead`, the decoupled head of YOLOv8): per cell of
   each output of stride ``s``, ``4 x reg_max`` logits, then ``C`` class logits. The logits are
   four distributions over ``0 .. reg_max - 1`` strides: the distances from the cell's centre to

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Optional, Set
 
-from yolo3.choices import TRAINING_PRECISIONS
-from yolo3.errors import ArgumentError
+from yolo3.config.choices import TRAINING_PRECISIONS
+from yolo3.core.errors import ArgumentError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 

@@ -1,4 +1,4 @@
-"""The training configuration: every setting :func:`yolo3.train.train` takes, its default and its
+"""The training configuration: every setting :func:`yolo3.training.train.train` takes, its default and its
 rules, in six sections.
 
 :class:`TrainConfig` holds :class:`DataSettings` (what to learn from), :class:`ModelSettings` (what
@@ -7,7 +7,7 @@ to train), :class:`RecipeSettings` (how), :class:`ScheduleSettings` (how long),
 Every setting has one name, unique over the sections (``batch_size`` is
 ``config.hardware.batch_size``); ``yolo3 train``'s flags are those names (``--batch-size``) and read
 their defaults here. :func:`check` refuses values that cannot work with a
-:class:`~yolo3.errors.SettingError` naming the settings; the command line words them as its flags.
+:class:`~yolo3.core.errors.SettingError` naming the settings; the command line words them as its flags.
 
 Plain Python, no TensorFlow: ``yolo3 train --help`` stays fast.
 """
@@ -21,12 +21,12 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from yolo3.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES,
+from yolo3.config.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES,
                            OBJECTNESS_TARGETS, OPTIMIZERS, SCHEDULES, STRATEGIES,
                            TRAINING_PRECISIONS)
-from yolo3.errors import SettingError, Yolo3Error
-from yolo3.specs import get_spec
-from yolo3.value_types import conforms, describe, from_text
+from yolo3.core.errors import SettingError, Yolo3Error
+from yolo3.config.specs import get_spec
+from yolo3.core.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
@@ -98,7 +98,7 @@ class RecipeSettings:
     # out of the confidence loss (Darknet's ignore_thresh; keras-yolo3's 0.5)
     ignore_iou: float = 0.5
     # batch-norm statistics recomputed with the evaluated weights over this many training images
-    # before each validation and save (yolo3.bn_statistics); 0: Keras's moving averages
+    # before each validation and save (yolo3.training.bn_statistics); 0: Keras's moving averages
     bn_stats_images: int = 256
     precision: str = "auto"  # auto, float32, mixed_bfloat16 or mixed_float16
     jit: str = "auto"  # XLA for the training step: auto (GPUs), on or off
@@ -152,7 +152,7 @@ def _setting_sections() -> Dict[str, str]:
 
 @dataclass(init=False)
 class TrainConfig:
-    """Everything :func:`yolo3.train.train` needs, in sections; :attr:`seed` seeds all.
+    """Everything :func:`yolo3.training.train.train` needs, in sections; :attr:`seed` seeds all.
 
     ``TrainConfig(data=DataSettings(...), model=ModelSettings(...), ...)``, or with the settings by
     name: ``TrainConfig(annotations=..., classes=..., output=..., batch_size=16)`` (each goes to its
@@ -267,7 +267,7 @@ def check(config: TrainConfig) -> List[Caution]:
 class Caution(NamedTuple):
     """A setting that is allowed but measured to ruin a run of this recipe, or that the run will
     not use: a message naming ``settings`` as the library knows them (a front end words them its
-    own way, :func:`yolo3.errors.word_settings`)."""
+    own way, :func:`yolo3.core.errors.word_settings`)."""
 
     message: str
     settings: Tuple[str, ...]

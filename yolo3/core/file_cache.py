@@ -2,7 +2,7 @@
 
 Used to skip work a previous run already did on the same files: the header of every image
 (:func:`yolo3.data.images.probe_images`) and which images the training pipeline decodes
-(:mod:`yolo3.data.verify`). Stored as JSON under :func:`yolo3.paths.user_cache_dir`; a missing,
+(:mod:`yolo3.data.verify`). Stored as JSON under :func:`yolo3.core.paths.user_cache_dir`; a missing,
 damaged or unwritable cache only costs time. No TensorFlow here.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from yolo3.fileio import write_text_atomic
-from yolo3.paths import user_cache_dir
+from yolo3.core.fileio import write_text_atomic
+from yolo3.core.paths import user_cache_dir
 
 __all__ = ["FileCache", "file_stamp"]
 

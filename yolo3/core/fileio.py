@@ -9,7 +9,7 @@ A temporary's name says who made it: ``.yolo3-tmp-<host>-<pid>-<name>-<random>``
 (:func:`temporary_owner` reads it back). What a killed writer left behind is swept by the next
 write into the same folder (:func:`remove_stale_temporaries`): only yolo3's own temporaries whose
 process, on this host, is gone; never a live writer's, never a file yolo3 did not name.
-Which folders a command may write into at all is :mod:`yolo3.ownership`'s rule. No TensorFlow here.
+Which folders a command may write into at all is :mod:`yolo3.core.ownership`'s rule. No TensorFlow here.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional, Tuple
 
-from yolo3.errors import PathLike
+from yolo3.core.errors import PathLike
 
 TEMP_PREFIX = ".yolo3-tmp-"
 LEGACY_TEMP_PREFIX = ".tmp-"  # the temporaries of yolo3 0.3 and earlier (no owner in the name)
@@ -173,7 +173,7 @@ def atomic_directory(path: PathLike, writer: Callable[[Path], None]) -> Path:
     crash leaves no folder, never a mixed one). Returns ``path``.
 
     Only for folders yolo3 names and owns whole (a run's ``resume-<epoch>/``, the engine cache):
-    a folder the user names is written by :func:`yolo3.ownership.write_output_folder`, which
+    a folder the user names is written by :func:`yolo3.core.ownership.write_output_folder`, which
     never removes what it did not write.
     """
     path = Path(path)

@@ -3,14 +3,14 @@ written, a file where a file is), a parent that can be made, and never an input.
 
 Every command calls these on its outputs before it creates or changes anything, so a refused run
 leaves the disk as it was. Plain Python (no TensorFlow). Errors read ``PATH: reason``; ``flag`` is
-the flag or setting that named the path (a :class:`~yolo3.errors.SettingError` lists it).
+the flag or setting that named the path (a :class:`~yolo3.core.errors.SettingError` lists it).
 """
 from __future__ import annotations
 
 import os
 from typing import Iterable, Optional, Sequence, Tuple
 
-from yolo3.errors import ArgumentError, PathLike, SettingError
+from yolo3.core.errors import ArgumentError, PathLike, SettingError
 
 __all__ = ["check_output_dir", "check_output_file", "check_outputs", "refuse_overwriting_inputs",
            "same_or_inside", "user_cache_dir"]

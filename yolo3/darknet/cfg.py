@@ -12,8 +12,8 @@ index: OpenCV names its convolutions ``conv_<index>``). Supported layers:
 - ``[maxpool]``: size, stride (stride 1 with any size, or size = stride = 2);
 - ``[yolo]``: mask, anchors, classes (its input is the raw map the detector decodes).
 
-Anything else is refused with a :class:`~yolo3.errors.DarknetError` naming the file, line and section.
-This module has no Keras dependency; :mod:`yolo3.darknet.convert` builds the Keras graph.
+Anything else is refused with a :class:`~yolo3.core.errors.DarknetError` naming the file, line and section.
+This module has no Keras dependency; :mod:`yolo3.checkpoint.darknet_convert` builds the Keras graph.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from yolo3.errors import DarknetError, PathLike
+from yolo3.core.errors import DarknetError, PathLike
 
 ACTIVATIONS = ("leaky", "linear", "relu", "mish", "logistic")
 MAX_ROUTE_INPUTS = 4

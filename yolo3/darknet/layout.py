@@ -1,13 +1,13 @@
-"""The Darknet side of :mod:`yolo3.architectures`: cfg layers of a registered layout, and the map
+"""The Darknet side of :mod:`yolo3.config.architectures`: cfg layers of a registered layout, and the map
 between yolo3 block names and cfg indices.
 
 :class:`DarknetNet` runs a variant's architecture function and writes cfg layers instead of Keras
 layers, recording the cfg index of every yolo3 convolution block. From it come
 
 - :func:`body_to_cfg_index`: ``{yolo3 block: cfg index}``, how converted Darknet weights
-  (``conv_<i>`` / ``bn_<i>``) load into yolo3 bodies (:mod:`yolo3.weights`);
+  (``conv_<i>`` / ``bn_<i>``) load into yolo3 bodies (:mod:`yolo3.checkpoint.weights`);
 - :func:`layout_layers`: the cfg layers of a variant for given anchors, masks and classes, which
-  the exporter writes (:mod:`yolo3.darknet.export`) and :func:`layout_cfg_text` returns as text.
+  the exporter writes (:mod:`yolo3.export.darknet`) and :func:`layout_cfg_text` returns as text.
 
 No Keras here.
 """
@@ -18,11 +18,11 @@ from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.architectures import output_name
+from yolo3.config.architectures import output_name
 from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
                                YoloSpec, format_cfg)
-from yolo3.errors import DarknetError
-from yolo3.specs import UnknownVariantError, get_spec, layout, layout_names
+from yolo3.core.errors import DarknetError
+from yolo3.config.specs import UnknownVariantError, get_spec, layout, layout_names
 
 __all__ = ["DarknetNet", "body_to_cfg_index", "layout_blocks", "layout_layers", "layout_cfg_text",
            "block_layer_names", "converted_layer", "CONVERTED_NAME", "LAYOUT_KINDS"]
@@ -32,7 +32,7 @@ CONVERTED_NAME = re.compile(r"^(pad|conv|bn|leaky|relu|mish|logistic|shortcut|ro
 
 
 class DarknetNet:
-    """:class:`yolo3.architectures.Net` appending Darknet cfg layers; points are cfg indices.
+    """:class:`yolo3.config.architectures.Net` appending Darknet cfg layers; points are cfg indices.
 
     A ``[yolo]`` layer follows each output convolution, with ``masks[k]`` for the k-th output; without
     ``anchors`` its spec is None and only the layout (the block -> index map) is meaningful.

@@ -3,14 +3,14 @@ obj.data names files, COCO categories, model info).
 
 A class name is text (a number, as a YAML list may hold, is taken as its text), not empty or blank,
 on one line, and no two are the same. Anything else (null, a list or mapping, a repeated name) is a
-:class:`~yolo3.errors.FileFormatError` naming the file, the place and the entry, before any work.
+:class:`~yolo3.core.errors.FileFormatError` naming the file, the place and the entry, before any work.
 No TensorFlow here.
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Type
 
-from yolo3.errors import FileFormatError, PathLike
+from yolo3.core.errors import FileFormatError, PathLike
 
 _SHOWN = 60  # characters of a bad entry a message shows
 

@@ -1,7 +1,7 @@
 """Writing records in any supported layout, so that data moves both ways between them.
 
 :func:`write_dataset` writes named splits of :class:`~yolo3.data.annotations.Record` lists (boxes in
-displayed-image pixels) into a new folder, in one of :data:`yolo3.choices.ANNOTATION_FORMATS`:
+displayed-image pixels) into a new folder, in one of :data:`yolo3.config.choices.ANNOTATION_FORMATS`:
 
 - ``text``: ``SPLIT.txt`` in keras-yolo3's rows (absolute image paths) and ``classes.txt``;
 - ``coco``: ``SPLIT.json`` (COCO instances: ``file_name`` the absolute image path, ``bbox``
@@ -13,7 +13,7 @@ displayed-image pixels) into a new folder, in one of :data:`yolo3.choices.ANNOTA
 
 Images are linked (symbolic links where the file system allows, else copied), never re-encoded.
 The folder is written beside its final name and moved into place under the ownership rule
-(:func:`yolo3.ownership.write_output_folder`): a failure leaves nothing, and a folder holding
+(:func:`yolo3.core.ownership.write_output_folder`): a failure leaves nothing, and a folder holding
 files yolo3 did not write is refused unless ``exist_ok`` (they are then kept, never replaced). An
 output inside a folder the records' images (or their YOLO-layout labels) lie in is refused: the
 next read of that folder would take the written files for input.
@@ -28,13 +28,13 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from yolo3.choices import ANNOTATION_FORMATS
+from yolo3.config.choices import ANNOTATION_FORMATS
 from yolo3.data.annotations import Record, write_annotations
-from yolo3.anchors import fits_classes_file, write_classes
+from yolo3.ops.anchors import fits_classes_file, write_classes
 from yolo3.data.yolo_layout import input_folders, link_image, write_yolo_layout
-from yolo3.errors import ArgumentError, PathLike
-from yolo3.ownership import write_output_folder
-from yolo3.paths import refuse_overwriting_inputs
+from yolo3.core.errors import ArgumentError, PathLike
+from yolo3.core.ownership import write_output_folder
+from yolo3.core.paths import refuse_overwriting_inputs
 
 __all__ = ["write_dataset", "written_entries"]
 

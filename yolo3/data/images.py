@@ -12,8 +12,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from yolo3.errors import AnnotationError, PathLike
-from yolo3.file_cache import FileCache
+from yolo3.core.errors import AnnotationError, PathLike
+from yolo3.core.file_cache import FileCache
 
 EXIF_ORIENTATION_TAG = 0x0112
 DECODED_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")  # what the training pipeline decodes
@@ -113,7 +113,7 @@ def probe_images(paths: Sequence[PathLike], workers: int = 8, errors: bool = Fal
 
     With ``errors=True`` a failing file gives its :class:`AnnotationError` in the list instead of
     raising. Headers read before from unchanged files come from a cache
-    (:class:`yolo3.file_cache.FileCache`), so a second run over a large set reads none.
+    (:class:`yolo3.core.file_cache.FileCache`), so a second run over a large set reads none.
     """
     fn = _probe_or_error if errors else probe_image
     cache = FileCache(HEADER_CACHE, enabled=use_cache and len(paths) >= 16)

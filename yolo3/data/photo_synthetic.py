@@ -30,10 +30,10 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from yolo3.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
+from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.data.annotations import Record
 from yolo3.data.synthetic import SHAPES, _draw_shape, claim_dataset_folder, write_dataset_files
-from yolo3.errors import SettingError
+from yolo3.core.errors import SettingError
 
 PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
 PHOTO_SIZES = ((240, 320), (320, 240), (288, 288))  # (h, w)
@@ -276,7 +276,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``);
     ``background_zoom``: the share of a photograph's extent a background crop spans.
     Returns ``(annotation_path, classes_path)``. A folder without photographs is a
-    :class:`~yolo3.errors.SettingError` naming its setting (``photos``, ``background_photos``).
+    :class:`~yolo3.core.errors.SettingError` naming its setting (``photos``, ``background_photos``).
     ``out_dir`` and ``exist_ok``: as :func:`yolo3.data.synthetic.make_synthetic_dataset` takes
     them."""
     _check_size_distribution(size_distribution)
@@ -311,7 +311,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
 
 
 def _photos_of(folder: Optional[str], setting: str) -> List[np.ndarray]:
-    """:func:`load_photos`, its refusal a :class:`~yolo3.errors.SettingError` naming ``setting``."""
+    """:func:`load_photos`, its refusal a :class:`~yolo3.core.errors.SettingError` naming ``setting``."""
     try:
         return load_photos(folder)
     except FileNotFoundError as e:
@@ -326,7 +326,7 @@ def _check_size_distribution(distribution: str) -> None:
 
 
 def _check_box_extent(boxes: str) -> None:
-    """Refuse a box extent not in :data:`yolo3.choices.BOX_EXTENTS` (a ``SettingError``, which is
+    """Refuse a box extent not in :data:`yolo3.config.choices.BOX_EXTENTS` (a ``SettingError``, which is
     a ``ValueError``, naming ``boxes``)."""
     if boxes not in BOX_EXTENTS:
         raise SettingError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}", "boxes")

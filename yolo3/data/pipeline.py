@@ -2,7 +2,7 @@
 
 Per element (parallel, deterministic order): read + decode JPEG/PNG (EXIF orientation applied),
 augment (training) or letterbox (validation), pad boxes to ``max_boxes``. Per batch: encode
-``y_true`` in the graph with :func:`yolo3.targets.encode_targets`. Images are float32 RGB in ``[0, 1]``
+``y_true`` in the graph with :func:`yolo3.ops.targets.encode_targets`. Images are float32 RGB in ``[0, 1]``
 ``(batch, h, w, 3)``; boxes are float32 ``(batch, max_boxes, 5)`` pixel ``x1, y1, x2, y2, class`` in the
 network input, zero rows = padding.
 
@@ -20,7 +20,7 @@ import tensorflow as tf
 from yolo3.data.annotations import Record
 from yolo3.data.augment import AugmentConfig, letterbox, mosaic, random_augment
 from yolo3.data.images import load_image, probe_images
-from yolo3.targets import encode_targets
+from yolo3.ops.targets import encode_targets
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -89,7 +89,7 @@ def _record_tensors(records: Sequence[Record]):
 
 @dataclass(frozen=True)
 class TargetEncoding:
-    """What the ``y_true`` targets encode (:func:`yolo3.targets.encode_targets`): ``anchors``
+    """What the ``y_true`` targets encode (:func:`yolo3.ops.targets.encode_targets`): ``anchors``
     ``(N, 2)`` pixels ``(w, h)`` at the network input, the class count, the masks (None: the
     default split) and ``assign_iou``, the extra-anchor threshold (1: only the best anchor).
     ``true_boxes``: the padded boxes ``(batch, max_boxes, 5)`` go last in the inputs too, for the

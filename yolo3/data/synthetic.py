@@ -15,9 +15,9 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from yolo3.anchors import write_classes
+from yolo3.ops.anchors import write_classes
 from yolo3.data.annotations import Record, write_annotations
-from yolo3.ownership import check_output_folder, claim
+from yolo3.core.ownership import check_output_folder, claim
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 
@@ -229,7 +229,7 @@ def dataset_entries(annotation_name: str = "annotations.txt") -> List[str]:
 def claim_dataset_folder(out_dir: str, annotation_name: str = "annotations.txt",
                          exist_ok: bool = False, flag: str = "out_dir") -> None:
     """Refuse a dataset folder holding what yolo3 did not write (unless ``exist_ok``, and never
-    one of :func:`dataset_entries`), then claim those entries (:mod:`yolo3.ownership`)."""
+    one of :func:`dataset_entries`), then claim those entries (:mod:`yolo3.core.ownership`)."""
     entries = dataset_entries(annotation_name)
     check_output_folder(out_dir, flag, exist_ok, entries)
     claim(out_dir, entries)

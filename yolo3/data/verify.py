@@ -3,7 +3,7 @@
 A header read (:func:`yolo3.data.images.probe_image`) accepts a truncated JPEG or a TIFF that the
 pipeline (``tf.io.decode_image``) then fails on mid-epoch without naming the file. This module
 decodes every file once with exactly the pipeline's call and names each failure. Files that decoded
-are remembered by path, size and modification time (:class:`yolo3.file_cache.FileCache`, under
+are remembered by path, size and modification time (:class:`yolo3.core.file_cache.FileCache`, under
 ``$YOLO3_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo3``, else ``~/.cache/yolo3``), so a second run
 does not decode them again.
 """
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from yolo3.errors import AnnotationError, ArgumentError, PathLike
-from yolo3.file_cache import FileCache
+from yolo3.core.errors import AnnotationError, ArgumentError, PathLike
+from yolo3.core.file_cache import FileCache
 
 __all__ = ["verify_images", "check_decodable", "unchecked", "listed", "cache_file",
            "PIPELINE_FORMATS"]
@@ -81,7 +81,7 @@ def unchecked(paths: Sequence[PathLike]) -> List[str]:
 
 
 def check_decodable(paths: Sequence[PathLike], progress: bool = True) -> None:
-    """Raise :class:`~yolo3.errors.ArgumentError` naming (up to ten of) the files of ``paths`` that
+    """Raise :class:`~yolo3.core.errors.ArgumentError` naming (up to ten of) the files of ``paths`` that
     the pipeline cannot decode, so that a bad file is named before training, not met as a
     TensorFlow error mid-epoch (:func:`verify_images`, cached between runs)."""
     failures = verify_images(paths, progress=progress)

@@ -24,9 +24,9 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from yolo3.class_names import check_class_names, shown_value
+from yolo3.data.class_names import check_class_names, shown_value
 from yolo3.data.images import DECODED_EXTENSIONS, is_image_file
-from yolo3.errors import AnnotationError, InvalidBoxError, PathLike
+from yolo3.core.errors import AnnotationError, InvalidBoxError, PathLike
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
            "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
@@ -163,7 +163,7 @@ def _read_ultralytics_yaml(path: str, text: str) -> DataFile:
 def _names(path: str, data: dict) -> List[str]:
     """The class names of a data.yaml: a list, or an ``{id: name}`` mapping with every id from 0
     (an int, or text of one); each name checked as every layout's are
-    (:func:`yolo3.class_names.check_class_names`); ``nc``, when given, a whole number equal to
+    (:func:`yolo3.data.class_names.check_class_names`); ``nc``, when given, a whole number equal to
     their count."""
     names = data.get("names")
     if names is None:

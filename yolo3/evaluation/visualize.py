@@ -10,8 +10,8 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from yolo3.fileio import atomic_write
-from yolo3.ownership import YOLO3_SOFTWARE
+from yolo3.core.fileio import atomic_write
+from yolo3.core.ownership import YOLO3_SOFTWARE
 
 Color = Tuple[int, int, int]
 
@@ -130,7 +130,7 @@ def _pyplot():
 
 def save_figure(fig, path: str, **savefig) -> str:
     """Write a matplotlib figure to the PNG ``path`` atomically, marked as yolo3's (its
-    ``Software`` text: :func:`yolo3.ownership.written_by_yolo3` recognises it, so the next run
+    ``Software`` text: :func:`yolo3.core.ownership.written_by_yolo3` recognises it, so the next run
     may replace it and a user's file of the same name is never replaced)."""
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", metadata={
         "Software": YOLO3_SOFTWARE}, **savefig), suffix=".png")
@@ -173,7 +173,7 @@ def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str], path: 
 
 def plot_confidence_curves(curves, class_names: Sequence[str], path: str) -> str:
     """Plot precision, recall and F1 against confidence (a
-    :class:`yolo3.diagnostics.ConfidenceCurves`) to one PNG of three panels: a thin line per class,
+    :class:`yolo3.evaluation.diagnostics.ConfidenceCurves`) to one PNG of three panels: a thin line per class,
     a thick one for the mean, the best-F1 confidence marked. Needs matplotlib."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 5), dpi=100)

@@ -10,8 +10,8 @@ import numpy as np
 from yolo3.data.annotations import load_annotations
 from yolo3.data.images import is_image_file, load_image
 from yolo3.data.synthetic import render_image
-from yolo3.errors import ArgumentError, PathLike, SettingError
-from yolo3.letterbox import letterbox_np
+from yolo3.core.errors import ArgumentError, PathLike, SettingError
+from yolo3.ops.letterbox import letterbox_np
 
 __all__ = ["calibration_paths", "calibration_images", "sample_images"]
 

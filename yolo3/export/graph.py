@@ -5,7 +5,7 @@ An exported model takes images already letterboxed to its fixed input size ``(ba
 
 - ``raw_s32``, ``raw_s16`` (, ``raw_s8``): the raw maps ``(batch, h / s, w / s, A * (5 + C))``
   (an anchor-free head's: ``4 * reg_max + C``) float32, largest stride first; hosts decode them
-  with any thresholds (:mod:`yolo3.runtimes`);
+  with any thresholds (:mod:`yolo3.inference.runners`);
 - unless exported ``raw``: ``boxes`` ``(batch, max_boxes, 4)`` float32 ``(x1, y1, x2, y2)`` in
   input pixels, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
   ``count`` ``(batch,)`` int32 (rows past ``count`` are zero padding): decoding and per-class NMS
@@ -20,8 +20,8 @@ from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-from yolo3.decode import decode_detections, raw_boxes_and_scores
-from yolo3.letterbox import letterbox_tf
+from yolo3.ops.decode import decode_detections, raw_boxes_and_scores
+from yolo3.ops.letterbox import letterbox_tf
 
 DETECTION_KEYS = ("boxes", "scores", "classes", "count")
 
@@ -111,7 +111,7 @@ def model_function(detector, input_dtype: tf.DType, batch: Optional[int] = None,
 
 def image_function(detector) -> Callable[[tf.Tensor], Dict[str, tf.Tensor]]:
     """``image (H, W, 3)`` uint8 of any size -> detections in its pixels (letterboxed inside with
-    :func:`yolo3.letterbox.letterbox_tf`, the detector's letterbox)."""
+    :func:`yolo3.ops.letterbox.letterbox_tf`, the detector's letterbox)."""
     def fn(image):
         x = letterbox_tf(image, detector.input_hw)[tf.newaxis]
         boxes, scores, classes, count = decode_detections(

@@ -4,7 +4,7 @@ Two comparisons on a few letterboxed images (8-bit pixels, which every input typ
 (1) the exported model's raw maps against the Keras detector's float32 raw maps, relative error
 ``|exported - keras| / |keras|`` per output, within the quantisation's :data:`TOLERANCES`; (2) for
 models with decoding inside, their detections against the host's decoding
-(:func:`yolo3.decode.decode_detections`) of their own raw maps at the baked thresholds: the same
+(:func:`yolo3.ops.decode.decode_detections`) of their own raw maps at the baked thresholds: the same
 boxes, scores and classes, so the in-model decoding and NMS are right (int8 models decode in
 float32 too).
 """
@@ -17,9 +17,9 @@ from typing import List, Sequence
 
 import numpy as np
 
-from yolo3.decode import decode_detections
-from yolo3.errors import CommandFailed, PathLike
-from yolo3.runtimes import ExportedDetector, relative_error
+from yolo3.ops.decode import decode_detections
+from yolo3.core.errors import CommandFailed, PathLike
+from yolo3.inference.runners import ExportedDetector, relative_error
 
 # relative error of the raw maps allowed per (format, quantisation)
 TOLERANCES = {"none": 1e-4, "float16": 1e-2, "int8": 0.25}
@@ -69,7 +69,7 @@ def _matched(model_out, host, i: int) -> tuple:
 def verify_export(path: PathLike, detector, images: Sequence[np.ndarray], quantize: str = "none",
                   remove_on_failure: bool = True) -> VerifyReport:
     """Run the exported model at ``path`` on ``images`` (letterboxed float32, the detector's input
-    size) and compare it with ``detector`` (a float32 :class:`yolo3.detector.YOLO`); ExportError
+    size) and compare it with ``detector`` (a float32 :class:`yolo3.inference.detector.YOLO`); ExportError
     (and the file removed) when the comparison is off."""
     import tensorflow as tf
 

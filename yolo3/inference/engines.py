@@ -4,7 +4,7 @@
 (its CPU plugin runs this network faster than TensorFlow on every CPU measured: the README's
 figures), else Keras. A non-Keras engine runs the detector's float32, batch-norm-folded network,
 converted in process (:func:`engine_runner`) and kept under the user cache folder
-(:func:`yolo3.paths.user_cache_dir`), keyed by the model file's SHA-256 and everything else the
+(:func:`yolo3.core.paths.user_cache_dir`), keyed by the model file's SHA-256 and everything else the
 converted network depends on; OpenVINO also caches its compiled model there. A conversion is
 checked once, before it is cached, against the Keras network in float32 (raw maps within
 :data:`CHECK_TOLERANCE` relative); a second run reuses it, a changed model file converts anew.
@@ -23,12 +23,12 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 
 from yolo3 import __version__
-from yolo3.choices import ENGINES
-from yolo3.errors import ArgumentError, CommandFailed
-from yolo3.file_cache import FileCache
-from yolo3.fileio import atomic_directory
-from yolo3.paths import user_cache_dir
-from yolo3.runtimes import (OPENVINO_INSTALL, EngineChoice, OnnxRunner, OpenVINORunner,
+from yolo3.config.choices import ENGINES
+from yolo3.core.errors import ArgumentError, CommandFailed
+from yolo3.core.file_cache import FileCache
+from yolo3.core.fileio import atomic_directory
+from yolo3.core.paths import user_cache_dir
+from yolo3.inference.runners import (OPENVINO_INSTALL, EngineChoice, OnnxRunner, OpenVINORunner,
                             ordered_raw_maps, relative_error)
 
 CHECK_TOLERANCE = 1e-4  # relative error of the converted network's raw maps, both in float32

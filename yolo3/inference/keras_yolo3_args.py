@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from yolo3.metadata import read_info, read_side_files
+from yolo3.checkpoint.metadata import read_info, read_side_files
 
 __all__ = ["KERAS_YOLO3_DEFAULTS", "resolve_yolo_kwargs"]
 
@@ -28,7 +28,7 @@ _FLAG_ALIASES = {"model": "model_path", "anchors": "anchors_path", "classes": "c
 
 def resolve_yolo_kwargs(model_path, anchors_path, classes_path, input_size, model_image_size,
                         flags: dict):
-    """``(model_path, anchors_path, classes_path, input_size)`` for :class:`yolo3.detector.YOLO`
+    """``(model_path, anchors_path, classes_path, input_size)`` for :class:`yolo3.inference.detector.YOLO`
     from its arguments and keras-yolo3's keyword arguments.
 
     ``flags`` are the extra keywords: yolo_video.py's ``model``, ``anchors``, ``classes`` (used

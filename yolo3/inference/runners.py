@@ -1,14 +1,14 @@
 """Running exported detectors: ``.tflite`` (LiteRT), ``.onnx`` (ONNX Runtime), OpenVINO IR
 (``.xml`` + ``.bin``, or the folder holding them) and SavedModel folders, behind the interface of
-the Keras :class:`~yolo3.detector.YOLO` (which hands exported paths to :class:`ExportedDetector`),
+the Keras :class:`~yolo3.inference.detector.YOLO` (which hands exported paths to :class:`ExportedDetector`),
 so that ``yolo3 detect`` and ``yolo3 evaluate`` score any of them alike. The runners are also the
-engines a ``.keras`` model can run on (:mod:`yolo3.engines`).
+engines a ``.keras`` model can run on (:mod:`yolo3.inference.engines`).
 
-An exported model carries its facts (:func:`yolo3.metadata.read_info`) and its raw maps as outputs
+An exported model carries its facts (:func:`yolo3.checkpoint.metadata.read_info`) and its raw maps as outputs
 (:mod:`yolo3.export.graph`). :class:`ExportedDetector` letterboxes each image with the one
-letterbox (:mod:`yolo3.letterbox`), runs the model, and decodes the raw maps on the host with the
-Keras detector's own decoding (:func:`yolo3.decode.decode_detections`) at the thresholds it is
-given; detections come back in the image's pixels like :meth:`yolo3.detector.YOLO.detect`'s.
+letterbox (:mod:`yolo3.ops.letterbox`), runs the model, and decodes the raw maps on the host with the
+Keras detector's own decoding (:func:`yolo3.ops.decode.decode_detections`) at the thresholds it is
+given; detections come back in the image's pixels like :meth:`yolo3.inference.detector.YOLO.detect`'s.
 """
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.anchors import read_anchors, read_classes
-from yolo3.decode import decode_detections
-from yolo3.errors import ArgumentError, FileFormatError, PathLike
-from yolo3.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
-from yolo3.masks import default_masks
-from yolo3.metadata import ModelInfo, openvino_xml, read_info, read_sidecars
-from yolo3.precision import resolve_precision
-from yolo3.tflite_metadata import read_tflite_info
+from yolo3.ops.anchors import read_anchors, read_classes
+from yolo3.ops.decode import decode_detections
+from yolo3.core.errors import ArgumentError, FileFormatError, PathLike
+from yolo3.ops.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
+from yolo3.config.masks import default_masks
+from yolo3.checkpoint.metadata import ModelInfo, openvino_xml, read_info, read_sidecars
+from yolo3.config.precision import resolve_precision
+from yolo3.checkpoint.tflite_metadata import read_tflite_info
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 EXPORTED_SUFFIXES = (".tflite", ".onnx", ".xml")
@@ -202,7 +202,7 @@ def _openvino_error(e: Exception) -> str:
 class OpenVINORunner:
     """An OpenVINO IR (or an ``openvino.Model`` in memory) compiled for the CPU.
 
-    precision: ``auto`` (:func:`yolo3.precision.resolve_precision`: bfloat16 where the CPU computes
+    precision: ``auto`` (:func:`yolo3.config.precision.resolve_precision`: bfloat16 where the CPU computes
     it natively, else float32 - OpenVINO is never left to pick an emulated one), ``float32`` or
     ``bfloat16``: the CPU plugin's inference precision (an int8 IR keeps its int8 parts).
     ``run`` uses a latency-tuned compilation; ``stream`` a throughput-tuned one with
@@ -373,7 +373,7 @@ def _foreign_ir(path: str, runner: OpenVINORunner, anchors_path: Optional[PathLi
 
 
 class ExportedDetector:
-    """Detection with an exported model, the interface of :class:`yolo3.detector.YOLO` (``detect``,
+    """Detection with an exported model, the interface of :class:`yolo3.inference.detector.YOLO` (``detect``,
     ``detect_batch``, ``class_names``, ``num_classes``, ``input_hw``); thresholds are applied on the
     host, so any score threshold works whatever the model baked in."""
 
@@ -427,7 +427,7 @@ class ExportedDetector:
     # -- preparing inputs ------------------------------------------------------------------------
     def preprocess(self, image: np.ndarray) -> np.ndarray:
         """One image letterboxed to the model's input, float32 in [0, 1]
-        (:func:`yolo3.letterbox.letterbox_tf`, compiled once per image type)."""
+        (:func:`yolo3.ops.letterbox.letterbox_tf`, compiled once per image type)."""
         import tensorflow as tf
 
         image = np.asarray(image)
@@ -559,7 +559,7 @@ class TFLiteDetector:
 
     def prepare(self, image: np.ndarray) -> np.ndarray:
         """One ``(H, W, 3)`` image (uint8, or float in [0, 1]) letterboxed to the model's input:
-        float32 in [0, 1] (:func:`yolo3.letterbox.letterbox_np`)."""
+        float32 in [0, 1] (:func:`yolo3.ops.letterbox.letterbox_np`)."""
         return letterbox_np(image, self.input_shape[1:3])
 
     def detect_image(self, image: np.ndarray) -> Detections:
@@ -576,12 +576,12 @@ class TFLiteDetector:
 
 
 def __getattr__(name: str):
-    """``load_detector`` moved to :mod:`yolo3.detector` (it chooses between the Keras detector and
+    """``load_detector`` moved to :mod:`yolo3.inference.detector` (it chooses between the Keras detector and
     these): the old location still gives it, with a warning."""
     if name == "load_detector":
         import importlib
         import warnings
-        warnings.warn("yolo3.runtimes.load_detector is now yolo3.detector.load_detector (also "
+        warnings.warn("yolo3.inference.runners.load_detector is now yolo3.inference.detector.load_detector (also "
                       "yolo3.load_detector)", DeprecationWarning, stacklevel=2)
-        return importlib.import_module("yolo3.detector").load_detector
-    raise AttributeError(f"module 'yolo3.runtimes' has no attribute {name!r}")
+        return importlib.import_module("yolo3.inference.detector").load_detector
+    raise AttributeError(f"module 'yolo3.inference.runners' has no attribute {name!r}")

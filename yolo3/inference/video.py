@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Union
 
 import numpy as np
 
-from yolo3.errors import CommandFailed
+from yolo3.core.errors import CommandFailed
 
 __all__ = ["VideoSource", "open_video", "VideoWriter", "detect_video"]
 

@@ -1,8 +1,8 @@
-"""The anchor-free head's loss layer and training model (the maths: :mod:`yolo3.anchor_free`).
+"""The anchor-free head's loss layer and training model (the maths: :mod:`yolo3.ops.anchor_free`).
 
 The training model of an anchor-free body takes ``[image, true_boxes]`` (the pipeline's padded
 boxes, ``(max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels) and outputs the batch loss
-``(1,)``, as the anchor head's :func:`yolo3.loss.yolo_training_model` does: the same
+``(1,)``, as the anchor head's :func:`yolo3.modeling.loss.yolo_training_model` does: the same
 ``identity_loss``, replica wrapper, strategies and checkpoints train it. Every shape is static, so
 the step compiles with XLA.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from yolo3 import anchor_free
-from yolo3.heads import AnchorFreeHead
-from yolo3.loss import check_gains
+from yolo3.ops import anchor_free
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.modeling.loss import check_gains
 
 __all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
 
@@ -21,7 +21,7 @@ __all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
 @keras.saving.register_keras_serializable(package="yolo3")
 class AnchorFreeLoss(keras.layers.Layer):
     """``[*outputs, true_boxes]`` -> the batch loss ``(1,)`` float32 (the sum of
-    :func:`yolo3.anchor_free.loss_terms` but the positive count)."""
+    :func:`yolo3.ops.anchor_free.loss_terms` but the positive count)."""
 
     def __init__(self, strides, reg_max: int, num_classes: int, box_gain: float = 1.0,
                  class_gain: float = 1.0, **kwargs):

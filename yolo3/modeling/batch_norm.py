@@ -14,8 +14,8 @@ does); on CPUs it is the layer's own (Darknet's 1e-6), as are inference's everyw
 It has Keras's class name on purpose: Keras names a layer's weights in a ``.weights.h5`` file after
 its class, so a body with these layers and a body with Keras's write and read the same weights
 files, either way. A ``.keras`` file names the class itself:
-:func:`yolo3.graph_surgery.keras_batch_norms` gives a copy with Keras's own layer (the same
-weights), and :mod:`yolo3.saving` writes every ``.keras`` through it, so the file loads in plain
+:func:`yolo3.modeling.graph_surgery.keras_batch_norms` gives a copy with Keras's own layer (the same
+weights), and :mod:`yolo3.checkpoint.saving` writes every ``.keras`` through it, so the file loads in plain
 Keras.
 """
 from __future__ import annotations

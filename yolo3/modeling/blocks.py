@@ -46,7 +46,7 @@ def conv_block(x, filters: int, size: int, names: BlockNames, stride: int = 1,
     """One Darknet convolution on tensor ``x``.
 
     ``batch_norm``: the batch-norm layer class (default ``keras.layers.BatchNormalization``;
-    training bodies use :class:`yolo3.batch_norm.BatchNormalization`).
+    training bodies use :class:`yolo3.modeling.batch_norm.BatchNormalization`).
 
     ``padding``: ``"same"`` or ``"valid"`` (Keras's), or a ``ZeroPadding2D`` argument (e.g.
     ``((1, 0), (1, 0))``: Darknet's top/left padding of stride-2 convolutions) for a padding layer

@@ -10,8 +10,8 @@ from typing import Callable, Dict
 import keras
 import numpy as np
 
-from yolo3.batch_norm import BatchNormalization, has_fused_batch_norms
-from yolo3.keras_compat import inbound_tensors, node_counts, producing_layer
+from yolo3.modeling.batch_norm import BatchNormalization, has_fused_batch_norms
+from yolo3.modeling.keras_compat import inbound_tensors, node_counts, producing_layer
 
 __all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype",
            "keras_batch_norms"]
@@ -114,7 +114,7 @@ def with_compute_dtype(model: keras.Model, policy: str) -> keras.Model:
 
 def keras_batch_norms(model: keras.Model) -> keras.Model:
     """``model`` itself when none of its layers is yolo3's fused
-    :class:`yolo3.batch_norm.BatchNormalization`, else a copy of the functional ``model`` with
+    :class:`yolo3.modeling.batch_norm.BatchNormalization`, else a copy of the functional ``model`` with
     Keras's own layer in their place (same config, same weights): what files hold."""
     if not has_fused_batch_norms(model):
         return model

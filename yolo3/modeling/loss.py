@@ -36,11 +36,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.box_ops import box_iou, iou_variant, swap_last_pair
-from yolo3.choices import BOX_LOSSES, OBJECTNESS_TARGETS
-from yolo3.decode import yolo_head
-from yolo3.masks import default_masks, validate_masks
-from yolo3.specs import strides_for
+from yolo3.ops.box_ops import box_iou, iou_variant, swap_last_pair
+from yolo3.config.choices import BOX_LOSSES, OBJECTNESS_TARGETS
+from yolo3.ops.decode import yolo_head
+from yolo3.config.masks import default_masks, validate_masks
+from yolo3.config.specs import strides_for
 
 Masks = Optional[Sequence[Sequence[int]]]
 _MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes
@@ -89,7 +89,7 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     objectness loss the ignore mask dropped).
 
     args: ``[*outputs, *y_true]``; outputs raw ``(batch, gh, gw, A * (5 + C))`` largest stride first,
-    y_true ``(batch, gh, gw, A, 5 + C)`` from :mod:`yolo3.targets`; anchors ``(N, 2)`` pixels.
+    y_true ``(batch, gh, gw, A, 5 + C)`` from :mod:`yolo3.ops.targets`; anchors ``(N, 2)`` pixels.
     true_boxes: ``(batch, max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows padding)
     for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
     grid times 32. objectness: ``"one"`` or ``"iou"``, a positive's confidence target (module
@@ -181,8 +181,8 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
     """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
     keras-yolo3's argument order (``print_loss`` prints the total and the terms with ``tf.print``);
-    ``anchor_mask`` defaults to :func:`yolo3.anchors.default_masks` (keras-yolo3's own masks are
-    the default of :func:`yolo3.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
+    ``anchor_mask`` defaults to :func:`yolo3.ops.anchors.default_masks` (keras-yolo3's own masks are
+    the default of :func:`yolo3.compat.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
     """
     terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
                        box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes,

@@ -11,14 +11,14 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from yolo3.boxes import wh_iou
-from yolo3.class_names import check_class_names
-from yolo3.errors import FileFormatError, PathLike
-from yolo3.fileio import write_text_atomic
-from yolo3.specs import get_spec
+from yolo3.ops.boxes import wh_iou
+from yolo3.data.class_names import check_class_names
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import write_text_atomic
+from yolo3.config.specs import get_spec
 
 # Darknet's COCO anchors for YOLOv3-416 and tiny YOLOv3 (identical to model_data/*.txt); the
-# registry (yolo3.specs) owns them.
+# registry (yolo3.config.specs) owns them.
 YOLO_ANCHORS = get_spec("yolov3").default_anchors()
 TINY_YOLO_ANCHORS = get_spec("tiny").default_anchors()
 
@@ -80,7 +80,7 @@ def write_anchors(path: PathLike, anchors: np.ndarray) -> None:
 
 def parse_classes(text: str, path: Optional[PathLike] = None) -> List[str]:
     """Parse class-list text: one name per line (spaces around it dropped); blank lines only at
-    the end; the names checked as every layout's are (:func:`yolo3.class_names.check_class_names`:
+    the end; the names checked as every layout's are (:func:`yolo3.data.class_names.check_class_names`:
     none empty, none repeated)."""
     lines = text.splitlines()
     while lines and not lines[-1].strip():
@@ -119,7 +119,7 @@ def fits_classes_file(names: Sequence[str]) -> bool:
 
 
 def default_anchors(variant: str) -> np.ndarray:
-    """Darknet's default COCO anchors for ``variant`` (see :mod:`yolo3.specs`)."""
+    """Darknet's default COCO anchors for ``variant`` (see :mod:`yolo3.config.specs`)."""
     return get_spec(variant).default_anchors()
 
 

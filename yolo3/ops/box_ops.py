@@ -1,4 +1,4 @@
-"""Box operations on tensors: the TensorFlow twins of :mod:`yolo3.boxes` (same formats, same
+"""Box operations on tensors: the TensorFlow twins of :mod:`yolo3.ops.boxes` (same formats, same
 arithmetic, in the inputs' dtype; any leading shape)."""
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Decoding raw YOLO outputs into boxes, batched, corners in x-first order (what the detector and
 the exported models run). keras-yolo3's one-image, y-first versions under its own names
-(``yolo_eval``, ``yolo_correct_boxes``, ``yolo_boxes_and_scores``) are in :mod:`yolo3.keras_yolo3`.
+(``yolo_eval``, ``yolo_correct_boxes``, ``yolo_boxes_and_scores``) are in :mod:`yolo3.compat.keras_yolo3`.
 
 Raw output of one scale: ``(batch, gh, gw, A * (5 + C))`` logits ``tx, ty, tw, th, to, classes...``
 per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
 ``exp(t_wh) * anchor / input_wh``, both relative to the network input. An anchor-free head's maps
-(``head``, :mod:`yolo3.heads`) are decoded by :func:`yolo3.anchor_free.decode_outputs`; both then
+(``head``, :mod:`yolo3.config.anchor_free_head`) are decoded by :func:`yolo3.ops.anchor_free.decode_outputs`; both then
 go through the same letterbox correction and NMS.
 """
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from yolo3 import anchor_free
-from yolo3.box_ops import corners_to_cxcywh, swap_last_pair
-from yolo3.heads import AnchorFreeHead
-from yolo3.letterbox import geometry as letterbox_geometry
-from yolo3.masks import default_masks
+from yolo3.ops import anchor_free
+from yolo3.ops.box_ops import corners_to_cxcywh, swap_last_pair
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.ops.letterbox import geometry as letterbox_geometry
+from yolo3.config.masks import default_masks
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
@@ -56,7 +56,7 @@ def correct_boxes(box_xy, box_wh, input_shape, image_shape):
     """Map input-relative ``(cx, cy)``/``(w, h)`` to ``(x1, y1, x2, y2)`` pixels of the original image.
 
     box_xy, box_wh: ``(batch, ..., 2)``; input_shape: ``(h, w)``; image_shape: ``(h, w)`` shared by the
-    batch or ``(batch, 2)`` per image. Undoes the letterbox of :mod:`yolo3.letterbox`.
+    batch or ``(batch, 2)`` per image. Undoes the letterbox of :mod:`yolo3.ops.letterbox`.
     """
     box_xy = tf.convert_to_tensor(box_xy)
     dtype = box_xy.dtype
@@ -126,7 +126,7 @@ def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_s
     Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
     to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
     ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
-    :func:`yolo3.masks.default_masks`.
+    :func:`yolo3.config.masks.default_masks`.
     """
     boxes, scores = raw_boxes_and_scores(yolo_outputs, anchors, num_classes, image_shape,
                                          anchor_mask, input_shape, head)

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.keras_compat import all_layers, inbound_tensors
+from yolo3.modeling.keras_compat import all_layers, inbound_tensors
 
 __all__ = ["BatchNormStatistics", "trainable_batch_norms"]
 

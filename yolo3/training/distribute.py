@@ -1,6 +1,6 @@
 """Device setup and tf.distribute strategy selection.
 
-- ``wrapper``: :func:`yolo3.parallel.multi_gpu_model` over ``/gpu:0..N-1`` or N logical CPUs;
+- ``wrapper``: :func:`yolo3.training.parallel.multi_gpu_model` over ``/gpu:0..N-1`` or N logical CPUs;
 - ``mirrored``: ``tf.distribute.MirroredStrategy`` over the same devices (one machine);
 - ``multiworker``: ``tf.distribute.MultiWorkerMirroredStrategy``, configured by ``TF_CONFIG``
   (``{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": i}}``), one
@@ -19,9 +19,9 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from yolo3.choices import STRATEGIES
-from yolo3.errors import SettingError, Yolo3Error
-from yolo3.keras_compat import build_from_element_spec, replace_step
+from yolo3.config.choices import STRATEGIES
+from yolo3.core.errors import SettingError, Yolo3Error
+from yolo3.modeling.keras_compat import build_from_element_spec, replace_step
 
 __all__ = ["configure_logical_cpus", "replica_devices", "make_strategy",
            "is_chief", "num_workers", "task_index", "cluster_task", "ClusterTask", "prepare_fit",

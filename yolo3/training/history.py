@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from yolo3.errors import FileFormatError, PathLike
-from yolo3.fileio import atomic_write
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import atomic_write
 
 __all__ = ["read_history", "read_rows", "truncate_history", "completed_epochs"]
 

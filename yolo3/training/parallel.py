@@ -14,7 +14,7 @@ synchronised batch norm). The moving statistics end up as ``sum_i (n_i / n) * up
 share-weighted average of what each replica alone would have written, so they do not depend on which
 replica happens to write last.
 
-Save the template (see :class:`yolo3.callbacks.TemplateCheckpoint`), never the wrapper.
+Save the template (see :class:`yolo3.training.callbacks.TemplateCheckpoint`), never the wrapper.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from yolo3.keras_compat import all_layers
+from yolo3.modeling.keras_compat import all_layers
 
 __all__ = ["ReplicaWrapper", "multi_gpu_model", "resolve_devices", "split_sizes"]
 
@@ -60,7 +60,7 @@ def resolve_devices(gpus: Optional[int] = None, devices: Optional[Sequence[str]]
     if missing:
         raise ValueError(f"device(s) {missing} do not exist; available: {available}. "
                          "For logical CPU devices use --cpu-replicas / "
-                         "yolo3.distribute.configure_logical_cpus before TensorFlow starts.")
+                         "yolo3.training.distribute.configure_logical_cpus before TensorFlow starts.")
     return [f"/device:{n}" for n in names]
 
 
@@ -154,7 +154,7 @@ class ReplicaWrapper(keras.Model):
 
     def get_config(self):
         raise NotImplementedError("ReplicaWrapper is not serialisable: save its template instead "
-                                  "(yolo3.callbacks.TemplateCheckpoint)")
+                                  "(yolo3.training.callbacks.TemplateCheckpoint)")
 
 
 def multi_gpu_model(model: keras.Model, gpus: Optional[int] = None,

@@ -1,7 +1,7 @@
 """The training recipe's choices, each one decided here: optimiser (Adam, or SGD with Nesterov
 momentum), learning-rate schedule, decoupled weight decay (not on batch-norm or biases), an
 exponential moving average of the weights, the training dtype policy, XLA and
-how often to evaluate. :mod:`yolo3.train` asks; nothing here depends on the model variant.
+how often to evaluate. :mod:`yolo3.training.train` asks; nothing here depends on the model variant.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import contextlib
 import math
 from typing import Iterator, Optional
 
-from yolo3.choices import JIT_CHOICES, OPTIMIZERS
+from yolo3.config.choices import JIT_CHOICES, OPTIMIZERS
 
 # Adam's 3e-3 (keras-yolo3 used 1e-3): measured better from scratch and fine-tuning alike with
 # warm-up, cosine decay, EMA and decoupled weight decay (README, measured figures)

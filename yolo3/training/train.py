@@ -14,7 +14,7 @@ Layers are frozen by name: stage 1 trains every layer whose name does not start 
 ``freeze_epochs .. epochs``). Outputs go to ``config.output.output_dir`` (see :class:`TrainResult`).
 
 The recipe (optimiser, weight decay, EMA, precision, XLA, evaluation interval) is decided in
-:mod:`yolo3.recipe`. With evaluation on (``eval_every``), the validation set's COCO mAP is
+:mod:`yolo3.training.recipe`. With evaluation on (``eval_every``), the validation set's COCO mAP is
 computed after each evaluated epoch by the chief, with the averaged (EMA) weights, and ``best.*``
 is the checkpoint of the best mAP@0.5:0.95; without it, of the lowest validation loss.
 """
@@ -32,46 +32,46 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.anchors import (BPR_THRESHOLD, anchor_fit, fits_classes_file, format_anchors,
+from yolo3.ops.anchors import (BPR_THRESHOLD, anchor_fit, fits_classes_file, format_anchors,
                            kmeans_anchors, read_anchors, read_classes, write_anchors, write_classes)
-from yolo3.architectures import BACKBONE_PREFIX
-from yolo3.bn_statistics import BatchNormStatistics
-from yolo3.anchor_free_loss import anchor_free_training_model
-from yolo3.bodies import build_spec_body, output_layer_names, prediction_layer_names
-from yolo3.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
+from yolo3.config.architectures import BACKBONE_PREFIX
+from yolo3.training.bn_statistics import BatchNormStatistics
+from yolo3.modeling.anchor_free_loss import anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body, output_layer_names, prediction_layer_names
+from yolo3.training.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
                              PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body)
-from yolo3.choices import AUTO_ANCHORS
+from yolo3.config.choices import AUTO_ANCHORS
 from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
 from yolo3.data.verify import check_decodable, listed, unchecked, verify_images
 from yolo3.data.yolo_layout import read_data_file
-from yolo3.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
+from yolo3.training.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
                               prepare_fit, replica_devices)
-from yolo3.errors import CommandFailed, SettingError
-from yolo3.fileio import remove_stale_temporaries
-from yolo3.history import completed_epochs, truncate_history
-from yolo3.keras_compat import ExactSwapEMAWeights
-from yolo3.log import NOTICE
-from yolo3.loss import identity_loss, yolo_training_model
-from yolo3.metadata import ModelInfo
-from yolo3.parallel import multi_gpu_model
-from yolo3.ownership import check_output_folder, claim
-from yolo3.paths import check_output_dir
-from yolo3.precision import resolve_training_precision
-from yolo3.recipe import (anchor_free_bias_priors, auto_ema_momentum, auto_eval_every,
+from yolo3.core.errors import CommandFailed, SettingError
+from yolo3.core.fileio import remove_stale_temporaries
+from yolo3.training.history import completed_epochs, truncate_history
+from yolo3.modeling.keras_compat import ExactSwapEMAWeights
+from yolo3.core.log import NOTICE
+from yolo3.modeling.loss import identity_loss, yolo_training_model
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.training.parallel import multi_gpu_model
+from yolo3.core.ownership import check_output_folder, claim
+from yolo3.core.paths import check_output_dir
+from yolo3.config.precision import resolve_training_precision
+from yolo3.training.recipe import (anchor_free_bias_priors, auto_ema_momentum, auto_eval_every,
                           dtype_policy, learning_rate, make_optimizer, output_bias_priors,
                           use_jit)
-from yolo3.resume import check_resume_files, load_resume_state, restore_resume_state
-from yolo3.saving import atomic_save_model, atomic_save_weights
-from yolo3.schedules import WarmupCosine
-from yolo3.specs import ModelSpec, get_spec
-from yolo3.train_config import Caution, DataSettings, TrainConfig, check
-from yolo3.weights import load_weights_by_name
+from yolo3.training.resume import check_resume_files, load_resume_state, restore_resume_state
+from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.training.schedules import WarmupCosine
+from yolo3.config.specs import ModelSpec, get_spec
+from yolo3.config.train_config import Caution, DataSettings, TrainConfig, check
+from yolo3.checkpoint.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
 
-# what a run folder holds (fnmatch patterns): claimed as yolo3's (yolo3.ownership) before the
+# what a run folder holds (fnmatch patterns): claimed as yolo3's (yolo3.core.ownership) before the
 # first write, and recognised in the run folders of yolo3 0.3 and earlier, which had no marker
 RUN_FOLDER_ENTRIES = ("anchors.txt", "classes.txt", "history.csv", "logs", "resume.json",
                       "resume-[0-9]*", "final.keras", "final.weights.h5", "best.keras",
@@ -173,7 +173,7 @@ class Stage:
 
 
 def validate_config(config: TrainConfig) -> List[Caution]:
-    """Refuse settings that cannot work (:func:`yolo3.train_config.check`): :class:`ConfigError`
+    """Refuse settings that cannot work (:func:`yolo3.config.train_config.check`): :class:`ConfigError`
     naming them; returns the cautions of those that can."""
     try:
         return check(config)
@@ -202,7 +202,7 @@ def prepare_data(config: TrainConfig) -> TrainData:
     """Classes, records, anchors (the variant's defaults without ``anchors``) and masks; the
     validation records are ``val_annotations`` (or the data file's val split), else a seeded
     ``val_split`` of the annotations. An anchor-free variant has no anchors or masks (an
-    ``anchors`` setting is not used: :func:`yolo3.train_config.cautions` says so)."""
+    ``anchors`` setting is not used: :func:`yolo3.config.train_config.cautions` says so)."""
     settings = config.data
     class_names, train_source, val_source = data_sources(settings)
     spec = get_spec(config.model.variant)
@@ -336,7 +336,7 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
                   ) -> Placement:
     """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
     per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
-    first thing: :func:`yolo3.distribute.configure_logical_cpus`)."""
+    first thing: :func:`yolo3.training.distribute.configure_logical_cpus`)."""
     devices = replica_devices(config.hardware.gpus or None, config.hardware.cpu_replicas or None)
     strategy = make_strategy(config.hardware.strategy,
                              devices if config.hardware.strategy == "mirrored" else None)
@@ -399,8 +399,8 @@ def _training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> 
 def _initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
                               keep=()) -> None:
     """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
-    priors of :func:`yolo3.recipe.output_bias_priors` (objects per image from the training set);
-    an anchor-free head's predictions to :func:`yolo3.recipe.anchor_free_bias_priors`."""
+    priors of :func:`yolo3.training.recipe.output_bias_priors` (objects per image from the training set);
+    an anchor-free head's predictions to :func:`yolo3.training.recipe.anchor_free_bias_priors`."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
     if data.spec.anchor_free:
         _initialise_anchor_free_priors(body, data, hw, per_image, keep)
@@ -685,7 +685,7 @@ def train(config: TrainConfig) -> TrainResult:
 
 def training_precision(config: TrainConfig) -> str:
     """The dtype policy ``config.recipe.precision`` means on this machine (see
-    :func:`yolo3.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
+    :func:`yolo3.config.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
     return resolve_training_precision(config.recipe.precision, gpu=_on_gpu(config))
 
 
