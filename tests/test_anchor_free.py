@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.ops import anchor_free
 from yolo3.ops.decode import decode_detections
-from yolo3.config.anchor_free_head import AnchorFreeHead
 
 HEAD = AnchorFreeHead((32, 16), 8)
 HW = (64, 96)  # grids 2x3 and 4x6: 30 cells

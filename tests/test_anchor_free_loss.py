@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.ops import anchor_free
-from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
-from yolo3.modeling.bodies import build_spec_body
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.specs import get_spec
+from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.ops import anchor_free
 
 HW = (64, 96)
 

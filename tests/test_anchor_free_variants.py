@@ -10,11 +10,11 @@ import os
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import write_anchors
-from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.core.errors import FileFormatError
 from yolo3.checkpoint.metadata import read_info
 from yolo3.config.specs import get_spec
+from yolo3.core.errors import FileFormatError
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.ops.anchors import write_anchors
 
 TINY_AF = get_spec("tiny-af")
 
@@ -130,9 +130,9 @@ def test_anchor_head_settings_are_named_as_unused(tmp_path, capsys):
 
 
 def test_fine_tuning_loads_darknets_tiny_weights_into_all_but_the_head(darknet_cfg_dir, tmp_path):
-    from yolo3.modeling.bodies import build_spec_body
     from yolo3.checkpoint.darknet_convert import convert
     from yolo3.checkpoint.weights import load_weights_by_name
+    from yolo3.modeling.bodies import build_spec_body
     cfg, weights = darknet_cfg_dir / "yolov3-tiny.cfg", darknet_cfg_dir / "yolov3-tiny.weights"
     convert(str(cfg), str(weights), str(tmp_path / "coco.keras"))
     body = build_spec_body(TINY_AF, 4, input_shape=(64, 64))

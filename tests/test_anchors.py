@@ -4,9 +4,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import (TINY_YOLO_ANCHORS, YOLO_ANCHORS, default_anchors, read_anchors,
-                           read_classes, write_anchors, write_classes)
 from yolo3.core.errors import FileFormatError
+from yolo3.data.class_names import read_classes, write_classes
+from yolo3.ops.anchors import (
+    TINY_YOLO_ANCHORS,
+    YOLO_ANCHORS,
+    default_anchors,
+    read_anchors,
+    write_anchors,
+)
 
 
 def test_anchor_round_trip(tmp_path, rng):

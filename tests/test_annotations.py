@@ -13,9 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from yolo3.data.annotations import (Record, coco_class_names, load_annotations, scan_annotations,
-                                    write_annotations)
 from yolo3.core.errors import AnnotationError, FileFormatError
+from yolo3.data.annotations import (
+    Record,
+    coco_class_names,
+    load_annotations,
+    scan_annotations,
+    write_annotations,
+)
 
 NAMES = ["a", "b", "c"]
 

@@ -1,4 +1,5 @@
-"""The architectures (yolo3.config.architectures) traced by a plain-Python Net, against Darknet's cfgs.
+"""The architectures (yolo3.config.architectures) traced by a plain-Python Net, against Darknet's
+cfgs.
 
 The tracer follows strides and channels through every operation and counts parameters, without
 Keras or the cfg writer: the convolutions must be the cfg's (filters, size, stride) in order, the
@@ -13,6 +14,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from yolo3.config import architectures
+
 Point = Tuple[int, int]  # (stride, channels)
 
 

@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.data.augment import (AugmentConfig, clip_and_filter, distort_hsv, mosaic,
-                                place_on_canvas, random_augment, sample_params, transform_boxes)
+from yolo3.data.augment import (
+    AugmentConfig,
+    clip_and_filter,
+    distort_hsv,
+    mosaic,
+    place_on_canvas,
+    random_augment,
+    sample_params,
+    transform_boxes,
+)
 
 
 def test_presets():

@@ -95,10 +95,10 @@ def test_training_config_auto_resolves_per_cpu(cpu, tmp_path):
 def test_detector_auto_computes_in_the_chosen_dtype(cpu):
     import keras
 
-    from yolo3.inference.detector import YOLO
     from yolo3.checkpoint.metadata import ModelInfo
-    from yolo3.modeling.bodies import build_body
     from yolo3.config.specs import get_spec
+    from yolo3.inference.detector import YOLO
+    from yolo3.modeling.bodies import build_body
     spec = get_spec("tiny")
     body = build_body("tiny", 2, input_shape=(64, 64))
     info = ModelInfo(spec.default_anchors(), spec.default_masks(), 2, ["a", "b"], spec.name, (64, 64))

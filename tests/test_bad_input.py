@@ -2,8 +2,8 @@
 traceback, and the output location byte-identical before and after (hashes)."""
 from __future__ import annotations
 
-import os
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -377,8 +377,9 @@ def test_debug_shows_the_traceback(capsys):
 # ------------------------------------------------------------------------------ input hygiene
 
 def test_byte_order_marks_are_not_part_of_names(tmp_path):
-    from yolo3.ops.anchors import read_anchors, read_classes
     from yolo3.data.annotations import parse_text_annotations
+    from yolo3.data.class_names import read_classes
+    from yolo3.ops.anchors import read_anchors
     classes = tmp_path / "classes.txt"
     classes.write_bytes("\ufeffcar\nbus\n".encode("utf-8"))
     assert read_classes(classes) == ["car", "bus"]
@@ -403,8 +404,8 @@ def test_a_tab_separates_the_path_only_before_the_first_box(tmp_path):
 
 
 def test_repeated_class_names_are_refused_where_they_are_written(tmp_path):
-    from yolo3.ops.anchors import write_classes
     from yolo3.core.errors import FileFormatError
+    from yolo3.data.class_names import write_classes
     with pytest.raises(FileFormatError, match="repeats"):
         write_classes(tmp_path / "c.txt", ["car", "bus", "car"])
     assert not (tmp_path / "c.txt").exists()

@@ -1,19 +1,19 @@
-"""yolo3's fused BatchNormalization (yolo3.modeling.batch_norm; FusedBatchNorm here) against Keras's layer,
-which it replaces in training bodies: the same outputs, moving statistics and gradients as Keras
-and float64, cuDNN's minimum epsilon where a GPU is seen, mixed bfloat16, the same inference call,
-weights files either way and .keras files with Keras's own layer."""
+"""yolo3's fused BatchNormalization (yolo3.modeling.batch_norm; FusedBatchNorm here) against Keras's
+layer, which it replaces in training bodies: the same outputs, moving statistics and gradients as
+Keras and float64, cuDNN's minimum epsilon where a GPU is seen, mixed bfloat16, the same inference
+call, weights files either way and .keras files with Keras's own layer."""
 from __future__ import annotations
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.config.specs import get_spec
 from yolo3.modeling.batch_norm import MIN_FUSED_EPSILON, has_fused_batch_norms, training_epsilon
 from yolo3.modeling.batch_norm import BatchNormalization as FusedBatchNorm
 from yolo3.modeling.bodies import build_body, build_spec_body
 from yolo3.modeling.graph_surgery import keras_batch_norms
-from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
-from yolo3.config.specs import get_spec
 
 
 def _pair(epsilon: float, momentum: float = 0.9, dtype: str = "float32", channels: int = 5):

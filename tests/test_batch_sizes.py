@@ -31,9 +31,9 @@ def _history(out: Path):
 def realistic(tmp_path_factory):
     """250 photo-style images of the shared photographs (200 train, 50 validation) with k-means
     anchors at 128 px."""
-    from yolo3.ops.anchors import kmeans_anchors, write_anchors
     from yolo3.data.annotations import box_sizes, load_annotations
     from yolo3.data.photo_synthetic import PHOTO_CLASSES, make_photo_dataset
+    from yolo3.ops.anchors import kmeans_anchors, write_anchors
     d = tmp_path_factory.mktemp("realistic")
     make_photo_dataset(str(d), 250, str(SHARED_DIR / "images"), seed=11, max_objects=4,
                        min_frac=0.12, val_fraction=0.2)

@@ -1,5 +1,6 @@
-"""yolo3.modeling.blocks: one Darknet convolution block against a float64 NumPy implementation of Darknet's
-arithmetic (top/left padding, convolution, batch norm with epsilon 1e-6, the activations)."""
+"""yolo3.modeling.blocks: one Darknet convolution block against a float64 NumPy implementation of
+Darknet's arithmetic (top/left padding, convolution, batch norm with epsilon 1e-6, the
+activations)."""
 from __future__ import annotations
 
 import keras
@@ -7,8 +8,15 @@ import numpy as np
 import pytest
 
 from yolo3.modeling.batch_norm import BatchNormalization as FusedTrainingBatchNorm
-from yolo3.modeling.blocks import (ACTIVATIONS, BN_EPSILON, BN_MOMENTUM, LEAKY_SLOPE, BlockNames,
-                          activation_layer, conv_block)
+from yolo3.modeling.blocks import (
+    ACTIVATIONS,
+    BN_EPSILON,
+    BN_MOMENTUM,
+    LEAKY_SLOPE,
+    BlockNames,
+    activation_layer,
+    conv_block,
+)
 
 
 def _np_conv(x, kernel, stride, pad_top_left):

@@ -1,17 +1,16 @@
-"""Batch-norm statistics recomputed for the current weights (yolo3.training.bn_statistics) and the training
-callback that does it before validation and saving: against a float64 NumPy reference, frozen
-layers, mixed precision, EMA weights, and inside ``train()``."""
+"""Batch-norm statistics recomputed for the current weights (yolo3.training.bn_statistics) and the
+training callback that does it before validation and saving: against a float64 NumPy reference,
+frozen layers, mixed precision, EMA weights, and inside ``train()``."""
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
-
-import keras
 import tensorflow as tf
 
+from yolo3.modeling.keras_compat import ExactSwapEMAWeights
 from yolo3.training.bn_statistics import BatchNormStatistics, trainable_batch_norms
 from yolo3.training.callbacks import PreciseBatchNorm
-from yolo3.modeling.keras_compat import ExactSwapEMAWeights
 from yolo3.training.recipe import dtype_policy
 
 EPS = 1e-3

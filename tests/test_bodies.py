@@ -1,15 +1,22 @@
-"""yolo3.modeling.bodies: every registered variant's Keras body - named parts (backbone taps, heads, outputs,
-Darknet blocks), output shapes for any input, the batch-norm kind, keras-yolo3's body functions."""
+"""yolo3.modeling.bodies: every registered variant's Keras body - named parts (backbone taps, heads,
+outputs, Darknet blocks), output shapes for any input, the batch-norm kind, keras-yolo3's body
+functions."""
 from __future__ import annotations
 
 import keras
 import numpy as np
 import pytest
 
-from yolo3.modeling.batch_norm import BatchNormalization as FusedTrainingBatchNorm
-from yolo3.modeling.bodies import (block_names, build_body, build_spec_body, output_layer_names,
-                          tiny_yolo_body, yolo_body)
 from yolo3.config.specs import all_specs, get_spec
+from yolo3.modeling.batch_norm import BatchNormalization as FusedTrainingBatchNorm
+from yolo3.modeling.bodies import (
+    block_names,
+    build_body,
+    build_spec_body,
+    output_layer_names,
+    tiny_yolo_body,
+    yolo_body,
+)
 
 DETECTORS = [s.name for s in all_specs() if s.num_scales]
 

@@ -1,5 +1,5 @@
-"""The TensorFlow box operations (yolo3.ops.box_ops) against their NumPy twins in yolo3.ops.boxes, which
-test_boxes checks against float64 loops; float64 inputs, so the two must agree to rounding."""
+"""The TensorFlow box operations (yolo3.ops.box_ops) against their NumPy twins in yolo3.ops.boxes,
+which test_boxes checks against float64 loops; float64 inputs, so the two must agree to rounding."""
 from __future__ import annotations
 
 import numpy as np

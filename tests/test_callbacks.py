@@ -1,5 +1,5 @@
-"""Training callbacks (yolo3.training.callbacks) driven directly with the logs Keras would pass: which
-checkpoint files each epoch writes, when training stops, what goes into the logs. Their use in
+"""Training callbacks (yolo3.training.callbacks) driven directly with the logs Keras would pass:
+which checkpoint files each epoch writes, when training stops, what goes into the logs. Their use in
 whole runs is covered by test_train_recipe, test_train_cli, test_parallel and test_bn_statistics."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from yolo3.checkpoint.saving import load_keras_model
 from yolo3.modeling.bodies import build_body
 from yolo3.training.callbacks import EarlyStopOnPlateau, EpochClock, StopOnNaN, TemplateCheckpoint
-from yolo3.checkpoint.saving import load_keras_model
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
-"""yolo3.config.choices: every listed value is one that the code acting on it accepts, and nothing else is
-(so the command line's choices, the settings' rules and the code agree)."""
+"""yolo3.config.choices: every listed value is one that the code acting on it accepts, and nothing
+else is (so the command line's choices, the settings' rules and the code agree)."""
 from __future__ import annotations
 
 import pytest
 
 from yolo3.config import choices
+
+
 def test_every_box_loss_is_computed_and_others_refused():
     import numpy as np
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from yolo3.data.class_names import check_class_names, shown_value
 from yolo3.core.errors import AnnotationError, FileFormatError
+from yolo3.data.class_names import check_class_names, shown_value
 
 
 def test_text_and_numbers_are_names():

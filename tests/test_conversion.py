@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import read_classes
 from yolo3.cli import main as yolo3_main
+from yolo3.core.errors import ArgumentError
 from yolo3.data.annotations import load_annotations
+from yolo3.data.class_names import read_classes
 from yolo3.data.conversion import write_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.data.yolo_layout import read_data_file
-from yolo3.core.errors import ArgumentError
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,17 @@ import numpy as np
 import pytest
 
 from darknet_helpers import spp_cfg_text
-from yolo3.darknet.cfg import (MaxpoolSpec, RouteSpec, equivalent, format_cfg, parse_cfg,
-                               parse_cfg_text)
+from yolo3.core.errors import DarknetError
+from yolo3.darknet.cfg import (
+    MaxpoolSpec,
+    RouteSpec,
+    equivalent,
+    format_cfg,
+    parse_cfg,
+    parse_cfg_text,
+)
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.darknet.weights import Header, expected_size, read_weights, write_weights
-from yolo3.core.errors import DarknetError
 
 NET = "[net]\nwidth=64\nheight=64\nchannels=3\n"
 CONV = "[convolutional]\nbatch_normalize=1\nfilters={f}\nsize=3\nstride={s}\npad=1\nactivation=leaky\n"

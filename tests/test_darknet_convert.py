@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from darknet_helpers import keras_forward, opencv_forward, random_images, rel_err, spp_cfg_text
-from yolo3.cli.convert import main as cli_main
-from yolo3.darknet.cfg import parse_cfg
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.metadata import read_sidecars, sidecar_paths
-from yolo3.darknet.random_weights import write_random_weights
+from yolo3.cli.convert import main as cli_main
 from yolo3.core.errors import DarknetError
+from yolo3.darknet.cfg import parse_cfg
+from yolo3.darknet.random_weights import write_random_weights
 
 TOLERANCE = 1e-5  # |keras - opencv| / |opencv| per output map
 # Outputs must depend on the input: two random images give clearly different maps.

@@ -1,18 +1,22 @@
 """Keras -> Darknet export: round trips and OpenCV loading exported yolo3 bodies."""
 from __future__ import annotations
 
-
 import keras
 import numpy as np
 import pytest
 
-from darknet_helpers import (keras_forward, opencv_forward, random_images, randomise_batch_norms,
-                             rel_err)
+from darknet_helpers import (
+    keras_forward,
+    opencv_forward,
+    random_images,
+    randomise_batch_norms,
+    rel_err,
+)
 from yolo3.cli.convert import main as cli_main
-from yolo3.darknet.cfg import equivalent, parse_cfg
-from yolo3.export.darknet import export_darknet
-from yolo3.darknet.random_weights import write_random_weights
 from yolo3.core.errors import DarknetError
+from yolo3.darknet.cfg import equivalent, parse_cfg
+from yolo3.darknet.random_weights import write_random_weights
+from yolo3.export.darknet import export_darknet
 from yolo3.modeling.bodies import build_body
 
 TOLERANCE = 1e-5

@@ -8,11 +8,16 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from yolo3.darknet.layout import (block_layer_names, body_to_cfg_index, converted_layer,
-                                  layout_blocks, layout_cfg_text)
-from yolo3.core.errors import DarknetError
 from yolo3.config.masks import keras_yolo3_masks
 from yolo3.config.specs import get_spec
+from yolo3.core.errors import DarknetError
+from yolo3.darknet.layout import (
+    block_layer_names,
+    body_to_cfg_index,
+    converted_layer,
+    layout_blocks,
+    layout_cfg_text,
+)
 
 KEYS = ("filters", "size", "stride", "activation", "batch_normalize", "from", "layers", "mask",
         "classes", "num", "anchors", "pad")

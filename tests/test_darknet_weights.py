@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.darknet.cfg import parse_cfg
-from yolo3.darknet.weights import (ConvWeights, Header, conv_param_count, expected_size,
-                                   read_weights, write_weights)
 from yolo3.core.errors import DarknetError
+from yolo3.darknet.cfg import parse_cfg
+from yolo3.darknet.weights import (
+    ConvWeights,
+    Header,
+    conv_param_count,
+    expected_size,
+    read_weights,
+    write_weights,
+)
 
 
 @pytest.fixture

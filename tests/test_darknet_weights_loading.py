@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from darknet_helpers import keras_forward, random_images, rel_err
+from yolo3.checkpoint.darknet_convert import build_model, convert
+from yolo3.checkpoint.weights import WeightsError, load_weights_by_name
 from yolo3.cli.train import main as train_main
 from yolo3.darknet.cfg import ConvSpec, parse_cfg, parse_cfg_text
-from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.darknet.layout import block_layer_names, body_to_cfg_index
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.modeling.bodies import build_body
-from yolo3.checkpoint.weights import WeightsError, load_weights_by_name
 
 TOLERANCE = 1e-5  # relative, per output map
 CFG_FILES = {"tiny": "yolov3-tiny.cfg", "yolov3": "yolov3.cfg", "darknet53": "darknet53.cfg"}

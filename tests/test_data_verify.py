@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from yolo3.data import verify
 from yolo3.core.errors import ArgumentError
+from yolo3.data import verify
 
 
 @pytest.fixture(autouse=True)

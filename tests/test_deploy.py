@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.modeling.bodies import build_spec_body
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 
 INPUT = (96, 128)
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
@@ -29,10 +29,10 @@ def setup(tmp_path_factory):
     synthetic dataset (annotation file and image folder) for calibration and evaluation."""
     import keras
 
-    from yolo3.inference.detector import YOLO
     from yolo3.checkpoint.metadata import ModelInfo
     from yolo3.checkpoint.saving import atomic_save_model
     from yolo3.config.specs import get_spec
+    from yolo3.inference.detector import YOLO
     keras.utils.set_random_seed(3)
     root = tmp_path_factory.mktemp("deploy")
     spec = get_spec("tiny")
@@ -130,8 +130,8 @@ def test_exported_models_are_scored_like_keras_models(setup, tmp_path):
 
 
 def test_saved_model_carries_its_info(setup, tmp_path):
-    from yolo3.export import export_saved_model
     from yolo3.checkpoint.metadata import read_info
+    from yolo3.export import export_saved_model
     root, det, _ = setup
     export_saved_model(det, tmp_path / "saved")
     info = read_info(tmp_path / "saved")
@@ -176,8 +176,8 @@ def test_unknown_model_file_and_missing_packages(setup, tmp_path, capsys, monkey
 
 
 def test_an_export_that_does_not_match_is_refused_and_removed(setup, tmp_path):
-    from yolo3.inference.detector import YOLO
     from yolo3.export import ExportError, export_tflite, verify_export
+    from yolo3.inference.detector import YOLO
     root, det, _ = setup
     export_tflite(det, tmp_path / "m.tflite")
     other = YOLO(root / "model.keras", score=0.2, precision="float32")
@@ -193,10 +193,10 @@ def test_an_export_that_does_not_match_is_refused_and_removed(setup, tmp_path):
 def test_bfloat16_finds_the_float32_detections_on_real_weights(tmp_path):
     """What ``auto`` picks on bfloat16 hardware finds what float32 finds: the same class and
     IoU >= 0.9 for every float32 detection above 0.3, on the real tiny weights and photos."""
-    from yolo3.ops.boxes import iou_xyxy
     from yolo3.checkpoint.darknet_convert import convert
     from yolo3.data.images import load_image
     from yolo3.inference.detector import YOLO
+    from yolo3.ops.boxes import iou_xyxy
     convert(SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights",
             tmp_path / "tiny.keras", progress=False)
     f32 = YOLO(tmp_path / "tiny.keras", score=0.3, precision="float32")

@@ -17,9 +17,9 @@ def test_renamed_keyword():
 
 
 def test_load_weights_by_name_takes_the_old_keyword(tmp_path):
-    from yolo3.modeling.bodies import build_body
     from yolo3.checkpoint.saving import atomic_save_weights
     from yolo3.checkpoint.weights import load_weights_by_name
+    from yolo3.modeling.bodies import build_body
     src = build_body("tiny", 2, input_shape=(64, 64))
     path = atomic_save_weights(src, tmp_path / "w.weights.h5")
     dst = build_body("tiny", 2, input_shape=(64, 64))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+from yolo3.data.class_names import write_classes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
 SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
 INPUT = 128
@@ -18,6 +19,7 @@ INPUT = 128
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     import keras
+
     from yolo3.modeling.bodies import build_body
 
     keras.utils.set_random_seed(11)

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
 from yolo3.core.errors import FileFormatError
+from yolo3.data.class_names import write_classes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 from yolo3.ops.letterbox import PAD_VALUE
 
 INPUT = 128
@@ -18,6 +19,7 @@ CLASSES = ["cat", "dog", "bird"]
 @pytest.fixture(scope="module")
 def tiny_files(tmp_path_factory):
     import keras
+
     from yolo3.modeling.bodies import build_body
 
     keras.utils.set_random_seed(7)

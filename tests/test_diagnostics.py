@@ -1,6 +1,6 @@
-"""yolo3.evaluation.diagnostics: the confusion matrix and precision / recall / F1 against confidence, each
-checked against a plain-loop float64 reference written here, a hand-counted case, and through
-``yolo3 evaluate``."""
+"""yolo3.evaluation.diagnostics: the confusion matrix and precision / recall / F1 against
+confidence, each checked against a plain-loop float64 reference written here, a hand-counted case,
+and through ``yolo3 evaluate``."""
 from __future__ import annotations
 
 import json

@@ -158,6 +158,7 @@ def test_multiworker_cli_two_workers_match_one_process(tmp_path):
     with its own statistics, so no exact equality could hold."""
     import h5py
     import numpy as np
+
     from yolo3.data.synthetic import make_synthetic_dataset
     make_synthetic_dataset(str(tmp_path / "d"), 16, (64, 64), val_fraction=0.25,
                            classes=("circle", "square"))

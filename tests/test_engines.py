@@ -1,6 +1,6 @@
-"""Engines for .keras detectors (yolo3.inference.engines): the ``auto`` choice, conversion checked against
-Keras on Darknet's real tiny weights and the shared photographs, the cache (reused on a second
-run, rebuilt when the model changes), and the fallbacks."""
+"""Engines for .keras detectors (yolo3.inference.engines): the ``auto`` choice, conversion checked
+against Keras on Darknet's real tiny weights and the shared photographs, the cache (reused on a
+second run, rebuilt when the model changes), and the fallbacks."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.inference.engines import engine_installed, resolve_engine
 from yolo3.core.errors import ArgumentError
+from yolo3.inference.engines import engine_installed, resolve_engine
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 PHOTOS = sorted((SHARED / "images").glob("*.jpg"))
@@ -90,8 +90,8 @@ def test_openvino_at_the_machines_precision_agrees_with_keras(tiny, cache):
     """``auto`` precision (bfloat16 where the CPU computes it natively) is as close to float32 as
     Keras's own bfloat16: on these photos both are 1.1e-2 relative (oneDNN's bfloat16
     convolutions under both), so the bound is Keras's error, and 1.5e-2."""
-    from yolo3.inference.detector import YOLO, load_detector
     from yolo3.config.precision import resolve_precision
+    from yolo3.inference.detector import YOLO, load_detector
     path, keras_det = tiny
     det = load_detector(path, score=0.25)
     assert det.engine.engine == "openvino"
@@ -149,8 +149,8 @@ def test_a_conversion_that_does_not_match_is_not_used(tiny, cache, monkeypatch):
 
 def test_engines_keras_keeps(tiny, cache):
     """Each image at its own size runs on Keras; new weights drop the converted network."""
-    from yolo3.inference.detector import YOLO
     from yolo3.core.errors import SettingError
+    from yolo3.inference.detector import YOLO
     with pytest.raises(SettingError, match="needs the Keras engine"):
         YOLO(tiny[0], engine="openvino", model_image_size=(None, None))
     fit = YOLO(tiny[0], engine="auto", model_image_size=(None, None))
@@ -164,8 +164,8 @@ def test_engines_keras_keeps(tiny, cache):
 
 def test_the_command_line_prints_the_engine_once_and_refuses_a_missing_one(tiny, cache, tmp_path,
                                                                              capsys, monkeypatch):
-    from yolo3.cli import main
     import yolo3.inference.engines as engines
+    from yolo3.cli import main
     assert main(["detect", "--model", str(tiny[0]), "--input", str(PHOTOS[0]), "--output",
                  str(tmp_path / "o"), "--json", str(tmp_path / "d.json"), "--no-draw"]) == 0
     err = capsys.readouterr().err

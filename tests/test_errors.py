@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from yolo3.core.errors import (AnnotationError, ArgumentError, CommandFailed, DarknetError,
-                          FileFormatError, InvalidBoxError, SettingError, Yolo3Error)
+from yolo3.core.errors import (
+    AnnotationError,
+    ArgumentError,
+    CommandFailed,
+    DarknetError,
+    FileFormatError,
+    InvalidBoxError,
+    SettingError,
+    Yolo3Error,
+)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from yolo3.core.errors import FileFormatError
-from yolo3.evaluation.metrics import (align_image_keys, detection_entry, evaluate_detections, format_table,
-                              load_detection_json, save_detection_json, voc_ap)
+from yolo3.evaluation.metrics import (
+    align_image_keys,
+    detection_entry,
+    evaluate_detections,
+    format_table,
+    load_detection_json,
+    save_detection_json,
+    voc_ap,
+)
 
 NEVER_DETECTED = 1
 DETECTED_CLASSES = [0, 2, 3, 4, 5]  # class 5 never has ground truth
@@ -258,9 +265,9 @@ def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
 
     import keras
 
-    from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
     from yolo3.cli.evaluate import main
     from yolo3.modeling.bodies import build_body
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
     images = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
     keras.utils.set_random_seed(3)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors, write_classes
+from yolo3.data.class_names import write_classes
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
 SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
 INPUT = 128
@@ -86,8 +87,8 @@ def test_saved_model_matches_keras_detector(exported):
 
 
 def test_tflite_refuses_a_bfloat16_detector(exported, tmp_path):
-    from yolo3.inference.detector import YOLO
     from yolo3.export import export_tflite
+    from yolo3.inference.detector import YOLO
 
     half = YOLO(exported / "final.keras", input_size=INPUT, precision="bfloat16")
     with pytest.raises(ValueError, match="float32 detector"):
@@ -115,8 +116,8 @@ def _same(got, ref, atol=1e-3):
 def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_path):
     """SavedModel ``serve_image`` and ``TFLiteDetector.detect_image`` take images of any size and
     letterbox them with the detector's letterbox: the same detections, in the image's pixels."""
-    from yolo3.inference.detector import YOLO
     from yolo3.export import export_tflite
+    from yolo3.inference.detector import YOLO
     from yolo3.inference.runners import TFLiteDetector
 
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
@@ -132,8 +133,8 @@ def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_pat
 
 
 def test_exported_info_describes_the_export(exported):
-    from yolo3.inference.detector import YOLO
     from yolo3.export.formats import exported_info
+    from yolo3.inference.detector import YOLO
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     info = exported_info(det, "tflite", quantize="int8", input_dtype="uint8", batch=1)
     assert tuple(info.input_size) == (INPUT, INPUT) and info.class_names == ["a", "b", "c"]

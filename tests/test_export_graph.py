@@ -8,10 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS
-from yolo3.export.graph import (DETECTION_KEYS, class_aware_nms, image_function, model_function,
-                                raw_names, to_unit_range)
 from yolo3.config.masks import default_masks
+from yolo3.export.graph import (
+    DETECTION_KEYS,
+    class_aware_nms,
+    image_function,
+    model_function,
+    raw_names,
+    to_unit_range,
+)
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 
 
 def test_inputs_map_to_the_unit_range():

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS
-from yolo3.ops.decode import decode_detections
+from yolo3.config.masks import default_masks
 from yolo3.export import verify as verify_module
 from yolo3.export.verify import TOLERANCES, ExportError, VerifyReport, verify_export
-from yolo3.config.masks import default_masks
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+from yolo3.ops.decode import decode_detections
 
 HW = (64, 64)
 MASKS = default_masks(6)

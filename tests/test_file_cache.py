@@ -1,5 +1,5 @@
-"""yolo3.core.file_cache, and the caches built on it: image headers (probe_images) and decoded images
-(data.verify): a fact is reused only while its file keeps its size and modification time."""
+"""yolo3.core.file_cache, and the caches built on it: image headers (probe_images) and decoded
+images (data.verify): a fact is reused only while its file keeps its size and modification time."""
 from __future__ import annotations
 
 import os
@@ -7,8 +7,8 @@ import os
 import numpy as np
 from PIL import Image
 
-from yolo3.data import images as images_module
 from yolo3.core.file_cache import FileCache, file_stamp
+from yolo3.data import images as images_module
 
 
 def test_values_hold_while_the_file_is_unchanged(tmp_path, monkeypatch):

@@ -5,9 +5,17 @@ import os
 
 import pytest
 
-from yolo3.core.fileio import (TEMP_PREFIX, atomic_directory, atomic_write, is_temporary,
-                          remove_entry, remove_stale_temporaries, temporary_owner,
-                          temporary_prefix, write_text_atomic)
+from yolo3.core.fileio import (
+    TEMP_PREFIX,
+    atomic_directory,
+    atomic_write,
+    is_temporary,
+    remove_entry,
+    remove_stale_temporaries,
+    temporary_owner,
+    temporary_prefix,
+    write_text_atomic,
+)
 
 
 def test_atomic_write_keeps_old_file_when_writer_fails(tmp_path):

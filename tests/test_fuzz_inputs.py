@@ -52,7 +52,7 @@ def test_any_class_names_round_trip_through_a_data_yaml(names):
 @given(NAMES)
 def test_a_classes_file_reads_back_what_it_was_given_or_refuses_before_writing(tmp_path_factory,
                                                                                names):
-    from yolo3.ops.anchors import read_classes, write_classes
+    from yolo3.data.class_names import read_classes, write_classes
     path = tmp_path_factory.mktemp("classes") / "classes.txt"
     try:
         write_classes(path, names)
@@ -259,8 +259,8 @@ def small_set(trained_world, tmp_path_factory):
 def test_any_class_names_survive_a_conversion_and_nothing_else_changes(small_set,
                                                                       tmp_path_factory, capsys,
                                                                       names, layout):
-    from yolo3.ops.anchors import read_classes
     from yolo3.data.annotations import coco_class_names
+    from yolo3.data.class_names import read_classes
     from yolo3.data.yolo_layout import read_data_file
     work = tmp_path_factory.mktemp("convert")
     classes = work / "classes.txt"

@@ -1,13 +1,18 @@
-"""yolo3.modeling.graph_surgery: copies of a body - batch norms folded into convolutions (against the float64
-formula), refolded after training, another compute dtype - that leave the body itself unchanged."""
+"""yolo3.modeling.graph_surgery: copies of a body - batch norms folded into convolutions (against
+the float64 formula), refolded after training, another compute dtype - that leave the body itself
+unchanged."""
 from __future__ import annotations
 
 import keras
 import numpy as np
 import pytest
 
-from yolo3.modeling.graph_surgery import (FoldedBatchNorm, fold_batch_norms, refold_batch_norms,
-                                 with_compute_dtype)
+from yolo3.modeling.graph_surgery import (
+    FoldedBatchNorm,
+    fold_batch_norms,
+    refold_batch_norms,
+    with_compute_dtype,
+)
 
 
 def _model(rng) -> keras.Model:

@@ -1,5 +1,6 @@
 """Carrying an output layer's box and objectness channels over to another class count
-(yolo3.checkpoint.head_transfer), checked against a per-anchor reshape written independently here."""
+(yolo3.checkpoint.head_transfer), checked against a per-anchor reshape written independently
+here."""
 from __future__ import annotations
 
 import numpy as np

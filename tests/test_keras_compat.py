@@ -1,5 +1,5 @@
-"""Each private Keras API yolo3 uses (all behind yolo3.modeling.keras_compat), exercised on its own: when a
-Keras release changes one, the matching test here fails with the function's name."""
+"""Each private Keras API yolo3 uses (all behind yolo3.modeling.keras_compat), exercised on its own:
+when a Keras release changes one, the matching test here fails with the function's name."""
 from __future__ import annotations
 
 import warnings
@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from yolo3.modeling import keras_compat
+
+
 def _branchy_model():
     inputs = keras.Input((4,), name="x")
     a = keras.layers.Dense(3, name="a")(inputs)

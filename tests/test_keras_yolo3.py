@@ -1,9 +1,10 @@
-"""keras-yolo3 users move over unchanged: its yolo3.model contracts (yolo3.utils: test_utils.py), YOLO's keyword
-arguments, detect_video, and its weight files (Keras 2 HDF5, written here with h5py)."""
+"""keras-yolo3 users move over unchanged: its yolo3.model contracts (yolo3.utils: test_utils.py),
+YOLO's keyword arguments, detect_video, and its weight files (Keras 2 HDF5, written here with
+h5py)."""
 from __future__ import annotations
 
-import logging
 import argparse
+import logging
 import os
 from pathlib import Path
 
@@ -12,10 +13,17 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from keras_yolo3_reference import (layer_counts, outputs, randomise, reference_body, rel_err,
-                                   write_keras2_h5)
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors, write_classes
+from keras_yolo3_reference import (
+    layer_counts,
+    outputs,
+    randomise,
+    reference_body,
+    rel_err,
+    write_keras2_h5,
+)
+from yolo3.data.class_names import write_classes
 from yolo3.modeling.bodies import build_spec_body
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 
@@ -61,8 +69,8 @@ def test_yolo_eval_is_keras_yolo3s_one_image_y_first_per_class():
 
 
 def test_correct_boxes_and_boxes_and_scores_are_y_first():
-    from yolo3.ops.decode import correct_boxes
     from yolo3.model import yolo_boxes_and_scores, yolo_correct_boxes
+    from yolo3.ops.decode import correct_boxes
     rng = np.random.default_rng(0)
     xy, wh = rng.uniform(0, 1, (1, 3, 3, 3, 2)), rng.uniform(0.1, 0.5, (1, 3, 3, 3, 2))
     got = yolo_correct_boxes(xy, wh, (96, 96), (200, 300)).numpy()
@@ -73,8 +81,8 @@ def test_correct_boxes_and_boxes_and_scores_are_y_first():
 
 
 def test_yolo_loss_signature_masks_and_print(capfd):
-    from yolo3.modeling.loss import yolo_loss as project_loss
     from yolo3.model import preprocess_true_boxes, yolo_loss
+    from yolo3.modeling.loss import yolo_loss as project_loss
     boxes = np.array([[[8, 8, 30, 34, 1]], [[0, 0, 0, 0, 0]]], np.float32)
     y_true = preprocess_true_boxes(boxes, (64, 64), TINY_YOLO_ANCHORS, 2)
     assert [y.shape for y in y_true] == [(2, 2, 2, 3, 7), (2, 4, 4, 3, 7)]
@@ -176,10 +184,10 @@ def _opencv_dog(boxed: np.ndarray):
 def test_keras_yolo3_yolo_py_flow_finds_the_dog(real_tiny):
     from keras.layers import Input
 
-    from yolo3.ops.letterbox import geometry_np
-    from yolo3.model import tiny_yolo_body, yolo_eval
-    from yolo3.utils import letterbox_image
     from yolo3.checkpoint.weights import load_weights_by_name
+    from yolo3.model import tiny_yolo_body, yolo_eval
+    from yolo3.ops.letterbox import geometry_np
+    from yolo3.utils import letterbox_image
 
     yolo_model = tiny_yolo_body(Input(shape=(None, None, 3)), 3, 80)
     load_weights_by_name(yolo_model, real_tiny, verbose=False)
@@ -221,8 +229,8 @@ def keras_yolo3_files(request, tmp_path_factory):
 
 
 def test_keras_yolo3_files_load_with_the_same_outputs(keras_yolo3_files, caplog):
-    from yolo3.config.specs import get_spec
     from yolo3.checkpoint.weights import load_weights_by_name
+    from yolo3.config.specs import get_spec
     kind, classes, folder, created, reference, images = keras_yolo3_files
     counts = layer_counts(created)
     for name in ("yolo.h5", "trained_weights_final.h5"):
@@ -241,9 +249,9 @@ def test_keras_yolo3_files_load_with_the_same_outputs(keras_yolo3_files, caplog)
 
 def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files, tmp_path,
                                                                 caplog):
+    from yolo3.checkpoint.metadata import read_info
     from yolo3.cli.convert import main as convert_main
     from yolo3.inference.detector import YOLO
-    from yolo3.checkpoint.metadata import read_info
     kind, classes, folder, _, reference, images = keras_yolo3_files
     write_classes(tmp_path / "classes.txt", [f"c{i}" for i in range(classes)])
     det = YOLO(folder / "yolo.h5", classes_path=tmp_path / "classes.txt", input_size=(96, 128),
@@ -272,8 +280,8 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
 def test_bad_h5_is_refused_with_the_reason(tmp_path):
     import h5py
 
-    from yolo3.inference.detector import YOLO
     from yolo3.core.errors import FileFormatError
+    from yolo3.inference.detector import YOLO
     with h5py.File(tmp_path / "other.h5", "w") as f:
         f.attrs["layer_names"] = [b"dense_1"]
         g = f.create_group("dense_1")
@@ -369,8 +377,8 @@ def test_trainer_starts_from_a_keras_yolo3_file(keras_yolo3_folder, tmp_path, ca
 
 def test_keras_yolo3_darknet53_backbone_file_loads_into_the_backbone(tmp_path):
     """keras-yolo3's ``convert.py -w darknet53.cfg ...`` file: the 52 backbone convolutions."""
-    from yolo3.config.specs import get_spec
     from yolo3.checkpoint.weights import load_weights_by_name
+    from yolo3.config.specs import get_spec
     _, created = reference_body("yolov3", 2)
     randomise(created, np.random.default_rng(2))
     convs = [c for c in created if c[0].startswith("conv2d")][:52]

@@ -1,5 +1,5 @@
-"""yolo3.inference.keras_yolo3_args: keras-yolo3's ``YOLO()`` keywords and defaults resolved to yolo3's
-(plain Python: files in a temporary working folder stand in for model_data/)."""
+"""yolo3.inference.keras_yolo3_args: keras-yolo3's ``YOLO()`` keywords and defaults resolved to
+yolo3's (plain Python: files in a temporary working folder stand in for model_data/)."""
 from __future__ import annotations
 
 import pytest

@@ -48,8 +48,8 @@ def test_average_best_iou_matches_brute_force():
 def test_command_shows_a_progress_bar_unless_quiet(tmp_path, capsys):
     """``yolo3 kmeans`` writes the anchors either way; its restarts' progress bar goes to stderr
     without ``--quiet`` and not with it (the flag's help promises no progress bars)."""
-    from yolo3.ops.anchors import read_anchors
     from yolo3.cli import main as yolo3_main
+    from yolo3.ops.anchors import read_anchors
 
     rng = np.random.default_rng(0)
     lines = []

@@ -7,12 +7,18 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 from yolo3.data.annotations import Record
 from yolo3.data.pipeline import make_dataset
-from yolo3.ops.letterbox import (PAD_VALUE, boxes_to_image_np, boxes_to_input, geometry, geometry_np,
-                             letterbox_np)
 from yolo3.modeling.bodies import build_spec_body
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+from yolo3.ops.letterbox import (
+    PAD_VALUE,
+    boxes_to_image_np,
+    boxes_to_input,
+    geometry,
+    geometry_np,
+    letterbox_np,
+)
 
 INPUT = (96, 128)
 SHAPES = [(60, 200), (200, 60), (96, 128), (37, 41)]
@@ -35,9 +41,9 @@ def images(tmp_path_factory):
 def detector(tmp_path_factory):
     import keras
 
-    from yolo3.inference.detector import YOLO
     from yolo3.checkpoint.metadata import ModelInfo
     from yolo3.config.specs import get_spec
+    from yolo3.inference.detector import YOLO
     keras.utils.set_random_seed(0)
     spec = get_spec("tiny")
     body = build_spec_body(spec, 2)

@@ -1,19 +1,20 @@
-"""yolo3.checkpoint.loading.load_body: the one entrance for model files - .keras with its facts, .weights.h5
-with facts from arguments or side files (variant inferred from the anchor count), keras-yolo3 .h5
-(test_keras_yolo3.py); explicit arguments win; bad files named."""
+"""yolo3.checkpoint.loading.load_body: the one entrance for model files - .keras with its facts,
+.weights.h5 with facts from arguments or side files (variant inferred from the anchor count),
+keras-yolo3 .h5 (test_keras_yolo3.py); explicit arguments win; bad files named."""
 from __future__ import annotations
 
 import h5py
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import write_anchors, write_classes
-from yolo3.modeling.bodies import build_body
-from yolo3.core.errors import FileFormatError
 from yolo3.checkpoint.loading import load_body
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
 from yolo3.config.specs import get_spec
+from yolo3.core.errors import FileFormatError
+from yolo3.data.class_names import write_classes
+from yolo3.modeling.bodies import build_body
+from yolo3.ops.anchors import write_anchors
 
 TINY = get_spec("tiny")
 

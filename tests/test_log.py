@@ -1,5 +1,5 @@
-"""yolo3.core.log: the NOTICE level sits between INFO and WARNING, so ``--quiet`` keeps a run's summary
-lines and drops its detail."""
+"""yolo3.core.log: the NOTICE level sits between INFO and WARNING, so ``--quiet`` keeps a run's
+summary lines and drops its detail."""
 from __future__ import annotations
 
 import logging

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 from yolo3.config.masks import default_masks
 from yolo3.modeling.loss import YoloLoss, gather_true_boxes, identity_loss, yolo_loss
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 from yolo3.ops.targets import preprocess_true_boxes
 
 
@@ -203,8 +203,8 @@ def test_wrong_number_of_tensors_refused(rng):
 def test_training_model_loss_is_float32_under_mixed_precision(rng):
     import keras
 
-    from yolo3.modeling.loss import yolo_training_model
     from yolo3.modeling.bodies import build_body
+    from yolo3.modeling.loss import yolo_training_model
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         body = build_body("tiny", 2, input_shape=(64, 64))

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 from yolo3.config.masks import default_masks
-from yolo3.modeling.loss import YoloLoss, loss_terms, yolo_loss, yolo_training_model
-from yolo3.ops.targets import preprocess_true_boxes
 from yolo3.modeling.bodies import build_spec_body
+from yolo3.modeling.loss import YoloLoss, loss_terms, yolo_loss, yolo_training_model
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+from yolo3.ops.targets import preprocess_true_boxes
 
 
 def sigmoid(x):

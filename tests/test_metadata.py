@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.core.errors import FileFormatError
 from yolo3.checkpoint.metadata import INFO_NAME, ModelInfo, embed_info, read_info, resolve_info
+from yolo3.core.errors import FileFormatError
+from yolo3.data.synthetic import make_synthetic_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -139,10 +139,10 @@ def test_detect_evaluate_export_need_no_side_files(trained, tmp_path, capsys):
 
 
 def test_converted_model_carries_masks_classes_and_header(tmp_path):
+    from yolo3.checkpoint.metadata import sidecar_paths
     from yolo3.cli.convert import main
     from yolo3.darknet.random_weights import write_random_weights
     from yolo3.inference.detector import YOLO
-    from yolo3.checkpoint.metadata import sidecar_paths
     cfg = SHARED / "darknet" / "yolov3-tiny.cfg"
     weights = tmp_path / "in.weights"
     write_random_weights(cfg, weights, seed=2, revision=5, seen=77)

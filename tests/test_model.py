@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
-from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.model import BN_EPSILON, build_body, output_layer_names
+from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 from yolo3.ops.targets import preprocess_true_boxes
 
 

@@ -244,7 +244,7 @@ def test_annotations_to_yolo_keeps_every_class_name_exactly(trained_world, tmp_p
     code, err = run_cli(["annotations", "--data", out / "data.yaml", "--to", "text", "--out",
                          tmp_path / "text", "--quiet"], capsys)
     assert code == 0, err
-    from yolo3.ops.anchors import read_classes
+    from yolo3.data.class_names import read_classes
     assert read_classes(tmp_path / "text" / "classes.txt") == names
 
 

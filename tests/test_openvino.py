@@ -23,8 +23,8 @@ def rel_err(a, ref):
 def tiny(tmp_path_factory):
     """Darknet's real COCO yolov3-tiny converted, its float32 detector at 256x320, the photos
     letterboxed, and a float32 and an int8 IR of it (the command line's export)."""
-    from yolo3.cli.export import main
     from yolo3.checkpoint.darknet_convert import convert
+    from yolo3.cli.export import main
     from yolo3.data.images import load_image
     from yolo3.inference.detector import YOLO
     root = tmp_path_factory.mktemp("openvino")
@@ -41,8 +41,8 @@ def tiny(tmp_path_factory):
 
 
 def test_float_ir_carries_its_facts_and_computes_what_keras_computes(tiny):
-    from yolo3.inference.detector import YOLO
     from yolo3.checkpoint.metadata import read_info
+    from yolo3.inference.detector import YOLO
     from yolo3.inference.runners import ExportedDetector
     root, det, images, x = tiny
     for path in (root / "ir", root / "ir" / "model.xml"):  # the folder or its .xml
@@ -72,8 +72,8 @@ def test_float_ir_carries_its_facts_and_computes_what_keras_computes(tiny):
 def test_machine_precision_and_int8_stay_close_to_keras(tiny):
     """OpenVINO's precision for the machine (bfloat16 where native): raw maps within 1e-2; int8:
     within 0.25 (the export check's limit), the same objects found on the photos."""
-    from yolo3.ops.boxes import iou_xyxy
     from yolo3.inference.detector import YOLO
+    from yolo3.ops.boxes import iou_xyxy
     root, det, images, x = tiny
     auto = YOLO(root / "ir", score=0.25)
     limit = 1e-2 if auto.precision == "bfloat16" else 1e-4
@@ -95,6 +95,7 @@ def test_machine_precision_and_int8_stay_close_to_keras(tiny):
 
 def test_int8_leaves_the_decoding_in_float(tiny):
     import openvino as ov
+
     from yolo3.export.formats import _decoding_ops
     root = tiny[0]
     model = ov.Core().read_model(str(root / "ir8" / "model.xml"))
@@ -151,8 +152,9 @@ def test_an_ir_without_yolo3_facts_runs_with_anchors_and_classes(tiny, tmp_path,
     reason, and runs like the model it came from when the anchors and classes are given."""
     import openvino as ov
     import tensorflow as tf
-    from yolo3.ops.anchors import write_anchors
+
     from yolo3.cli import main
+    from yolo3.ops.anchors import write_anchors
     root, det, images, x = tiny
 
     def nchw(images_nchw):
@@ -198,8 +200,8 @@ def test_bad_ir_files_are_named(tiny, tmp_path, capsys):
         err = capsys.readouterr().err
         assert "model." in err and message in err and "Traceback" not in err
     bad = tmp_path / "bad" / "model.xml"
-    from yolo3.core.errors import FileFormatError
     from yolo3.checkpoint.metadata import read_info
+    from yolo3.core.errors import FileFormatError
     with pytest.raises(FileFormatError, match=r"model\.xml:\d+"):  # the line of the damage
         read_info(bad)
 

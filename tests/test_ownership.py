@@ -1,5 +1,5 @@
-"""The ownership rule (yolo3.core.ownership): a folder the user names as output is written only when it
-is new, empty or yolo3's; another is refused unless exist_ok, and even then nothing yolo3 did not
+"""The ownership rule (yolo3.core.ownership): a folder the user names as output is written only when
+it is new, empty or yolo3's; another is refused unless exist_ok, and even then nothing yolo3 did not
 write is replaced. Each case compares hashes of everything in the folder before and after."""
 from __future__ import annotations
 
@@ -14,8 +14,13 @@ import pytest
 
 from yolo3.core.errors import SettingError
 from yolo3.core.fileio import TEMP_PREFIX
-from yolo3.core.ownership import (MARKER, check_output_folder, claim, read_contents,
-                             write_output_folder)
+from yolo3.core.ownership import (
+    MARKER,
+    check_output_folder,
+    claim,
+    read_contents,
+    write_output_folder,
+)
 
 
 def tree(root: Path) -> Dict[str, str]:

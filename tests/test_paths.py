@@ -7,8 +7,14 @@ import os
 import pytest
 
 from yolo3.core.errors import ArgumentError, SettingError
-from yolo3.core.paths import (check_output_dir, check_output_file, check_outputs,
-                         refuse_overwriting_inputs, same_or_inside, user_cache_dir)
+from yolo3.core.paths import (
+    check_output_dir,
+    check_output_file,
+    check_outputs,
+    refuse_overwriting_inputs,
+    same_or_inside,
+    user_cache_dir,
+)
 
 
 def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):

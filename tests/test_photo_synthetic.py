@@ -7,18 +7,23 @@ import os
 from pathlib import Path
 
 import numpy as np
-import yaml
 import pytest
+import yaml
 from PIL import Image
 
 from conftest import SHARED_DIR
 from yolo3.cli import main as yolo3_main
+from yolo3.core.errors import SettingError
 from yolo3.data import photo_synthetic
 from yolo3.data.annotations import load_annotations
-from yolo3.data.photo_synthetic import (PHOTO_CLASSES, PHOTO_SIZES, load_photos,
-                                        make_photo_dataset, render_photo_image)
+from yolo3.data.photo_synthetic import (
+    PHOTO_CLASSES,
+    PHOTO_SIZES,
+    load_photos,
+    make_photo_dataset,
+    render_photo_image,
+)
 from yolo3.data.yolo_layout import label_rows, write_yolo_layout
-from yolo3.core.errors import SettingError
 
 PHOTOS = SHARED_DIR / "images"
 

@@ -6,11 +6,11 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 from yolo3.data.annotations import Record
 from yolo3.data.augment import AugmentConfig, distort_hsv
 from yolo3.data.images import load_image, probe_image
 from yolo3.data.pipeline import MultiScale, decode_image, make_dataset
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 from yolo3.ops.letterbox import geometry_np as letterbox_geometry_np
 from yolo3.ops.letterbox import letterbox_np as letterbox_image
 

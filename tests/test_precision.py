@@ -1,5 +1,6 @@
-"""yolo3.config.precision as a module: reading the CPU flags, and the native-bfloat16 rule on flag sets.
-The ``auto`` choices under each CPU the project's machines come with are in test_auto_choices.py."""
+"""yolo3.config.precision as a module: reading the CPU flags, and the native-bfloat16 rule on flag
+sets. The ``auto`` choices under each CPU the project's machines come with are in
+test_auto_choices.py."""
 from __future__ import annotations
 
 import io

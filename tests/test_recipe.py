@@ -1,5 +1,5 @@
-"""The training recipe's pieces (yolo3.training.recipe, yolo3.config.precision's training choice), each against a
-float64 NumPy reference or its documented rule."""
+"""The training recipe's pieces (yolo3.training.recipe, yolo3.config.precision's training choice),
+each against a float64 NumPy reference or its documented rule."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,17 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.training.recipe import (NO_DECAY, SGD_MOMENTUM, auto_ema_momentum, auto_eval_every, dtype_policy,
-                          learning_rate, make_optimizer, output_bias_priors,
-                          use_jit)
+from yolo3.training.recipe import (
+    NO_DECAY,
+    SGD_MOMENTUM,
+    auto_ema_momentum,
+    auto_eval_every,
+    dtype_policy,
+    learning_rate,
+    make_optimizer,
+    output_bias_priors,
+    use_jit,
+)
 
 
 def _conv_bn_model():

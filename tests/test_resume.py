@@ -1,5 +1,5 @@
-"""yolo3.training.resume: the state --resume continues from (written atomically, read back, refused when
-it is damaged)."""
+"""yolo3.training.resume: the state --resume continues from (written atomically, read back, refused
+when it is damaged)."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
-"""yolo3.inference.runners without a runtime: reading inputs in batches, streaming runs in order, and the
-exported detector's batches (its own fixed batch, padding dropped). The runtimes themselves are
-checked against Keras in test_openvino.py, test_export_formats.py and test_deploy.py."""
+"""yolo3.inference.runners without a runtime: reading inputs in batches, streaming runs in order,
+and the exported detector's batches (its own fixed batch, padding dropped). The runtimes themselves
+are checked against Keras in test_openvino.py, test_export_formats.py and test_deploy.py."""
 from __future__ import annotations
 
 import itertools

@@ -1,5 +1,5 @@
-"""Keras model files (yolo3.checkpoint.saving): atomic saves with the model info inside, reading them back,
-and reading any weights file into ``{layer name: [arrays]}``.
+"""Keras model files (yolo3.checkpoint.saving): atomic saves with the model info inside, reading
+them back, and reading any weights file into ``{layer name: [arrays]}``.
 
 The legacy Keras 2 ``.h5`` reader is checked on a file written here with h5py in Keras 2's layout
 (``layer_names`` / ``weight_names`` attributes), batch-norm arrays stored out of order.
@@ -15,14 +15,21 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.modeling.bodies import build_body
-from yolo3.core.errors import FileFormatError
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.checkpoint.saving import (atomic_save_model, atomic_save_weights, build_from_weights,
-                          keras_refusal, layers_with_weights, load_keras_model, output_channels,
-                          read_layer_weights)
-from yolo3.config.specs import get_spec
+from yolo3.checkpoint.saving import (
+    atomic_save_model,
+    atomic_save_weights,
+    build_from_weights,
+    keras_refusal,
+    layers_with_weights,
+    load_keras_model,
+    output_channels,
+    read_layer_weights,
+)
 from yolo3.checkpoint.weight_names import WeightsError
+from yolo3.config.specs import get_spec
+from yolo3.core.errors import FileFormatError
+from yolo3.modeling.bodies import build_body
 
 
 @pytest.fixture(scope="module")

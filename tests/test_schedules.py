@@ -1,5 +1,5 @@
-"""The warm-up + cosine learning rate (yolo3.training.schedules.WarmupCosine) against a float64 formula
-written here step by step, and its serialisation."""
+"""The warm-up + cosine learning rate (yolo3.modeling.schedules.WarmupCosine) against a float64
+formula written here step by step, and its serialisation."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.training.schedules import WarmupCosine
+from yolo3.modeling.schedules import WarmupCosine
 
 
 def _reference(step: int, lr: float, total: int, warmup: int, final: float) -> float:

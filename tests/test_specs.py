@@ -1,4 +1,5 @@
-"""The model-spec registry (yolo3.config.specs) against Darknet's own cfg files, read here as plain text.
+"""The model-spec registry (yolo3.config.specs) against Darknet's own cfg files, read here as plain
+text.
 
 The cfgs in ``../shared/darknet`` are the independent reference: their ``[convolutional]`` count,
 their ``[yolo]`` sections (one per output scale) and their ``anchors`` line are what a registered
@@ -14,9 +15,22 @@ import numpy as np
 import pytest
 
 from yolo3.config import specs
-from yolo3.config.specs import (BACKBONES, SPECS, InputSizeError, ModelSpec, UnknownVariantError,
-                         check_input_size, get_spec, layout, layout_names, multi_scale_shapes,
-                         multi_scale_sizes, spec_of_layers, specs_preferring, strides_for)
+from yolo3.config.specs import (
+    BACKBONES,
+    SPECS,
+    InputSizeError,
+    ModelSpec,
+    UnknownVariantError,
+    check_input_size,
+    get_spec,
+    layout,
+    layout_names,
+    multi_scale_shapes,
+    multi_scale_sizes,
+    spec_of_layers,
+    specs_preferring,
+    strides_for,
+)
 
 CFG_OF = {"yolov3": "yolov3.cfg", "tiny": "yolov3-tiny.cfg"}
 

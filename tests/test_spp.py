@@ -8,16 +8,22 @@ import keras
 import numpy as np
 import pytest
 
-from darknet_helpers import (keras_forward, opencv_forward, random_images, randomise_batch_norms,
-                             rel_err, spp_cfg_text)
-from yolo3.darknet.cfg import equivalent, parse_cfg, parse_cfg_text
+from darknet_helpers import (
+    keras_forward,
+    opencv_forward,
+    random_images,
+    randomise_batch_norms,
+    rel_err,
+    spp_cfg_text,
+)
 from yolo3.checkpoint.darknet_convert import convert
-from yolo3.export.darknet import export_darknet
+from yolo3.checkpoint.weights import load_weights_by_name
+from yolo3.config.specs import get_spec
+from yolo3.darknet.cfg import equivalent, parse_cfg, parse_cfg_text
 from yolo3.darknet.layout import body_to_cfg_index, layout_cfg_text
 from yolo3.darknet.random_weights import write_random_weights
 from yolo3.darknet.weights import conv_param_count
-from yolo3.config.specs import get_spec
-from yolo3.checkpoint.weights import load_weights_by_name
+from yolo3.export.darknet import export_darknet
 from yolo3.modeling.bodies import build_spec_body
 
 TOLERANCE = 1e-5
@@ -84,9 +90,9 @@ def test_converted_spp_loads_into_the_spp_body(spp_cfg, tmp_path):
 
 @pytest.mark.slow  # one step, but every checkpoint of a 62M-parameter body is written (about 50 s)
 def test_trains_through_the_cli(tmp_path):
+    from yolo3.checkpoint.metadata import read_info
     from yolo3.cli.train import main
     from yolo3.data.synthetic import make_synthetic_dataset
-    from yolo3.checkpoint.metadata import read_info
     _, classes = make_synthetic_dataset(str(tmp_path / "ds"), 4, (64, 64), val_fraction=0.5)
     out = tmp_path / "run"
     assert main(["--annotations", str(tmp_path / "ds" / "train.txt"), "--val-annotations",

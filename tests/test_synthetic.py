@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from yolo3.ops.anchors import read_classes
 from yolo3.data.annotations import load_annotations
+from yolo3.data.class_names import read_classes
 from yolo3.data.synthetic import make_synthetic_dataset, split_paths
 
 

@@ -1,15 +1,19 @@
-"""yolo3.checkpoint.tflite_metadata: the ModelInfo a ``.tflite`` file carries, written into TensorFlow's
-flatbuffer schema and read back in place."""
+"""yolo3.checkpoint.tflite_metadata: the ModelInfo a ``.tflite`` file carries, written into
+TensorFlow's flatbuffer schema and read back in place."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from yolo3.core.errors import FileFormatError
 from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.checkpoint.tflite_metadata import (
+    TFLITE_METADATA_NAME,
+    embed_info_tflite,
+    read_tflite_info,
+)
 from yolo3.config.specs import get_spec
-from yolo3.checkpoint.tflite_metadata import TFLITE_METADATA_NAME, embed_info_tflite, read_tflite_info
+from yolo3.core.errors import FileFormatError
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""yolo3.training.train: its named steps, each on its own (the end-to-end runs are in test_train_cli and
-test_train_recipe)."""
+"""yolo3.training.train: its named steps, each on its own (the end-to-end runs are in test_train_cli
+and test_train_recipe)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,11 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.ops.anchors import read_anchors, read_classes, write_anchors
+from yolo3.data.class_names import read_classes
 from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.ops.anchors import read_anchors, write_anchors
 from yolo3.training.distribute import ClusterTask
-from yolo3.training.train import (ConfigError, Stage, TrainConfig, build_models, pick_strategy, prepare_data,
-                         prepare_output, stages, validate_config)
+from yolo3.training.train import (
+    ConfigError,
+    Stage,
+    TrainConfig,
+    build_models,
+    pick_strategy,
+    prepare_data,
+    prepare_output,
+    stages,
+    validate_config,
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +75,8 @@ def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_
 
 def test_anchors_auto_are_kmeans_of_the_training_boxes_and_their_fit_is_reported(
         dataset, tmp_path, caplog):
-    from yolo3.ops.anchors import anchor_fit, kmeans_anchors
     from yolo3.data.annotations import box_sizes
+    from yolo3.ops.anchors import anchor_fit, kmeans_anchors
     caplog.set_level("INFO")
     data = prepare_data(_config(dataset, tmp_path, anchors="auto", val_split=0.2))
     box_wh = box_sizes(data.records, (64, 64))
@@ -169,6 +179,7 @@ def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_pat
 def test_an_anchor_free_variant_trains_at_several_sizes(dataset, tmp_path):
     """Multi-scale training: the body takes any size, and the loss finds the cells of each."""
     import keras
+
     from yolo3.modeling.loss import identity_loss
     config = _config(dataset, tmp_path, model="tiny-af", multi_scale=(64, 96))
     data = prepare_data(config)

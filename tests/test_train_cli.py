@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yolo3.training.callbacks import StopOnNaN
 from yolo3.cli.train import main
 from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.training.callbacks import StopOnNaN
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -171,11 +171,12 @@ def _check_checkpoints_readable(out, classes):
 
     Returns the epoch of the resume state (0 without one)."""
     import keras
+
+    from yolo3.core.fileio import TEMP_PREFIX
+    from yolo3.modeling.bodies import build_body
+    from yolo3.modeling.loss import yolo_training_model
     from yolo3.ops.anchors import default_anchors
     from yolo3.training.resume import load_resume_state
-    from yolo3.core.fileio import TEMP_PREFIX
-    from yolo3.modeling.loss import yolo_training_model
-    from yolo3.modeling.bodies import build_body
     n = len(Path(classes).read_text().split())
     for f in out.iterdir():
         if f.name.startswith(TEMP_PREFIX):

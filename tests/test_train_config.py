@@ -1,14 +1,22 @@
-"""yolo3.config.train_config: the sections, settings by name, defaults, the rules, and the command line's
-one builder (every flag of yolo3 train is a setting, every setting a flag)."""
+"""yolo3.config.train_config: the sections, settings by name, defaults, the rules, and the command
+line's one builder (every flag of yolo3 train is a setting, every setting a flag)."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
+from yolo3.config.train_config import (
+    SECTIONS,
+    DataSettings,
+    HardwareSettings,
+    TrainConfig,
+    cautions,
+    check,
+    default,
+    parse_setting,
+)
 from yolo3.core.errors import SettingError
-from yolo3.config.train_config import (SECTIONS, DataSettings, HardwareSettings, TrainConfig, cautions,
-                                check, default, parse_setting)
 
 
 def _files(tmp_path):
@@ -166,6 +174,7 @@ def test_cautions_name_frozen_batch_norm_and_moving_averages_and_nothing_by_defa
 
 def test_the_command_line_words_a_cautions_settings_as_flags(tmp_path, capsys):
     import logging
+
     from yolo3.cli.common import configure_logging
     from yolo3.cli.train import build_parser
     configure_logging("train", parser=build_parser())

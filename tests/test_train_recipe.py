@@ -2,9 +2,9 @@
 stopping, resume), EMA checkpoints, and each recipe flag reaching the model, optimiser and data."""
 from __future__ import annotations
 
-import logging
 import csv
 import json
+import logging
 import math
 import shutil
 from pathlib import Path
@@ -14,14 +14,27 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.training.callbacks import MapEvaluation
-from yolo3.training.resume import restore_resume_state
 from yolo3.cli.evaluate import main as evaluate_main
 from yolo3.cli.train import main as train_main
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.training.train import (ConfigError, Stage, TrainConfig, _callbacks, _jit, _optimizer,
-                         build_models, make_datasets, pick_strategy, prepare_data, prepare_output,
-                         run_stage, train, validate_config)
+from yolo3.training.callbacks import MapEvaluation
+from yolo3.training.resume import restore_resume_state
+from yolo3.training.train import (
+    ConfigError,
+    Stage,
+    TrainConfig,
+    _callbacks,
+    _jit,
+    _optimizer,
+    build_models,
+    make_datasets,
+    pick_strategy,
+    prepare_data,
+    prepare_output,
+    run_stage,
+    train,
+    validate_config,
+)
 
 
 @pytest.fixture(scope="module")
@@ -314,8 +327,8 @@ def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tm
     moving statistics are those of their own (averaged) weights over the statistics images; with
     ``bn_stats_images=0`` (Keras's moving averages) they are not. (The replica wrapper shares the
     body: the CLI test with two CPU replicas trains with the same callback.)"""
-    from yolo3.training.bn_statistics import BatchNormStatistics
     from yolo3.checkpoint.loading import load_body
+    from yolo3.training.bn_statistics import BatchNormStatistics
     from yolo3.training.train import batch_norm_images
 
     def stale_share(out: Path, **kw) -> float:
@@ -341,9 +354,9 @@ def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tm
 def test_map_evaluation_follows_weight_changes(dataset, tmp_path):
     """The evaluator compiles once and re-reads the body's weights at every evaluation: its figures
     equal a fresh detector's after the weights change."""
-    from yolo3.inference.detector import YOLO
-    from yolo3.evaluation.metrics import evaluate_detections
     from yolo3.data.images import load_image
+    from yolo3.evaluation.metrics import evaluate_detections
+    from yolo3.inference.detector import YOLO
     config = _config(dataset, tmp_path / "follow")
     data, _, _, body, _ = _pieces(config)
     info = data.info()

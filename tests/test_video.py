@@ -1,5 +1,5 @@
-"""yolo3.inference.video: reading RGB frames, writing annotated video, and the errors a user meets (a file
-OpenCV cannot open, a writer that cannot start). ``detect_video`` itself is tested with
+"""yolo3.inference.video: reading RGB frames, writing annotated video, and the errors a user meets
+(a file OpenCV cannot open, a writer that cannot start). ``detect_video`` itself is tested with
 keras-yolo3's scripts in test_keras_yolo3.py."""
 from __future__ import annotations
 

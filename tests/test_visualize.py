@@ -1,5 +1,5 @@
-"""yolo3.evaluation.visualize: stable class colours, readable labels, boxes drawn where they are (on a copy),
-and the plots a person reads written as PNG files."""
+"""yolo3.evaluation.visualize: stable class colours, readable labels, boxes drawn where they are (on
+a copy), and the plots a person reads written as PNG files."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,15 @@ import pytest
 from PIL import Image
 
 from yolo3.evaluation.diagnostics import ConfidenceCurves
-from yolo3.evaluation.visualize import (class_colors, draw_detections, draw_on_array, plot_confidence_curves,
-                             plot_confusion_matrix, plot_pr_curves, text_color)
+from yolo3.evaluation.visualize import (
+    class_colors,
+    draw_detections,
+    draw_on_array,
+    plot_confidence_curves,
+    plot_confusion_matrix,
+    plot_pr_curves,
+    text_color,
+)
 
 
 def test_class_colours_are_stable_and_distinct():

@@ -8,10 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.darknet.layout import body_to_cfg_index, layout_blocks
+from yolo3.checkpoint.weight_names import (
+    KERAS_YOLO3_BN_EPSILON,
+    WeightsError,
+    rename_for_model,
+    shift_variance,
+)
 from yolo3.config.specs import get_spec
-from yolo3.checkpoint.weight_names import (KERAS_YOLO3_BN_EPSILON, WeightsError, rename_for_model,
-                                shift_variance)
+from yolo3.darknet.layout import body_to_cfg_index, layout_blocks
 
 BODY_EPSILON = 1e-6
 

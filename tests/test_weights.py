@@ -1,6 +1,6 @@
-"""Loading weights by layer name (yolo3.checkpoint.weights): what loads, what is skipped and why, and the
-refusals. Converted Darknet and keras-yolo3 sources are covered by test_darknet_weights_loading
-and test_keras_yolo3 (their renaming by test_weight_names)."""
+"""Loading weights by layer name (yolo3.checkpoint.weights): what loads, what is skipped and why,
+and the refusals. Converted Darknet and keras-yolo3 sources are covered by
+test_darknet_weights_loading and test_keras_yolo3 (their renaming by test_weight_names)."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +9,9 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.modeling.bodies import build_body
 from yolo3.checkpoint.saving import layers_with_weights
 from yolo3.checkpoint.weights import LoadReport, WeightsError, load_weights_by_name
+from yolo3.modeling.bodies import build_body
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,15 @@ import pytest
 from PIL import Image
 
 from yolo3.cli import main as yolo3_main
-from yolo3.data.annotations import load_training_records, scan_annotations
-from yolo3.data.yolo_layout import (image_paths, label_file, label_rows, parse_label_rows,
-                                    read_data_file)
 from yolo3.core.errors import AnnotationError
+from yolo3.data.annotations import load_training_records, scan_annotations
+from yolo3.data.yolo_layout import (
+    image_paths,
+    label_file,
+    label_rows,
+    parse_label_rows,
+    read_data_file,
+)
 
 NAMES = ["circle", "square", "bar"]
 # image name -> (height, width, label text or None for no label file)

@@ -1,11 +1,11 @@
-"""keras-yolo3's ``yolo3.utils``: ``compose``, ``rand``, ``letterbox_image`` and ``get_random_data``,
-so that its ``train.py`` ``data_generator`` and ``yolo.py`` run unchanged.
+"""keras-yolo3's ``yolo3.utils``: ``compose``, ``rand``, ``letterbox_image`` and
+``get_random_data``, so that its ``train.py`` ``data_generator`` and ``yolo.py`` run unchanged.
 
 These keep keras-yolo3's contracts (arguments, defaults, return values) and use yolo3's own parts:
-the letterbox geometry of :mod:`yolo3.ops.letterbox` and the augmentation of :mod:`yolo3.data.augment`
-(random parameters drawn from NumPy's global generator, as keras-yolo3's ``rand`` did, so
-``np.random.seed`` makes them repeatable). For new code use the ``tf.data`` pipeline
-(:func:`yolo3.data.pipeline.make_dataset`): about 10x faster.
+the letterbox geometry of :mod:`yolo3.ops.letterbox` and the augmentation of
+:mod:`yolo3.data.augment` (random parameters drawn from NumPy's global generator, as keras-yolo3's
+``rand`` did, so ``np.random.seed`` makes them repeatable). For new code use the ``tf.data``
+pipeline (:func:`yolo3.data.pipeline.make_dataset`): about 10x faster.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Tuple
 import numpy as np
 from PIL import Image
 
+from yolo3.core.errors import AnnotationError
 from yolo3.data.annotations import _Sink, parse_text_annotations
 from yolo3.data.augment import AugmentConfig, random_augment
 from yolo3.data.images import load_image, probe_image
-from yolo3.core.errors import AnnotationError
 from yolo3.ops.letterbox import boxes_to_input, geometry_np, letterbox_np
 
 __all__ = ["compose", "rand", "letterbox_image", "get_random_data"]

@@ -18,12 +18,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from yolo3.core.errors import ArgumentError
-from yolo3.darknet.random_weights import write_random_weights
+
+from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.core.errors import ArgumentError, CommandFailed
 from yolo3.darknet.layout import layout_cfg_text
-from yolo3.core.errors import CommandFailed
-from yolo3.benchmarks.machine import machine_line
-from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.darknet.random_weights import write_random_weights
 
 _CHILD = """
 import json, sys, time

@@ -19,16 +19,16 @@ import time
 from typing import Iterator, Tuple
 
 import numpy as np
-from yolo3.ops.targets import preprocess_true_boxes
-from yolo3.ops.anchors import YOLO_ANCHORS
-from yolo3.ops.anchors import read_classes
+
+from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.benchmarks.startup import run_scale
 from yolo3.data.annotations import load_annotations
+from yolo3.data.class_names import read_classes
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.data.yolo_layout import read_data_file
-from yolo3.benchmarks.machine import machine_line
-from yolo3.benchmarks.machine import matmul_peak_gflops
-from yolo3.benchmarks.startup import run_scale
+from yolo3.ops.anchors import YOLO_ANCHORS
+from yolo3.ops.targets import preprocess_true_boxes
 
 
 def classic_generator(records, input_hw: Tuple[int, int], anchors: np.ndarray, num_classes: int,

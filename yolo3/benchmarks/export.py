@@ -29,29 +29,27 @@ import tempfile
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-from yolo3.darknet.cfg import parse_cfg
-from yolo3.inference.detector import YOLO
-from yolo3.inference.runners import ExportedDetector
+
 from yolo3.benchmarks.contenders import OpenCVRunner
-from yolo3.darknet.layout import layout_cfg_text
-from yolo3.darknet.random_weights import write_random_weights
-from yolo3.inference.engines import engine_installed
-from yolo3.export import export_onnx, export_openvino, export_tflite, verify_export
-from yolo3.export.calibration import calibration_images, calibration_paths
-from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.benchmarks.isolated import interleaved
-from yolo3.benchmarks.isolated import median
-from yolo3.benchmarks.machine import machine_line
-from yolo3.benchmarks.machine import matmul_peak_gflops
+from yolo3.benchmarks.isolated import interleaved, median
+from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
 from yolo3.checkpoint.darknet_convert import convert
 from yolo3.config.precision import resolve_precision
 from yolo3.config.specs import get_spec
-from yolo3.export.darknet import export_darknet
+from yolo3.darknet.cfg import parse_cfg
+from yolo3.darknet.layout import layout_cfg_text
+from yolo3.darknet.random_weights import write_random_weights
 from yolo3.data.annotations import load_annotations
-from yolo3.data.yolo_layout import read_data_file
 from yolo3.data.images import load_image
+from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.data.yolo_layout import read_data_file
 from yolo3.evaluation.metrics import evaluate_detections
-
+from yolo3.export import export_onnx, export_openvino, export_tflite, verify_export
+from yolo3.export.calibration import calibration_images, calibration_paths
+from yolo3.export.darknet import export_darknet
+from yolo3.inference.detector import YOLO
+from yolo3.inference.engines import engine_installed
+from yolo3.inference.runners import ExportedDetector
 
 FORMATS = ("keras", "keras-bf16", "tflite", "tflite-fp16", "tflite-int8", "onnx", "openvino",
            "openvino-int8", "opencv")

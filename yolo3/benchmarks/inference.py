@@ -5,9 +5,10 @@
 
 Without ``--cfg`` the cfg of ``--variant`` is written from the registry. Writes random Darknet weights
 for the cfg (or takes ``--weights``: real weights find a real number of boxes, which the NMS of the
-end-to-end rows costs; random ones fill ``max_boxes``), converts them with ``yolo3.checkpoint.darknet_convert`` and times, on the same weights and input
-size, batch 1, each contender in its own process (:mod:`yolo3.benchmarks.isolated`), the contenders
-taking turns over ``--rounds``; medians of all runs:
+end-to-end rows costs; random ones fill ``max_boxes``), converts them with
+``yolo3.checkpoint.darknet_convert`` and times, on the same weights and input size, batch 1, each
+contender in its own process (:mod:`yolo3.benchmarks.isolated`), the contenders taking turns over
+``--rounds``; medians of all runs:
 
 - OpenCV DNN (``cv2.dnn.readNetFromDarknet``, CPU) forward of a prepared blob;
 - our bare forward: the converted body on a prepared ``(1, h, w, 3)`` float32 input (compiled TF
@@ -44,22 +45,21 @@ import tempfile
 from typing import List
 
 import numpy as np
+
 from yolo3.benchmarks.contenders import prepared
-from yolo3.inference.detector import YOLO
-from yolo3.benchmarks.isolated import interleaved
-from yolo3.benchmarks.isolated import median
-from yolo3.benchmarks.machine import bfloat16_text, machine_line
-from yolo3.benchmarks.machine import matmul_peak_gflops
-from yolo3.darknet.cfg import parse_cfg
+from yolo3.benchmarks.isolated import interleaved, median
+from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
 from yolo3.checkpoint.darknet_convert import convert
-from yolo3.darknet.random_weights import write_random_weights
 from yolo3.config.precision import resolve_precision
+from yolo3.core.errors import ArgumentError
+from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.layout import layout_cfg_text
-from yolo3.inference.engines import engine_installed, engine_version
+from yolo3.darknet.random_weights import write_random_weights
+from yolo3.data.images import load_image
 from yolo3.export import export_openvino
 from yolo3.export.calibration import sample_images
-from yolo3.data.images import load_image
-from yolo3.core.errors import ArgumentError
+from yolo3.inference.detector import YOLO
+from yolo3.inference.engines import engine_installed, engine_version
 from yolo3.inference.runners import relative_error
 
 VIDEO_FRAMES = 16  # frames of the synthetic video timed end to end

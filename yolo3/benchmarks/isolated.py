@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Tuple
+
 from yolo3.core.errors import CommandFailed
 
 _MARK = "@@YOLO3-BENCHMARK@@"

@@ -37,28 +37,23 @@ import argparse
 import os
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
-from yolo3.training.distribute import configure_logical_cpus
-from yolo3.training.history import read_history
-from yolo3.training.train import TrainConfig
-from yolo3.evaluation.visualize import save_figure
+
+from yolo3.benchmarks.isolated import run_child
+from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
+from yolo3.config.specs import get_spec
 from yolo3.config.train_config import check, parse_setting
-from yolo3.training.train import train
+from yolo3.core.errors import ArgumentError, SettingError
+from yolo3.data.annotations import box_sizes, load_annotations
+from yolo3.data.class_names import read_classes
 from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.ops.anchors import kmeans_anchors
-from yolo3.ops.anchors import read_classes
-from yolo3.ops.anchors import write_anchors
-from yolo3.data.annotations import box_sizes
-from yolo3.data.annotations import load_annotations
-from yolo3.core.errors import ArgumentError, SettingError
 from yolo3.data.yolo_layout import write_yolo_layout
 from yolo3.evaluation.metrics import evaluate_detections
-from yolo3.benchmarks.machine import cores
-from yolo3.benchmarks.isolated import run_child
-from yolo3.benchmarks.machine import machine_line
-from yolo3.benchmarks.machine import matmul_peak_gflops
-from yolo3.config.specs import get_spec
-
+from yolo3.evaluation.visualize import save_figure
+from yolo3.ops.anchors import kmeans_anchors, write_anchors
+from yolo3.training.distribute import configure_logical_cpus
+from yolo3.training.history import read_history
+from yolo3.training.train import TrainConfig, train
 
 # keras-yolo3's recipe: MSE box loss, no EMA or weight decay, Adam 1e-3, one anchor per box,
 # confidence target 1, Keras's moving batch-norm averages, output layers of another class count
@@ -175,8 +170,9 @@ def _own_settings(args: argparse.Namespace, data: str, anchors: Optional[str], o
 
 def _extra(pairs: List[str]) -> dict:
     """``["bn_stats_images=0", "lr=0.001"]`` -> settings by name, each read as its type wants
-    (:func:`yolo3.config.train_config.parse_setting`). ArgumentError naming the pair for a pair without
-    ``=``, a name that is not a setting or is the benchmark's own, or a value of the wrong type."""
+    (:func:`yolo3.config.train_config.parse_setting`). ArgumentError naming the pair for a pair
+    without ``=``, a name that is not a setting or is the benchmark's own, or a value of the wrong
+    type."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -16,8 +16,8 @@ AVX-512 BF16), mixed_float16 on other GPUs; on a CPU where ``auto`` trains float
 augmentation) on a synthetic dataset feeds the steps; the table shows the share of each step spent
 waiting for the next batch. ``--loss-steps N``: N steps from the same initial weights on the same
 batches in float32 and in mixed precision; the loss after N steps, relative difference.
-Training bodies normalise through the fused kernel (:mod:`yolo3.modeling.batch_norm`), as ``yolo3 train``
-does; ``--keras-batch-norm`` adds rows with Keras's own batch norm beside them.
+Training bodies normalise through the fused kernel (:mod:`yolo3.modeling.batch_norm`), as ``yolo3
+train`` does; ``--keras-batch-norm`` adds rows with Keras's own batch norm beside them.
 ``--profile``: TensorFlow's profiler over the steps in float32 and in mixed precision, the op time
 per step by group (convolutions forward, their input and filter gradients, casts, the rest) and for
 the op types that take the most, with the speed-up of each: where mixed precision gains and where
@@ -30,26 +30,24 @@ import os
 import tempfile
 import time
 from typing import List, Optional
-from yolo3.modeling.anchor_free_loss import anchor_free_training_model
-from yolo3.modeling.bodies import build_spec_body
-from yolo3.ops.targets import preprocess_true_boxes
-from yolo3.modeling.loss import identity_loss
-from yolo3.modeling.loss import yolo_training_model
-from yolo3.training.parallel import multi_gpu_model
-from yolo3.training.recipe import dtype_policy
+
+from yolo3.benchmarks.isolated import run_child
+from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
+from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
+from yolo3.config.precision import resolve_training_precision
 from yolo3.config.specs import get_spec
 from yolo3.config.train_config import default
-from yolo3.training.distribute import configure_logical_cpus
 from yolo3.data.annotations import load_annotations
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
-from yolo3.config.precision import resolve_training_precision
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.benchmarks.isolated import run_child
-from yolo3.benchmarks.machine import bfloat16_text, machine_line
-from yolo3.benchmarks.machine import matmul_peak_gflops
-from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
-
+from yolo3.modeling.anchor_free_loss import anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.modeling.loss import identity_loss, yolo_training_model
+from yolo3.ops.targets import preprocess_true_boxes
+from yolo3.training.distribute import configure_logical_cpus
+from yolo3.training.parallel import multi_gpu_model
+from yolo3.training.recipe import dtype_policy
 
 NUM_CLASSES = 80
 

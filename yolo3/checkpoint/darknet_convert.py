@@ -15,16 +15,24 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.modeling.blocks import BlockNames, activation_layer, conv_block
-from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec,
-                               UpsampleSpec, parse_cfg)
-from yolo3.darknet.weights import ConvWeights, Header, in_channels, read_weights
-from yolo3.data.annotations import well_known_classes
-from yolo3.core.errors import DarknetError, PathLike
-from yolo3.modeling.keras_compat import producing_layer
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.metadata import write_sidecars as _write_sidecar_files
 from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.core.errors import DarknetError, PathLike
+from yolo3.darknet.cfg import (
+    ConvSpec,
+    DarknetCfg,
+    Layer,
+    MaxpoolSpec,
+    RouteSpec,
+    ShortcutSpec,
+    UpsampleSpec,
+    parse_cfg,
+)
+from yolo3.darknet.weights import ConvWeights, Header, in_channels, read_weights
+from yolo3.data.annotations import well_known_classes
+from yolo3.modeling.blocks import BlockNames, activation_layer, conv_block
+from yolo3.modeling.keras_compat import producing_layer
 
 
 def _conv_block(x, layer: Layer, kernel_initializer: str):
@@ -155,8 +163,8 @@ class ConvertResult:
 def write_sidecars(out_path: PathLike, cfg: DarknetCfg, header: Header
                    ) -> Tuple[Optional[Path], Path]:
     """Write the anchors file (if the cfg has [yolo] layers) and the masks JSON beside ``out_path``
-    (:func:`yolo3.checkpoint.metadata.write_sidecars`): for ``.weights.h5`` outputs, and for tools that read
-    them; ``.keras`` outputs also carry the same facts inside."""
+    (:func:`yolo3.checkpoint.metadata.write_sidecars`): for ``.weights.h5`` outputs, and for tools
+    that read them; ``.keras`` outputs also carry the same facts inside."""
     anchors, masks, num_classes = cfg.yolo_info()
     return _write_sidecar_files(out_path, anchors, masks, num_classes, (cfg.height, cfg.width),
                                 header.as_list())
@@ -164,9 +172,9 @@ def write_sidecars(out_path: PathLike, cfg: DarknetCfg, header: Header
 
 def model_info(cfg: DarknetCfg, header: Header,
                class_names: Optional[Sequence[str]] = None) -> Optional[ModelInfo]:
-    """The :class:`~yolo3.checkpoint.metadata.ModelInfo` of a converted cfg (None for a backbone without
-    ``[yolo]`` layers). ``class_names`` must have the cfg's class count; without them an 80-class
-    (20-class) model gets the COCO (VOC) names its pretrained weights were trained on."""
+    """The :class:`~yolo3.checkpoint.metadata.ModelInfo` of a converted cfg (None for a backbone
+    without ``[yolo]`` layers). ``class_names`` must have the cfg's class count; without them an
+    80-class (20-class) model gets the COCO (VOC) names its pretrained weights were trained on."""
     anchors, masks, num_classes = cfg.yolo_info()
     if anchors is None:
         return None
@@ -186,8 +194,8 @@ def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
     """Convert Darknet ``cfg_path`` + ``weights_path`` to ``out_path`` (``.keras`` or ``.weights.h5``).
 
     A ``.keras`` output carries its anchors, masks, class count (and ``class_names`` when given),
-    input size and weights header (:mod:`yolo3.checkpoint.metadata`); side files are written beside it too.
-    Nothing is written when the inputs are bad.
+    input size and weights header (:mod:`yolo3.checkpoint.metadata`); side files are written beside
+    it too. Nothing is written when the inputs are bad.
     """
     out = Path(out_path)
     if not (out.name.endswith(".keras") or out.name.endswith(".weights.h5")):

@@ -10,16 +10,22 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
-from yolo3.ops.anchors import read_anchors, read_classes
-from yolo3.modeling.bodies import build_spec_body
-from yolo3.core.deprecation import accepts_old_keywords
-from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.config.masks import keras_yolo3_masks
 from yolo3.checkpoint.metadata import read_side_files, resolve_info
-from yolo3.checkpoint.saving import build_from_weights, load_keras_model, output_channels, read_layer_weights
-from yolo3.config.specs import anchor_specs, get_spec, spec_of_layers
+from yolo3.checkpoint.saving import (
+    build_from_weights,
+    load_keras_model,
+    output_channels,
+    read_layer_weights,
+)
 from yolo3.checkpoint.weight_names import WeightsError, keras_yolo3_order, keras_yolo3_spec
 from yolo3.checkpoint.weights import load_weights_by_name
+from yolo3.config.masks import keras_yolo3_masks
+from yolo3.config.specs import anchor_specs, get_spec, spec_of_layers
+from yolo3.core.deprecation import accepts_old_keywords
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.data.class_names import read_classes
+from yolo3.modeling.bodies import build_spec_body
+from yolo3.ops.anchors import read_anchors
 
 __all__ = ["load_body", "load_keras_yolo3"]
 
@@ -34,7 +40,8 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     gives its body and the facts it carries (or, for files written before, the
     side files beside it); ``.weights.h5`` weights need the variant (``variant``, else every
     variant whose default anchor count is the anchors' is tried), anchors and classes (arguments or
-    side files). Explicit arguments override what the file says (:func:`yolo3.checkpoint.metadata.resolve_info`).
+    side files). Explicit arguments override what the file says
+    (:func:`yolo3.checkpoint.metadata.resolve_info`).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):

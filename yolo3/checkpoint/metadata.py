@@ -27,14 +27,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.ops.anchors import read_anchors, read_classes, write_anchors
-from yolo3.data.annotations import well_known_classes
-from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.core.fileio import atomic_write, write_text_atomic
 from yolo3.config.anchor_free_head import AnchorFreeHead
-from yolo3.core.log import NOTICE
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import atomic_write, write_text_atomic
+from yolo3.core.log import NOTICE
+from yolo3.data.annotations import well_known_classes
+from yolo3.data.class_names import read_classes
+from yolo3.ops.anchors import read_anchors, write_anchors
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +68,8 @@ class ModelInfo:
     variant: the registered variant (None for a converted model of another cfg); input_size:
     ``(h, w)`` the model was trained or converted at (the detector's default), None if any size;
     darknet_header: ``[major, minor, revision, seen]`` of converted Darknet weights (kept for
-    exporting back); head: an anchor-free head (:mod:`yolo3.config.anchor_free_head`; then there are no anchors
-    and no masks), None for Darknet's anchor head.
+    exporting back); head: an anchor-free head (:mod:`yolo3.config.anchor_free_head`; then there are
+    no anchors and no masks), None for Darknet's anchor head.
     """
 
     anchors: np.ndarray
@@ -147,8 +148,8 @@ def read_info(path: PathLike) -> Optional[ModelInfo]:
     """The :class:`ModelInfo` a model file carries, or None when it carries none: a ``.keras``
     archive's ``yolo3.json``, an ``.onnx``'s ``yolo3`` metadata property, a SavedModel folder's
     ``yolo3.json`` (a ``.tflite``'s ``yolo3`` metadata needs TensorFlow's flatbuffer schema:
-    :func:`yolo3.checkpoint.tflite_metadata.read_tflite_info`), an OpenVINO IR's ``yolo3`` run-time info
-    entry (the ``.xml``, or the folder holding it: :func:`openvino_xml`)."""
+    :func:`yolo3.checkpoint.tflite_metadata.read_tflite_info`), an OpenVINO IR's ``yolo3`` run-time
+    info entry (the ``.xml``, or the folder holding it: :func:`openvino_xml`)."""
     path = os.fspath(path)
     try:
         xml = openvino_xml(path)
@@ -241,7 +242,8 @@ def _read_onnx_metadata(path: str) -> Optional[str]:
 def embed_info(path: PathLike, info: ModelInfo) -> None:
     """Write ``info`` into the ``.keras`` archive ``path`` (replacing an earlier one).
 
-    Call it on the temporary file of an atomic save (:func:`yolo3.checkpoint.saving.atomic_save_model`)."""
+    Call it on the temporary file of an atomic save
+    (:func:`yolo3.checkpoint.saving.atomic_save_model`)."""
     path = os.fspath(path)
     text = info_json(info)
     with zipfile.ZipFile(path) as archive:

@@ -1,9 +1,10 @@
 """Keras model files: atomic saves with embedded model info, reading them back with yolo3's
 Keras objects registered, and reading any weights file into ``{layer name: [arrays]}``.
 
-Every file is written through :func:`yolo3.core.fileio.atomic_write` (never half of one). A ``.keras``
-body saved with a :class:`~yolo3.checkpoint.metadata.ModelInfo` carries it inside (see :mod:`yolo3.checkpoint.metadata`).
-Loading a body with its facts from any model file is :mod:`yolo3.checkpoint.loading`'s job.
+Every file is written through :func:`yolo3.core.fileio.atomic_write` (never half of one). A
+``.keras`` body saved with a :class:`~yolo3.checkpoint.metadata.ModelInfo` carries it inside (see
+:mod:`yolo3.checkpoint.metadata`). Loading a body with its facts from any model file is
+:mod:`yolo3.checkpoint.loading`'s job.
 """
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ import numpy as np
 
 import yolo3.modeling.anchor_free_loss  # noqa: F401  registers AnchorFreeLoss
 import yolo3.modeling.loss  # noqa: F401  registers YoloLoss, identity_loss
-import yolo3.training.schedules  # noqa: F401  registers WarmupCosine
-from yolo3.modeling.bodies import build_spec_body
+import yolo3.modeling.schedules  # noqa: F401  registers WarmupCosine
+from yolo3.checkpoint.metadata import ModelInfo, embed_info, read_info
+from yolo3.checkpoint.weight_names import Arrays, WeightsError
+from yolo3.config.specs import anchor_specs
 from yolo3.core.errors import FileFormatError, PathLike, Yolo3Error
 from yolo3.core.fileio import atomic_write
+from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
 from yolo3.modeling.keras_compat import all_layers
-from yolo3.checkpoint.metadata import ModelInfo, embed_info, read_info
-from yolo3.config.specs import anchor_specs
-from yolo3.checkpoint.weight_names import Arrays, WeightsError
 
 __all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
            "output_channels", "read_layer_weights", "layers_with_weights", "keras_refusal"]

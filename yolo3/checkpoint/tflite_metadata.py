@@ -1,5 +1,5 @@
-"""A TFLite flatbuffer's ``yolo3`` metadata: the :class:`~yolo3.checkpoint.metadata.ModelInfo` an exported
-``.tflite`` model carries (written with TensorFlow's flatbuffer schema, read in place)."""
+"""A TFLite flatbuffer's ``yolo3`` metadata: the :class:`~yolo3.checkpoint.metadata.ModelInfo` an
+exported ``.tflite`` model carries (written with TensorFlow's flatbuffer schema, read in place)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ from typing import Optional
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 
-from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.checkpoint.metadata import ModelInfo, info_json
+from yolo3.core.errors import FileFormatError, PathLike
 
 TFLITE_METADATA_NAME = "yolo3"
 

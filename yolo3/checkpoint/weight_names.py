@@ -2,13 +2,13 @@
 
 Nothing here touches a model or a file: these functions rename ``{layer name: [arrays]}``
 dictionaries, as detectron2's ``c2_model_loading`` maps Caffe2 names under its checkpointer.
-:func:`yolo3.checkpoint.saving.read_layer_weights` reads the arrays, :func:`rename_for_model` is the one call
-that maps them, and :mod:`yolo3.checkpoint.weights` copies them into a model.
+:func:`yolo3.checkpoint.saving.read_layer_weights` reads the arrays, :func:`rename_for_model` is the
+one call that maps them, and :mod:`yolo3.checkpoint.weights` copies them into a model.
 
 - keras-yolo3's ``.h5`` files name layers ``conv2d_N``, ``batch_normalization_N`` in creation order,
   which is Darknet's cfg order and the order of the variant's blocks
-  (:meth:`yolo3.config.specs.ModelSpec.blocks`): :func:`rename_keras_yolo3` maps them by that order and
-  raises each batch norm's variance by keras-yolo3's epsilon (Keras's 1e-3) minus the body's
+  (:meth:`yolo3.config.specs.ModelSpec.blocks`): :func:`rename_keras_yolo3` maps them by that order
+  and raises each batch norm's variance by keras-yolo3's epsilon (Keras's 1e-3) minus the body's
   (Darknet's 1e-6), so the outputs are keras-yolo3's.
 - A model converted from Darknet (layers ``conv_<i>``, ``bn_<i>`` named by cfg index) is renamed by
   :func:`rename_converted` through :func:`yolo3.darknet.layout.body_to_cfg_index`: a variant's own
@@ -24,11 +24,16 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from yolo3.darknet.layout import (LAYOUT_KINDS, block_layer_names, body_to_cfg_index,
-                                  converted_layer, layout_blocks)
 from yolo3.config.architectures import OUTPUT_PREFIX
-from yolo3.core.errors import Yolo3Error
 from yolo3.config.specs import anchor_specs, get_spec, spec_of_layers
+from yolo3.core.errors import Yolo3Error
+from yolo3.darknet.layout import (
+    LAYOUT_KINDS,
+    block_layer_names,
+    body_to_cfg_index,
+    converted_layer,
+    layout_blocks,
+)
 
 __all__ = ["WeightsError", "Renaming", "rename_for_model", "keras_yolo3_order",
            "keras_yolo3_spec", "rename_keras_yolo3", "shift_variance", "converted_conv_indices",

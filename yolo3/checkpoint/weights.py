@@ -6,8 +6,8 @@ of its own architecture (``.keras``: as saved; ``.weights.h5``: a yolo3 body reb
 count read from the output convolutions; legacy Keras 2 ``.h5``: groups named after layers), then
 copied layer by layer into the target by name. Typical use: pretrained COCO weights into a model
 with another class count, where the ``output_s*`` layers are skipped, or with ``head_anchors``
-partly loaded (their box and objectness channels, :mod:`yolo3.checkpoint.head_transfer`). Sources with other
-names (keras-yolo3's ``.h5``, models converted from Darknet) are renamed first by
+partly loaded (their box and objectness channels, :mod:`yolo3.checkpoint.head_transfer`). Sources
+with other names (keras-yolo3's ``.h5``, models converted from Darknet) are renamed first by
 :mod:`yolo3.checkpoint.weight_names`.
 """
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Dict, List, Optional, Tuple
 
 import keras
 
-from yolo3.config.architectures import OUTPUT_PREFIX
-from yolo3.core.deprecation import accepts_old_keywords
 from yolo3.checkpoint.head_transfer import transfer_head
 from yolo3.checkpoint.saving import layers_with_weights, read_layer_weights
-from yolo3.config.specs import specs_preferring
 from yolo3.checkpoint.weight_names import Arrays, WeightsError, rename_for_model
+from yolo3.config.architectures import OUTPUT_PREFIX
+from yolo3.config.specs import specs_preferring
+from yolo3.core.deprecation import accepts_old_keywords
 
 logger = logging.getLogger(__name__)
 
@@ -64,16 +64,16 @@ def load_weights_by_name(model: keras.Model, path: os.PathLike, variant: Optiona
                          head_anchors: Optional[int] = None) -> LoadReport:
     """Copy weights from ``path`` into ``model``'s layers with the same names and shapes.
 
-    Three steps: read the file (:func:`yolo3.checkpoint.saving.read_layer_weights`; a ``.weights.h5`` is
-    tried on ``variant``'s body first), rename its layers for the model
-    (:func:`yolo3.checkpoint.weight_names.rename_for_model`: a keras-yolo3 ``.h5`` or a converted Darknet
-    model), assign by name. Layers missing from the file or with other shapes are skipped and listed
-    in the report (and logged when ``verbose``); converted layers without a yolo3 name are listed as
-    ``unmapped``. With ``head_anchors`` (the model's anchors per output), an output layer whose
-    class count differs from the file's takes the file's box and objectness channels and keeps its
-    class channels (:func:`yolo3.checkpoint.head_transfer.transfer_head`; listed as ``partial``). Raises
-    ``WeightsError`` when no layer at all matches, or when a converted source fits no known
-    layout.
+    Three steps: read the file (:func:`yolo3.checkpoint.saving.read_layer_weights`; a
+    ``.weights.h5`` is tried on ``variant``'s body first), rename its layers for the model
+    (:func:`yolo3.checkpoint.weight_names.rename_for_model`: a keras-yolo3 ``.h5`` or a converted
+    Darknet model), assign by name. Layers missing from the file or with other shapes are skipped
+    and listed in the report (and logged when ``verbose``); converted layers without a yolo3 name
+    are listed as ``unmapped``. With ``head_anchors`` (the model's anchors per output), an output
+    layer whose class count differs from the file's takes the file's box and objectness channels and
+    keeps its class channels (:func:`yolo3.checkpoint.head_transfer.transfer_head`; listed as
+    ``partial``). Raises ``WeightsError`` when no layer at all matches, or when a converted source
+    fits no known layout.
     """
     path = os.fspath(path)
     candidates = specs_preferring(variant)

@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.config.choices import ANNOTATION_FORMATS
 from yolo3.cli.common import add_exist_ok_argument, add_source_arguments, run_command
+from yolo3.config.choices import ANNOTATION_FORMATS
 
 NAME = "annotations"
 DESCRIPTION = ("Convert annotations between layouts: keras-yolo3 text rows, Pascal VOC, COCO JSON "
@@ -32,13 +32,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.ops.anchors import read_classes
-    from yolo3.data.annotations import coco_class_names, detect_format, load_annotations
-    from yolo3.data.conversion import write_dataset, written_entries
-    from yolo3.data.yolo_layout import read_data_file
     from yolo3.core.errors import ArgumentError
     from yolo3.core.ownership import check_output_folder
     from yolo3.core.paths import check_outputs
+    from yolo3.data.annotations import coco_class_names, detect_format, load_annotations
+    from yolo3.data.class_names import read_classes
+    from yolo3.data.conversion import write_dataset, written_entries
+    from yolo3.data.yolo_layout import read_data_file
 
     check_outputs(dirs=[("--out", args.out)], inputs=[args.annotations, args.data, args.classes,
                                                       args.images])

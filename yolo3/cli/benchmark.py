@@ -13,8 +13,15 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from yolo3.cli.common import (add_variant_argument, fraction, make_parser, non_negative_int,
-                              positive_float, positive_int, run_command)
+from yolo3.cli.common import (
+    add_variant_argument,
+    fraction,
+    make_parser,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    run_command,
+)
 
 NAME = "benchmark"
 DESCRIPTION = ("Benchmarks that run their contenders side by side in one process and print a table, "

@@ -14,8 +14,14 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import (add_exist_ok_argument, add_source_arguments, annotation_sources,
-                              non_negative_int, run_command, show_progress)
+from yolo3.cli.common import (
+    add_exist_ok_argument,
+    add_source_arguments,
+    annotation_sources,
+    non_negative_int,
+    run_command,
+    show_progress,
+)
 from yolo3.data.annotations import Record
 
 NAME = "check"
@@ -30,11 +36,10 @@ def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) 
     """Draw each record's boxes and class names on its image; write ``out_dir/<n>_<stem>.png``."""
     from PIL import Image
 
-    from yolo3.data.images import load_image
-    from yolo3.evaluation.visualize import draw_detections
-
     from yolo3.core.fileio import atomic_write
     from yolo3.core.ownership import claim
+    from yolo3.data.images import load_image
+    from yolo3.evaluation.visualize import draw_detections
     claim(out_dir, patterns=[DRAWN_PATTERN])
     written = []
     for k, rec in enumerate(records):
@@ -86,9 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.ops.anchors import read_classes
-    from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
     from yolo3.core.errors import CommandFailed
+    from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
+    from yolo3.data.class_names import read_classes
 
     if args.draw:
         from yolo3.core.ownership import check_output_folder

@@ -26,9 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.ops.anchors import write_classes
-    from yolo3.data.annotations import coco_class_names, load_annotations, write_annotations
     from yolo3.core.paths import check_outputs
+    from yolo3.data.annotations import coco_class_names, load_annotations, write_annotations
+    from yolo3.data.class_names import write_classes
     check_outputs([("--out", args.out), ("--classes-out", args.classes_out)], [args.annotations])
     names = coco_class_names(args.annotations)
     records = load_annotations(args.annotations, include_crowd=args.include_crowd,

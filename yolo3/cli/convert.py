@@ -47,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _import(args) -> int:
-    from yolo3.ops.anchors import read_classes
     from yolo3.checkpoint.darknet_convert import convert
+    from yolo3.data.class_names import read_classes
     names = read_classes(args.classes) if args.classes else None
     result = convert(args.src, args.second, args.out,
                      progress=not args.no_progress and show_progress(args),
@@ -66,11 +66,11 @@ def _masks(text: str) -> List[List[int]]:
 
 
 def _export(args) -> int:
-    from yolo3.ops.anchors import read_anchors
-    from yolo3.export.darknet import export_darknet
-    from yolo3.darknet.weights import Header
     from yolo3.checkpoint.metadata import read_sidecars
     from yolo3.checkpoint.saving import load_keras_model
+    from yolo3.darknet.weights import Header
+    from yolo3.export.darknet import export_darknet
+    from yolo3.ops.anchors import read_anchors
     model, info = load_keras_model(args.src)
     meta = {} if info is not None else read_sidecars(args.src)
     anchors = (read_anchors(args.anchors) if args.anchors
@@ -93,9 +93,9 @@ def _export(args) -> int:
 
 
 def _migrate(args) -> int:
-    from yolo3.core.errors import ArgumentError
     from yolo3.checkpoint.loading import load_keras_yolo3
     from yolo3.checkpoint.saving import atomic_save_model
+    from yolo3.core.errors import ArgumentError
     if args.out is not None or not args.second.endswith(".keras"):
         raise ArgumentError("a keras-yolo3 .h5 converts to one .keras file: IN.h5 OUT.keras")
     from yolo3.core.paths import check_outputs

@@ -19,9 +19,17 @@ import os
 import sys
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from yolo3.cli.common import (add_engine_argument, add_exist_ok_argument, add_model_arguments,
-                              add_precision_argument, add_threshold_arguments, non_negative_int,
-                              positive_int, run_command, show_progress)
+from yolo3.cli.common import (
+    add_engine_argument,
+    add_exist_ok_argument,
+    add_model_arguments,
+    add_precision_argument,
+    add_threshold_arguments,
+    non_negative_int,
+    positive_int,
+    run_command,
+    show_progress,
+)
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -115,9 +123,9 @@ def _refuse_label_folder_of_inputs(save_txt: str, images: Sequence[str]) -> None
     """``--save-txt`` is never where the YOLO layout keeps the input images' own labels (the
     ``labels`` twin of their ``images`` folder, or their own folder): the files written there
     would replace them."""
-    from yolo3.data.yolo_layout import input_folders
     from yolo3.core.errors import ArgumentError
     from yolo3.core.paths import same_or_inside
+    from yolo3.data.yolo_layout import input_folders
     for folder in input_folders(images):
         if same_or_inside(save_txt, folder) and same_or_inside(folder, save_txt):
             raise ArgumentError(f"{save_txt}: --save-txt is the input images' own label folder "
@@ -144,9 +152,9 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
     from PIL import Image
     from tqdm import tqdm
 
+    from yolo3.core.fileio import atomic_write
     from yolo3.data.images import load_image
     from yolo3.evaluation.metrics import detection_entry
-    from yolo3.core.fileio import atomic_write
     from yolo3.evaluation.visualize import draw_detections
 
     failures = 0
@@ -197,8 +205,8 @@ def _save_labels(args, name: str, image_hw, boxes, scores, classes) -> None:
     """The label file ``--save-txt/NAME`` of one image's detections."""
     import numpy as np
 
-    from yolo3.data.yolo_layout import label_rows
     from yolo3.core.fileio import write_text_atomic
+    from yolo3.data.yolo_layout import label_rows
     rows = np.concatenate([np.asarray(boxes, np.float64).reshape(-1, 4),
                            np.asarray(classes, np.float64).reshape(-1, 1)], axis=1)
     write_text_atomic(os.path.join(args.save_txt, name),
@@ -210,8 +218,8 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
 
     from yolo3.core.errors import CommandFailed
     from yolo3.evaluation.metrics import detection_entry
-    from yolo3.inference.video import VideoWriter, open_video
     from yolo3.evaluation.visualize import draw_on_array
+    from yolo3.inference.video import VideoWriter, open_video
 
     video = open_video(source)
     total = video.frame_count
@@ -297,8 +305,8 @@ def run(args: argparse.Namespace) -> int:
     planned = _planned_outputs(args, kind, items)
     for flag, folder, names, patterns in planned:
         check_output_folder(folder, flag, args.exist_ok, [*_escaped(names), *patterns])
-    from yolo3.inference.detector import load_detector
     from yolo3.evaluation.metrics import save_detection_json
+    from yolo3.inference.detector import load_detector
 
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
                              iou=args.iou, input_size=args.input_size, variant=args.variant,

@@ -4,8 +4,8 @@ of a detection JSON against ground truth.
 Prints a table per class and the confidence of best F1, and writes ``--out`` (JSON: ``mAP50``,
 ``mAP75``, ``mAP50_95`` (COCO, as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal
 VOC), ``per_class``, ``confidence_curves`` (precision, recall and F1 against confidence, per class
-and overall, and the best F1) and ``confusion_matrix`` (:mod:`yolo3.evaluation.diagnostics`)) plus the plots
-``<out stem>_pr.png``, ``_confusion.png`` and ``_confidence.png`` beside it.
+and overall, and the best F1) and ``confusion_matrix`` (:mod:`yolo3.evaluation.diagnostics`)) plus
+the plots ``<out stem>_pr.png``, ``_confusion.png`` and ``_confidence.png`` beside it.
 """
 from __future__ import annotations
 
@@ -17,9 +17,19 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from yolo3.cli.common import (add_engine_argument, add_input_size_argument, add_precision_argument,
-                              add_source_arguments, add_variant_argument, annotation_sources,
-                              fraction, positive_int, run_command, show_progress, warn)
+from yolo3.cli.common import (
+    add_engine_argument,
+    add_input_size_argument,
+    add_precision_argument,
+    add_source_arguments,
+    add_variant_argument,
+    annotation_sources,
+    fraction,
+    positive_int,
+    run_command,
+    show_progress,
+    warn,
+)
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -101,16 +111,19 @@ PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.ops.anchors import read_classes
-    from yolo3.data.annotations import load_annotations
-    from yolo3.core.errors import ArgumentError
-    from yolo3.evaluation.diagnostics import diagnose
-    from yolo3.evaluation.metrics import (align_image_keys, evaluate_detections, format_table,
-                                  load_detection_json, save_detection_json)
+    from yolo3.core.errors import ArgumentError, CommandFailed
     from yolo3.core.fileio import write_text_atomic
-
-    from yolo3.core.errors import CommandFailed
     from yolo3.core.paths import check_outputs
+    from yolo3.data.annotations import load_annotations
+    from yolo3.data.class_names import read_classes
+    from yolo3.evaluation.diagnostics import diagnose
+    from yolo3.evaluation.metrics import (
+        align_image_keys,
+        evaluate_detections,
+        format_table,
+        load_detection_json,
+        save_detection_json,
+    )
     outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
     if not args.no_plot:
         stem = os.path.splitext(args.out)[0]
@@ -181,8 +194,11 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
-        from yolo3.evaluation.visualize import (plot_confidence_curves, plot_confusion_matrix,
-                                     plot_pr_curves)
+        from yolo3.evaluation.visualize import (
+            plot_confidence_curves,
+            plot_confusion_matrix,
+            plot_pr_curves,
+        )
         stem = os.path.splitext(args.out)[0]
         try:
             plot_pr_curves(curves, class_names, stem + "_pr.png")

@@ -14,8 +14,15 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from yolo3.cli.common import (add_exist_ok_argument, add_model_arguments, add_threshold_arguments,
-                              non_negative_int, positive_int, run_command, show_progress)
+from yolo3.cli.common import (
+    add_exist_ok_argument,
+    add_model_arguments,
+    add_threshold_arguments,
+    non_negative_int,
+    positive_int,
+    run_command,
+    show_progress,
+)
 
 NAME = "export"
 DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX, "
@@ -60,11 +67,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not (args.saved_model or args.tflite or args.onnx or args.openvino):
         args.parser.error("give --saved-model DIR, --tflite FILE, --onnx FILE and/or --openvino DIR")
-    from yolo3.inference.detector import YOLO
     from yolo3.core.errors import ArgumentError
-    from yolo3.export import (export_onnx, export_openvino, export_saved_model, export_tflite,
-                              verify_export)
+    from yolo3.export import (
+        export_onnx,
+        export_openvino,
+        export_saved_model,
+        export_tflite,
+        verify_export,
+    )
     from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
+    from yolo3.inference.detector import YOLO
 
     if args.quantize == "int8" and not args.calibration:
         raise ArgumentError("--quantize int8 needs --calibration FILE_OR_DIR (representative images)")

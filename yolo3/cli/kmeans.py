@@ -9,8 +9,14 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import (add_input_size_argument, add_source_arguments, annotation_sources,
-                              positive_int, run_command, show_progress)
+from yolo3.cli.common import (
+    add_input_size_argument,
+    add_source_arguments,
+    annotation_sources,
+    positive_int,
+    run_command,
+    show_progress,
+)
 
 NAME = "kmeans"
 DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on the box sizes of an "
@@ -29,13 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.ops.anchors import (average_best_iou, format_anchors, kmeans_anchors, read_classes,
-                               write_anchors)
-    from yolo3.data.annotations import box_sizes, load_annotations
-    from yolo3.core.errors import ArgumentError
     from yolo3.config.specs import anchor_specs
-
+    from yolo3.core.errors import ArgumentError
     from yolo3.core.paths import check_outputs
+    from yolo3.data.annotations import box_sizes, load_annotations
+    from yolo3.data.class_names import read_classes
+    from yolo3.ops.anchors import average_best_iou, format_anchors, kmeans_anchors, write_anchors
     if args.clusters < 1:
         raise ArgumentError(f"--clusters must be at least 1, got {args.clusters}")
     if args.restarts < 1:

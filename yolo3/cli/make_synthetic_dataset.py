@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.cli.common import add_exist_ok_argument, fraction, positive_int, run_command
+from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.data.synthetic import SHAPES, STYLES
 
 ALL_STYLES = (*STYLES, "photo")
@@ -78,9 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.errors import ArgumentError
-    from yolo3.data.synthetic import dataset_entries
     from yolo3.core.ownership import check_output_folder
     from yolo3.core.paths import check_outputs
+    from yolo3.data.synthetic import dataset_entries
     check_outputs(dirs=[("--out", args.out)], inputs=[args.photos, args.background_photos])
     check_output_folder(args.out, "--out", args.exist_ok, dataset_entries())
     size = None if args.size is None else (

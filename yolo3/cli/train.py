@@ -5,10 +5,22 @@ import argparse
 import os
 from typing import List, Optional
 
-from yolo3.config.choices import (AUGMENT_PRESETS, BOX_LOSSES, JIT_CHOICES, OBJECTNESS_TARGETS,
-                           OPTIMIZERS, SCHEDULES, STRATEGIES, TRAINING_PRECISIONS)
-from yolo3.cli.common import (add_exist_ok_argument, add_input_size_argument, add_variant_argument,
-                              run_command)
+from yolo3.cli.common import (
+    add_exist_ok_argument,
+    add_input_size_argument,
+    add_variant_argument,
+    run_command,
+)
+from yolo3.config.choices import (
+    AUGMENT_PRESETS,
+    BOX_LOSSES,
+    JIT_CHOICES,
+    OBJECTNESS_TARGETS,
+    OPTIMIZERS,
+    SCHEDULES,
+    STRATEGIES,
+    TRAINING_PRECISIONS,
+)
 
 __all__ = ["add_arguments", "run", "main", "build_parser", "config_from_args"]
 
@@ -25,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from yolo3.training.recipe import DEFAULT_LR
     from yolo3.config.train_config import default as d
+    from yolo3.training.recipe import DEFAULT_LR
     a = p.add_argument
     a("--data", dest="data_file", default=None, help="a data.yaml (Ultralytics, Roboflow, CVAT, "
       "Label Studio exports) or obj.data (Darknet): the train and val sources and the class names, "
@@ -170,8 +182,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train; 0 on success, 1 on a NaN stop (bad arguments raise, exit 2)."""
-    from yolo3.core.errors import CommandFailed
     from yolo3.config.specs import check_input_size
+    from yolo3.core.errors import CommandFailed
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.cpu_replicas and args.gpus:
         args.parser.error("give either --gpus or --cpu-replicas, not both")
@@ -190,9 +202,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace):
-    """The :class:`yolo3.config.train_config.TrainConfig` of parsed arguments: every flag's destination is
-    the setting of the same name (``--batch-size`` -> ``batch_size``); ``--quiet`` turns progress
-    bars off. Plain Python: nothing here imports TensorFlow."""
+    """The :class:`yolo3.config.train_config.TrainConfig` of parsed arguments: every flag's
+    destination is the setting of the same name (``--batch-size`` -> ``batch_size``); ``--quiet``
+    turns progress bars off. Plain Python: nothing here imports TensorFlow."""
     from yolo3.config.train_config import TrainConfig
     settings = {k: v for k, v in vars(args).items() if k != "verbose"}
     if settings.get("multi_scale"):

@@ -27,9 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.ops.anchors import read_classes
-    from yolo3.data.annotations import VOC_CLASSES, load_annotations, write_annotations
     from yolo3.core.paths import check_outputs
+    from yolo3.data.annotations import VOC_CLASSES, load_annotations, write_annotations
+    from yolo3.data.class_names import read_classes
     check_outputs([("--out", args.out)], [args.classes])
     names = read_classes(args.classes) if args.classes else list(VOC_CLASSES)
     image_set = os.path.join(args.voc_root, f"VOC{args.year}", "ImageSets", "Main",

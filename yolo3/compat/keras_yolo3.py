@@ -25,10 +25,10 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from yolo3.ops.decode import correct_boxes, yolo_head
+from yolo3.config.masks import keras_yolo3_masks
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS
 from yolo3.modeling.loss import yolo_loss as _yolo3_loss
-from yolo3.config.masks import keras_yolo3_masks
+from yolo3.ops.decode import correct_boxes, yolo_head
 from yolo3.ops.targets import preprocess_true_boxes as _encode
 
 Masks = Optional[Sequence[Sequence[int]]]

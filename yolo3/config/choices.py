@@ -1,7 +1,7 @@
 """The values yolo3's settings may take (training, inference engines), one owner per list.
 
-Plain data on a low floor, so that the settings' rules (:mod:`yolo3.config.train_config`), the code that
-acts on them (loss, recipe, precision, distribute) and the command line's ``choices=`` read the
+Plain data on a low floor, so that the settings' rules (:mod:`yolo3.config.train_config`), the code
+that acts on them (loss, recipe, precision, distribute) and the command line's ``choices=`` read the
 same tuple.
 """
 from __future__ import annotations

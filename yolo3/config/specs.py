@@ -1,18 +1,19 @@
 """The model-spec registry: every fact about a model variant, in one place.
 
-A :class:`ModelSpec` knows its architecture (:mod:`yolo3.config.architectures`, from which both the Keras
-body and the Darknet cfg are derived), its default anchors and masks, its output strides, its
+A :class:`ModelSpec` knows its architecture (:mod:`yolo3.config.architectures`, from which both the
+Keras body and the Darknet cfg are derived), its default anchors and masks, its output strides, its
 input-size rule and the Darknet layouts whose weights load into it. Code elsewhere asks the
 registry (:func:`get_spec`, :func:`spec_names`, :func:`spec_of_layers`, :func:`strides_for`) and
 never compares variant names itself; adding a variant is one entry in :data:`SPECS` plus its tests.
-The registry is data: the Keras bodies are built from a spec by :mod:`yolo3.modeling.bodies`, the cfg
-layouts by :mod:`yolo3.darknet.layout`. No TensorFlow here.
+The registry is data: the Keras bodies are built from a spec by :mod:`yolo3.modeling.bodies`, the
+cfg layouts by :mod:`yolo3.darknet.layout`. No TensorFlow here.
 
 Variants: ``yolov3`` (Darknet-53, three scales), ``yolov3-spp`` (YOLOv3 with spatial pyramid
 pooling) and ``tiny`` (tiny YOLOv3, two scales), each with Darknet's anchor head; ``tiny-af`` and
-``yolov3-af``, the same networks with an anchor-free decoupled head (:mod:`yolo3.config.anchor_free_head`: no
-anchors, no Darknet form; Darknet weights of their base variant load into everything but the
-head). Backbone layouts (Darknet weights for the ``backbone_*`` layers only): ``darknet53``.
+``yolov3-af``, the same networks with an anchor-free decoupled head
+(:mod:`yolo3.config.anchor_free_head`: no anchors, no Darknet form; Darknet weights of their base
+variant load into everything but the head). Backbone layouts (Darknet weights for the ``backbone_*``
+layers only): ``darknet53``.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple, 
 import numpy as np
 
 from yolo3.config import architectures
-from yolo3.core.errors import ArgumentError, SettingError
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks
+from yolo3.core.errors import ArgumentError, SettingError
 
 Size = Union[int, Sequence[int]]
 Describe = Callable[..., None]

@@ -1,5 +1,5 @@
-"""The training configuration: every setting :func:`yolo3.training.train.train` takes, its default and its
-rules, in six sections.
+"""The training configuration: every setting :func:`yolo3.training.train.train` takes, its default
+and its rules, in six sections.
 
 :class:`TrainConfig` holds :class:`DataSettings` (what to learn from), :class:`ModelSettings` (what
 to train), :class:`RecipeSettings` (how), :class:`ScheduleSettings` (how long),
@@ -7,7 +7,8 @@ to train), :class:`RecipeSettings` (how), :class:`ScheduleSettings` (how long),
 Every setting has one name, unique over the sections (``batch_size`` is
 ``config.hardware.batch_size``); ``yolo3 train``'s flags are those names (``--batch-size``) and read
 their defaults here. :func:`check` refuses values that cannot work with a
-:class:`~yolo3.core.errors.SettingError` naming the settings; the command line words them as its flags.
+:class:`~yolo3.core.errors.SettingError` naming the settings; the command line words them as its
+flags.
 
 Plain Python, no TensorFlow: ``yolo3 train --help`` stays fast.
 """
@@ -21,11 +22,19 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from yolo3.config.choices import (AUGMENT_PRESETS, AUTO_ANCHORS, BOX_LOSSES, JIT_CHOICES,
-                           OBJECTNESS_TARGETS, OPTIMIZERS, SCHEDULES, STRATEGIES,
-                           TRAINING_PRECISIONS)
-from yolo3.core.errors import SettingError, Yolo3Error
+from yolo3.config.choices import (
+    AUGMENT_PRESETS,
+    AUTO_ANCHORS,
+    BOX_LOSSES,
+    JIT_CHOICES,
+    OBJECTNESS_TARGETS,
+    OPTIMIZERS,
+    SCHEDULES,
+    STRATEGIES,
+    TRAINING_PRECISIONS,
+)
 from yolo3.config.specs import get_spec
+from yolo3.core.errors import SettingError, Yolo3Error
 from yolo3.core.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",

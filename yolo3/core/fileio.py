@@ -9,7 +9,8 @@ A temporary's name says who made it: ``.yolo3-tmp-<host>-<pid>-<name>-<random>``
 (:func:`temporary_owner` reads it back). What a killed writer left behind is swept by the next
 write into the same folder (:func:`remove_stale_temporaries`): only yolo3's own temporaries whose
 process, on this host, is gone; never a live writer's, never a file yolo3 did not name.
-Which folders a command may write into at all is :mod:`yolo3.core.ownership`'s rule. No TensorFlow here.
+Which folders a command may write into at all is :mod:`yolo3.core.ownership`'s rule. Small text
+files a user gives (anchors, class lists) are read by :func:`read_text`. No TensorFlow here.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional, Tuple
 
-from yolo3.core.errors import PathLike
+from yolo3.core.errors import FileFormatError, PathLike
 
 TEMP_PREFIX = ".yolo3-tmp-"
 LEGACY_TEMP_PREFIX = ".tmp-"  # the temporaries of yolo3 0.3 and earlier (no owner in the name)
@@ -30,7 +31,7 @@ _OWNER = re.compile(r"^\.yolo3-tmp-(?P<host>[A-Za-z0-9]*)-(?P<pid>\d+)-")
 __all__ = ["TEMP_PREFIX", "LEGACY_TEMP_PREFIX", "atomic_write", "atomic_directory",
            "write_text_atomic", "remove_stale_temporaries", "temporary_prefix", "temporary_owner",
            "is_temporary", "make_temporary_folder", "fsync_file", "fsync_dir", "fsync_tree",
-           "remove_entry", "replace_entry"]
+           "remove_entry", "replace_entry", "read_text"]
 
 
 def _host() -> str:
@@ -65,6 +66,18 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OSError):
         return True  # another user's process, or no way to tell: keep its file
     return True
+
+
+def read_text(path: PathLike, what: str) -> str:
+    """The UTF-8 text (a byte-order mark dropped) of a small file the user gave; one that cannot
+    be read is a FileFormatError naming it and ``what`` it is."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return f.read()
+    except OSError as e:
+        raise FileFormatError(path, f"cannot read {what} file: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise FileFormatError(path, f"{what} file is not UTF-8 text") from None
 
 
 def fsync_file(path: PathLike) -> None:

@@ -4,12 +4,13 @@ A folder the user names as a command's output (``--output``, ``--out``, ``--save
 ``--saved-model``, ``--openvino`` ...) is written only when it is new, empty, or holds nothing but
 what yolo3 wrote there itself: the entries its marker file :data:`MARKER` lists (names, and name
 patterns for writers such as training whose files are not known in advance). A folder holding
-anything else is refused before any work (:class:`~yolo3.core.errors.SettingError` naming the folder,
-the flag and some of the entries) unless ``exist_ok`` (``--exist-ok`` on the command line): then
-those entries are kept, and only entries of the names the command writes are replaced.
+anything else is refused before any work (:class:`~yolo3.core.errors.SettingError` naming the
+folder, the flag and some of the entries) unless ``exist_ok`` (``--exist-ok`` on the command line):
+then those entries are kept, and only entries of the names the command writes are replaced.
 
 A writer claims its entries in the marker before it creates them, so that an interrupted run
-leaves only claimed entries (and its temporaries, swept by the next write: :mod:`yolo3.core.fileio`).
+leaves only claimed entries (and its temporaries, swept by the next write:
+:mod:`yolo3.core.fileio`).
 :func:`write_output_folder` fills a whole folder (an exported model, a converted dataset) beside
 its destination and moves it into place. No TensorFlow here.
 """
@@ -23,9 +24,16 @@ from pathlib import Path
 from typing import Callable, Iterable, List, Sequence, Tuple
 
 from yolo3.core.errors import PathLike, SettingError
-from yolo3.core.fileio import (fsync_dir, fsync_tree, is_temporary, make_temporary_folder,
-                          remove_entry, remove_stale_temporaries, replace_entry,
-                          write_text_atomic)
+from yolo3.core.fileio import (
+    fsync_dir,
+    fsync_tree,
+    is_temporary,
+    make_temporary_folder,
+    remove_entry,
+    remove_stale_temporaries,
+    replace_entry,
+    write_text_atomic,
+)
 from yolo3.core.paths import check_output_dir
 
 MARKER = ".yolo3-output.json"

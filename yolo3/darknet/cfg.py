@@ -12,8 +12,9 @@ index: OpenCV names its convolutions ``conv_<index>``). Supported layers:
 - ``[maxpool]``: size, stride (stride 1 with any size, or size = stride = 2);
 - ``[yolo]``: mask, anchors, classes (its input is the raw map the detector decodes).
 
-Anything else is refused with a :class:`~yolo3.core.errors.DarknetError` naming the file, line and section.
-This module has no Keras dependency; :mod:`yolo3.checkpoint.darknet_convert` builds the Keras graph.
+Anything else is refused with a :class:`~yolo3.core.errors.DarknetError` naming the file, line and
+section. This module has no Keras dependency; :mod:`yolo3.checkpoint.darknet_convert` builds the
+Keras graph.
 """
 from __future__ import annotations
 

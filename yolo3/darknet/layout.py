@@ -1,5 +1,5 @@
-"""The Darknet side of :mod:`yolo3.config.architectures`: cfg layers of a registered layout, and the map
-between yolo3 block names and cfg indices.
+"""The Darknet side of :mod:`yolo3.config.architectures`: cfg layers of a registered layout, and the
+map between yolo3 block names and cfg indices.
 
 :class:`DarknetNet` runs a variant's architecture function and writes cfg layers instead of Keras
 layers, recording the cfg index of every yolo3 convolution block. From it come
@@ -19,10 +19,18 @@ from typing import Collection, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from yolo3.config.architectures import output_name
-from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
-                               YoloSpec, format_cfg)
-from yolo3.core.errors import DarknetError
 from yolo3.config.specs import UnknownVariantError, get_spec, layout, layout_names
+from yolo3.core.errors import DarknetError
+from yolo3.darknet.cfg import (
+    ConvSpec,
+    Layer,
+    MaxpoolSpec,
+    RouteSpec,
+    ShortcutSpec,
+    UpsampleSpec,
+    YoloSpec,
+    format_cfg,
+)
 
 __all__ = ["DarknetNet", "body_to_cfg_index", "layout_blocks", "layout_layers", "layout_cfg_text",
            "block_layer_names", "converted_layer", "CONVERTED_NAME", "LAYOUT_KINDS"]

@@ -13,10 +13,17 @@ from typing import Dict
 
 import numpy as np
 
-from yolo3.darknet.cfg import (ConvSpec, DarknetCfg, MaxpoolSpec, RouteSpec, ShortcutSpec,
-                               UpsampleSpec, parse_cfg)
-from yolo3.darknet.weights import FLOAT, Header, in_channels
 from yolo3.core.errors import PathLike
+from yolo3.darknet.cfg import (
+    ConvSpec,
+    DarknetCfg,
+    MaxpoolSpec,
+    RouteSpec,
+    ShortcutSpec,
+    UpsampleSpec,
+    parse_cfg,
+)
+from yolo3.darknet.weights import FLOAT, Header, in_channels
 
 INPUT_SECOND_MOMENT = 1.0 / 3.0  # E[x^2] of uniform [0, 1] pixels
 _ACT_GAIN = {"leaky": 0.5 * (1 + 0.1 ** 2), "relu": 0.5, "mish": 0.5, "logistic": 0.3, "linear": 1.0}

@@ -14,8 +14,8 @@ from typing import BinaryIO, Dict, Iterable, List, Optional
 
 import numpy as np
 
-from yolo3.darknet.cfg import ConvSpec, DarknetCfg, Layer
 from yolo3.core.errors import DarknetError, PathLike
+from yolo3.darknet.cfg import ConvSpec, DarknetCfg, Layer
 
 FLOAT = np.dtype("<f4")
 _CHUNK = 16 << 20  # bytes per read, for the progress bar

@@ -10,11 +10,12 @@ Blank lines and lines starting with ``#`` are skipped.
 Boxes are float32 pixels ``x1, y1, x2, y2, class`` in the displayed (EXIF-transposed) image, with
 pixel-edge coordinates: a box covering pixel columns 3..7 is ``x1 = 3, x2 = 8``.
 
-Every malformed input raises :class:`~yolo3.core.errors.AnnotationError` naming the file, the line (or the
-XML file / JSON object) and the reason. :func:`scan_annotations` collects all problems instead, and
-with ``drop_invalid_boxes`` drops boxes without area or outside their image (each reported as an
-:class:`~yolo3.core.errors.InvalidBoxError` in ``dropped_boxes``; negative coordinates are clipped), as
-keras-yolo3's generator effectively did, instead of refusing their lines.
+Every malformed input raises :class:`~yolo3.core.errors.AnnotationError` naming the file, the line
+(or the XML file / JSON object) and the reason. :func:`scan_annotations` collects all problems
+instead, and with ``drop_invalid_boxes`` drops boxes without area or outside their image (each
+reported as an
+:class:`~yolo3.core.errors.InvalidBoxError` in ``dropped_boxes``; negative coordinates are clipped),
+as keras-yolo3's generator effectively did, instead of refusing their lines.
 """
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from yolo3.data import yolo_layout
-from yolo3.data.images import is_image_file, probe_images
 from yolo3.core.errors import AnnotationError, InvalidBoxError, PathLike
 from yolo3.core.fileio import write_text_atomic
+from yolo3.data import yolo_layout
+from yolo3.data.images import is_image_file, probe_images
 
 logger = logging.getLogger(__name__)
 

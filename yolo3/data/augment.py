@@ -196,8 +196,9 @@ def mosaic(images: Sequence[tf.Tensor], boxes: Sequence[tf.Tensor], input_hw: tf
 
 
 def letterbox(image: tf.Tensor, boxes: tf.Tensor, input_hw) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Plain letterbox (validation): :func:`yolo3.ops.letterbox.letterbox_tf` for the image, the boxes
-    mapped alike (:func:`yolo3.ops.letterbox.boxes_to_input`); boxes left empty are dropped."""
+    """Plain letterbox (validation): :func:`yolo3.ops.letterbox.letterbox_tf` for the image, the
+    boxes mapped alike (:func:`yolo3.ops.letterbox.boxes_to_input`); boxes left empty are
+    dropped."""
     image_hw = tf.shape(image)[:2]
     out = letterbox_tf(image, input_hw)
     return out, clip_and_filter(boxes_to_input(boxes, image_hw, input_hw), 0.0)

@@ -1,20 +1,23 @@
 """Class names, checked by one rule in every layout that carries them (classes files, data.yaml,
-obj.data names files, COCO categories, model info).
+obj.data names files, COCO categories, model info), and classes files (one name per line, the
+class id the line index: keras-yolo3's ``model_data/*_classes.txt``).
 
 A class name is text (a number, as a YAML list may hold, is taken as its text), not empty or blank,
 on one line, and no two are the same. Anything else (null, a list or mapping, a repeated name) is a
-:class:`~yolo3.core.errors.FileFormatError` naming the file, the place and the entry, before any work.
-No TensorFlow here.
+:class:`~yolo3.core.errors.FileFormatError` naming the file, the place and the entry, before any
+work. No TensorFlow here.
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Type
 
 from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import read_text, write_text_atomic
 
 _SHOWN = 60  # characters of a bad entry a message shows
 
-__all__ = ["check_class_names", "shown_value"]
+__all__ = ["check_class_names", "shown_value", "parse_classes", "read_classes", "write_classes",
+           "fits_classes_file"]
 
 
 def shown_value(value: object, limit: int = _SHOWN) -> str:
@@ -50,3 +53,43 @@ def check_class_names(names: Sequence[object], path: Optional[PathLike], where: 
         seen[text] = k
         out.append(text)
     return out
+
+
+def parse_classes(text: str, path: Optional[PathLike] = None) -> List[str]:
+    """Parse class-list text: one name per line (spaces around it dropped); blank lines only at
+    the end; the names checked as every layout's are (:func:`check_class_names`:
+    none empty, none repeated)."""
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise FileFormatError(path, "class list is empty")
+    for line_no, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            raise FileFormatError(path, "empty class name (blank line inside the class list)",
+                                  line=line_no)
+    return check_class_names([raw.strip() for raw in lines], path,
+                             lines=list(range(1, len(lines) + 1)))
+
+
+def read_classes(path: PathLike) -> List[str]:
+    """Read a classes file (one name per line) into a list; the class id is the line index."""
+    return parse_classes(read_text(path, "classes"), path)
+
+
+def write_classes(path: PathLike, names: Sequence[str]) -> None:
+    """Write one class name per line; refuses (before writing) what :func:`read_classes` would
+    not read back identically: names that are empty, span lines, repeat, or begin or end with
+    spaces."""
+    names = check_class_names(list(names), path)
+    padded = [n for n in names if n != n.strip()]
+    if padded:
+        raise FileFormatError(path, f"class name {padded[0]!r} begins or ends with spaces, which "
+                                    "a classes file cannot keep (one name per line, read without "
+                                    "the spaces around it)")
+    write_text_atomic(path, "".join(f"{n}\n" for n in names))
+
+
+def fits_classes_file(names: Sequence[str]) -> bool:
+    """Whether :func:`write_classes` can write ``names`` (as they are) into a classes file."""
+    return all(n == n.strip() for n in names)

@@ -1,7 +1,8 @@
 """Writing records in any supported layout, so that data moves both ways between them.
 
 :func:`write_dataset` writes named splits of :class:`~yolo3.data.annotations.Record` lists (boxes in
-displayed-image pixels) into a new folder, in one of :data:`yolo3.config.choices.ANNOTATION_FORMATS`:
+displayed-image pixels) into a new folder, in one of
+:data:`yolo3.config.choices.ANNOTATION_FORMATS`:
 
 - ``text``: ``SPLIT.txt`` in keras-yolo3's rows (absolute image paths) and ``classes.txt``;
 - ``coco``: ``SPLIT.json`` (COCO instances: ``file_name`` the absolute image path, ``bbox``
@@ -29,12 +30,12 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from yolo3.config.choices import ANNOTATION_FORMATS
-from yolo3.data.annotations import Record, write_annotations
-from yolo3.ops.anchors import fits_classes_file, write_classes
-from yolo3.data.yolo_layout import input_folders, link_image, write_yolo_layout
 from yolo3.core.errors import ArgumentError, PathLike
 from yolo3.core.ownership import write_output_folder
 from yolo3.core.paths import refuse_overwriting_inputs
+from yolo3.data.annotations import Record, write_annotations
+from yolo3.data.class_names import fits_classes_file, write_classes
+from yolo3.data.yolo_layout import input_folders, link_image, write_yolo_layout
 
 __all__ = ["write_dataset", "written_entries"]
 

@@ -31,9 +31,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
+from yolo3.core.errors import SettingError
 from yolo3.data.annotations import Record
 from yolo3.data.synthetic import SHAPES, _draw_shape, claim_dataset_folder, write_dataset_files
-from yolo3.core.errors import SettingError
 
 PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
 PHOTO_SIZES = ((240, 320), (320, 240), (288, 288))  # (h, w)
@@ -326,8 +326,8 @@ def _check_size_distribution(distribution: str) -> None:
 
 
 def _check_box_extent(boxes: str) -> None:
-    """Refuse a box extent not in :data:`yolo3.config.choices.BOX_EXTENTS` (a ``SettingError``, which is
-    a ``ValueError``, naming ``boxes``)."""
+    """Refuse a box extent not in :data:`yolo3.config.choices.BOX_EXTENTS` (a ``SettingError``,
+    which is a ``ValueError``, naming ``boxes``)."""
     if boxes not in BOX_EXTENTS:
         raise SettingError(f"boxes must be one of {', '.join(BOX_EXTENTS)}, got {boxes!r}", "boxes")
 

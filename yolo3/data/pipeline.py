@@ -2,9 +2,9 @@
 
 Per element (parallel, deterministic order): read + decode JPEG/PNG (EXIF orientation applied),
 augment (training) or letterbox (validation), pad boxes to ``max_boxes``. Per batch: encode
-``y_true`` in the graph with :func:`yolo3.ops.targets.encode_targets`. Images are float32 RGB in ``[0, 1]``
-``(batch, h, w, 3)``; boxes are float32 ``(batch, max_boxes, 5)`` pixel ``x1, y1, x2, y2, class`` in the
-network input, zero rows = padding.
+``y_true`` in the graph with :func:`yolo3.ops.targets.encode_targets`. Images are float32 RGB in
+``[0, 1]`` ``(batch, h, w, 3)``; boxes are float32 ``(batch, max_boxes, 5)`` pixel ``x1, y1, x2, y2,
+class`` in the network input, zero rows = padding.
 
 Randomness: the shuffle order and a per-element random stream both come from ``seed`` and change every
 epoch (each new iteration of the dataset), and the same seed gives the same batches.

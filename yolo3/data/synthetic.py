@@ -15,9 +15,9 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from yolo3.ops.anchors import write_classes
-from yolo3.data.annotations import Record, write_annotations
 from yolo3.core.ownership import check_output_folder, claim
+from yolo3.data.annotations import Record, write_annotations
+from yolo3.data.class_names import write_classes
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 

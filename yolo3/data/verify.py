@@ -81,8 +81,8 @@ def unchecked(paths: Sequence[PathLike]) -> List[str]:
 
 
 def check_decodable(paths: Sequence[PathLike], progress: bool = True) -> None:
-    """Raise :class:`~yolo3.core.errors.ArgumentError` naming (up to ten of) the files of ``paths`` that
-    the pipeline cannot decode, so that a bad file is named before training, not met as a
+    """Raise :class:`~yolo3.core.errors.ArgumentError` naming (up to ten of) the files of ``paths``
+    that the pipeline cannot decode, so that a bad file is named before training, not met as a
     TensorFlow error mid-epoch (:func:`verify_images`, cached between runs)."""
     failures = verify_images(paths, progress=progress)
     if failures:

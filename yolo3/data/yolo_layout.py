@@ -24,9 +24,9 @@ import numpy as np
 import yaml
 from PIL import Image
 
+from yolo3.core.errors import AnnotationError, InvalidBoxError, PathLike
 from yolo3.data.class_names import check_class_names, shown_value
 from yolo3.data.images import DECODED_EXTENSIONS, is_image_file
-from yolo3.core.errors import AnnotationError, InvalidBoxError, PathLike
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
            "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",

@@ -7,11 +7,12 @@
   Ultralytics' ``ConfusionMatrix``).
 - :func:`confidence_curves`: per class and overall (the mean over classes with ground truth),
   precision, recall and F1 of the detections scored at least ``c``, for ``c`` on a grid over 0..1,
-  with VOC's matching at IoU 0.5 (:func:`yolo3.evaluation.metrics.voc_class_matches`); and the threshold of
-  best overall F1.
+  with VOC's matching at IoU 0.5 (:func:`yolo3.evaluation.metrics.voc_class_matches`); and the
+  threshold of best overall F1.
 
-Inputs are :mod:`yolo3.evaluation.metrics`'s: ground truth ``id -> (N, 5)`` ``x1, y1, x2, y2, class`` and
-detections ``id -> (boxes (M, 4) x1, y1, x2, y2, scores (M,), classes (M,))``. No TensorFlow here.
+Inputs are :mod:`yolo3.evaluation.metrics`'s: ground truth ``id -> (N, 5)`` ``x1, y1, x2, y2,
+class`` and detections ``id -> (boxes (M, 4) x1, y1, x2, y2, scores (M,), classes (M,))``. No
+TensorFlow here.
 """
 from __future__ import annotations
 
@@ -20,8 +21,14 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from yolo3.evaluation.metrics import (
+    DetectionSet,
+    GroundTruth,
+    ordered_ids,
+    split_by_class,
+    voc_class_matches,
+)
 from yolo3.ops.boxes import iou_xyxy
-from yolo3.evaluation.metrics import DetectionSet, GroundTruth, ordered_ids, split_by_class, voc_class_matches
 
 __all__ = ["confusion_matrix", "confidence_curves", "ConfidenceCurves", "Diagnostics", "diagnose",
            "CONFIDENCE_GRID", "CONFUSION_IOU"]

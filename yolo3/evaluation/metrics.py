@@ -23,9 +23,9 @@ from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.ops.boxes import iou_xyxy
 from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.core.fileio import write_text_atomic
+from yolo3.ops.boxes import iou_xyxy
 
 # Exactly pycocotools' Params: np.linspace(.5, 0.95, 10) and np.linspace(.0, 1.00, 101).
 IOU_THRESHOLDS = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)

@@ -173,8 +173,8 @@ def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str], path: 
 
 def plot_confidence_curves(curves, class_names: Sequence[str], path: str) -> str:
     """Plot precision, recall and F1 against confidence (a
-    :class:`yolo3.evaluation.diagnostics.ConfidenceCurves`) to one PNG of three panels: a thin line per class,
-    a thick one for the mean, the best-F1 confidence marked. Needs matplotlib."""
+    :class:`yolo3.evaluation.diagnostics.ConfidenceCurves`) to one PNG of three panels: a thin line
+    per class, a thick one for the mean, the best-F1 confidence marked. Needs matplotlib."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 5), dpi=100)
     colors = class_colors(len(class_names))

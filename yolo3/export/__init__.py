@@ -8,10 +8,17 @@ the Keras model after writing.
 - :mod:`~yolo3.export.calibration`: representative images for int8;
 - :mod:`~yolo3.export.verify`: the check after writing.
 
-Running exported models (``yolo3 detect`` / ``evaluate --model x.tflite``) is :mod:`yolo3.inference.runners`.
+Running exported models (``yolo3 detect`` / ``evaluate --model x.tflite``) is
+:mod:`yolo3.inference.runners`.
 """
-from yolo3.export.formats import (ONNX_OPSET, QUANTIZATIONS, export_onnx, export_openvino,
-                                  export_saved_model, export_tflite)
+from yolo3.export.formats import (
+                                  ONNX_OPSET,
+                                  QUANTIZATIONS,
+                                  export_onnx,
+                                  export_openvino,
+                                  export_saved_model,
+                                  export_tflite,
+)
 from yolo3.export.graph import DETECTION_KEYS
 from yolo3.export.verify import ExportError, verify_export
 

@@ -7,10 +7,10 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.core.errors import ArgumentError, PathLike, SettingError
 from yolo3.data.annotations import load_annotations
 from yolo3.data.images import is_image_file, load_image
 from yolo3.data.synthetic import render_image
-from yolo3.core.errors import ArgumentError, PathLike, SettingError
 from yolo3.ops.letterbox import letterbox_np
 
 __all__ = ["calibration_paths", "calibration_images", "sample_images"]

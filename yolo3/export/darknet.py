@@ -5,7 +5,8 @@ Two kinds of model are understood:
 - a yolo3 body of a registered variant (layers ``backbone_*``, ``head_s32_*``, ``output_s32`` ...):
   its cfg comes from the variant's architecture (:mod:`yolo3.darknet.layout`), the output filters
   from the model;
-- a converted model (layers ``conv_<i>``, ``bn_<i>`` ... from :mod:`yolo3.checkpoint.darknet_convert`): the
+- a converted model (layers ``conv_<i>``, ``bn_<i>`` ... from
+:mod:`yolo3.checkpoint.darknet_convert`): the
   cfg is rebuilt from the Keras graph, layer by cfg index.
 
 Either way the cfg text is parsed back with :func:`~yolo3.darknet.cfg.parse_cfg_text` (which checks
@@ -18,16 +19,25 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.darknet.cfg import (ConvSpec, Layer, MaxpoolSpec, RouteSpec, ShortcutSpec, UpsampleSpec,
-                               YoloSpec, format_cfg, parse_cfg_text)
 from yolo3.checkpoint.darknet_convert import conv_weights_from_model
-from yolo3.darknet.layout import CONVERTED_NAME, block_layer_names, layout_layers
-from yolo3.darknet.weights import Header, write_weights
-from yolo3.core.errors import ArgumentError, DarknetError, PathLike
-from yolo3.core.fileio import atomic_write, write_text_atomic
-from yolo3.modeling.keras_compat import inbound_tensors, producing_layer
 from yolo3.config.masks import default_masks
 from yolo3.config.specs import get_spec, spec_of_layers
+from yolo3.core.errors import ArgumentError, DarknetError, PathLike
+from yolo3.core.fileio import atomic_write, write_text_atomic
+from yolo3.darknet.cfg import (
+    ConvSpec,
+    Layer,
+    MaxpoolSpec,
+    RouteSpec,
+    ShortcutSpec,
+    UpsampleSpec,
+    YoloSpec,
+    format_cfg,
+    parse_cfg_text,
+)
+from yolo3.darknet.layout import CONVERTED_NAME, block_layer_names, layout_layers
+from yolo3.darknet.weights import Header, write_weights
+from yolo3.modeling.keras_compat import inbound_tensors, producing_layer
 
 CONVERTED = "converted"
 _ACTS = ("leaky", "relu", "mish", "logistic")
@@ -127,8 +137,9 @@ def export_darknet(model, cfg_out: PathLike, weights_out: PathLike,
 
     anchors: ``(N, 2)`` (w, h); default: the variant's COCO anchors for yolo3 bodies (required for
     a converted model with [yolo] layers). masks: per output, largest stride first; default the
-    variant's (:meth:`yolo3.config.specs.ModelSpec.default_masks`, tiny: ``[[3, 4, 5], [0, 1, 2]]``).
-    num_classes: default from the output filters. input_size: ``(height, width)`` for ``[net]``.
+    variant's (:meth:`yolo3.config.specs.ModelSpec.default_masks`, tiny: ``[[3, 4, 5], [0, 1,
+    2]]``). num_classes: default from the output filters. input_size: ``(height, width)`` for
+    ``[net]``.
     """
     kind = model_kind(model)
     n_out = len(model.outputs)

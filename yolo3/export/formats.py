@@ -1,10 +1,11 @@
 """Writing a detector in deployment formats: SavedModel, TFLite (float32, float16, int8), ONNX and
 OpenVINO IR (float32, float16 weights, int8).
 
-Every file carries the detector's :class:`~yolo3.checkpoint.metadata.ModelInfo` (variant, anchors, masks,
-classes, input size) plus what the export was (format, quantisation, input type, batch, the baked
-thresholds), so that :mod:`yolo3.inference.runners` runs it with no other file. Writes are atomic: a file
-that fails its conversion or its check (:mod:`yolo3.export.verify`) is not left behind.
+Every file carries the detector's :class:`~yolo3.checkpoint.metadata.ModelInfo` (variant, anchors,
+masks, classes, input size) plus what the export was (format, quantisation, input type, batch, the
+baked thresholds), so that :mod:`yolo3.inference.runners` runs it with no other file. Writes are
+atomic: a file that fails its conversion or its check (:mod:`yolo3.export.verify`) is not left
+behind.
 """
 from __future__ import annotations
 
@@ -18,14 +19,20 @@ from typing import Iterable, Optional
 import numpy as np
 import tensorflow as tf
 
-from yolo3.core.errors import ArgumentError, PathLike, SettingError
-from yolo3.export.graph import image_function, model_function
-from yolo3.core.fileio import atomic_write
-from yolo3.checkpoint.metadata import (INFO_NAME, ONNX_METADATA_KEY, OPENVINO_ENTRIES, OPENVINO_INFO_KEY,
-                            SAVED_MODEL_ENTRIES, info_json)
-from yolo3.core.ownership import write_output_folder
-from yolo3.inference.runners import OPENVINO_INSTALL, import_openvino
+from yolo3.checkpoint.metadata import (
+    INFO_NAME,
+    ONNX_METADATA_KEY,
+    OPENVINO_ENTRIES,
+    OPENVINO_INFO_KEY,
+    SAVED_MODEL_ENTRIES,
+    info_json,
+)
 from yolo3.checkpoint.tflite_metadata import embed_info_tflite
+from yolo3.core.errors import ArgumentError, PathLike, SettingError
+from yolo3.core.fileio import atomic_write
+from yolo3.core.ownership import write_output_folder
+from yolo3.export.graph import image_function, model_function
+from yolo3.inference.runners import OPENVINO_INSTALL, import_openvino
 
 QUANTIZATIONS = ("none", "float16", "int8")
 ONNX_OPSET = 17
@@ -243,10 +250,10 @@ def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
     Input ``images (batch, in_h, in_w, 3)`` ``uint8`` (RGB 0..255) or ``float32`` ([0, 1]); the
     outputs of :mod:`yolo3.export.graph` (decoding and per-class NMS need a fixed ``batch``; with
     ``raw``, ``batch=None`` takes any). quantize: ``none`` (float32 weights; OpenVINO computes in
-    the precision the CPU suits, :class:`yolo3.inference.runners.OpenVINORunner`), ``float16`` (float16
-    weights) or ``int8`` (NNCF post-training quantization of the network, mixed preset, calibrated on
-    ``calibration``: letterboxed float32 RGB images ``(in_h, in_w, 3)`` in [0, 1]; decoding and NMS
-    stay float). Needs the ``[openvino]`` extra (openvino; nncf for int8).
+    the precision the CPU suits, :class:`yolo3.inference.runners.OpenVINORunner`), ``float16``
+    (float16 weights) or ``int8`` (NNCF post-training quantization of the network, mixed preset,
+    calibrated on ``calibration``: letterboxed float32 RGB images ``(in_h, in_w, 3)`` in [0, 1];
+    decoding and NMS stay float). Needs the ``[openvino]`` extra (openvino; nncf for int8).
     """
     _check_float32(detector, "OpenVINO")
     ov = import_openvino("OpenVINO export")

@@ -17,9 +17,9 @@ from typing import List, Sequence
 
 import numpy as np
 
-from yolo3.ops.decode import decode_detections
 from yolo3.core.errors import CommandFailed, PathLike
 from yolo3.inference.runners import ExportedDetector, relative_error
+from yolo3.ops.decode import decode_detections
 
 # relative error of the raw maps allowed per (format, quantisation)
 TOLERANCES = {"none": 1e-4, "float16": 1e-2, "int8": 0.25}
@@ -69,8 +69,8 @@ def _matched(model_out, host, i: int) -> tuple:
 def verify_export(path: PathLike, detector, images: Sequence[np.ndarray], quantize: str = "none",
                   remove_on_failure: bool = True) -> VerifyReport:
     """Run the exported model at ``path`` on ``images`` (letterboxed float32, the detector's input
-    size) and compare it with ``detector`` (a float32 :class:`yolo3.inference.detector.YOLO`); ExportError
-    (and the file removed) when the comparison is off."""
+    size) and compare it with ``detector`` (a float32 :class:`yolo3.inference.detector.YOLO`);
+    ExportError (and the file removed) when the comparison is off."""
     import tensorflow as tf
 
     path = os.fspath(path)

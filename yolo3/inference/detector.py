@@ -6,12 +6,13 @@ coordinates: a box covering the whole image is ``(0, 0, W, H)``), ``scores`` ``(
 ``classes`` ``(N,)`` int32, sorted by score (highest first).
 
 Construction: ``YOLO(model_path, ...)`` (= :meth:`YOLO.from_files`) reads a model file and what it
-says about itself (:mod:`yolo3.checkpoint.metadata`); an exported model (``.tflite``, ``.onnx``, OpenVINO IR,
-SavedModel) gives an :class:`yolo3.inference.runners.ExportedDetector` with the same interface;
+says about itself (:mod:`yolo3.checkpoint.metadata`); an exported model (``.tflite``, ``.onnx``,
+OpenVINO IR, SavedModel) gives an :class:`yolo3.inference.runners.ExportedDetector` with the same
+interface;
 :meth:`YOLO.from_body` takes a body in memory and its :class:`~yolo3.checkpoint.metadata.ModelInfo`.
 :func:`load_detector` is the same with the engine chosen for the machine (``engine="auto"``). The
-graph surgery (batch-norm folding, compute dtype) is :mod:`yolo3.modeling.graph_surgery`'s; other engines
-(OpenVINO, ONNX Runtime) are :mod:`yolo3.inference.engines`'.
+graph surgery (batch-norm folding, compute dtype) is :mod:`yolo3.modeling.graph_surgery`'s; other
+engines (OpenVINO, ONNX Runtime) are :mod:`yolo3.inference.engines`'.
 """
 from __future__ import annotations
 
@@ -24,20 +25,19 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from yolo3.ops.decode import decode_detections
-from yolo3.core.deprecation import accepts_old_keywords
-from yolo3.inference.engines import EngineChoice, engine_runner, resolve_engine
-from yolo3.core.errors import CommandFailed, FileFormatError, PathLike, SettingError
-from yolo3.modeling.graph_surgery import (fold_batch_norms, refold_batch_norms,  # noqa: F401  (re-exported)
-                                  with_compute_dtype)
-from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
-from yolo3.ops.letterbox import letterbox_tf
 from yolo3.checkpoint.loading import load_body
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.config.precision import resolve_precision
-from yolo3.inference.runners import ExportedDetector, batched, is_exported
 from yolo3.config.specs import check_input_size
+from yolo3.core.deprecation import accepts_old_keywords
+from yolo3.core.errors import CommandFailed, FileFormatError, PathLike, SettingError
 from yolo3.evaluation.visualize import draw_detections
+from yolo3.inference.engines import EngineChoice, engine_runner, resolve_engine
+from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
+from yolo3.inference.runners import ExportedDetector, batched, is_exported
+from yolo3.modeling.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
+from yolo3.ops.decode import decode_detections
+from yolo3.ops.letterbox import letterbox_tf
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
@@ -57,8 +57,8 @@ class YOLO:
     """A YOLOv3 detector (any registered variant, or a converted Darknet model).
 
     ``body`` is the loaded model; inference runs ``inference_body``, its batch-norm-folded copy.
-    precision: ``"auto"`` (default: :func:`yolo3.config.precision.resolve_precision`, bfloat16 where the
-    hardware computes it faster, float32 elsewhere), ``"float32"`` (matches Darknet / OpenCV to
+    precision: ``"auto"`` (default: :func:`yolo3.config.precision.resolve_precision`, bfloat16 where
+    the hardware computes it faster, float32 elsewhere), ``"float32"`` (matches Darknet / OpenCV to
     ~1e-6) or ``"bfloat16"``: the convolutions compute in bfloat16 (weights stay float32, outputs
     are cast back), about 1.7x faster on CPUs with AMX or AMD's AVX-512 BF16 and on recent GPUs,
     at about 1% relative error on the raw maps; slower on Intel's AVX-512 BF16 without AMX, many
@@ -66,9 +66,9 @@ class YOLO:
     ``self.precision`` is the one in use.
 
     engine: ``"keras"`` (default: TensorFlow), ``"openvino"``, ``"onnxruntime"`` or ``"auto"``
-    (OpenVINO on a CPU where it is installed, else Keras; :mod:`yolo3.inference.engines`): the network,
-    converted once and cached, runs there at ``precision``; letterboxing and decoding are the
-    same. ``self.engine`` says what runs (:class:`yolo3.inference.engines.EngineChoice`).
+    (OpenVINO on a CPU where it is installed, else Keras; :mod:`yolo3.inference.engines`): the
+    network, converted once and cached, runs there at ``precision``; letterboxing and decoding are
+    the same. ``self.engine`` says what runs (:class:`yolo3.inference.engines.EngineChoice`).
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
     masks, classes and input size), ``.weights.h5`` template weights (the body is built from
@@ -289,7 +289,8 @@ class YOLO:
     # -- public API ------------------------------------------------------------------------------
     def preprocess(self, image: np.ndarray) -> np.ndarray:
         """The network input for one ``(H, W, 3)`` image: float32 ``(in_h, in_w, 3)`` in [0, 1],
-        letterboxed by :func:`yolo3.ops.letterbox.letterbox_tf` (what ``detect`` feeds the network)."""
+        letterboxed by :func:`yolo3.ops.letterbox.letterbox_tf` (what ``detect`` feeds the
+        network)."""
         image = self._check(image)
         return letterbox_tf(tf.convert_to_tensor(image), self.input_hw_for(image.shape)).numpy()
 
@@ -396,9 +397,9 @@ def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
                   precision: str = "auto", engine: str = "auto",
                   num_threads: Optional[int] = None):
     """The detector of any model file, on the engine chosen for the machine (``auto``: see
-    :mod:`yolo3.inference.engines`): :class:`yolo3.inference.runners.ExportedDetector` for ``.tflite``, ``.onnx``,
-    OpenVINO IR and SavedModel folders (their input size, anchors and masks are fixed: those
-    arguments are refused), else :class:`YOLO`."""
+    :mod:`yolo3.inference.engines`): :class:`yolo3.inference.runners.ExportedDetector` for
+    ``.tflite``, ``.onnx``, OpenVINO IR and SavedModel folders (their input size, anchors and masks
+    are fixed: those arguments are refused), else :class:`YOLO`."""
     return YOLO(path, anchors_path, classes_path, score=score, iou=iou, input_size=input_size,
                 variant=variant, max_boxes=max_boxes, precision=precision, engine=engine,
                 num_threads=num_threads)

@@ -28,8 +28,14 @@ from yolo3.core.errors import ArgumentError, CommandFailed
 from yolo3.core.file_cache import FileCache
 from yolo3.core.fileio import atomic_directory
 from yolo3.core.paths import user_cache_dir
-from yolo3.inference.runners import (OPENVINO_INSTALL, EngineChoice, OnnxRunner, OpenVINORunner,
-                            ordered_raw_maps, relative_error)
+from yolo3.inference.runners import (
+    OPENVINO_INSTALL,
+    EngineChoice,
+    OnnxRunner,
+    OpenVINORunner,
+    ordered_raw_maps,
+    relative_error,
+)
 
 CHECK_TOLERANCE = 1e-4  # relative error of the converted network's raw maps, both in float32
 CHECK_IMAGES = 2

@@ -28,8 +28,8 @@ _FLAG_ALIASES = {"model": "model_path", "anchors": "anchors_path", "classes": "c
 
 def resolve_yolo_kwargs(model_path, anchors_path, classes_path, input_size, model_image_size,
                         flags: dict):
-    """``(model_path, anchors_path, classes_path, input_size)`` for :class:`yolo3.inference.detector.YOLO`
-    from its arguments and keras-yolo3's keyword arguments.
+    """``(model_path, anchors_path, classes_path, input_size)`` for
+    :class:`yolo3.inference.detector.YOLO` from its arguments and keras-yolo3's keyword arguments.
 
     ``flags`` are the extra keywords: yolo_video.py's ``model``, ``anchors``, ``classes`` (used
     unless the ``*_path`` argument is given) and ``image``, ``input``, ``output`` (ignored); any other

@@ -1,14 +1,15 @@
 """Running exported detectors: ``.tflite`` (LiteRT), ``.onnx`` (ONNX Runtime), OpenVINO IR
 (``.xml`` + ``.bin``, or the folder holding them) and SavedModel folders, behind the interface of
-the Keras :class:`~yolo3.inference.detector.YOLO` (which hands exported paths to :class:`ExportedDetector`),
-so that ``yolo3 detect`` and ``yolo3 evaluate`` score any of them alike. The runners are also the
-engines a ``.keras`` model can run on (:mod:`yolo3.inference.engines`).
+the Keras :class:`~yolo3.inference.detector.YOLO` (which hands exported paths to
+:class:`ExportedDetector`), so that ``yolo3 detect`` and ``yolo3 evaluate`` score any of them alike.
+The runners are also the engines a ``.keras`` model can run on (:mod:`yolo3.inference.engines`).
 
-An exported model carries its facts (:func:`yolo3.checkpoint.metadata.read_info`) and its raw maps as outputs
-(:mod:`yolo3.export.graph`). :class:`ExportedDetector` letterboxes each image with the one
-letterbox (:mod:`yolo3.ops.letterbox`), runs the model, and decodes the raw maps on the host with the
-Keras detector's own decoding (:func:`yolo3.ops.decode.decode_detections`) at the thresholds it is
-given; detections come back in the image's pixels like :meth:`yolo3.inference.detector.YOLO.detect`'s.
+An exported model carries its facts (:func:`yolo3.checkpoint.metadata.read_info`) and its raw maps
+as outputs (:mod:`yolo3.export.graph`). :class:`ExportedDetector` letterboxes each image with the
+one letterbox (:mod:`yolo3.ops.letterbox`), runs the model, and decodes the raw maps on the host
+with the Keras detector's own decoding (:func:`yolo3.ops.decode.decode_detections`) at the
+thresholds it is given; detections come back in the image's pixels like
+:meth:`yolo3.inference.detector.YOLO.detect`'s.
 """
 from __future__ import annotations
 
@@ -21,14 +22,15 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.ops.anchors import read_anchors, read_classes
-from yolo3.ops.decode import decode_detections
-from yolo3.core.errors import ArgumentError, FileFormatError, PathLike
-from yolo3.ops.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
-from yolo3.config.masks import default_masks
 from yolo3.checkpoint.metadata import ModelInfo, openvino_xml, read_info, read_sidecars
-from yolo3.config.precision import resolve_precision
 from yolo3.checkpoint.tflite_metadata import read_tflite_info
+from yolo3.config.masks import default_masks
+from yolo3.config.precision import resolve_precision
+from yolo3.core.errors import ArgumentError, FileFormatError, PathLike
+from yolo3.data.class_names import read_classes
+from yolo3.ops.anchors import read_anchors
+from yolo3.ops.decode import decode_detections
+from yolo3.ops.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 EXPORTED_SUFFIXES = (".tflite", ".onnx", ".xml")
@@ -202,10 +204,10 @@ def _openvino_error(e: Exception) -> str:
 class OpenVINORunner:
     """An OpenVINO IR (or an ``openvino.Model`` in memory) compiled for the CPU.
 
-    precision: ``auto`` (:func:`yolo3.config.precision.resolve_precision`: bfloat16 where the CPU computes
-    it natively, else float32 - OpenVINO is never left to pick an emulated one), ``float32`` or
-    ``bfloat16``: the CPU plugin's inference precision (an int8 IR keeps its int8 parts).
-    ``run`` uses a latency-tuned compilation; ``stream`` a throughput-tuned one with
+    precision: ``auto`` (:func:`yolo3.config.precision.resolve_precision`: bfloat16 where the CPU
+    computes it natively, else float32 - OpenVINO is never left to pick an emulated one),
+    ``float32`` or ``bfloat16``: the CPU plugin's inference precision (an int8 IR keeps its int8
+    parts). ``run`` uses a latency-tuned compilation; ``stream`` a throughput-tuned one with
     asynchronous requests, for folders and video (:func:`stream_outputs`). cache_dir:
     OpenVINO's compiled-model cache.
     """
@@ -373,9 +375,9 @@ def _foreign_ir(path: str, runner: OpenVINORunner, anchors_path: Optional[PathLi
 
 
 class ExportedDetector:
-    """Detection with an exported model, the interface of :class:`yolo3.inference.detector.YOLO` (``detect``,
-    ``detect_batch``, ``class_names``, ``num_classes``, ``input_hw``); thresholds are applied on the
-    host, so any score threshold works whatever the model baked in."""
+    """Detection with an exported model, the interface of :class:`yolo3.inference.detector.YOLO`
+    (``detect``, ``detect_batch``, ``class_names``, ``num_classes``, ``input_hw``); thresholds are
+    applied on the host, so any score threshold works whatever the model baked in."""
 
     def __init__(self, path: PathLike, classes_path: Optional[PathLike] = None, score: float = 0.3,
                  iou: float = 0.45, max_boxes: int = 100, num_threads: Optional[int] = None,
@@ -576,8 +578,8 @@ class TFLiteDetector:
 
 
 def __getattr__(name: str):
-    """``load_detector`` moved to :mod:`yolo3.inference.detector` (it chooses between the Keras detector and
-    these): the old location still gives it, with a warning."""
+    """``load_detector`` moved to :mod:`yolo3.inference.detector` (it chooses between the Keras
+    detector and these): the old location still gives it, with a warning."""
     if name == "load_detector":
         import importlib
         import warnings

@@ -11,9 +11,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from yolo3.ops import anchor_free
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.modeling.loss import check_gains
+from yolo3.ops import anchor_free
 
 __all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
 

@@ -15,8 +15,8 @@ It has Keras's class name on purpose: Keras names a layer's weights in a ``.weig
 its class, so a body with these layers and a body with Keras's write and read the same weights
 files, either way. A ``.keras`` file names the class itself:
 :func:`yolo3.modeling.graph_surgery.keras_batch_norms` gives a copy with Keras's own layer (the same
-weights), and :mod:`yolo3.checkpoint.saving` writes every ``.keras`` through it, so the file loads in plain
-Keras.
+weights), and :mod:`yolo3.checkpoint.saving` writes every ``.keras`` through it, so the file loads
+in plain Keras.
 """
 from __future__ import annotations
 

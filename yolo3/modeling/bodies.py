@@ -1,8 +1,8 @@
 """The Keras bodies of the registered variants, built from their architectures.
 
-Bodies are built from :mod:`yolo3.config.architectures` by :class:`KerasNet` (the same description the
-Darknet cfgs are written from), so every layer has a name and parts are reached by name, never by
-index:
+Bodies are built from :mod:`yolo3.config.architectures` by :class:`KerasNet` (the same description
+the Darknet cfgs are written from), so every layer has a name and parts are reached by name, never
+by index:
 
 - backbone layers start with ``backbone_``; its feature taps are ``backbone_c3`` (stride 8),
   ``backbone_c4`` (stride 16) and ``backbone_c5`` (stride 32) (tiny: ``backbone_c4``, ``backbone_c5``);
@@ -14,7 +14,8 @@ index:
 A Darknet convolution block ``NAME`` is the layers ``NAME_pad`` (stride 2 only: Darknet pads top and
 left), ``NAME_conv`` (no bias), ``NAME_bn`` (epsilon 1e-6 as in Darknet) and ``NAME_leaky`` (0.1).
 Body outputs are ``(batch, h / s, w / s, A * (5 + C))`` for strides ``s`` = 32, 16, 8 (tiny: 32, 16);
-an anchor-free variant's ``(batch, h / s, w / s, 4 * reg_max + C)`` (:mod:`yolo3.config.anchor_free_head`).
+an anchor-free variant's ``(batch, h / s, w / s, 4 * reg_max + C)``
+(:mod:`yolo3.config.anchor_free_head`).
 """
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ from typing import List, Optional, Tuple
 import keras
 from keras import layers
 
-from yolo3.modeling import batch_norm
 from yolo3.config.architectures import PREDICTION_SUFFIX, output_name
+from yolo3.config.specs import ModelSpec, get_spec
+from yolo3.modeling import batch_norm
 from yolo3.modeling.blocks import BlockNames, conv_block
 from yolo3.modeling.keras_compat import producing_layer
-from yolo3.config.specs import ModelSpec, get_spec
 
 __all__ = ["KerasNet", "block_names", "build_spec_body", "build_body", "yolo_body",
            "tiny_yolo_body", "output_layer_names", "prediction_layer_names"]
@@ -43,8 +44,8 @@ def block_names(block: str, stride: int = 1) -> BlockNames:
 
 
 class KerasNet:
-    """:class:`yolo3.config.architectures.Net` building Keras layers with yolo3 names; collects outputs.
-    ``batch_norm``: the batch-norm layer class (default Keras's)."""
+    """:class:`yolo3.config.architectures.Net` building Keras layers with yolo3 names; collects
+    outputs. ``batch_norm``: the batch-norm layer class (default Keras's)."""
 
     def __init__(self, inputs, batch_norm=None):
         self.current = inputs
@@ -126,8 +127,9 @@ def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Option
     """The body of ``spec`` for ``num_classes``; input ``(h, w)`` multiples of the largest stride,
     or None for any size. ``anchors_per_scale`` defaults to the spec's (3; an anchor-free variant
     has none and ignores it). ``fused_batch_norm``:
-    batch norms that train through one fused kernel (:class:`yolo3.modeling.batch_norm.BatchNormalization`;
-    what training builds; saved files get Keras's layer)."""
+    batch norms that train through one fused kernel
+    (:class:`yolo3.modeling.batch_norm.BatchNormalization`; what training builds; saved files get
+    Keras's layer)."""
     if any(side is not None for side in input_shape):  # None: any size
         spec.check_input_size(tuple(spec.max_stride if v is None else v for v in input_shape))
     if spec.anchor_free:

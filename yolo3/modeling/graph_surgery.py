@@ -114,8 +114,8 @@ def with_compute_dtype(model: keras.Model, policy: str) -> keras.Model:
 
 def keras_batch_norms(model: keras.Model) -> keras.Model:
     """``model`` itself when none of its layers is yolo3's fused
-    :class:`yolo3.modeling.batch_norm.BatchNormalization`, else a copy of the functional ``model`` with
-    Keras's own layer in their place (same config, same weights): what files hold."""
+    :class:`yolo3.modeling.batch_norm.BatchNormalization`, else a copy of the functional ``model``
+    with Keras's own layer in their place (same config, same weights): what files hold."""
     if not has_fused_batch_norms(model):
         return model
 

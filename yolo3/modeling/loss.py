@@ -36,11 +36,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.ops.box_ops import box_iou, iou_variant, swap_last_pair
 from yolo3.config.choices import BOX_LOSSES, OBJECTNESS_TARGETS
-from yolo3.ops.decode import yolo_head
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
+from yolo3.ops.box_ops import box_iou, iou_variant, swap_last_pair
+from yolo3.ops.decode import yolo_head
 
 Masks = Optional[Sequence[Sequence[int]]]
 _MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes

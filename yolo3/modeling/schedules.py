@@ -1,10 +1,10 @@
-"""Learning-rate schedules (serialisable)."""
+"""Learning-rate schedules (serialisable), in ``keras.ops``: the same on every Keras backend."""
 from __future__ import annotations
 
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 __all__ = ["WarmupCosine"]
 
@@ -18,12 +18,12 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps, self.final = max(0, int(warmup_steps)), float(final)
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32)
+        step = ops.cast(step, "float32")
         warm = self.lr * (step + 1.0) / max(1, self.warmup_steps)
         span = float(max(1, self.total_steps - self.warmup_steps))
-        t = tf.clip_by_value((step - self.warmup_steps) / span, 0.0, 1.0)
-        cos = self.lr * (self.final + (1 - self.final) * 0.5 * (1 + tf.cos(math.pi * t)))
-        return tf.where(step < self.warmup_steps, warm, cos)
+        t = ops.clip((step - self.warmup_steps) / span, 0.0, 1.0)
+        cos = self.lr * (self.final + (1 - self.final) * 0.5 * (1 + ops.cos(math.pi * t)))
+        return ops.where(step < self.warmup_steps, warm, cos)
 
     def get_config(self) -> dict:
         return {"lr": self.lr, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps,

@@ -1,10 +1,10 @@
 """The anchor-free head in TensorFlow: decoding its raw maps, and its training targets and loss.
 
-Raw maps (:mod:`yolo3.config.anchor_free_head`): per cell of stride ``s``, ``4 x reg_max`` distance logits (left,
-top, right, bottom) then ``C`` class logits. A side's distance is the expectation of the softmax of
-its ``reg_max`` logits over ``0 .. reg_max - 1``, in strides; the box is the cell's centre ``p``
-minus (left, top) and plus (right, bottom) times ``s``: ``x1, y1, x2, y2`` input pixels. A class's
-score is the sigmoid of its logit.
+Raw maps (:mod:`yolo3.config.anchor_free_head`): per cell of stride ``s``, ``4 x reg_max`` distance
+logits (left, top, right, bottom) then ``C`` class logits. A side's distance is the expectation of
+the softmax of its ``reg_max`` logits over ``0 .. reg_max - 1``, in strides; the box is the cell's
+centre ``p`` minus (left, top) and plus (right, bottom) times ``s``: ``x1, y1, x2, y2`` input
+pixels. A class's score is the sigmoid of its logit.
 
 Training (YOLOv8's loss with PP-YOLOE's task-aligned assignment):
 
@@ -33,8 +33,8 @@ from typing import Dict, Sequence, Tuple
 
 import tensorflow as tf
 
-from yolo3.ops.box_ops import corners_to_cxcywh, iou_variant
 from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.ops.box_ops import corners_to_cxcywh, iou_variant
 
 # PP-YOLOE's task-aligned assignment: 13 candidates per box, alignment score^1 * IoU^6
 TOPK, ALPHA, BETA = 13, 1.0, 6.0

@@ -1,4 +1,4 @@
-"""Anchor and class-list files, and k-means anchors.
+"""Anchor files and k-means anchors (class-list files: :mod:`yolo3.data.class_names`).
 
 Anchors are ``(N, 2)`` float32 arrays of ``(width, height)`` in input-image pixels, sorted by area
 (smallest first), as in Darknet cfgs and keras-yolo3's ``model_data/*_anchors.txt`` files: one or more
@@ -7,31 +7,19 @@ lines of comma-separated numbers read as ``w,h`` pairs (``10,13,  16,30,  33,23`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import numpy as np
 
-from yolo3.ops.boxes import wh_iou
-from yolo3.data.class_names import check_class_names
-from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.core.fileio import write_text_atomic
 from yolo3.config.specs import get_spec
+from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import read_text, write_text_atomic
+from yolo3.ops.boxes import wh_iou
 
 # Darknet's COCO anchors for YOLOv3-416 and tiny YOLOv3 (identical to model_data/*.txt); the
 # registry (yolo3.config.specs) owns them.
 YOLO_ANCHORS = get_spec("yolov3").default_anchors()
 TINY_YOLO_ANCHORS = get_spec("tiny").default_anchors()
-
-
-def _read_text(path: PathLike, what: str) -> str:
-    """The UTF-8 text of a small user file; unreadable files raise FileFormatError naming ``what``."""
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            return f.read()
-    except OSError as e:
-        raise FileFormatError(path, f"cannot read {what} file: {e.strerror or e}")
-    except UnicodeDecodeError:
-        raise FileFormatError(path, f"{what} file is not UTF-8 text")
 
 
 def parse_anchors(text: str, path: Optional[PathLike] = None) -> np.ndarray:
@@ -60,7 +48,7 @@ def parse_anchors(text: str, path: Optional[PathLike] = None) -> np.ndarray:
 
 def read_anchors(path: PathLike) -> np.ndarray:
     """Read an anchors file into a ``(N, 2)`` float32 array of ``(width, height)`` pixels."""
-    return parse_anchors(_read_text(path, "anchors"), path)
+    return parse_anchors(read_text(path, "anchors"), path)
 
 
 def format_anchors(anchors: np.ndarray) -> str:
@@ -76,46 +64,6 @@ def format_anchors(anchors: np.ndarray) -> str:
 def write_anchors(path: PathLike, anchors: np.ndarray) -> None:
     """Write anchors in the keras-yolo3 one-line format (atomically)."""
     write_text_atomic(path, format_anchors(anchors))
-
-
-def parse_classes(text: str, path: Optional[PathLike] = None) -> List[str]:
-    """Parse class-list text: one name per line (spaces around it dropped); blank lines only at
-    the end; the names checked as every layout's are (:func:`yolo3.data.class_names.check_class_names`:
-    none empty, none repeated)."""
-    lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
-        raise FileFormatError(path, "class list is empty")
-    for line_no, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            raise FileFormatError(path, "empty class name (blank line inside the class list)",
-                                  line=line_no)
-    return check_class_names([raw.strip() for raw in lines], path,
-                             lines=list(range(1, len(lines) + 1)))
-
-
-def read_classes(path: PathLike) -> List[str]:
-    """Read a classes file (one name per line) into a list; the class id is the line index."""
-    return parse_classes(_read_text(path, "classes"), path)
-
-
-def write_classes(path: PathLike, names: Sequence[str]) -> None:
-    """Write one class name per line; refuses (before writing) what :func:`read_classes` would
-    not read back identically: names that are empty, span lines, repeat, or begin or end with
-    spaces."""
-    names = check_class_names(list(names), path)
-    padded = [n for n in names if n != n.strip()]
-    if padded:
-        raise FileFormatError(path, f"class name {padded[0]!r} begins or ends with spaces, which "
-                                    "a classes file cannot keep (one name per line, read without "
-                                    "the spaces around it)")
-    write_text_atomic(path, "".join(f"{n}\n" for n in names))
-
-
-def fits_classes_file(names: Sequence[str]) -> bool:
-    """Whether :func:`write_classes` can write ``names`` (as they are) into a classes file."""
-    return all(n == n.strip() for n in names)
 
 
 def default_anchors(variant: str) -> np.ndarray:

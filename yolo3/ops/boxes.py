@@ -1,8 +1,8 @@
 """Box formats and IoU (pure functions).
 
 Formats: ``xyxy`` = ``(x1, y1, x2, y2)`` corners; ``cxcywh`` = ``(cx, cy, w, h)`` centre and size.
-NumPy, in float64 when given float64; the TensorFlow twins are :mod:`yolo3.ops.box_ops`. The letterbox
-geometry lives in :mod:`yolo3.ops.letterbox`. No TensorFlow here.
+NumPy, in float64 when given float64; the TensorFlow twins are :mod:`yolo3.ops.box_ops`. The
+letterbox geometry lives in :mod:`yolo3.ops.letterbox`. No TensorFlow here.
 """
 from __future__ import annotations
 

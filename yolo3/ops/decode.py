@@ -1,12 +1,14 @@
 """Decoding raw YOLO outputs into boxes, batched, corners in x-first order (what the detector and
 the exported models run). keras-yolo3's one-image, y-first versions under its own names
-(``yolo_eval``, ``yolo_correct_boxes``, ``yolo_boxes_and_scores``) are in :mod:`yolo3.compat.keras_yolo3`.
+(``yolo_eval``, ``yolo_correct_boxes``, ``yolo_boxes_and_scores``) are in
+:mod:`yolo3.compat.keras_yolo3`.
 
 Raw output of one scale: ``(batch, gh, gw, A * (5 + C))`` logits ``tx, ty, tw, th, to, classes...``
 per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
 ``exp(t_wh) * anchor / input_wh``, both relative to the network input. An anchor-free head's maps
-(``head``, :mod:`yolo3.config.anchor_free_head`) are decoded by :func:`yolo3.ops.anchor_free.decode_outputs`; both then
-go through the same letterbox correction and NMS.
+(``head``, :mod:`yolo3.config.anchor_free_head`) are decoded by
+:func:`yolo3.ops.anchor_free.decode_outputs`; both then go through the same letterbox correction and
+NMS.
 """
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.masks import default_masks
 from yolo3.ops import anchor_free
 from yolo3.ops.box_ops import corners_to_cxcywh, swap_last_pair
-from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.ops.letterbox import geometry as letterbox_geometry
-from yolo3.config.masks import default_masks
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):

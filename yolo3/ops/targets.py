@@ -21,10 +21,10 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from yolo3.ops.box_ops import wh_iou_tf
-from yolo3.ops.boxes import wh_iou
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import check_input_size, strides_for
+from yolo3.ops.box_ops import wh_iou_tf
+from yolo3.ops.boxes import wh_iou
 
 Masks = Optional[Sequence[Sequence[int]]]
 

@@ -1,6 +1,6 @@
 """Training callbacks: checkpoints of the template body (never a parallel wrapper), written
-atomically with the resume state of :mod:`yolo3.training.resume`; mAP evaluation, precise batch norm,
-early stopping, NaN stops, epoch timing.
+atomically with the resume state of :mod:`yolo3.training.resume`; mAP evaluation, precise batch
+norm, early stopping, NaN stops, epoch timing.
 
 Files in ``output_dir``:
 
@@ -9,8 +9,8 @@ Files in ``output_dir``:
 - ``resume.json`` plus ``resume-<epoch>/`` (template weights, optimiser variables): the state
   ``--resume`` restores.
 
-``.keras`` checkpoints carry the model's :class:`~yolo3.checkpoint.metadata.ModelInfo` (variant, anchors,
-masks, classes, input size). Every file is written atomically (:mod:`yolo3.core.fileio`);
+``.keras`` checkpoints carry the model's :class:`~yolo3.checkpoint.metadata.ModelInfo` (variant,
+anchors, masks, classes, input size). Every file is written atomically (:mod:`yolo3.core.fileio`);
 :func:`yolo3.core.fileio.remove_stale_temporaries` deletes what a killed writer left behind.
 """
 from __future__ import annotations
@@ -27,19 +27,23 @@ from typing import Callable, List, Optional, Sequence
 import keras
 import numpy as np
 
-from yolo3.data.images import load_image
-from yolo3.inference.detector import YOLO
-from yolo3.evaluation.diagnostics import diagnose
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
 from yolo3.core.errors import PathLike
-from yolo3.evaluation.metrics import evaluate_detections
 from yolo3.core.fileio import atomic_write, write_text_atomic
+from yolo3.data.images import load_image
+from yolo3.evaluation.diagnostics import diagnose
+from yolo3.evaluation.metrics import evaluate_detections
+from yolo3.evaluation.visualize import (
+    draw_on_array,
+    plot_confidence_curves,
+    plot_confusion_matrix,
+    plot_pr_curves,
+)
+from yolo3.inference.detector import YOLO
 from yolo3.modeling.graph_surgery import with_compute_dtype
 from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
-from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.training.resume import save_resume_state
-from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
-from yolo3.evaluation.visualize import (draw_on_array, plot_confidence_curves, plot_confusion_matrix,
-                             plot_pr_curves)
 
 logger = logging.getLogger(__name__)
 
@@ -139,10 +143,11 @@ def float32_body(body: keras.Model) -> keras.Model:
 
 class MapEvaluation(keras.callbacks.Callback):
     """Evaluate ``body`` on the validation records every ``every`` epochs (and at the last one):
-    COCO mAP@0.5 and mAP@0.5:0.95 (:mod:`yolo3.evaluation.metrics`) go into the epoch's logs as ``mAP50``
-    and ``mAP50_95`` (NaN on epochs without evaluation), hence to ``history.csv``, the progress line
-    and TensorBoard; ``draw`` validation images with their detections go to TensorBoard
-    (``logs_dir``). Runs before the checkpoint callback, which then picks ``best`` by ``mAP50_95``.
+    COCO mAP@0.5 and mAP@0.5:0.95 (:mod:`yolo3.evaluation.metrics`) go into the epoch's logs as
+    ``mAP50`` and ``mAP50_95`` (NaN on epochs without evaluation), hence to ``history.csv``, the
+    progress line and TensorBoard; ``draw`` validation images with their detections go to
+    TensorBoard (``logs_dir``). Runs before the checkpoint callback, which then picks ``best`` by
+    ``mAP50_95``.
 
     In a cluster only the chief evaluates (``evaluate=False`` elsewhere); ``share`` (a function
     ``[mAP50, mAP50_95] -> the chief's values``, called by every worker) gives all workers the
@@ -269,8 +274,8 @@ class EmaAfterBackupRestore(keras.callbacks.Callback):
 
 class PreciseBatchNorm(keras.callbacks.Callback):
     """Give the batch norms statistics of the weights that are evaluated and saved
-    (:class:`yolo3.training.bn_statistics.BatchNormStatistics` over a fixed set of training images), at
-    the start of each epoch's validation and, where an epoch has none, at its end. Place it right
+    (:class:`yolo3.training.bn_statistics.BatchNormStatistics` over a fixed set of training images),
+    at the start of each epoch's validation and, where an epoch has none, at its end. Place it right
     after ``SwapEMAWeights`` (whose averaged weights are then in the model) and before evaluation
     and checkpoints, which then see matching statistics."""
 

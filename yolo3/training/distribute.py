@@ -1,6 +1,7 @@
 """Device setup and tf.distribute strategy selection.
 
-- ``wrapper``: :func:`yolo3.training.parallel.multi_gpu_model` over ``/gpu:0..N-1`` or N logical CPUs;
+- ``wrapper``: :func:`yolo3.training.parallel.multi_gpu_model` over ``/gpu:0..N-1`` or N logical
+CPUs;
 - ``mirrored``: ``tf.distribute.MirroredStrategy`` over the same devices (one machine);
 - ``multiworker``: ``tf.distribute.MultiWorkerMirroredStrategy``, configured by ``TF_CONFIG``
   (``{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": i}}``), one

@@ -2,8 +2,8 @@
 
 ``resume.json`` points to ``resume-<epoch>/``, which holds the training template's weights
 (``model.weights.h5``) and the optimiser's variables (``optimizer.npz``). The folder is written
-atomically before the pointer is switched (:mod:`yolo3.core.fileio`), so a crash at any moment leaves
-the previous or the new state readable.
+atomically before the pointer is switched (:mod:`yolo3.core.fileio`), so a crash at any moment
+leaves the previous or the new state readable.
 """
 from __future__ import annotations
 
@@ -19,7 +19,12 @@ import numpy as np
 
 from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.core.fileio import atomic_directory, write_text_atomic
-from yolo3.modeling.keras_compat import load_weights_without, save_weights_without, swap_ema_weights, uses_ema
+from yolo3.modeling.keras_compat import (
+    load_weights_without,
+    save_weights_without,
+    swap_ema_weights,
+    uses_ema,
+)
 
 __all__ = ["ResumeState", "save_resume_state", "load_resume_state", "restore_resume_state",
            "check_resume_files", "save_weights_without_optimizer",

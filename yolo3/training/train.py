@@ -32,42 +32,70 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.ops.anchors import (BPR_THRESHOLD, anchor_fit, fits_classes_file, format_anchors,
-                           kmeans_anchors, read_anchors, read_classes, write_anchors, write_classes)
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.checkpoint.weights import load_weights_by_name
 from yolo3.config.architectures import BACKBONE_PREFIX
-from yolo3.training.bn_statistics import BatchNormStatistics
-from yolo3.modeling.anchor_free_loss import anchor_free_training_model
-from yolo3.modeling.bodies import build_spec_body, output_layer_names, prediction_layer_names
-from yolo3.training.callbacks import (EarlyStopOnPlateau, EmaAfterBackupRestore, EpochClock, MapEvaluation,
-                             PreciseBatchNorm, StopOnNaN, TemplateCheckpoint, float32_body)
 from yolo3.config.choices import AUTO_ANCHORS
+from yolo3.config.precision import resolve_training_precision
+from yolo3.config.specs import ModelSpec, get_spec
+from yolo3.config.train_config import Caution, DataSettings, TrainConfig, check
+from yolo3.core.errors import CommandFailed, SettingError
+from yolo3.core.fileio import remove_stale_temporaries
+from yolo3.core.log import NOTICE
+from yolo3.core.ownership import check_output_folder, claim
+from yolo3.core.paths import check_output_dir
 from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
 from yolo3.data.augment import AugmentConfig
+from yolo3.data.class_names import fits_classes_file, read_classes, write_classes
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
 from yolo3.data.verify import check_decodable, listed, unchecked, verify_images
 from yolo3.data.yolo_layout import read_data_file
-from yolo3.training.distribute import (ClusterTask, broadcast_from_chief, cluster_task, make_strategy,
-                              prepare_fit, replica_devices)
-from yolo3.core.errors import CommandFailed, SettingError
-from yolo3.core.fileio import remove_stale_temporaries
-from yolo3.training.history import completed_epochs, truncate_history
+from yolo3.modeling.anchor_free_loss import anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body, output_layer_names, prediction_layer_names
 from yolo3.modeling.keras_compat import ExactSwapEMAWeights
-from yolo3.core.log import NOTICE
 from yolo3.modeling.loss import identity_loss, yolo_training_model
-from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.modeling.schedules import WarmupCosine
+from yolo3.ops.anchors import (
+    BPR_THRESHOLD,
+    anchor_fit,
+    format_anchors,
+    kmeans_anchors,
+    read_anchors,
+    write_anchors,
+)
+from yolo3.training.bn_statistics import BatchNormStatistics
+from yolo3.training.callbacks import (
+    EarlyStopOnPlateau,
+    EmaAfterBackupRestore,
+    EpochClock,
+    MapEvaluation,
+    PreciseBatchNorm,
+    StopOnNaN,
+    TemplateCheckpoint,
+    float32_body,
+)
+from yolo3.training.distribute import (
+    ClusterTask,
+    broadcast_from_chief,
+    cluster_task,
+    make_strategy,
+    prepare_fit,
+    replica_devices,
+)
+from yolo3.training.history import completed_epochs, truncate_history
 from yolo3.training.parallel import multi_gpu_model
-from yolo3.core.ownership import check_output_folder, claim
-from yolo3.core.paths import check_output_dir
-from yolo3.config.precision import resolve_training_precision
-from yolo3.training.recipe import (anchor_free_bias_priors, auto_ema_momentum, auto_eval_every,
-                          dtype_policy, learning_rate, make_optimizer, output_bias_priors,
-                          use_jit)
+from yolo3.training.recipe import (
+    anchor_free_bias_priors,
+    auto_ema_momentum,
+    auto_eval_every,
+    dtype_policy,
+    learning_rate,
+    make_optimizer,
+    output_bias_priors,
+    use_jit,
+)
 from yolo3.training.resume import check_resume_files, load_resume_state, restore_resume_state
-from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
-from yolo3.training.schedules import WarmupCosine
-from yolo3.config.specs import ModelSpec, get_spec
-from yolo3.config.train_config import Caution, DataSettings, TrainConfig, check
-from yolo3.checkpoint.weights import load_weights_by_name
 
 logger = logging.getLogger(__name__)
 
@@ -173,8 +201,8 @@ class Stage:
 
 
 def validate_config(config: TrainConfig) -> List[Caution]:
-    """Refuse settings that cannot work (:func:`yolo3.config.train_config.check`): :class:`ConfigError`
-    naming them; returns the cautions of those that can."""
+    """Refuse settings that cannot work (:func:`yolo3.config.train_config.check`):
+    :class:`ConfigError` naming them; returns the cautions of those that can."""
     try:
         return check(config)
     except SettingError as e:
@@ -399,8 +427,9 @@ def _training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> 
 def _initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
                               keep=()) -> None:
     """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
-    priors of :func:`yolo3.training.recipe.output_bias_priors` (objects per image from the training set);
-    an anchor-free head's predictions to :func:`yolo3.training.recipe.anchor_free_bias_priors`."""
+    priors of :func:`yolo3.training.recipe.output_bias_priors` (objects per image from the training
+    set); an anchor-free head's predictions to
+    :func:`yolo3.training.recipe.anchor_free_bias_priors`."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
     if data.spec.anchor_free:
         _initialise_anchor_free_priors(body, data, hw, per_image, keep)
@@ -685,7 +714,8 @@ def train(config: TrainConfig) -> TrainResult:
 
 def training_precision(config: TrainConfig) -> str:
     """The dtype policy ``config.recipe.precision`` means on this machine (see
-    :func:`yolo3.config.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for them."""
+    :func:`yolo3.config.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for
+    them."""
     return resolve_training_precision(config.recipe.precision, gpu=_on_gpu(config))
 
 
