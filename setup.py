@@ -5,8 +5,8 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).resolve().parent
-VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "yolo3" / "__init__.py").read_text(),
-                    flags=re.M).group(1)
+VERSION = re.search(r'^__version__ = "([^"]+)"',
+                    (HERE / "yolo3" / "core" / "version.py").read_text(), flags=re.M).group(1)
 OPENVINO = [
     # OpenVINO IR export and runtime (yolo3 export --openvino, --engine openvino / auto) and
     # NNCF's post-training int8 quantization of the IR

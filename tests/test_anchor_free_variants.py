@@ -93,7 +93,7 @@ def test_detect_and_evaluate_on_every_engine(trained, tmp_path, capsys):
 
 def test_exports_check_their_raw_maps_and_decoding(trained, tmp_path, capsys):
     from yolo3.cli import main
-    from yolo3.inference.runners import ExportedDetector
+    from yolo3.inference.exported import ExportedDetector
     _, out = trained
     model = str(out / "final.keras")
     # OpenVINO: the engine test above converts and checks it (the same export code)

@@ -84,7 +84,8 @@ def test_auto_xla_is_off_on_every_cpu(cpu):
 
 def test_training_config_auto_resolves_per_cpu(cpu, tmp_path):
     """What ``yolo3 train`` with default flags trains in, on CPU replicas and on one CPU device."""
-    from yolo3.training.train import TrainConfig, training_precision
+    from yolo3.config.train_config import TrainConfig
+    from yolo3.training.placement import training_precision
     expected = "mixed_bfloat16" if cpu.fast_bfloat16 else "float32"
     base = dict(annotations="a.txt", classes="c.txt", output=str(tmp_path))
     assert training_precision(TrainConfig(**base)) == expected

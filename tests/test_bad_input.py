@@ -338,7 +338,9 @@ def test_nan_without_a_good_checkpoint_writes_no_final_model(world, tmp_path, ca
 
 
 def test_resume_without_state_says_it_starts_over(world, tmp_path, capsys):
-    from yolo3.training.train import TrainConfig, check_run_folder, prepare_data
+    from yolo3.config.train_config import TrainConfig
+    from yolo3.training.data_step import prepare_data
+    from yolo3.training.run_folder import check_run_folder
     d = world["data"]
     config = TrainConfig(annotations=str(d / "train.txt"), classes=str(d / "classes.txt"),
                          output=str(tmp_path / "empty"), model="tiny", input_size=64, resume=True,
@@ -412,7 +414,8 @@ def test_repeated_class_names_are_refused_where_they_are_written(tmp_path):
 
 
 def test_crowded_images_are_reported(world, tmp_path, caplog):
-    from yolo3.training.train import TrainConfig, prepare_data
+    from yolo3.config.train_config import TrainConfig
+    from yolo3.training.data_step import prepare_data
     d = world["data"]
     config = TrainConfig(annotations=str(d / "train.txt"), classes=str(d / "classes.txt"),
                          output=str(tmp_path / "o"), model="tiny", input_size=64, max_boxes=1,
@@ -454,7 +457,7 @@ def test_a_decode_failure_inside_the_pipeline_names_the_file(world, tmp_path, ca
 def test_a_file_that_decodes_again_when_searched_is_still_explained(tmp_path, monkeypatch):
     """The pipeline failed, but every image decodes when searched (a file changed back): the
     message says so and points to yolo3 check, with TensorFlow's reason."""
-    from yolo3.training.train import name_undecodable
+    from yolo3.training.data_step import name_undecodable
     monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
     good = tmp_path / "good.png"
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(good)

@@ -44,7 +44,7 @@ def realistic(tmp_path_factory):
 
 
 def _config(d: Path, out: Path, **kw):
-    from yolo3.training.train import TrainConfig
+    from yolo3.config.train_config import TrainConfig
     # confidence target 1: with IoU targets (the default) the validation loss has an entropy
     # floor, and the thresholds on its fall below are for targets of 1; the batch-norm statistics
     # this file is about do not depend on the target

@@ -59,7 +59,7 @@ def _images(setup):
                                                   ("tflite", "int8", 0.1), ("onnx", "none", 1e-4)])
 def test_export_round_trips(setup, tmp_path, fmt, quantize, limit):
     from yolo3.export import export_onnx, export_tflite, verify_export
-    from yolo3.inference.runners import ExportedDetector
+    from yolo3.inference.exported import ExportedDetector
     root, det, ann = setup
     images = _images(setup)
     path = tmp_path / f"m.{fmt}"
@@ -94,7 +94,7 @@ def test_int8_is_smaller_and_calibrates_from_a_folder_or_an_annotation_file(setu
                           "--calibration", str(root / "ds" / "images"), "--tflite-input", "int8"]) == 0
     size = (tmp_path / "f32.tflite").stat().st_size
     assert (tmp_path / "a.tflite").stat().st_size <= 0.3 * size
-    from yolo3.inference.runners import ExportedDetector
+    from yolo3.inference.exported import ExportedDetector
     b = ExportedDetector(tmp_path / "b.tflite")
     assert b.runner.input_dtype == np.int8 and b.info.export["quantize"] == "int8"
 

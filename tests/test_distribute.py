@@ -94,7 +94,8 @@ from yolo3.training.distribute import make_strategy, prepare_fit
 from yolo3.modeling.loss import identity_loss, yolo_training_model
 from yolo3.modeling.bodies import build_body
 from yolo3.ops.targets import preprocess_true_boxes
-from yolo3.training.train import set_stage_trainable, shard_by_data
+from yolo3.training.datasets import shard_by_data
+from yolo3.training.models import set_stage_trainable
 strategy = make_strategy("multiworker")
 anchors = default_anchors("tiny")
 rng = np.random.default_rng(0)

@@ -61,7 +61,7 @@ def compare(result, reference, atol=1e-4):
 
 def test_tflite_matches_keras_detector(exported):
     from yolo3.inference.detector import YOLO
-    from yolo3.inference.runners import TFLiteDetector
+    from yolo3.inference.exported import TFLiteDetector
 
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     lite = TFLiteDetector(exported / "model.tflite")
@@ -118,7 +118,7 @@ def test_exported_models_letterbox_any_image_like_the_detector(exported, tmp_pat
     letterbox them with the detector's letterbox: the same detections, in the image's pixels."""
     from yolo3.export import export_tflite
     from yolo3.inference.detector import YOLO
-    from yolo3.inference.runners import TFLiteDetector
+    from yolo3.inference.exported import TFLiteDetector
 
     det = YOLO(exported / "final.keras", score=0.2, input_size=INPUT, precision="float32")
     loaded = tf.saved_model.load(str(exported / "saved"))

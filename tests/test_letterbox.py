@@ -53,7 +53,7 @@ def detector(tmp_path_factory):
 
 def test_pipeline_detector_and_export_feed_identical_pixels(images, detector, tmp_path):
     from yolo3.export import export_tflite
-    from yolo3.inference.runners import TFLiteDetector
+    from yolo3.inference.exported import TFLiteDetector
     records = [Record(path, np.zeros((0, 5), np.float32)) for path, _ in images]
     tflite = tmp_path / "m.tflite"
     export_tflite(detector, tflite, input_dtype="float32")

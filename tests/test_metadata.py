@@ -130,7 +130,7 @@ def test_detect_evaluate_export_need_no_side_files(trained, tmp_path, capsys):
                  "--output", str(tmp_path / "d"), "--no-draw", "--json", str(tmp_path / "d.json")]) == 0
     assert main(["export", "--model", str(out / "final.keras"), "--tflite",
                  str(tmp_path / "m.tflite")]) == 0
-    from yolo3.inference.runners import TFLiteDetector
+    from yolo3.inference.exported import TFLiteDetector
     assert TFLiteDetector(tmp_path / "m.tflite").input_shape == (1, 64, 64, 3)
     assert main(["convert", str(out / "final.keras"), str(tmp_path / "o.cfg"),
                  str(tmp_path / "o.weights")]) == 0

@@ -304,7 +304,7 @@ def test_train_into_a_folder_of_the_users_files_is_refused_and_its_own_run_folde
     code, err = run_cli(argv, capsys)
     assert code == 0, err
     from yolo3.core.ownership import read_contents
-    from yolo3.training.train import RUN_FOLDER_ENTRIES
+    from yolo3.training.run_folder import RUN_FOLDER_ENTRIES
     assert read_contents(run).foreign == ()  # every entry training wrote is claimed
     assert read_contents(trained_world["run"], RUN_FOLDER_ENTRIES).foreign == ()
 

@@ -43,7 +43,7 @@ def tiny(tmp_path_factory):
 def test_float_ir_carries_its_facts_and_computes_what_keras_computes(tiny):
     from yolo3.checkpoint.metadata import read_info
     from yolo3.inference.detector import YOLO
-    from yolo3.inference.runners import ExportedDetector
+    from yolo3.inference.exported import ExportedDetector
     root, det, images, x = tiny
     for path in (root / "ir", root / "ir" / "model.xml"):  # the folder or its .xml
         info = read_info(path)

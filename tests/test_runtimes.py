@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.inference.runners import ExportedDetector, batched, stream_outputs
+from yolo3.inference.exported import ExportedDetector
+from yolo3.inference.runners import batched, stream_outputs
 
 INPUT_HW = (64, 96)
 

@@ -1,5 +1,5 @@
-"""Model files written by yolo3 before the 0.3 renovation (tests/data/release_0_2, made by its
-make.py at commit fef8968, when every module lay flat in yolo3/) load unchanged and compute what
+"""Model files written by yolo3 before its renovation into folders (tests/data/release_0_2, made
+by its make.py at commit fef8968, when every module lay flat in yolo3/) load unchanged and compute what
 they computed then: every Keras object yolo3 registers (FoldedBatchNorm, YoloLoss, identity_loss,
 WarmupCosine, AnchorFreeLoss) is found under its registered name wherever its module now lives."""
 from __future__ import annotations

@@ -12,17 +12,13 @@ from yolo3.data.class_names import read_classes
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.ops.anchors import read_anchors, write_anchors
 from yolo3.training.distribute import ClusterTask
-from yolo3.training.train import (
-    ConfigError,
-    Stage,
-    TrainConfig,
-    build_models,
-    pick_strategy,
-    prepare_data,
-    prepare_output,
-    stages,
-    validate_config,
-)
+from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.training.data_step import prepare_data
+from yolo3.training.models import build_models
+from yolo3.training.placement import pick_strategy
+from yolo3.training.run_folder import prepare_output
+from yolo3.training.stages import Stage, stages
+from yolo3.training.train import validate_config
 
 
 @pytest.fixture(scope="module")

@@ -19,22 +19,14 @@ from yolo3.cli.train import main as train_main
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.training.callbacks import MapEvaluation
 from yolo3.training.resume import restore_resume_state
-from yolo3.training.train import (
-    ConfigError,
-    Stage,
-    TrainConfig,
-    _callbacks,
-    _jit,
-    _optimizer,
-    build_models,
-    make_datasets,
-    pick_strategy,
-    prepare_data,
-    prepare_output,
-    run_stage,
-    train,
-    validate_config,
-)
+from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.training.data_step import prepare_data
+from yolo3.training.datasets import make_datasets
+from yolo3.training.models import build_models
+from yolo3.training.placement import pick_strategy
+from yolo3.training.run_folder import prepare_output
+from yolo3.training.stages import Stage, run_stage
+from yolo3.training.train import _callbacks, _jit, _optimizer, train, validate_config
 
 
 @pytest.fixture(scope="module")
@@ -209,14 +201,14 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     # SGD's default peak 1e-2, one warm-up epoch of 3 steps: step 0 runs at a third of it
     assert float(optimizer.learning_rate) == pytest.approx(1e-2 / 3)
     seen = {}
-    import yolo3.training.train
-    real = yolo3.training.train.make_dataset
+    import yolo3.training.datasets
+    real = yolo3.training.datasets.make_dataset
 
     def spy(records, dataset_config):
         seen[dataset_config.training] = vars(dataset_config)
         return real(records, dataset_config)
 
-    monkeypatch.setattr(yolo3.training.train, "make_dataset", spy)
+    monkeypatch.setattr(yolo3.training.datasets, "make_dataset", spy)
     train_ds, _ = make_datasets(config, data, placement)
     assert seen[True]["augment"].mosaic == 0.5 and seen[True]["augment"].jitter == 0.1  # light
     assert seen[True]["multi_scale"].sizes == ((64, 64), (96, 96))
@@ -329,7 +321,7 @@ def test_saved_models_normalise_with_statistics_of_their_own_weights(dataset, tm
     body: the CLI test with two CPU replicas trains with the same callback.)"""
     from yolo3.checkpoint.loading import load_body
     from yolo3.training.bn_statistics import BatchNormStatistics
-    from yolo3.training.train import batch_norm_images
+    from yolo3.training.datasets import batch_norm_images
 
     def stale_share(out: Path, **kw) -> float:
         config = _config(dataset, out, epochs=2, eval_every=1, lr=1e-2, **kw)

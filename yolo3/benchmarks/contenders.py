@@ -38,7 +38,7 @@ def _opencv_net(cfg_path: str, weights_path: str):
 
 class OpenCVRunner:
     """OpenCV DNN on Darknet files, giving the raw maps that feed each ``[yolo]`` layer as
-    ``raw_s<stride>`` (NHWC), for :meth:`yolo3.inference.runners.ExportedDetector.from_runner`."""
+    ``raw_s<stride>`` (NHWC), for :meth:`yolo3.inference.exported.ExportedDetector.from_runner`."""
 
     input_dtype = np.dtype(np.float32)
     input_quantization = None
@@ -127,7 +127,7 @@ def _raw_maps(p: dict) -> Callable[[np.ndarray], object]:
         return detector.forward
     if fmt == "opencv":
         return OpenCVRunner(p["cfg"], path, p["strides"]).run
-    from yolo3.inference.runners import ExportedDetector  # the contender's own runtime (see above)
+    from yolo3.inference.exported import ExportedDetector  # the contender's own runtime (see above)
     return ExportedDetector(path).raw_outputs
 
 

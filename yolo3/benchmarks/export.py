@@ -49,7 +49,7 @@ from yolo3.export.calibration import calibration_images, calibration_paths
 from yolo3.export.darknet import export_darknet
 from yolo3.inference.detector import YOLO
 from yolo3.inference.engines import engine_installed
-from yolo3.inference.runners import ExportedDetector
+from yolo3.inference.exported import ExportedDetector
 
 FORMATS = ("keras", "keras-bf16", "tflite", "tflite-fp16", "tflite-int8", "onnx", "openvino",
            "openvino-int8", "opencv")

@@ -41,7 +41,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.config.specs import get_spec
-from yolo3.config.train_config import check, parse_setting
+from yolo3.config.train_config import TrainConfig, check, parse_setting
 from yolo3.core.errors import ArgumentError, SettingError
 from yolo3.data.annotations import box_sizes, load_annotations
 from yolo3.data.class_names import read_classes
@@ -53,7 +53,7 @@ from yolo3.evaluation.visualize import save_figure
 from yolo3.ops.anchors import kmeans_anchors, write_anchors
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.history import read_history
-from yolo3.training.train import TrainConfig, train
+from yolo3.training.train import train
 
 # keras-yolo3's recipe: MSE box loss, no EMA or weight decay, Adam 1e-3, one anchor per box,
 # confidence target 1, Keras's moving batch-norm averages, output layers of another class count

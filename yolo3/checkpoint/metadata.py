@@ -31,6 +31,7 @@ from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
 from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.extras import require
 from yolo3.core.fileio import atomic_write, write_text_atomic
 from yolo3.core.log import NOTICE
 from yolo3.data.annotations import well_known_classes
@@ -224,11 +225,7 @@ def _read_file(path: str) -> Optional[str]:
 
 
 def _read_onnx_metadata(path: str) -> Optional[str]:
-    try:
-        import onnx
-    except ImportError:
-        raise FileFormatError(path, "reading ONNX models needs the onnx package: "
-                                    "pip install 'yolo3[export]'") from None
+    onnx = require("onnx", "reading ONNX models")
     try:
         model = onnx.load(path, load_external_data=False)
     except OSError:

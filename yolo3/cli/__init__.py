@@ -33,7 +33,7 @@ COMMANDS: Dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from yolo3 import __version__
+    from yolo3.core.version import __version__
     parser = argparse.ArgumentParser(
         prog="yolo3", description="YOLOv3 for TensorFlow 2 / Keras 3: train, convert, detect, "
                                   "evaluate, export. 'yolo3 COMMAND --help' for a command's flags.")

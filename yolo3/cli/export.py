@@ -23,6 +23,7 @@ from yolo3.cli.common import (
     run_command,
     show_progress,
 )
+from yolo3.inference.conversion import ONNX_OPSET
 
 NAME = "export"
 DESCRIPTION = ("Export a detector for deployment (SavedModel, TFLite float32/float16/int8, ONNX, "
@@ -50,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="TFLite input type: uint8 RGB 0..255 (default), int8 (int8 models), "
                         "float32 RGB in [0, 1]")
     p.add_argument("--tflite-batch", type=positive_int, default=1, help="fixed TFLite batch size")
-    p.add_argument("--onnx", help="write an ONNX model to this file (opset 17, needs "
+    p.add_argument("--onnx", help=f"write an ONNX model to this file (opset {ONNX_OPSET}, needs "
                                   "yolo3[export])")
     p.add_argument("--onnx-input", choices=["uint8", "float32"], default="uint8",
                    help="ONNX input type")
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
              args.quantize)
     if args.onnx:
         export_onnx(det, args.onnx, input_dtype=args.onnx_input, raw=args.raw)
-        done(args.onnx, f"ONNX opset 17 (input (1, {h}, {w}, 3) {args.onnx_input})")
+        done(args.onnx, f"ONNX opset {ONNX_OPSET} (input (1, {h}, {w}, 3) {args.onnx_input})")
     if args.openvino:
         batch = args.openvino_batch or None
         export_openvino(det, args.openvino, input_dtype=args.openvino_input, batch=batch,

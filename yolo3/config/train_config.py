@@ -39,7 +39,7 @@ from yolo3.core.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
-           "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS"]
+           "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS", "ConfigError"]
 
 
 @dataclass
@@ -258,6 +258,11 @@ def parse_setting(name: str, text: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------- the rules
+
+class ConfigError(SettingError):
+    """A training setting that cannot work: a missing file, a bad size, class ids beyond the list,
+    a run folder that does not match ``resume`` (``settings`` names the settings concerned)."""
+
 
 def check(config: TrainConfig) -> List[Caution]:
     """Refuse settings that cannot work (a missing file, a size the variant cannot take, a value

@@ -29,13 +29,14 @@ from yolo3.checkpoint.metadata import (
 )
 from yolo3.checkpoint.tflite_metadata import embed_info_tflite
 from yolo3.core.errors import ArgumentError, PathLike, SettingError
+from yolo3.core.extras import require
 from yolo3.core.fileio import atomic_write
 from yolo3.core.ownership import write_output_folder
 from yolo3.export.graph import image_function, model_function
-from yolo3.inference.runners import OPENVINO_INSTALL, import_openvino
+from yolo3.inference.conversion import ONNX_OPSET, onnx_model, openvino_model
+from yolo3.inference.runners import import_openvino
 
 QUANTIZATIONS = ("none", "float16", "int8")
-ONNX_OPSET = 17
 OPENVINO_MODEL = "model.xml"  # the IR inside the folder export_openvino writes (and model.bin)
 
 __all__ = ["QUANTIZATIONS", "ONNX_OPSET", "export_saved_model", "export_tflite", "export_onnx",
@@ -189,11 +190,7 @@ def export_onnx(detector, out_path: PathLike, input_dtype: str = "uint8",
     ``[export]`` extra (tf2onnx, onnx).
     """
     _check_float32(detector, "ONNX")
-    try:
-        import onnx
-        import tf2onnx
-    except ImportError:
-        raise ArgumentError("ONNX export needs tf2onnx and onnx: pip install 'yolo3[export]'") from None
+    onnx = require("onnx", "ONNX export")
     if input_dtype not in ("uint8", "float32"):
         raise ArgumentError(f"ONNX input must be uint8 or float32, got {input_dtype!r}")
     h, w = detector.input_hw
@@ -201,7 +198,7 @@ def export_onnx(detector, out_path: PathLike, input_dtype: str = "uint8",
     signature = (tf.TensorSpec([batch, h, w, 3], dtype, name="images"),)
     function = tf.function(model_function(detector, dtype, batch=batch, raw=raw),
                            input_signature=signature)
-    proto, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
+    proto = onnx_model(function, opset)
     info = exported_info(detector, "onnx", input_dtype=input_dtype, batch=batch, raw=raw,
                          opset=opset)
     entry = proto.metadata_props.add()
@@ -211,12 +208,7 @@ def export_onnx(detector, out_path: PathLike, input_dtype: str = "uint8",
 
 
 def _import_nncf():
-    try:
-        import nncf
-    except ImportError:
-        raise ArgumentError(f"OpenVINO int8 quantization needs NNCF: {OPENVINO_INSTALL}, "
-                            "or pip install nncf") from None
-    return nncf
+    return require("nncf", "OpenVINO int8 quantization")
 
 
 def _decoding_ops(model) -> list:
@@ -272,7 +264,7 @@ def export_openvino(detector, out_dir: PathLike, input_dtype: str = "uint8",
     dtype = tf.as_dtype(input_dtype)
     function = tf.function(model_function(detector, dtype, batch=batch, raw=raw),
                            input_signature=[tf.TensorSpec([batch, h, w, 3], dtype, name="images")])
-    model = ov.convert_model(function)
+    model = openvino_model(function)
     if quantize == "int8":
         images = [np.asarray(x, np.float32) for x in calibration]
         if not images:

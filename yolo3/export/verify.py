@@ -18,7 +18,8 @@ from typing import List, Sequence
 import numpy as np
 
 from yolo3.core.errors import CommandFailed, PathLike
-from yolo3.inference.runners import ExportedDetector, relative_error
+from yolo3.inference.exported import ExportedDetector
+from yolo3.inference.runners import relative_error
 from yolo3.ops.decode import decode_detections
 
 # relative error of the raw maps allowed per (format, quantisation)

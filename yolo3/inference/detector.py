@@ -7,7 +7,7 @@ coordinates: a box covering the whole image is ``(0, 0, W, H)``), ``scores`` ``(
 
 Construction: ``YOLO(model_path, ...)`` (= :meth:`YOLO.from_files`) reads a model file and what it
 says about itself (:mod:`yolo3.checkpoint.metadata`); an exported model (``.tflite``, ``.onnx``,
-OpenVINO IR, SavedModel) gives an :class:`yolo3.inference.runners.ExportedDetector` with the same
+OpenVINO IR, SavedModel) gives an :class:`yolo3.inference.exported.ExportedDetector` with the same
 interface;
 :meth:`YOLO.from_body` takes a body in memory and its :class:`~yolo3.checkpoint.metadata.ModelInfo`.
 :func:`load_detector` is the same with the engine chosen for the machine (``engine="auto"``). The
@@ -34,7 +34,8 @@ from yolo3.core.errors import CommandFailed, FileFormatError, PathLike, SettingE
 from yolo3.evaluation.visualize import draw_detections
 from yolo3.inference.engines import EngineChoice, engine_runner, resolve_engine
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
-from yolo3.inference.runners import ExportedDetector, batched, is_exported
+from yolo3.inference.exported import ExportedDetector
+from yolo3.inference.runners import batched, is_exported
 from yolo3.modeling.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
 from yolo3.ops.decode import decode_detections
 from yolo3.ops.letterbox import letterbox_tf
@@ -397,7 +398,7 @@ def load_detector(path: PathLike, anchors_path: Optional[PathLike] = None,
                   precision: str = "auto", engine: str = "auto",
                   num_threads: Optional[int] = None):
     """The detector of any model file, on the engine chosen for the machine (``auto``: see
-    :mod:`yolo3.inference.engines`): :class:`yolo3.inference.runners.ExportedDetector` for
+    :mod:`yolo3.inference.engines`): :class:`yolo3.inference.exported.ExportedDetector` for
     ``.tflite``, ``.onnx``, OpenVINO IR and SavedModel folders (their input size, anchors and masks
     are fixed: those arguments are refused), else :class:`YOLO`."""
     return YOLO(path, anchors_path, classes_path, score=score, iou=iou, input_size=input_size,

@@ -17,36 +17,51 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
-from yolo3 import __version__
 from yolo3.config.choices import ENGINES
 from yolo3.core.errors import ArgumentError, CommandFailed
+from yolo3.core.extras import install_hint
 from yolo3.core.file_cache import FileCache
 from yolo3.core.fileio import atomic_directory
 from yolo3.core.paths import user_cache_dir
-from yolo3.inference.runners import (
-    OPENVINO_INSTALL,
-    EngineChoice,
-    OnnxRunner,
-    OpenVINORunner,
-    ordered_raw_maps,
-    relative_error,
-)
+from yolo3.core.version import __version__
+from yolo3.inference.conversion import onnx_model, openvino_model
+from yolo3.inference.runners import OnnxRunner, OpenVINORunner, ordered_raw_maps, relative_error
 
 CHECK_TOLERANCE = 1e-4  # relative error of the converted network's raw maps, both in float32
 CHECK_IMAGES = 2
 ENGINE_PACKAGES = {"openvino": "openvino", "onnxruntime": "onnxruntime"}
-ENGINE_INSTALL = {"openvino": OPENVINO_INSTALL,
-                  "onnxruntime": "pip install 'yolo3[export]' (tf2onnx, onnx, onnxruntime)"}
+ENGINE_INSTALL = {"openvino": install_hint("openvino"), "onnxruntime": install_hint("onnxruntime")}
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ENGINES", "CHECK_TOLERANCE", "EngineChoice", "resolve_engine", "engine_installed",
            "engine_runner", "engine_version", "model_digest", "EngineCheckFailed"]
+
+
+@dataclass
+class EngineChoice:
+    """What ran: ``engine`` (keras, openvino or onnxruntime), its ``precision``, and how the
+    converted network was obtained (``converted`` in ``seconds``, or reused from ``cached``)."""
+
+    engine: str
+    precision: str
+    converted: bool = False
+    seconds: float = 0.0
+    cached: Optional[str] = None
+    reason: str = ""
+
+    def summary(self) -> str:
+        text = f"engine: {self.engine}, {self.precision}"
+        if self.cached:
+            text += (f" (converted in {self.seconds:.1f} s, cached in {self.cached})"
+                     if self.converted else f" (conversion reused from {self.cached})")
+        return text + (f"; {self.reason}" if self.reason else "")
 
 
 class EngineCheckFailed(CommandFailed):
@@ -107,19 +122,15 @@ def _cache_key(engine: str, digest: str, facts: dict) -> str:
 
 def _convert_openvino(function, folder: Path) -> Path:
     import openvino as ov
-    model = ov.convert_model(function)
     xml = folder / "model.xml"
-    ov.save_model(model, os.fspath(xml), compress_to_fp16=False)  # float32 weights: exact
+    ov.save_model(openvino_model(function), os.fspath(xml), compress_to_fp16=False)  # exact
     return xml
 
 
 def _convert_onnx(function, folder: Path) -> Path:
     import onnx
-    import tf2onnx
-    proto, _ = tf2onnx.convert.from_function(function, input_signature=function.input_signature,
-                                             opset=17)
     path = folder / "model.onnx"
-    onnx.save(proto, os.fspath(path))
+    onnx.save(onnx_model(function), os.fspath(path))
     return path
 
 

@@ -1,5 +1,5 @@
-"""Write the model files of tests/test_saved_by_release.py with yolo3 as it was before the 0.3
-renovation (run once at commit fef8968, whose module layout was flat: ``python
+"""Write the model files of tests/test_saved_by_release.py with yolo3 as it was before its
+renovation into folders (run once at commit fef8968, whose module layout was flat: ``python
 tests/data/release_0_2/make.py``): small models holding every Keras object yolo3 registers, and
 the outputs they give, so that the renovated package is tested loading files its predecessor wrote.
 """

@@ -1,0 +1,52 @@
+"""Optional packages: what each feature needs and how to install it, in one place.
+
+A feature asks :func:`require` for its package; one that is not installed is an
+:class:`~yolo3.core.errors.ArgumentError` naming the feature and the install command, never a bare
+``ImportError``. Nothing is imported here until asked for.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+from yolo3.core.errors import ArgumentError
+
+# the yolo3 extra (setup.py) that brings each optional package, and its own name on PyPI
+EXTRAS = {
+    "openvino": ("openvino", "openvino"),
+    "nncf": ("openvino", "nncf"),
+    "onnx": ("export", "onnx"),
+    "tf2onnx": ("export", "tf2onnx"),
+    "onnxruntime": ("export", "onnxruntime"),
+    "ai_edge_litert": ("export", "ai-edge-litert"),
+    "matplotlib": ("plot", "matplotlib"),
+    "skimage": ("bench", "scikit-image"),
+    "tensorboard": (None, "tensorboard"),
+}
+
+__all__ = ["EXTRAS", "install_hint", "installed", "require"]
+
+
+def install_hint(package: str) -> str:
+    """How to install ``package`` (a top-level module name): its yolo3 extra, or the package."""
+    extra, name = EXTRAS.get(package, (None, package))
+    if extra is None:
+        return f"pip install {name}"
+    return f"pip install 'yolo3[{extra}]' (or {name})"
+
+
+def installed(package: str) -> bool:
+    """Whether ``package`` (a top-level module name) can be imported, without importing it."""
+    return importlib.util.find_spec(package) is not None
+
+
+def require(module: str, purpose: str) -> ModuleType:
+    """``import module`` (``a.b`` allowed), or an ArgumentError saying ``purpose`` needs it and
+    how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        package = module.split(".")[0]
+        raise ArgumentError(f"{purpose} needs {EXTRAS.get(package, (None, package))[1]}: "
+                            f"{install_hint(package)}") from None

@@ -1,0 +1,186 @@
+"""The data step of training: class names, training and validation records, anchors (given,
+the variant's, or k-means) and masks (:class:`TrainData`), and the images decoded once before
+training (or named when training meets one it cannot decode)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.config.choices import AUTO_ANCHORS
+from yolo3.config.specs import ModelSpec, get_spec
+from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
+from yolo3.core.log import NOTICE
+from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
+from yolo3.data.class_names import read_classes
+from yolo3.data.verify import check_decodable, listed, unchecked, verify_images
+from yolo3.data.yolo_layout import read_data_file
+from yolo3.ops.anchors import (
+    BPR_THRESHOLD,
+    anchor_fit,
+    format_anchors,
+    kmeans_anchors,
+    read_anchors,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainData:
+    """What the data step decides: the variant, classes, anchors, masks and the two record sets."""
+
+    spec: ModelSpec
+    class_names: List[str]
+    anchors: np.ndarray
+    masks: List[List[int]]
+    records: list
+    val_records: list
+    hw: Tuple[int, int]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def info(self) -> ModelInfo:
+        """The facts every saved body of this run carries."""
+        return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
+                         class_names=self.class_names, variant=self.spec.name, input_size=self.hw,
+                         head=self.spec.head)
+
+
+def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[Sources]]:
+    """``(class names, training sources, validation sources or None)``: from ``data_file`` (its
+    names unless ``classes`` is given, which must have as many), else from ``classes``,
+    ``annotations`` and ``val_annotations``."""
+    if not settings.data_file:
+        return (read_classes(settings.classes), settings.annotations,
+                settings.val_annotations or None)
+    dataset = read_data_file(settings.data_file)
+    names = dataset.names
+    if settings.classes:
+        names = read_classes(settings.classes)
+        if len(names) != len(dataset.names):
+            raise ConfigError(f"{settings.classes}: {len(names)} classes, but {dataset.path} "
+                              f"names {len(dataset.names)}", "classes", "data_file")
+    return names, dataset.sources("train"), dataset.sources("val")
+
+
+def prepare_data(config: TrainConfig) -> TrainData:
+    """Classes, records, anchors (the variant's defaults without ``anchors``) and masks; the
+    validation records are ``val_annotations`` (or the data file's val split), else a seeded
+    ``val_split`` of the annotations. An anchor-free variant has no anchors or masks (an
+    ``anchors`` setting is not used: :func:`yolo3.config.train_config.cautions` says so)."""
+    settings = config.data
+    class_names, train_source, val_source = data_sources(settings)
+    spec = get_spec(config.model.variant)
+    auto = settings.anchors == AUTO_ANCHORS and not spec.anchor_free
+    given = settings.anchors and not auto and not spec.anchor_free
+    anchors = read_anchors(settings.anchors) if given else spec.default_anchors()
+    try:  # before the records: reading them probes every image
+        masks = [] if spec.anchor_free else spec.default_masks(len(anchors))
+    except ValueError as e:
+        raise ConfigError(f"anchors {settings.anchors}: {e}", "anchors") from None
+    records = load_training_records(train_source, class_names, settings.strict)
+    if val_source:
+        val_records = load_training_records(val_source, class_names, settings.strict)
+    else:
+        order = np.random.default_rng(config.seed).permutation(len(records))
+        n_val = max(1, int(round(len(records) * settings.val_split)))
+        if n_val >= len(records):
+            raise ConfigError(f"{source_name(train_source)}: {len(records)} images are too few for "
+                              f"val_split {settings.val_split}", "val_split")
+        val_records = [records[i] for i in order[:n_val]]
+        records = [records[i] for i in order[n_val:]]
+    counts = [len(np.asarray(r.boxes).reshape(-1, 5)) for r in records + val_records]
+    crowded = [(r, n) for r, n in zip(records + val_records, counts) if n > settings.max_boxes]
+    if crowded:
+        logger.warning("%d images have more than max_boxes=%d boxes (first: %s, %d); training "
+                       "uses the first %d of each", len(crowded), settings.max_boxes,
+                       crowded[0][0].path, crowded[0][1], settings.max_boxes,
+                       extra={"settings": ("max_boxes",)})
+    hw = spec.check_input_size(config.model.input_size)
+    if not spec.anchor_free:
+        anchors = anchors_for(records, anchors, auto, hw, config.seed)
+    return TrainData(spec, class_names, anchors, masks, records, val_records, hw)
+
+
+ANCHOR_SAMPLE = 20000  # training images whose boxes measure (and k-means fits) the anchors
+
+
+def anchors_for(records: list, anchors: np.ndarray, auto: bool, hw: Tuple[int, int], seed: int
+                 ) -> np.ndarray:
+    """The run's anchors: ``anchors``, or with ``auto`` as many computed by k-means on the training
+    boxes letterboxed into the input ``hw`` (of at most ``ANCHOR_SAMPLE`` images, a seeded
+    sample); logs how they fit those boxes (and warns when badly)."""
+    if len(records) > ANCHOR_SAMPLE:  # a seeded sample measures as well, in a fraction of the time
+        pick = np.random.default_rng(seed).choice(len(records), ANCHOR_SAMPLE, replace=False)
+        records = [records[i] for i in np.sort(pick)]
+    box_wh = box_sizes(records, hw)
+    size = size_text(hw)
+    if auto:
+        try:
+            anchors, _ = kmeans_anchors(box_wh, len(anchors), seed=seed)
+        except ValueError as e:
+            raise ConfigError(f"anchors auto: {e}", "anchors") from None
+        logger.log(NOTICE, "anchors (k-means on %d training boxes at %s): %s", len(box_wh),
+                   size, format_anchors(anchors).strip())
+    if not len(box_wh):
+        return anchors
+    fit = anchor_fit(box_wh, anchors)
+    logger.log(NOTICE, "anchors fit the training boxes at %s: %s", size, fit)
+    if not fit.fits:
+        logger.warning("the anchors fit the training boxes badly (best possible recall %.3f < "
+                       "%.2f): anchors auto computes anchors for them (or yolo3 kmeans, with "
+                       "--input-size %d %d --clusters %d)", fit.best_possible_recall,
+                       BPR_THRESHOLD, hw[0], hw[1], len(anchors))
+    return anchors
+
+
+def size_text(hw: Tuple[int, int]) -> str:
+    return f"{hw[0]}x{hw[1]}" if hw[0] == hw[1] else f"{hw[0]}x{hw[1]} (height x width)"
+
+
+class ImageDecodeFailed(Exception):
+    """The pipeline met an image it cannot decode (its TensorFlow message; not the file)."""
+
+
+UPFRONT_DECODE_LIMIT = 5000  # images decoded before training; beyond, named when met
+
+
+def check_images_up_front(paths: List[str], progress: bool = True) -> None:
+    """Decode, before training, the images not known to decode from an earlier run
+    (:func:`yolo3.data.verify.check_decodable`), when they are at most
+    ``UPFRONT_DECODE_LIMIT``; more (a first run over a COCO-sized set) would delay the first step
+    by minutes for a check the first epoch makes anyway, so a file the pipeline cannot decode is
+    then named when training meets it (:func:`name_undecodable`)."""
+    todo = unchecked(paths)
+    if not todo:  # all known to decode: nothing to do (not even reading the cache again)
+        return
+    if len(todo) <= UPFRONT_DECODE_LIMIT:
+        check_decodable(todo, progress=progress)
+        return
+    logger.log(NOTICE, "%d images are not yet known to decode (more than %d): training starts "
+               "without decoding them first, and names a file the pipeline cannot decode when it "
+               "meets one ('yolo3 check' decodes them all)", len(todo), UPFRONT_DECODE_LIMIT)
+
+
+def name_undecodable(paths: List[str], reason: str, check_args: str, progress: bool) -> str:
+    """The message for a decode failure met while training: the files that fail (found by
+    decoding those not known to decode), or TensorFlow's reason when none does now."""
+    failures = verify_images(paths, progress=progress)
+    if failures:
+        return (f"training met an image it cannot decode; {len(failures)} images cannot be used "
+                f"(remove them, then --resume):{listed(failures)}")
+    return (f"an image could not be decoded during training although every image decodes now "
+            f"(did a file change?); 'yolo3 check {check_args}' names it. TensorFlow: {reason}")
+
+
+def check_args(config: TrainConfig) -> str:
+    """The ``yolo3 check`` arguments that read this run's data."""
+    if config.data.data_file:
+        return f"--data {config.data.data_file}"
+    return f"--annotations {config.data.annotations}"

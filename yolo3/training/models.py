@@ -1,0 +1,117 @@
+"""The model step of training: the body and its training model (the loss its output), weights
+loaded by name, output priors, and which layers a stage trains."""
+from __future__ import annotations
+
+import logging
+from typing import List, Tuple
+
+import keras
+import numpy as np
+
+from yolo3.checkpoint.weights import load_weights_by_name
+from yolo3.config.architectures import BACKBONE_PREFIX
+from yolo3.config.train_config import TrainConfig
+from yolo3.modeling.anchor_free_loss import anchor_free_training_model
+from yolo3.modeling.bodies import build_spec_body, output_layer_names, prediction_layer_names
+from yolo3.modeling.loss import yolo_training_model
+from yolo3.training.data_step import TrainData
+from yolo3.training.placement import Placement
+from yolo3.training.recipe import (
+    anchor_free_bias_priors,
+    output_bias_priors,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def build_models(config: TrainConfig, data: TrainData, placement: Placement
+                 ) -> Tuple[keras.Model, keras.Model, List[Tuple[str, str]]]:
+    """``(body, template, skipped layers)``: the body and its training model (output: the loss,
+    ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
+    current Keras dtype policy, with ``weights`` loaded by name (skipped layers listed). With
+    ``multi_scale`` the body takes any input size."""
+    shape = (None, None) if config.data.multi_scale else data.hw
+    with placement.scope():
+        body = build_spec_body(data.spec, data.num_classes,
+                               len(data.masks[0]) if data.masks else None, shape,
+                               fused_batch_norm=True)
+        template = training_model(config, data, body)
+    skipped: List[Tuple[str, str]] = []
+    loaded = set()
+    if config.model.weights:
+        transfer = config.model.head_transfer and not data.spec.anchor_free
+        report = load_weights_by_name(
+            body, config.model.weights, variant=data.spec.name,
+            head_anchors=len(data.masks[0]) if transfer else None)
+        skipped, loaded = report.skipped, set(report.loaded)
+    if config.model.prior_bias:
+        initialise_output_priors(body, data, data.hw, keep=loaded)
+    if config.model.bn_momentum is not None:
+        for layer in body.layers:
+            if isinstance(layer, keras.layers.BatchNormalization):
+                layer.momentum = float(config.model.bn_momentum)
+    return body, template, skipped
+
+
+def training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> keras.Model:
+    """The training model of ``body``: its loss is its output; ground truth padded to
+    ``max_boxes``."""
+    recipe = config.recipe
+    if data.spec.anchor_free:
+        return anchor_free_training_model(body, data.spec.head, data.num_classes,
+                                          config.data.max_boxes, box_gain=recipe.box_gain,
+                                          class_gain=recipe.class_gain)
+    return yolo_training_model(body, data.anchors, data.num_classes,
+                               ignore_thresh=recipe.ignore_iou, anchor_mask=data.masks,
+                               box_loss=recipe.box_loss, label_smoothing=recipe.label_smoothing,
+                               max_boxes=config.data.max_boxes, objectness=recipe.objectness,
+                               box_gain=recipe.box_gain, class_gain=recipe.class_gain)
+
+
+def initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
+                              keep=()) -> None:
+    """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
+    priors of :func:`yolo3.training.recipe.output_bias_priors` (objects per image from the training
+    set); an anchor-free head's predictions to
+    :func:`yolo3.training.recipe.anchor_free_bias_priors`."""
+    per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
+    if data.spec.anchor_free:
+        initialise_anchor_free_priors(body, data, hw, per_image, keep)
+        return
+    for name, stride, mask in zip(output_layer_names(body), data.spec.strides, data.masks):
+        if name in keep:
+            continue
+        layer = body.get_layer(name)
+        kernel, _ = layer.get_weights()
+        bias = output_bias_priors(len(mask), data.num_classes, (hw[0] // stride) * (hw[1] // stride),
+                                  len(data.masks), per_image)
+        layer.set_weights([kernel, bias])
+
+
+def initialise_anchor_free_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
+                                   per_image: float, keep=()) -> None:
+    head = data.spec.head
+    for stride in head.strides:
+        cells = (hw[0] // stride) * (hw[1] // stride)
+        biases = anchor_free_bias_priors(head.reg_max, data.num_classes, cells, per_image)
+        for name, bias in zip(prediction_layer_names(stride), biases):
+            if name in keep:
+                continue
+            layer = body.get_layer(name)
+            layer.set_weights([layer.get_weights()[0], bias])
+
+
+def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:
+    """Freeze (or unfreeze) the ``backbone_*`` layers by name; returns the number frozen.
+
+    ``freeze_bn`` also freezes every BatchNormalization layer, which Keras then runs in inference
+    mode (moving statistics, no update): small per-replica batches no longer give noisy statistics,
+    and N replicas x B/N images take exactly the step of one device x B images.
+    """
+    frozen = 0
+    for layer in body.layers:
+        freeze = (freeze_backbone and layer.name.startswith(BACKBONE_PREFIX)) or (
+            freeze_bn and isinstance(layer, keras.layers.BatchNormalization))
+        layer.trainable = not freeze
+        frozen += int(freeze and bool(layer.weights))
+    return frozen

@@ -1,0 +1,107 @@
+"""The placement step of training: replica devices and the tf.distribute strategy, the global
+batch and the steps per epoch, the training precision and XLA on this machine."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import List, Optional
+
+import tensorflow as tf
+
+from yolo3.config.precision import resolve_training_precision
+from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.training.distribute import (
+    ClusterTask,
+    broadcast_from_chief,
+    cluster_task,
+    make_strategy,
+    replica_devices,
+)
+from yolo3.training.recipe import (
+    use_jit,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Placement:
+    """Devices and strategy: ``devices`` for the replica wrapper, or a tf.distribute strategy."""
+
+    strategy: Optional[tf.distribute.Strategy]
+    devices: List[str]
+    replicas: int
+    global_batch: int
+    steps: int
+    task: ClusterTask
+
+    def scope(self):
+        """A fresh strategy scope (one cannot be entered twice), or a no-op without a strategy."""
+        return self.strategy.scope() if self.strategy else NullScope()
+
+    @property
+    def uses_wrapper(self) -> bool:
+        return self.strategy is None and len(self.devices) >= 2
+
+    def describe(self, strategy: str) -> str:
+        """How the replicas run, for the stage line: ``strategy`` (the setting) where it is in
+        use, ``one device`` where nothing splits the batch."""
+        return strategy if self.strategy is not None or self.uses_wrapper else "one device"
+
+
+def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterTask] = None
+                  ) -> Placement:
+    """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
+    per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
+    first thing: :func:`yolo3.training.distribute.configure_logical_cpus`)."""
+    devices = replica_devices(config.hardware.gpus or None, config.hardware.cpu_replicas or None)
+    strategy = make_strategy(config.hardware.strategy,
+                             devices if config.hardware.strategy == "mirrored" else None)
+    replicas = strategy.num_replicas_in_sync if strategy else max(1, len(devices))
+    global_batch = config.hardware.batch_size * replicas
+    if num_records < global_batch:
+        raise ConfigError(f"batch_size {config.hardware.batch_size}: the {num_records} training "
+                          f"images of {training_source(config)} are fewer than one global batch "
+                          f"({config.hardware.batch_size} x {replicas} replicas)", "batch_size")
+    steps = config.schedule.steps_per_epoch or num_records // global_batch
+    if config.hardware.strategy != "wrapper":
+        devices = []
+    return Placement(strategy, devices, replicas, global_batch, steps, task or cluster_task())
+
+
+def training_precision(config: TrainConfig) -> str:
+    """The dtype policy ``config.recipe.precision`` means on this machine (see
+    :func:`yolo3.config.precision.resolve_training_precision`): GPUs count when ``gpus`` asks for
+    them."""
+    return resolve_training_precision(config.recipe.precision, gpu=on_gpu(config))
+
+
+def on_gpu(config: TrainConfig) -> bool:
+    if config.hardware.cpu_replicas:
+        return False
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def use_xla(config: TrainConfig, placement: Placement) -> bool:
+    """XLA for the step: never for the replica wrapper (it keeps its per-device placement)."""
+    return use_jit(config.recipe.jit, on_gpu(config)) and not placement.uses_wrapper
+
+
+def sharing(placement: Placement):
+    """How non-chief workers learn the chief's figures: an all-reduce over the multi-worker
+    strategy (so early stopping decides alike everywhere); None in a single process."""
+    if placement.strategy is None or placement.task.num_workers <= 1:
+        return None
+    return lambda values: broadcast_from_chief(placement.strategy, values, placement.task.is_chief)
+
+
+def training_source(config: TrainConfig) -> str:
+    return config.data.data_file or config.data.annotations
+
+
+class NullScope:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

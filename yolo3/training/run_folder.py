@@ -1,0 +1,165 @@
+"""The run folder of training: checked before anything is written (the ownership rule, the
+resume state), made (side files), resumed from, and the final model saved into it."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple
+
+import keras
+import numpy as np
+
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.core.fileio import remove_stale_temporaries
+from yolo3.core.log import NOTICE
+from yolo3.core.ownership import check_output_folder, claim
+from yolo3.core.paths import check_output_dir
+from yolo3.data.class_names import fits_classes_file, read_classes, write_classes
+from yolo3.ops.anchors import (
+    read_anchors,
+    write_anchors,
+)
+from yolo3.training.callbacks import (
+    StopOnNaN,
+    float32_body,
+)
+from yolo3.training.data_step import TrainData
+from yolo3.training.distribute import (
+    ClusterTask,
+)
+from yolo3.training.history import truncate_history
+from yolo3.training.resume import check_resume_files, load_resume_state
+
+logger = logging.getLogger(__name__)
+
+
+# what a run folder holds (fnmatch patterns): claimed as yolo3's (yolo3.core.ownership) before the
+# first write, and recognised in the run folders of yolo3 0.3 and earlier, which had no marker
+RUN_FOLDER_ENTRIES = ("anchors.txt", "classes.txt", "history.csv", "logs", "resume.json",
+                      "resume-[0-9]*", "final.keras", "final.weights.h5", "best.keras",
+                      "best.weights.h5", "last.keras", "last.weights.h5", "backup", ".worker-*",
+                      "diagnostics")
+
+
+@dataclass
+class RunFolder:
+    """Where this process writes: the output folder (chief) or its worker folder."""
+
+    output: Path
+    write_dir: Path
+    chief: bool
+
+
+def check_run_folder(config: TrainConfig, data: TrainData) -> None:
+    """Refuse, before anything is written, an ``output_dir`` that is not a folder, one that holds
+    files yolo3 did not write (unless ``exist_ok``, and never one of a run's names:
+    :data:`RUN_FOLDER_ENTRIES`), and a ``resume`` whose run does not match (its ``resume.json``
+    unreadable, its classes, anchors or variant different). A folder with saved state, resumed,
+    is the user's word that it is a run folder. Without saved state, ``resume`` says that it
+    starts from the beginning."""
+    out = Path(check_output_dir(config.output.output_dir, "output_dir"))
+    if not (config.output.resume and (out / "resume.json").exists()):
+        check_output_folder(out, "output_dir", config.output.exist_ok, RUN_FOLDER_ENTRIES,
+                            own_patterns=RUN_FOLDER_ENTRIES)
+    if not config.output.resume:
+        return
+    try:
+        state = load_resume_state(out)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}", "resume") from None
+    if state is not None:
+        check_resume_files(state)
+    if state is None:
+        logger.warning("resume: %s has no saved state (resume.json): training starts at epoch 1",
+                       out)
+        return
+    expected = {"classes.txt": (read_classes, data.class_names, "class list"),
+                "anchors.txt": (read_anchors, data.anchors, "anchors")}
+    for name, (reader, ours, what) in expected.items():
+        if not (out / name).exists():
+            continue
+        theirs = reader(out / name)
+        same = (list(theirs) == list(ours) if name == "classes.txt" else
+                np.shape(theirs) == np.shape(ours) and np.allclose(theirs, ours, atol=1e-2))
+        if not same:
+            raise ConfigError(f"{out / name}: resume: the run was trained with a different "
+                              f"{what} ({len(theirs)} entries) than the one given now "
+                              f"({len(ours)} entries)", "resume")
+    variant = state.get("variant")
+    if variant is not None and variant != data.spec.name:
+        raise ConfigError(f"{out / 'resume.json'}: resume: the run trains {variant!r}, not "
+                          f"variant {data.spec.name!r}", "resume", "variant")
+
+
+def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> RunFolder:
+    """Make the output folder; non-chief workers of a cluster write to ``.worker-<i>/`` (same code
+    path, nothing clobbered). Removes what a killed run half-wrote; the chief writes
+    ``anchors.txt`` and ``classes.txt``."""
+    out = Path(config.output.output_dir)
+    write_dir = out if task.is_chief else out / f".worker-{task.index}"
+    if task.is_chief:
+        claim(out, patterns=RUN_FOLDER_ENTRIES)
+    write_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(write_dir, legacy=True)
+    if task.is_chief:
+        if not data.spec.anchor_free:
+            write_anchors(out / "anchors.txt", data.anchors)
+        if fits_classes_file(data.class_names):
+            write_classes(out / "classes.txt", data.class_names)
+        else:
+            logger.warning("%s not written: a class name begins or ends with spaces, which a "
+                           "classes file cannot keep (the model files carry the names as they "
+                           "are)", out / "classes.txt")
+    return RunFolder(out, write_dir, task.is_chief)
+
+
+def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
+    """``(state, start epoch, best)``: with ``resume`` the chief's last complete state (one epoch
+    for all workers), its weights loaded into ``template``; history rows of epochs that will be
+    trained again are dropped (multi-worker runs: from the BackupAndRestore epoch)."""
+    state = load_resume_state(run.output) if config.output.resume else None
+    start_epoch = int(state["epoch"]) if state else 0
+    best = state.get("best") if state else None
+    if state:
+        logger.log(NOTICE, "resuming from %s after epoch %d", state["path"], start_epoch)
+        template.load_weights(os.path.join(state["path"], "model.weights.h5"))
+    if config.output.resume:
+        truncate_history(run.write_dir / "history.csv", start_epoch)
+    elif config.hardware.strategy == "multiworker" and (run.write_dir / "backup").exists():
+        truncate_history(run.write_dir / "history.csv", backup_epoch(run.write_dir / "backup"))
+    return state, start_epoch, best
+
+
+def backup_epoch(backup_dir: Path) -> int:
+    """Epochs completed according to a Keras BackupAndRestore folder (0 when it has none)."""
+    try:
+        return int(json.loads((backup_dir / "training_metadata.json").read_text())["epoch"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnNaN
+           ) -> Tuple[Optional[Path], Optional[Path]]:
+    """Save the final body: ``final.weights.h5`` in the write folder (non-chief workers: their own
+    copy, to compare) and ``final.keras`` (chief). After a NaN stop the last good checkpoint is the
+    result; with none, or whenever the weights are not finite, nothing is written: ``(None, None)``."""
+    last_ok = run.write_dir / "last.weights.h5"
+    if nan_stop.stopped and last_ok.exists():
+        body.load_weights(str(last_ok))
+    if (nan_stop.stopped and not last_ok.exists()) or not weights_finite(body):
+        return None, None
+    final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
+    atomic_save_weights(body, run.write_dir / "final.weights.h5")
+    if run.chief:
+        atomic_save_model(float32_body(body), final_model, info)
+    return final_model, final_weights
+
+
+def weights_finite(model: keras.Model) -> bool:
+    """True when every weight of ``model`` is a finite number."""
+    return all(np.isfinite(w).all() for w in model.get_weights())
