@@ -54,7 +54,7 @@ setup(
             "hypothesis",
             "pycocotools",
             "matplotlib",
-            # the layer contracts in .importlinter, checked by tests/test_structure.py
+            # the layer contracts in .importlinter, checked by tests/features/test_structure.py
             "import-linter>=2.1",
             *EXPORT,
         ],

@@ -9,7 +9,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from locations import REPO as REPO_ROOT
+
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 

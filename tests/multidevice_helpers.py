@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from locations import REPO as REPO_ROOT
+
 _MARKER = "@@MULTIDEVICE-RESULT@@"
 
 _PRELUDE = """\

@@ -8,7 +8,14 @@ import keras
 import numpy as np
 import pytest
 
-from darknet_helpers import keras_forward, opencv_forward, random_images, rel_err, spp_cfg_text
+from darknet_helpers import (
+    keras_forward,
+    opencv_forward,
+    random_images,
+    rel_err,
+    spp_cfg_text,
+)
+from locations import SHARED
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.metadata import read_sidecars, sidecar_paths
 from yolo3.cli.convert import main as cli_main
@@ -25,7 +32,7 @@ MIN_INPUT_DEPENDENCE = 1e-2
 def converted(tmp_path_factory):
     """Converts a cfg (by name) once per module: ``(cfg_path, weights_path, model, result)``."""
     cache = {}
-    shared = Path(__file__).resolve().parent.parent.parent / "shared" / "darknet"
+    shared = SHARED / "darknet"
     root = tmp_path_factory.mktemp("converted")
 
     def get(name: str):
@@ -128,7 +135,7 @@ def test_int32_seen_header(tmp_path, darknet_cfg_dir):
 
 @pytest.fixture(scope="module")
 def tiny_weights(tmp_path_factory):
-    shared = Path(__file__).resolve().parent.parent.parent / "shared" / "darknet"
+    shared = SHARED / "darknet"
     path = tmp_path_factory.mktemp("bad") / "tiny.weights"
     write_random_weights(shared / "yolov3-tiny.cfg", path)
     return path

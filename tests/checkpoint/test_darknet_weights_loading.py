@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from darknet_helpers import keras_forward, random_images, rel_err
+from locations import SHARED
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.weights import WeightsError, load_weights_by_name
 from yolo3.cli.train import main as train_main
@@ -25,7 +26,7 @@ CFG_FILES = {"tiny": "yolov3-tiny.cfg", "yolov3": "yolov3.cfg", "darknet53": "da
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """``get(kind)`` -> path of a converted random-weight ``.keras`` model (made once per module)."""
-    shared = Path(__file__).resolve().parent.parent.parent / "shared" / "darknet"
+    shared = SHARED / "darknet"
     root = tmp_path_factory.mktemp("converted")
     cache = {}
 
@@ -166,6 +167,6 @@ def test_train_cli_reports_partly_loaded_outputs(converted, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "converted Darknet model, mapped by the tiny cfg layout" in out
     # COCO's 80-class heads lend their box and objectness channels (--no-head-transfer: skipped,
-    # tests/test_train.py)
+    # tests/training/test_train.py)
     assert ("2 output layers of another class count with their box and objectness channels"
             in out) and "skipped output_s32" not in out

@@ -7,16 +7,21 @@ import json
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from yolo3.checkpoint.metadata import INFO_NAME, ModelInfo, embed_info, read_info, resolve_info
+from locations import REPO
+from yolo3.checkpoint.metadata import (
+    INFO_NAME,
+    ModelInfo,
+    embed_info,
+    read_info,
+    resolve_info,
+)
 from yolo3.core.errors import FileFormatError
 from yolo3.data.synthetic import make_synthetic_dataset
 
-REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 

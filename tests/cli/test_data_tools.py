@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from yolo3.cli import check_dataset, coco_annotation, kmeans, make_synthetic_dataset, voc_annotation
+from yolo3.cli import (
+    check_dataset,
+    coco_annotation,
+    kmeans,
+    make_synthetic_dataset,
+    voc_annotation,
+)
 from yolo3.data.annotations import load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.ops.anchors import read_anchors

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
+from locations import SHARED
 from yolo3.data.class_names import write_classes
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
+SHARED_IMAGES = SHARED / "images"
 INPUT = 128
 
 

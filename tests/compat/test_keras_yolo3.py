@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,12 +20,10 @@ from keras_yolo3_reference import (
     rel_err,
     write_keras2_h5,
 )
+from locations import SHARED
 from yolo3.data.class_names import write_classes
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors
-
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-
 
 # -- yolo3.model contracts ------------------------------------------------------------------------
 

@@ -9,7 +9,13 @@ from PIL import Image
 
 from yolo3.core.errors import AnnotationError
 from yolo3.data import images as images_module
-from yolo3.data.images import exif_orientation, is_image_file, load_image, probe_image, probe_images
+from yolo3.data.images import (
+    exif_orientation,
+    is_image_file,
+    load_image,
+    probe_image,
+    probe_images,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import SHARED_DIR
 from PIL import Image
 
-from conftest import SHARED_DIR
 from yolo3.cli import main as yolo3_main
 from yolo3.core.errors import SettingError
 from yolo3.data import photo_synthetic

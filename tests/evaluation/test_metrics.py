@@ -7,6 +7,7 @@ import io
 import numpy as np
 import pytest
 
+from locations import SHARED
 from yolo3.core.errors import FileFormatError
 from yolo3.evaluation.metrics import (
     align_image_keys,
@@ -261,7 +262,6 @@ def test_evaluate_cli_from_detection_json(tmp_path, capsys):
 
 def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
     import json as _json
-    from pathlib import Path
 
     import keras
 
@@ -269,7 +269,7 @@ def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
     from yolo3.modeling.bodies import build_body
     from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-    images = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
+    images = SHARED / "images"
     keras.utils.set_random_seed(3)
     build_body("tiny", 2).save(tmp_path / "m.keras")
     write_anchors(tmp_path / "anchors.txt", TINY_YOLO_ANCHORS)

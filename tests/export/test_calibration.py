@@ -7,7 +7,11 @@ import pytest
 from PIL import Image
 
 from yolo3.core.errors import AnnotationError, ArgumentError, SettingError
-from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
+from yolo3.export.calibration import (
+    calibration_images,
+    calibration_paths,
+    sample_images,
+)
 from yolo3.ops.letterbox import letterbox_np
 
 

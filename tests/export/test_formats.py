@@ -3,16 +3,15 @@ input size; the facts every exported file carries (ONNX, OpenVINO and int8 round
 test_deploy.py, test_openvino.py)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from locations import SHARED
 from yolo3.data.class_names import write_classes
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-SHARED_IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "images"
+SHARED_IMAGES = SHARED / "images"
 INPUT = 128
 
 

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from cli_harness import run_cli, snapshot
+from locations import SHARED
 from yolo3.cli import main as yolo3_main
 
 
@@ -261,7 +262,7 @@ def _convert_cfg_is_folder(world, tmp_path):
             str(tmp_path))
 
 
-def _convert_over_the_weights(world, tmp_path, darknet=Path(__file__).resolve().parents[2] /
+def _convert_over_the_weights(world, tmp_path, darknet=SHARED.parent /
                               "shared" / "darknet"):
     weights = tmp_path / "yolov3-tiny.weights"
     weights.write_bytes(b"\0" * 64)

@@ -16,10 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED_DIR
 
-REPO = Path(__file__).resolve().parent.parent
+from locations import REPO
 
 
 def _history(out: Path):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from yolo3.benchmarks.recipe import final_by_group, map_at, recipe_pairs, spread, time_to_reach
+from yolo3.benchmarks.recipe import (
+    final_by_group,
+    map_at,
+    recipe_pairs,
+    spread,
+    time_to_reach,
+)
 from yolo3.benchmarks.training import forward_gflops
 
 

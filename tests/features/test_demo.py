@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from locations import REPO
 from yolo3.data.annotations import load_annotations
 from yolo3.evaluation.metrics import evaluate_detections
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _chance_map(val_annotations: Path, classes: int, seed: int = 0) -> float:

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from locations import SHARED
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 
 INPUT = (96, 128)
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 
 
 def rel_err(a, ref):

@@ -15,7 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_harness import run_cli, snapshot
-from yolo3.core.errors import AnnotationError, DarknetError, FileFormatError, InvalidBoxError
+from yolo3.core.errors import (
+    AnnotationError,
+    DarknetError,
+    FileFormatError,
+    InvalidBoxError,
+)
 
 FAST = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -17,10 +17,9 @@ import yaml
 from PIL import Image
 
 from cli_harness import assert_refused, run_cli, snapshot
+from locations import REPO
 from yolo3.core.fileio import TEMP_PREFIX, temporary_owner, temporary_prefix
 from yolo3.core.ownership import MARKER
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import runpy
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from locations import REPO
+
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
 

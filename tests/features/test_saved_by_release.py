@@ -1,18 +1,17 @@
-"""Model files written by yolo3 before its renovation into folders (tests/data/release_0_2, made
+"""Model files written by yolo3 before its renovation into folders (tests/fixtures/release_0_2, made
 by its make.py at commit fef8968, when every module lay flat in yolo3/) load unchanged and compute what
 they computed then: every Keras object yolo3 registers (FoldedBatchNorm, YoloLoss, identity_loss,
 WarmupCosine, AnchorFreeLoss) is found under its registered name wherever its module now lives."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import pytest
 
+from locations import FIXTURES
 from yolo3.checkpoint.saving import load_keras_model
 
-DATA = Path(__file__).resolve().parent / "data" / "release_0_2"
+DATA = FIXTURES / "release_0_2"
 
 
 @pytest.fixture(scope="module")

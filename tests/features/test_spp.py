@@ -2,8 +2,6 @@
 conversion from Darknet, export back (OpenCV agreement) and training through the CLI."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from darknet_helpers import (
     rel_err,
     spp_cfg_text,
 )
+from locations import SHARED
 from yolo3.checkpoint.darknet_convert import convert
 from yolo3.checkpoint.weights import load_weights_by_name
 from yolo3.config.specs import get_spec
@@ -39,7 +38,7 @@ def spp_cfg(tmp_path_factory, darknet_cfg_dir_module):
 
 @pytest.fixture(scope="module")
 def darknet_cfg_dir_module():
-    path = Path(__file__).resolve().parent.parent.parent / "shared" / "darknet"
+    path = SHARED / "darknet"
     if not path.is_dir():
         pytest.fail(f"reference Darknet cfgs not found at {path}")
     return path

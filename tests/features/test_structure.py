@@ -9,15 +9,14 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
-from typing import List, Tuple
+from typing import List
 
 import pytest
 
+from locations import REPO
 from yolo3.config.specs import SPECS, all_specs, get_spec, spec_names
 
-REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "yolo3"
 VARIANT_NAMES = {n for s in all_specs() for n in (s.name, *s.aliases)}
 
@@ -75,7 +74,7 @@ def test_registry_lookup_and_facts():
             spec.check_input_size((96, 100))
         blocks = spec.blocks()
         assert len(blocks) == len(set(blocks))
-        if spec.anchor_free:  # see tests/test_specs.py
+        if spec.anchor_free:  # see tests/config/test_specs.py
             assert blocks[-1].endswith("_cls_pred") and spec.darknet_sources[0] == spec.base
             continue
         masks = spec.default_masks()
@@ -186,59 +185,67 @@ def _lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess:
                           env=env, timeout=120)
 
 
+def _contracts() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    config.read(REPO / ".importlinter")
+    return config
+
+
 def test_import_contracts_are_kept():
     proc = _lint_imports(REPO, REPO)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "3 kept, 0 broken" in proc.stdout
+    count = sum(1 for section in _contracts().sections() if section.startswith("importlinter:contract"))
+    assert count == 4 and f"{count} kept, 0 broken" in proc.stdout
 
 
 def test_the_contracts_catch_an_upward_import(tmp_path):
-    """A copy of the package with one upward import (the mask rule reaching the registry, the cycle
-    the renovation removed) breaks the floors contract."""
+    """A copy of the package with one upward import (the registry's mask rule reaching the
+    training loop) breaks the folders contract, and one TensorFlow import in ops/ the boundary."""
     shutil.copytree(PACKAGE, tmp_path / "yolo3", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
-    masks = tmp_path / "yolo3" / "masks.py"
-    masks.write_text(masks.read_text() + "\nfrom yolo3.config.specs import get_spec  # noqa\n")
+    masks = tmp_path / "yolo3" / "config" / "masks.py"
+    masks.write_text(masks.read_text() + "\nfrom yolo3.training import train  # noqa\n")
+    boxes = tmp_path / "yolo3" / "ops" / "boxes.py"
+    boxes.write_text(boxes.read_text() + "\nimport tensorflow  # noqa\n")
     proc = _lint_imports(tmp_path, tmp_path)
-    assert proc.returncode != 0 and "yolo3.config.masks -> yolo3.config.specs" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "yolo3.config is not allowed to import yolo3.training" in proc.stdout, proc.stdout[-3000:]
+    assert "yolo3.ops is not allowed to import tensorflow" in proc.stdout, proc.stdout[-3000:]
 
 
-def _floor_modules() -> set:
-    config = configparser.ConfigParser()
-    config.read(REPO / ".importlinter")
-    text = config["importlinter:contract:floors"]["layers"]
-    return {name.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")
-            for name in re.split(r"[:|]", line)}
+def _layers() -> List[str]:
+    """The folders and top-level modules of the layers contract, top to bottom."""
+    text = _contracts()["importlinter:contract:folders"]["layers"]
+    return [name.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith("#")
+            for name in re.split(r"[:|]", line)]
 
 
-def test_the_tensorflow_ban_covers_exactly_the_floors_below_the_ops():
-    """The forbidden contract's list is the floors from "pure formats" down, so a module added to
-    those floors cannot escape the ban."""
-    text = (REPO / ".importlinter").read_text(encoding="utf-8")  # raw: configparser drops comments
-    floors = text.split("[importlinter:contract:floors]", 1)[1].split("\n[", 1)[0]
-    lines = floors.split("layers =", 1)[1].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("# pure formats"))
-    below = {name.strip() for line in lines[start:] if line.strip() and not line.strip().startswith("#")
-             for name in re.split(r"[:|]", line)}
-    config = configparser.ConfigParser()
-    config.read(REPO / ".importlinter")
-    banned = config["importlinter:contract:no-tensorflow-below-ops"]["source_modules"].split()
-    assert len(banned) == len(set(banned)) and set(banned) == below, set(banned) ^ below
-
-
-def test_every_module_stands_on_a_floor():
-    """Each module is in the floors contract itself or inside a package that is (package faces that
-    only re-export, and the never-imported peer script, excepted)."""
-    floors = _floor_modules()
-    exempt = {"yolo3", "yolo3.data", "yolo3.darknet"}
+def test_every_module_lies_in_a_folder_of_the_layers():
+    """Each module is one of the layers or inside one (the package's own ``__init__`` excepted),
+    so a new module cannot escape the contract; the layers are the package's folders."""
+    layers = _layers()
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(REPO).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        if name in exempt or any(name == f or name.startswith(f + ".") for f in floors):
-            continue
-        missing.append(name)
-    assert not missing, f"modules on no floor of .importlinter: {missing}"
+        if name != "yolo3" and not any(name == f or name.startswith(f + ".") for f in layers):
+            missing.append(name)
+    assert not missing, f"modules in no layer of .importlinter: {missing}"
+    folders = {f"yolo3.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders <= set(layers), folders - set(layers)
+
+
+def test_each_named_tensorflow_exception_imports_tensorflow_itself():
+    """The backend boundary names each module that may import TensorFlow below the applications;
+    an entry whose module no longer imports it must go (the list only shrinks)."""
+    ignored = _contracts()["importlinter:contract:tensorflow-only-where-named"]["ignore_imports"]
+    entries = [line.split("->")[0].strip() for line in ignored.splitlines() if "->" in line]
+    assert len(entries) == len(set(entries))
+    for module in entries:
+        path = REPO.joinpath(*module.split(".")).with_suffix(".py")
+        text = path.read_text(encoding="utf-8")
+        assert re.search(r"^\s*(import tensorflow|from tensorflow)", text, re.M), module
 
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.\w+)+$")
@@ -335,7 +342,7 @@ RENAMES = {("os", "replace"), ("os", "rename"), ("shutil", "move"), ("tempfile",
 def test_one_module_renames_files_into_place():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == PACKAGE / "fileio.py":
+        if path == PACKAGE / "core" / "fileio.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
@@ -358,41 +365,25 @@ def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
         parser.parse_args(["benchmark", "recipe", "--variant", "yolo9"])
 
 
-# Library modules written before tests mirrored the package, whose tests live in feature files.
-# The list may only shrink (it is empty now); a new module comes with its test module.
-_TESTED_IN_FEATURE_FILES: set = set()
+def where_tested(module: Path) -> Path:
+    """Where a library module's tests live: ``yolo3/<folder>/<m>.py`` in
+    ``tests/<folder>/test_<m>.py``; a top-level module ``yolo3/<m>.py`` in ``tests/test_<m>.py``."""
+    parts = module.relative_to(PACKAGE).with_suffix("").parts
+    return REPO.joinpath("tests", *parts[:-1], f"test_{parts[-1]}.py")
 
 
-def _test_module_names(module: Path, stems: Counter) -> Tuple[str, List[str]]:
-    """``(name, accepted test files)`` of a library module: ``yolo3/x.py`` is ``x`` and is tested in
-    ``test_x.py``; ``yolo3/pkg/x.py`` is ``pkg_x``, tested in ``test_pkg_x.py`` or, when no other
-    module is named ``x``, in ``test_x.py``."""
-    parts = module.relative_to(REPO / "yolo3").with_suffix("").parts
-    name = "_".join(parts)
-    accepted = [f"test_{name}.py"]
-    if len(parts) > 1 and stems[module.stem] == 1:
-        accepted.append(f"test_{module.stem}.py")
-    return name, accepted
+def test_tests_mirror_the_package():
+    assert where_tested(PACKAGE / "training" / "stages.py") == \
+        REPO / "tests" / "training" / "test_stages.py"
+    assert where_tested(PACKAGE / "model.py") == REPO / "tests" / "test_model.py"
 
 
-def test_the_test_module_rule_qualifies_names_that_two_modules_share():
-    stems = Counter({"verify": 2, "augment": 1, "train": 1})
-    assert _test_module_names(REPO / "yolo3" / "train.py", stems) == ("train", ["test_train.py"])
-    assert _test_module_names(REPO / "yolo3" / "data" / "augment.py", stems) == \
-        ("data_augment", ["test_data_augment.py", "test_augment.py"])
-    assert _test_module_names(REPO / "yolo3" / "export" / "verify.py", stems) == \
-        ("export_verify", ["test_export_verify.py"])
-
-
-def test_every_new_library_module_has_its_test_module():
-    tests = Path(__file__).parent
-    library = [p for p in (REPO / "yolo3").rglob("*.py") if p.name != "__init__.py"
-               and not {"cli", "benchmarks"} & set(p.relative_to(REPO / "yolo3").parts)]
-    stems = Counter(p.stem for p in library)
-    missing = []
-    for module in library:
-        name, accepted = _test_module_names(module, stems)
-        if not any((tests / f).exists() for f in accepted):
-            missing.append(name)
-    assert not set(missing) - _TESTED_IN_FEATURE_FILES, "new modules without their test module"
-    assert not _TESTED_IN_FEATURE_FILES - set(missing), "a module got its test file: drop it here"
+def test_every_library_module_has_its_test_module():
+    """Each module outside the applications (the command line, the benchmarks: tested through
+    their commands in tests/features and tests/cli) has its test module where the package's
+    layout says; feature tests live in tests/features."""
+    library = [p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"
+               and not {"cli", "benchmarks"} & set(p.relative_to(PACKAGE).parts)]
+    missing = [str(where_tested(p).relative_to(REPO)) for p in sorted(library)
+               if not where_tested(p).is_file()]
+    assert not missing, f"library modules without their test module: {missing}"

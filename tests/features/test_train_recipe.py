@@ -16,14 +16,14 @@ import pytest
 
 from yolo3.cli.evaluate import main as evaluate_main
 from yolo3.cli.train import main as train_main
+from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.training.callbacks import MapEvaluation
-from yolo3.training.resume import restore_resume_state
-from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.training.data_step import prepare_data
 from yolo3.training.datasets import make_datasets
 from yolo3.training.models import build_models
 from yolo3.training.placement import pick_strategy
+from yolo3.training.resume import restore_resume_state
 from yolo3.training.run_folder import prepare_output
 from yolo3.training.stages import Stage, run_stage
 from yolo3.training.train import _callbacks, _jit, _optimizer, train, validate_config

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from locations import SHARED
 from yolo3.core.errors import ArgumentError
 from yolo3.inference.engines import engine_installed, resolve_engine
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 PHOTOS = sorted((SHARED / "images").glob("*.jpg"))
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+from locations import SHARED
+
 PHOTOS = sorted((SHARED / "images").glob("*.jpg"))
 INPUT = (256, 320)  # not square: the IR keeps (h, w)
 

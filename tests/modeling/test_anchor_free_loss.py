@@ -1,6 +1,6 @@
 """yolo3.modeling.anchor_free_loss: the anchor-free training model (its output is the loss of
-:mod:`yolo3.ops.anchor_free`, tested against a NumPy reference in tests/test_anchor_free.py), its
-inputs, and the bodies it refuses. Build, save, reload and fit: tests/test_layers.py's harness."""
+:mod:`yolo3.ops.anchor_free`, tested against a NumPy reference in tests/ops/test_anchor_free.py), its
+inputs, and the bodies it refuses. Build, save, reload and fit: tests/modeling/test_layers.py's harness."""
 from __future__ import annotations
 
 import numpy as np

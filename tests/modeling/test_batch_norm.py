@@ -10,7 +10,11 @@ import tensorflow as tf
 
 from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
 from yolo3.config.specs import get_spec
-from yolo3.modeling.batch_norm import MIN_FUSED_EPSILON, has_fused_batch_norms, training_epsilon
+from yolo3.modeling.batch_norm import (
+    MIN_FUSED_EPSILON,
+    has_fused_batch_norms,
+    training_epsilon,
+)
 from yolo3.modeling.batch_norm import BatchNormalization as FusedBatchNorm
 from yolo3.modeling.bodies import build_body, build_spec_body
 from yolo3.modeling.graph_surgery import keras_batch_norms

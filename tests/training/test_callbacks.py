@@ -13,7 +13,12 @@ import pytest
 
 from yolo3.checkpoint.saving import load_keras_model
 from yolo3.modeling.bodies import build_body
-from yolo3.training.callbacks import EarlyStopOnPlateau, EpochClock, StopOnNaN, TemplateCheckpoint
+from yolo3.training.callbacks import (
+    EarlyStopOnPlateau,
+    EpochClock,
+    StopOnNaN,
+    TemplateCheckpoint,
+)
 
 
 @pytest.fixture(scope="module")

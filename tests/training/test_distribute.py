@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
+from locations import REPO
 from multidevice_helpers import result_of, run_cluster, run_with_devices, snippet_argv
 from yolo3.config.choices import STRATEGIES
 from yolo3.training.distribute import is_chief, make_strategy, num_workers
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_make_strategy_choices(monkeypatch):

@@ -8,7 +8,11 @@ import keras
 import numpy as np
 import pytest
 
-from yolo3.training.resume import load_resume_state, restore_resume_state, save_resume_state
+from yolo3.training.resume import (
+    load_resume_state,
+    restore_resume_state,
+    save_resume_state,
+)
 
 
 def test_resume_state_restores_weights_and_optimizer(tmp_path):

@@ -96,9 +96,7 @@ def yolo3_inference(p: dict) -> dict:
     ``yolo3 detect`` runs over a folder: ``'stream8'``) or of the frames of the video file
     ``p['video']`` (``'video'``, reading included), on ``engine`` (``keras``, or ``auto``: what
     ``yolo3 detect`` runs with its default flags)."""
-    from yolo3.inference.detector import (
-        load_detector,  # the contender's own runtime (module docstring)
-    )
+    from yolo3.inference.detector import load_detector  # the contender's own runtime (above)
     det = load_detector(p["model"], input_size=p["size"], score=p["score"],
                         precision=p["precision"], engine=p.get("engine", "keras"))
     what = p["what"]
@@ -120,9 +118,7 @@ def yolo3_inference(p: dict) -> dict:
 def _raw_maps(p: dict) -> Callable[[np.ndarray], object]:
     fmt, path = p["format"], p["path"]
     if fmt in ("keras", "keras-bf16"):
-        from yolo3.inference.detector import (
-            YOLO,  # the contender's own runtime (see the module docstring)
-        )
+        from yolo3.inference.detector import YOLO  # the contender's own runtime (see above)
         detector = YOLO(path, precision="bfloat16" if fmt == "keras-bf16" else "float32")
         return detector.forward
     if fmt == "opencv":

@@ -1,4 +1,4 @@
-"""Every use of a private Keras API, in one place (``tests/test_keras_compat.py`` checks each one).
+"""Every use of a private Keras API, in one place (``tests/modeling/test_keras_compat.py`` checks each one).
 
 Keras 3 has no public way to walk a functional graph backwards, to list the layers of nested
 models, to save weights without a compiled model's optimiser, or to build a compiled model's

@@ -1,0 +1,51 @@
+"""yolo3.training.data_step: classes, records, the validation split, anchors and masks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yolo3.config.train_config import ConfigError
+from yolo3.ops.anchors import write_anchors
+from yolo3.training.data_step import prepare_data
+
+
+def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_path, step_config):
+    data = prepare_data(step_config(val_split=0.3))
+    again = prepare_data(step_config(val_split=0.3))
+    assert len(data.val_records) == 3 and len(data.records) == 7
+    assert [r.path for r in data.val_records] == [r.path for r in again.val_records]
+    other = prepare_data(step_config(val_split=0.3, seed=4))
+    assert [r.path for r in other.val_records] != [r.path for r in data.val_records]
+    np.testing.assert_array_equal(data.anchors, data.spec.default_anchors())
+    assert data.masks == [[3, 4, 5], [0, 1, 2]] and data.class_names == ["circle", "square", "triangle"]
+    info = data.info()
+    assert info.variant == "tiny" and info.input_size == (64, 64) and info.num_classes == 3
+    assert data.hw == (64, 64)
+    wide = prepare_data(step_config(input_size=(64, 96)))
+    assert wide.info().input_size == (64, 96)
+    bad = tmp_path / "five.txt"
+    write_anchors(bad, np.ones((5, 2)))
+    with pytest.raises(ConfigError, match="5 anchors do not split evenly over 2"):
+        prepare_data(step_config(anchors=str(bad)))
+
+
+def test_anchors_auto_are_kmeans_of_the_training_boxes_and_their_fit_is_reported(
+        dataset, tmp_path, step_config, caplog):
+    from yolo3.data.annotations import box_sizes
+    from yolo3.ops.anchors import anchor_fit, kmeans_anchors
+    caplog.set_level("INFO")
+    data = prepare_data(step_config(anchors="auto", val_split=0.2))
+    box_wh = box_sizes(data.records, (64, 64))
+    want, _ = kmeans_anchors(box_wh, 6, seed=3)
+    np.testing.assert_array_equal(data.anchors, want)
+    assert data.masks == [[3, 4, 5], [0, 1, 2]]
+    assert f"anchors fit the training boxes at 64x64: {anchor_fit(box_wh, want)}" in caplog.text
+    # anchors far larger than any box of 64 px images: said so, with the way out
+    caplog.clear()
+    huge = tmp_path / "huge.txt"
+    write_anchors(huge, np.full((6, 2), 600.0))
+    prepare_data(step_config(anchors=str(huge), val_split=0.2))
+    assert "best possible recall 0.000 < 0.98" in caplog.text and "anchors auto" in caplog.text
+    with pytest.raises(ConfigError, match="anchors auto: k-means needs at least k=6 boxes") as e:
+        prepare_data(step_config(anchors="auto", val_split=0.9))
+    assert e.value.settings == ("anchors",)

@@ -1,0 +1,53 @@
+"""yolo3.training.datasets: the training and validation batches of a run, the images of the
+batch-norm statistics, and how a tf.distribute strategy splits the batches."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from yolo3.training.data_step import prepare_data
+from yolo3.training.datasets import batch_norm_images, make_datasets, shard_by_data
+from yolo3.training.placement import pick_strategy
+
+
+def test_batches_are_the_global_batch_with_the_padded_boxes_last(step_config):
+    config = step_config(val_split=0.2, augment="none", mosaic=0.0)
+    data = prepare_data(config)
+    train_ds, val_ds = make_datasets(config, data, pick_strategy(config, len(data.records)))
+    (images, y_s32, y_s16, boxes), dummy = next(iter(train_ds))  # y_true per scale encoded
+    assert images.shape == (2, 64, 64, 3) and boxes.shape == (2, config.data.max_boxes, 5)
+    assert y_s32.shape == (2, 2, 2, 3, 8) and y_s16.shape == (2, 4, 4, 3, 8)
+    assert dummy.shape == (2,)  # the training model's output is its loss: no labels
+    (val_images, *_), _ = next(iter(val_ds))
+    assert val_images.shape[1:] == (64, 64, 3)
+
+
+def test_multi_scale_batches_take_each_size_of_the_registry(step_config):
+    config = step_config(multi_scale=(64, 96), multi_scale_every=1, augment="none", mosaic=0.0)
+    data = prepare_data(config)
+    train_ds, _ = make_datasets(config, data, pick_strategy(config, len(data.records)))
+    sizes = {tuple(x[0].shape[1:3]) for x, _ in train_ds.repeat().take(12)}
+    assert sizes == {(64, 64), (96, 96)}
+
+
+def test_steps_per_epoch_repeat_the_training_set(step_config):
+    config = step_config(steps_per_epoch=50, augment="none", mosaic=0.0)
+    data = prepare_data(config)
+    train_ds, _ = make_datasets(config, data, pick_strategy(config, len(data.records)))
+    assert sum(1 for _ in train_ds.take(50)) == 50  # more than one pass over 8 images
+
+
+def test_batch_norm_images_are_a_seeded_choice_or_none(step_config):
+    config = step_config(bn_stats_images=4)
+    data = prepare_data(config)
+    first = np.concatenate([x.numpy() for x, _ in batch_norm_images(config, data)])
+    again = np.concatenate([x.numpy() for x, _ in batch_norm_images(config, data)])
+    assert first.shape == (4, 64, 64, 3)
+    np.testing.assert_array_equal(first, again)
+    assert batch_norm_images(step_config(bn_stats_images=0), data) is None
+
+
+def test_a_strategy_splits_each_global_batch_by_data():
+    dataset = shard_by_data(tf.data.Dataset.range(8).batch(4))
+    policy = dataset.options().experimental_distribute.auto_shard_policy
+    assert policy == tf.data.experimental.AutoShardPolicy.DATA
