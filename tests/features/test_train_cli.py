@@ -61,7 +61,7 @@ def test_bad_arguments_are_refused(dataset, tmp_path, capsys):
     assert main(_args(d, classes, tmp_path / "o", "--assign-iou", "0")) == 2
     assert "--assign-iou must be in (0, 1]" in capsys.readouterr().err
     assert main(_args(d, classes, tmp_path / "o", "--box-gain", "-2")) == 2
-    assert "--box-gain must be positive" in capsys.readouterr().err
+    assert "--box-gain must be a positive number" in capsys.readouterr().err
     with pytest.raises(SystemExit) as caught:
         main(_args(d, classes, tmp_path / "o", "--objectness", "quality"))
     assert caught.value.code == 2

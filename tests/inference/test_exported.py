@@ -4,7 +4,6 @@ export/test_formats.py and features/test_deploy.py."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.inference.exported import ExportedDetector

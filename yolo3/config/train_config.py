@@ -20,7 +20,7 @@ import math
 import os
 import typing
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from yolo3.config.choices import (
     AUGMENT_PRESETS,
@@ -39,7 +39,8 @@ from yolo3.core.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
-           "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS", "ConfigError"]
+           "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS", "ConfigError", "check_value",
+           "VALUE_RULES"]
 
 
 @dataclass
@@ -335,6 +336,35 @@ def _check_types(config: TrainConfig) -> None:
               f"{name} must be {describe(hints[name])}, got {value!r}", name)
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# the rules of the settings the loss and the target encoding take themselves (the one owner: the
+# settings check, YoloLoss, AnchorFreeLoss and the target encoding all ask check_value)
+VALUE_RULES: Dict[str, Tuple[Callable[[Any], bool], str]] = {
+    "box_loss": (lambda v: v in BOX_LOSSES, f"must be one of {', '.join(BOX_LOSSES)}"),
+    "objectness": (lambda v: v in OBJECTNESS_TARGETS,
+                   f"must be one of {', '.join(OBJECTNESS_TARGETS)}"),
+    "assign_iou": (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1] (1: only the best "
+                                                         "anchor)"),
+    "ignore_iou": (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1]"),
+    "box_gain": (lambda v: _finite(v) and v > 0, "must be a positive number"),
+    "class_gain": (lambda v: _finite(v) and v > 0, "must be a positive number"),
+    "label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "must be in [0, 1)"),
+}
+
+
+def check_value(setting: str, value: Any) -> Any:
+    """``value`` when :data:`VALUE_RULES` allows it for ``setting``, else a SettingError naming
+    the setting, the rule and the value; returns ``value``."""
+    allowed, rule = VALUE_RULES[setting]
+    if not allowed(value):
+        shown = repr(value) if isinstance(value, str) else value
+        raise SettingError(f"{setting} {rule}, got {shown}", setting)
+    return value
+
+
 def _need(condition: bool, message: str, *settings: str) -> None:
     if not condition:
         raise SettingError(message, *settings)
@@ -395,8 +425,6 @@ def _check_model(model: ModelSettings, data: DataSettings) -> None:
 
 def _check_recipe(recipe: RecipeSettings) -> None:
     _one_of(recipe.optimizer, OPTIMIZERS, "optimizer")
-    _one_of(recipe.box_loss, BOX_LOSSES, "box_loss")
-    _one_of(recipe.objectness, OBJECTNESS_TARGETS, "objectness")
     _one_of(recipe.precision, TRAINING_PRECISIONS, "precision")
     _one_of(recipe.jit, JIT_CHOICES, "jit")
     _need(recipe.lr is None or recipe.lr > 0, f"lr must be positive, got {recipe.lr}", "lr")
@@ -404,15 +432,8 @@ def _check_recipe(recipe: RecipeSettings) -> None:
           "weight_decay")
     _need(recipe.ema_momentum is None or 0 < recipe.ema_momentum < 1,
           f"ema_momentum must be in (0, 1), got {recipe.ema_momentum}", "ema_momentum")
-    _need(0 < recipe.assign_iou <= 1, f"assign_iou must be in (0, 1], got {recipe.assign_iou}",
-          "assign_iou")
-    _need(0 < recipe.ignore_iou <= 1, f"ignore_iou must be in (0, 1], got {recipe.ignore_iou}",
-          "ignore_iou")
-    for gain in ("box_gain", "class_gain"):
-        value = getattr(recipe, gain)
-        _need(math.isfinite(value) and value > 0, f"{gain} must be positive, got {value}", gain)
-    _need(0 <= recipe.label_smoothing < 1,
-          f"label_smoothing must be in [0, 1), got {recipe.label_smoothing}", "label_smoothing")
+    for setting in VALUE_RULES:
+        check_value(setting, getattr(recipe, setting))
     _need(recipe.bn_stats_images >= 0,
           f"bn_stats_images must be >= 0, got {recipe.bn_stats_images}", "bn_stats_images")
 

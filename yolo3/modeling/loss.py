@@ -29,16 +29,15 @@ in float32 whatever the outputs' dtype.
 """
 from __future__ import annotations
 
-import math
 from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.config.choices import BOX_LOSSES, OBJECTNESS_TARGETS
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
+from yolo3.config.train_config import check_value
 from yolo3.ops.box_ops import box_iou, iou_variant, swap_last_pair
 from yolo3.ops.decode import yolo_head
 
@@ -96,7 +95,8 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     docstring). box_gain, class_gain: the weights of the box terms and the class term against the
     confidence term (included in the returned terms).
     """
-    _check_choices(box_loss, objectness)
+    check_value("box_loss", box_loss)
+    check_value("objectness", objectness)
     check_gains(box_gain, class_gain)
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
@@ -158,19 +158,11 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     return terms
 
 
-def _check_choices(box_loss: str, objectness: str) -> None:
-    """ValueError naming the setting when ``box_loss`` or ``objectness`` is not one of its choices."""
-    if box_loss not in BOX_LOSSES:
-        raise ValueError(f"box_loss must be one of {BOX_LOSSES}, got {box_loss!r}")
-    if objectness not in OBJECTNESS_TARGETS:
-        raise ValueError(f"objectness must be one of {OBJECTNESS_TARGETS}, got {objectness!r}")
-
-
 def check_gains(box_gain: float, class_gain: float) -> None:
-    """ValueError naming the setting when a loss gain is not a positive finite number."""
-    for name, gain in (("box_gain", box_gain), ("class_gain", class_gain)):
-        if not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain > 0):
-            raise ValueError(f"{name} must be a positive number, got {gain!r}")
+    """SettingError (a ValueError) naming the setting when a loss gain is not a positive finite
+    number (:func:`yolo3.config.train_config.check_value`)."""
+    check_value("box_gain", box_gain)
+    check_value("class_gain", class_gain)
 
 
 def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
@@ -211,10 +203,10 @@ class YoloLoss(keras.layers.Layer):
                  class_gain: float = 1.0, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
-        _check_choices(box_loss, objectness)
+        for setting, value in (("box_loss", box_loss), ("objectness", objectness),
+                               ("label_smoothing", label_smoothing), ("ignore_iou", ignore_thresh)):
+            check_value(setting, value)
         check_gains(box_gain, class_gain)
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
         self.num_classes = int(num_classes)
         self.ignore_thresh = float(ignore_thresh)

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import check_input_size, strides_for
+from yolo3.config.train_config import check_value
 from yolo3.ops.box_ops import wh_iou_tf
 from yolo3.ops.boxes import wh_iou
 
@@ -37,10 +38,7 @@ def _masks_and_strides(anchors, anchor_mask: Masks) -> Tuple[np.ndarray, List[Li
 
 
 def _check_assign_iou(assign_iou: float) -> float:
-    assign_iou = float(assign_iou)
-    if not 0.0 < assign_iou <= 1.0:
-        raise ValueError(f"assign_iou must be in (0, 1] (1: only the best anchor), got {assign_iou}")
-    return assign_iou
+    return float(check_value("assign_iou", float(assign_iou)))
 
 
 def _first_positions(mask: Sequence[int]) -> List[int]:
