@@ -159,8 +159,10 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
     from yolo3.core.errors import CommandFailed, Yolo3Error
     configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False),
                       getattr(args, "parser", None))
+    from yolo3.cli.quiet import quiet_tensorflow
+    loud = getattr(args, "verbose", False) or getattr(args, "debug", False)
     try:
-        with terminate_as_interrupt():
+        with terminate_as_interrupt(), quiet_tensorflow(not loud):
             code = run(args)
         return EXIT_OK if code is None else int(code)
     except CommandFailed as e:
