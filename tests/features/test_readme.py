@@ -1,4 +1,5 @@
-"""The README stays true: every tool command it shows exists and accepts the flags it uses."""
+"""The README and docs/ stay true: every tool command they show exists and accepts the flags it
+uses, and the README stays a page for users (its length, its links)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,12 +15,15 @@ import pytest
 from locations import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = {path.name: path.read_text(encoding="utf-8") for path in sorted((REPO / "docs").glob("*.md"))}
+TEXTS = [README, *DOCS.values()]  # the commands they show are checked alike
 
 
 def _shell_commands() -> list:
     """Commands in the README's bash blocks, continuation lines joined, env assignments dropped."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+    blocks = [b for text in TEXTS for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S)]
+    for block in blocks:
         text = block.replace("\\\n", " ")
         for line in text.splitlines():
             line = line.split("  #", 1)[0].strip()
@@ -29,8 +33,9 @@ def _shell_commands() -> list:
             while words and re.match(r"^[A-Z_]+=", words[0]):
                 words.pop(0)
             commands.append(words)
-    for inline in re.findall(r"`(python [^`]+)`", README):  # e.g. the commands of the figures table
-        commands.append(shlex.split(inline))
+    for text in TEXTS:  # e.g. the commands of the figures tables
+        for inline in re.findall(r"`(python [^`]+)`", text):
+            commands.append(shlex.split(inline))
     return commands
 
 
@@ -97,7 +102,8 @@ def test_every_readme_tool_command_exists_and_accepts_its_flags():
     assert {"train_multi_gpu.py", "tools/benchmark_training.py", "tools/benchmark_data.py",
             "tools/benchmark_inference.py", "tools/benchmark_convert.py",
             "tools/benchmark_recipe.py", "tools/benchmark_export.py"} <= scripts
-    table = README[README.index("## The command line"):README.index("## A 5-minute tour")]
+    start = README.index("## The command line")
+    table = README[start:README.index("\n## ", start + 1)]
     for script in REPO.glob("tools/*.py"):  # every tool script is named in the command table
         assert f"tools/{script.name}" in table or script.name.startswith("benchmark_"), script.name
     helps = {}
@@ -136,3 +142,28 @@ def test_demo_options_in_readme_exist_with_their_defaults():
         variable = re.search(rf"{re.escape(flag)}\) (\w+)=", demo).group(1)
         assert re.search(rf"^{variable}={re.escape(default)}$", demo, flags=re.M), \
             f"README says {flag} defaults to {default}; demo.sh sets {variable} otherwise"
+
+
+def test_the_readme_is_a_page_for_users():
+    """At most about 400 lines; the full figures, the recipe and the architecture live in docs/,
+    and every link it makes to them (and to its own headings) leads somewhere."""
+    assert len(README.splitlines()) <= 400
+    for name in ("benchmarks.md", "recipe.md", "architecture.md", "guide.md", "ci.md"):
+        assert f"docs/{name}" in README and name in DOCS
+    anchors = {_anchor(h) for h in re.findall(r"^#+ (.+)$", README, flags=re.M)}
+    for target in re.findall(r"\]\(([^)]+)\)", README):
+        path, _, anchor = target.partition("#")
+        if not path:
+            assert anchor in anchors, target
+            continue
+        assert (REPO / path).exists(), target
+        if anchor:
+            text = (REPO / path).read_text(encoding="utf-8")
+            assert anchor in {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}, \
+                target
+
+
+def _anchor(heading: str) -> str:
+    """A heading's link anchor as GitHub makes it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
