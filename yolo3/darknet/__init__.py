@@ -1,8 +1,9 @@
-"""Darknet cfg/weights <-> Keras bodies: parsing, conversion, export and random test weights.
+"""Darknet's file formats: the cfg parser (no Keras), the weights file, the cfg of a registered
+variant (``layout``) and random weights for tests and benchmarks. Converting Darknet weights into a
+Keras body is :mod:`yolo3.checkpoint.darknet_convert`, writing a body back as Darknet files
+:mod:`yolo3.export.darknet`.
 
-Submodules: :mod:`~yolo3.darknet.cfg` (parser, no Keras), :mod:`~yolo3.darknet.weights` (file
-format), :mod:`~yolo3.checkpoint.darknet_convert` (Darknet -> Keras), :mod:`~yolo3.export.darknet`
-(Keras -> Darknet), :mod:`~yolo3.darknet.random_weights`. Keras is imported lazily.
+Imports ``config`` and ``core``; no backend.
 """
 from yolo3.darknet.cfg import DarknetCfg, equivalent, parse_cfg, parse_cfg_text
 from yolo3.darknet.weights import Header, read_weights, write_weights
