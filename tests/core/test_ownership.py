@@ -189,3 +189,19 @@ def test_a_file_where_the_folder_should_be_is_refused(tmp_path):
     path.write_text("a file")
     with pytest.raises(SettingError, match="must be a folder"):
         check_output_folder(path, "--out")
+
+
+def test_claiming_a_folder_sweeps_what_a_killed_writer_left_in_it(tmp_path):
+    import subprocess
+    import sys
+
+    from yolo3.core.fileio import temporary_owner, temporary_prefix
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    host, _ = temporary_owner(temporary_prefix("x"))
+    out = tmp_path / "drawn"
+    out.mkdir()
+    stale = out / f"{TEMP_PREFIX}{host}-{child.pid}-dog.jpg-abc.jpg"  # a killed detect's image
+    stale.write_bytes(b"half")
+    claim(out, names=["dog.jpg"])
+    assert sorted(os.listdir(out)) == [MARKER]

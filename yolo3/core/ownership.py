@@ -147,9 +147,12 @@ def _unique(names: Iterable[str]) -> List[str]:
 
 def claim(path: PathLike, names: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
     """Record ``names`` (exact entry names) and ``patterns`` (``fnmatch`` patterns) as yolo3's in
-    the marker of the folder ``path`` (made if needed), beside what it claims already. Call it
+    the marker of the folder ``path`` (made if needed), beside what it claims already, and sweep
+    what killed writers left there (:func:`~yolo3.core.fileio.remove_stale_temporaries`): a
+    writer that then writes many files with ``sweep=False`` starts from a clean folder. Call it
     before creating the entries."""
     os.makedirs(path, exist_ok=True)
+    remove_stale_temporaries(path)
     old_names, old_patterns = _read_marker(os.fspath(path))
     new_names = _unique([*old_names, *names])
     new_patterns = _unique([*old_patterns, *patterns])
