@@ -33,8 +33,8 @@ from yolo3.core.deprecation import accepts_old_keywords
 from yolo3.core.errors import CommandFailed, FileFormatError, PathLike, SettingError
 from yolo3.evaluation.visualize import draw_detections
 from yolo3.inference.engines import EngineChoice, engine_runner, resolve_engine
-from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 from yolo3.inference.exported import ExportedDetector
+from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 from yolo3.inference.runners import batched, is_exported
 from yolo3.modeling.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
 from yolo3.ops.decode import decode_detections

@@ -25,8 +25,14 @@ from yolo3.config.masks import default_masks
 from yolo3.core.errors import ArgumentError, FileFormatError, PathLike
 from yolo3.data.class_names import read_classes
 from yolo3.inference.engines import EngineChoice
-from yolo3.inference.runners import (OpenVINORunner, TFLiteRunner, batched, open_runner,
-                                     ordered_raw_maps, stream_outputs)
+from yolo3.inference.runners import (
+    OpenVINORunner,
+    TFLiteRunner,
+    batched,
+    open_runner,
+    ordered_raw_maps,
+    stream_outputs,
+)
 from yolo3.ops.anchors import read_anchors
 from yolo3.ops.decode import decode_detections
 from yolo3.ops.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf

@@ -14,7 +14,7 @@ from yolo3.modeling.batch_norm import BatchNormalization, has_fused_batch_norms
 from yolo3.modeling.keras_compat import inbound_tensors, node_counts, producing_layer
 
 __all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype",
-           "keras_batch_norms"]
+           "keras_batch_norms", "float32_body"]
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
@@ -124,3 +124,11 @@ def keras_batch_norms(model: keras.Model) -> keras.Model:
                 else layer.__class__)
         return kind.from_config(layer.get_config())
     return _copy(model, rebuild)
+
+
+def float32_body(body: keras.Model) -> keras.Model:
+    """``body`` itself when it computes in float32, else a float32 copy with its weights (what a
+    checkpoint of a mixed-precision run holds, so that detectors compute in float32 by default)."""
+    if all(layer.dtype_policy.name == "float32" for layer in body.layers):
+        return body
+    return with_compute_dtype(body, "float32")

@@ -41,14 +41,14 @@ from yolo3.evaluation.visualize import (
     plot_pr_curves,
 )
 from yolo3.inference.detector import YOLO
-from yolo3.modeling.graph_surgery import with_compute_dtype
+from yolo3.modeling.graph_surgery import float32_body
 from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
 from yolo3.training.resume import save_resume_state
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["TemplateCheckpoint", "StopOnNaN", "MapEvaluation", "PreciseBatchNorm",
-           "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock", "float32_body"]
+           "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock"]
 
 
 def _after_progress_bar(callback: keras.callbacks.Callback) -> str:
@@ -131,14 +131,6 @@ class TemplateCheckpoint(keras.callbacks.Callback):
             save_resume_state(self.output_dir, epoch + 1, self.template, optimizer, self.best,
                               ema_in_model=self.ema and uses_ema(optimizer),
                               variant=self.info.variant if self.info is not None else None)
-
-
-def float32_body(body: keras.Model) -> keras.Model:
-    """``body`` itself when it computes in float32, else a float32 copy with its weights (what a
-    checkpoint of a mixed-precision run holds, so that detectors compute in float32 by default)."""
-    if all(layer.dtype_policy.name == "float32" for layer in body.layers):
-        return body
-    return with_compute_dtype(body, "float32")
 
 
 class MapEvaluation(keras.callbacks.Callback):

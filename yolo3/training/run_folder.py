@@ -20,14 +20,12 @@ from yolo3.core.log import NOTICE
 from yolo3.core.ownership import check_output_folder, claim
 from yolo3.core.paths import check_output_dir
 from yolo3.data.class_names import fits_classes_file, read_classes, write_classes
+from yolo3.modeling.graph_surgery import float32_body
 from yolo3.ops.anchors import (
     read_anchors,
     write_anchors,
 )
-from yolo3.training.callbacks import (
-    StopOnNaN,
-    float32_body,
-)
+from yolo3.training.callbacks import StopOnNaN
 from yolo3.training.data_step import TrainData
 from yolo3.training.distribute import (
     ClusterTask,
