@@ -49,8 +49,8 @@ def test_from_an_old_path_import_works_as_before():
     for module in ("yolo3.train", "yolo3.runtimes"):
         sys.modules.pop(module, None)
     with pytest.warns(DeprecationWarning):
-        from yolo3.train import TrainConfig, prepare_data, train  # noqa: F401
         from yolo3.runtimes import ExportedDetector, load_detector  # noqa: F401
+        from yolo3.train import TrainConfig, prepare_data, train  # noqa: F401
     from yolo3.inference.detector import load_detector as new
     assert load_detector is new and train.__module__ == "yolo3.training.train"
     assert prepare_data.__module__ == "yolo3.training.data_step"

@@ -22,11 +22,11 @@ from yolo3.training.callbacks import MapEvaluation
 from yolo3.training.data_step import prepare_data
 from yolo3.training.datasets import make_datasets
 from yolo3.training.models import build_models
-from yolo3.training.placement import pick_strategy
+from yolo3.training.placement import pick_strategy, use_xla
 from yolo3.training.resume import restore_resume_state
 from yolo3.training.run_folder import prepare_output
-from yolo3.training.stages import Stage, run_stage
-from yolo3.training.train import _callbacks, _jit, _optimizer, train, validate_config
+from yolo3.training.stages import Stage, run_stage, stage_callbacks, stage_optimizer
+from yolo3.training.train import train, validate_config
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_ema_weights_are_what_checkpoints_and_the_final_model_hold(dataset, tmp_
             if epoch == 0:
                 shutil.copytree(run.output, snapshot)
 
-    callbacks = [recorder] + _callbacks(config, run, checkpoint, StopOnNaN()) + [Snapshot()]
+    callbacks = [recorder] + stage_callbacks(config, run, checkpoint, StopOnNaN()) + [Snapshot()]
     run_stage(Stage(0, 2, False), config, body, template, placement,
               make_datasets(config, data, placement), callbacks)
     average = None
@@ -180,7 +180,7 @@ def test_ema_weights_are_what_checkpoints_and_the_final_model_hold(dataset, tmp_
     state = load_resume_state(snapshot)
     assert state["ema_in_model"] and state["epoch"] == 1
     _, _, _, _, fresh = _pieces(config)
-    optimizer = _optimizer(config, placement.steps, 2)
+    optimizer = stage_optimizer(config, placement.steps, 2)
     restore_resume_state(state, fresh, optimizer, fresh.trainable_variables)
     for variable, expected in zip(fresh.trainable_variables, trained):
         np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6, atol=1e-7)
@@ -195,7 +195,7 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     assert (loss.box_loss, loss.label_smoothing, loss.true_boxes) == ("giou", 0.1, True)
     assert template.get_layer("true_boxes").batch_shape == (None, 7, 5)
     assert body.input_shape[1:3] == (None, None)  # multi-scale: any input size
-    optimizer = _optimizer(config, placement.steps, 2)
+    optimizer = stage_optimizer(config, placement.steps, 2)
     assert isinstance(optimizer, keras.optimizers.SGD) and optimizer.weight_decay == 1e-3
     assert optimizer.use_ema and placement.steps == 3
     # SGD's default peak 1e-2, one warm-up epoch of 3 steps: step 0 runs at a third of it
@@ -260,7 +260,7 @@ def test_jit_compiles_the_step_but_never_the_wrapper(dataset, tmp_path, caplog):
     class Wrapped:
         uses_wrapper = True
 
-    assert not _jit(config, Wrapped()) and not _jit(_config(dataset, out, jit="off"), Wrapped())
+    assert not use_xla(config, Wrapped()) and not use_xla(_config(dataset, out, jit="off"), Wrapped())
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -10,8 +10,16 @@ import itertools
 import numpy as np
 import pytest
 
-from yolo3.inference.runners import (OnnxRunner, SavedModelRunner, TFLiteRunner, batched,
-                                     is_exported, open_runner, relative_error, stream_outputs)
+from yolo3.inference.runners import (
+    OnnxRunner,
+    SavedModelRunner,
+    TFLiteRunner,
+    batched,
+    is_exported,
+    open_runner,
+    relative_error,
+    stream_outputs,
+)
 
 
 def test_batched_reads_lazily_in_lists():

@@ -7,8 +7,13 @@ import dataclasses
 import pytest
 
 from yolo3.config.train_config import ConfigError
-from yolo3.training.placement import (on_gpu, pick_strategy, sharing, training_precision,
-                                      use_xla)
+from yolo3.training.placement import (
+    on_gpu,
+    pick_strategy,
+    sharing,
+    training_precision,
+    use_xla,
+)
 
 
 def test_one_device_takes_the_whole_batch_and_a_pass_over_the_data(step_config):
