@@ -444,9 +444,9 @@ def test_evaluate_counts_unreadable_images_and_exits_1(world, tmp_path, capsys):
 def test_a_decode_failure_inside_the_pipeline_names_the_file(world, tmp_path, capsys, monkeypatch):
     """More images than are decoded up front (here: any): training starts at once, and the
     truncated file is named when the pipeline meets it (exit 1, no traceback)."""
-    import yolo3.training.train
+    import yolo3.training.data_step
     monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(yolo3.training.train, "UPFRONT_DECODE_LIMIT", 0)
+    monkeypatch.setattr(yolo3.training.data_step, "UPFRONT_DECODE_LIMIT", 0)
     argv, _, image = _bad_image("truncated")(world, tmp_path)
     code = yolo3_main([str(a) for a in argv + ["--eval-every", "0"]])
     out, err = capsys.readouterr()

@@ -185,11 +185,14 @@ def test_the_command_line_prints_the_engine_once_and_refuses_a_missing_one(tiny,
 
 
 def test_load_detector_lives_in_the_detector_module_and_its_old_place_warns():
+    import sys
+
     import yolo3
     import yolo3.inference.detector
-    import yolo3.inference.runners
     assert yolo3.load_detector is yolo3.inference.detector.load_detector
-    with pytest.warns(DeprecationWarning, match="yolo3.inference.detector.load_detector"):
-        assert yolo3.inference.runners.load_detector is yolo3.inference.detector.load_detector
+    sys.modules.pop("yolo3.runtimes", None)
+    with pytest.warns(DeprecationWarning, match="yolo3.runtimes is now yolo3.inference.runners"):
+        import yolo3.runtimes as old
+    assert old.load_detector is yolo3.inference.detector.load_detector
     with pytest.raises(AttributeError):
-        yolo3.inference.runners.no_such_name
+        old.no_such_name
