@@ -56,6 +56,9 @@ setup(
             "matplotlib",
             # the layer contracts in .importlinter, checked by tests/features/test_structure.py
             "import-linter>=2.1",
+            # the same training step on JAX as on TensorFlow (tests/features/test_backends.py);
+            # PyTorch's wheel pulls gigabytes of CUDA libraries: its tests run where it is installed
+            "jax>=0.4.30",
             *EXPORT,
         ],
         "plot": ["matplotlib"],

@@ -1,11 +1,13 @@
-"""The TensorFlow box operations (yolo3.ops.box_ops) against their NumPy twins in yolo3.ops.boxes,
-which test_boxes checks against float64 loops; float64 inputs, so the two must agree to rounding."""
+"""The box operations on tensors (yolo3.ops.box_ops, keras.ops; the pipeline's wh_iou_tf in
+yolo3.ops.targets) against their NumPy twins in yolo3.ops.boxes, which test_boxes checks against
+float64 loops; float64 inputs, so the two must agree to rounding."""
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
 
-from yolo3.ops.box_ops import box_iou, swap_last_pair, wh_iou_tf
+from yolo3.ops.box_ops import box_iou, swap_last_pair
+from yolo3.ops.targets import wh_iou_tf
 from yolo3.ops.boxes import cxcywh_to_xyxy, iou_xyxy, wh_iou
 
 

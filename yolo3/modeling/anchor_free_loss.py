@@ -9,7 +9,7 @@ the step compiles with XLA.
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.modeling.loss import check_gains
@@ -39,7 +39,7 @@ class AnchorFreeLoss(keras.layers.Layer):
         terms = anchor_free.loss_terms(inputs, true_boxes, self.head, self.num_classes,
                                        self.box_gain, self.class_gain)
         total = terms["box"] + terms["dfl"] + terms["class"]
-        return tf.reshape(total, [1])
+        return ops.reshape(total, [1])
 
     def compute_output_shape(self, input_shape):
         return (1,)

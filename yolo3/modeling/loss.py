@@ -25,15 +25,18 @@ where the predicted box's best IoU with ALL ground-truth boxes of its image is b
 ``ignore_thresh`` (Darknet's rule; keras-yolo3 used only the same scale's boxes). The ground truth
 is either the boxes of every scale's ``y_true`` (their count per image is data-dependent) or, for an
 XLA-compilable step, the image's boxes padded to a static ``max_boxes`` (``true_boxes``). Computed
-in float32 whatever the outputs' dtype.
+in float32 whatever the outputs' dtype, in ``keras.ops``: the same on every Keras backend (the
+ground truth gathered from ``y_true``, whose size is data-dependent, needs TensorFlow's ragged
+tensors; with ``true_boxes``, as the training model gives them, nothing does).
 """
 from __future__ import annotations
 
+import logging
 from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
@@ -53,12 +56,18 @@ def _masks(anchors: np.ndarray, anchor_mask: Masks) -> List[List[int]]:
                           len(anchors))
 
 
-def gather_true_boxes(y_true: Sequence[tf.Tensor]) -> tf.Tensor:
+def gather_true_boxes(y_true: Sequence):
     """All ground-truth boxes of each image, from every scale: ``(batch, max_true, 4)`` cxcywh.
 
     ``max_true`` is the largest box count in the batch (at least 1); images with fewer boxes are
-    padded with zero boxes, whose IoU with anything is 0. No loop over the batch (ragged compaction).
+    padded with zero boxes, whose IoU with anything is 0. No loop over the batch (ragged compaction:
+    TensorFlow only; other backends take ``true_boxes``).
     """
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(f"the loss without true_boxes gathers the ground truth with TensorFlow's "
+                         f"ragged tensors; on the {keras.backend.backend()} backend give "
+                         "true_boxes (the padded boxes, as the training model does)")
+    import tensorflow as tf  # the Keras backend is TensorFlow here
     flat = [tf.reshape(tf.cast(y, tf.float32)[..., :5], [tf.shape(y)[0], -1, 5]) for y in y_true]
     flat = tf.concat(flat, axis=1)  # (batch, cells, 5)
     present = flat[..., 4] > 0
@@ -69,20 +78,25 @@ def gather_true_boxes(y_true: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.concat([boxes, pad], axis=1)
 
 
-def pixel_boxes_to_cxcywh(boxes: tf.Tensor, input_wh: tf.Tensor) -> tf.Tensor:
+def pixel_boxes_to_cxcywh(boxes, input_wh):
     """``(batch, n, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows: padding) -> ``(batch,
     n, 4)`` ``cx, cy, w, h`` relative to the input (padding stays zero: IoU 0 with anything)."""
-    boxes = tf.cast(boxes, tf.float32)
+    boxes = ops.cast(boxes, "float32")
     xy = (boxes[..., 0:2] + boxes[..., 2:4]) / 2.0 / input_wh
     wh = (boxes[..., 2:4] - boxes[..., 0:2]) / input_wh
-    return tf.concat([xy, tf.maximum(wh, 0.0)], axis=-1)
+    return ops.concatenate([xy, ops.maximum(wh, 0.0)], axis=-1)
+
+
+def _bce(labels, logits):
+    """Binary cross-entropy of ``logits`` against ``labels``, elementwise (TensorFlow's
+    ``sigmoid_cross_entropy_with_logits`` on that backend)."""
+    return ops.binary_crossentropy(labels, logits, from_logits=True)
 
 
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
                anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
-               true_boxes: Optional[tf.Tensor] = None,
-               objectness: str = "one", box_gain: float = 1.0,
-               class_gain: float = 1.0) -> Dict[str, tf.Tensor]:
+               true_boxes=None, objectness: str = "one", box_gain: float = 1.0,
+               class_gain: float = 1.0) -> Dict[str, object]:
     """The batch-mean loss terms: ``xy`` and ``wh`` (``box_loss="mse"``) or ``box`` (IoU losses),
     ``confidence``, ``class`` (scalars summed over the scales) and ``ignored`` (predictions whose
     objectness loss the ignore mask dropped).
@@ -104,57 +118,60 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     if len(args) != 2 * num_layers:
         raise ValueError(f"yolo_loss expects {num_layers} outputs and {num_layers} y_true tensors "
                          f"for anchor masks {masks}, got {len(args)} tensors")
-    outputs = [tf.cast(t, tf.float32) for t in args[:num_layers]]
-    y_true = [tf.cast(t, tf.float32) for t in args[num_layers:]]
-    input_hw = tf.shape(outputs[0])[1:3] * 32
-    input_wh = tf.cast(swap_last_pair(input_hw), tf.float32)
-    batch = tf.cast(tf.shape(outputs[0])[0], tf.float32)
+    outputs = [ops.cast(t, "float32") for t in args[:num_layers]]
+    y_true = [ops.cast(t, "float32") for t in args[num_layers:]]
+    _, gh, gw = ops.shape(outputs[0])[:3]
+    input_hw = ops.stack([gh * 32, gw * 32])
+    input_wh = ops.cast(swap_last_pair(input_hw), "float32")
+    batch = ops.cast(ops.shape(outputs[0])[0], "float32")
     truth = (gather_true_boxes(y_true) if true_boxes is None
              else pixel_boxes_to_cxcywh(true_boxes, input_wh))
-    truth = truth[:, tf.newaxis, tf.newaxis, tf.newaxis]  # (b, 1, 1, 1, T, 4)
-    bce = tf.nn.sigmoid_cross_entropy_with_logits
+    truth = truth[:, None, None, None]  # (b, 1, 1, 1, T, 4)
     keys = ("xy", "wh") if box_loss == "mse" else ("box",)
-    terms = {k: tf.constant(0.0, tf.float32) for k in (*keys, "confidence", "class", "ignored")}
+    terms = {k: ops.zeros((), "float32") for k in (*keys, "confidence", "class", "ignored")}
     for feats, y, mask in zip(outputs, y_true, masks):
-        layer_anchors = anchors[mask]
+        layer_anchors = ops.convert_to_tensor(anchors[mask])
         grid, raw_pred, pred_xy, pred_wh = yolo_head(feats, layer_anchors, num_classes, input_hw,
                                                      calc_loss=True)
         object_mask = y[..., 4:5]
         box_loss_scale = 2.0 - y[..., 2:3] * y[..., 3:4]
-        pred_box = tf.concat([pred_xy, pred_wh], axis=-1)
-        best_iou = tf.reduce_max(box_iou(pred_box, truth), axis=-1, keepdims=True)
-        ignore_mask = tf.stop_gradient(tf.cast(best_iou < ignore_thresh, tf.float32))
+        pred_box = ops.concatenate([pred_xy, pred_wh], axis=-1)
+        best_iou = ops.max(box_iou(pred_box, truth), axis=-1, keepdims=True)
+        ignore_mask = ops.stop_gradient(ops.cast(best_iou < ignore_thresh, "float32"))
         if box_loss != "mse" or objectness == "iou":
             # the decoded box with its size capped (exp of a huge logit would be inf), in pixels
-            capped_wh = tf.exp(tf.minimum(raw_pred[..., 2:4], _MAX_LOG_WH)) * layer_anchors
-            pred_px = tf.concat([pred_xy * input_wh, capped_wh], axis=-1)
-            true_px = tf.concat([y[..., 0:2] * input_wh, y[..., 2:4] * input_wh], axis=-1)
+            capped_wh = ops.exp(ops.minimum(raw_pred[..., 2:4], _MAX_LOG_WH)) * layer_anchors
+            pred_px = ops.concatenate([pred_xy * input_wh, capped_wh], axis=-1)
+            true_px = ops.concatenate([y[..., 0:2] * input_wh, y[..., 2:4] * input_wh], axis=-1)
 
         if box_loss == "mse":
-            grid_wh = tf.cast(swap_last_pair(tf.shape(feats)[1:3]), tf.float32)
+            _, fh, fw = ops.shape(feats)[:3]
+            grid_wh = ops.cast(ops.stack([fw, fh]), "float32")
             has_object = object_mask > 0
             raw_true_xy = y[..., 0:2] * grid_wh - grid
             ratio = y[..., 2:4] / layer_anchors * input_wh
-            safe_ratio = tf.where(has_object & (ratio > 0), ratio, tf.ones_like(ratio))
-            raw_true_wh = tf.math.log(safe_ratio)
-            xy_loss = object_mask * box_loss_scale * bce(raw_true_xy, raw_pred[..., 0:2])
-            wh_loss = object_mask * box_loss_scale * 0.5 * tf.square(raw_true_wh - raw_pred[..., 2:4])
-            terms["xy"] += box_gain * tf.reduce_sum(xy_loss) / batch
-            terms["wh"] += box_gain * tf.reduce_sum(wh_loss) / batch
+            safe_ratio = ops.where(ops.logical_and(has_object, ratio > 0), ratio,
+                                   ops.ones_like(ratio))
+            raw_true_wh = ops.log(safe_ratio)
+            xy_loss = object_mask * box_loss_scale * _bce(raw_true_xy, raw_pred[..., 0:2])
+            wh_loss = object_mask * box_loss_scale * 0.5 * ops.square(raw_true_wh
+                                                                      - raw_pred[..., 2:4])
+            terms["xy"] += box_gain * ops.sum(xy_loss) / batch
+            terms["wh"] += box_gain * ops.sum(wh_loss) / batch
         else:
             quality = iou_variant(pred_px, true_px, box_loss)
-            terms["box"] += box_gain * tf.reduce_sum(
+            terms["box"] += box_gain * ops.sum(
                 object_mask * box_loss_scale * (1.0 - quality)) / batch
         conf_target = object_mask
         if objectness == "iou":
-            conf_target = object_mask * tf.stop_gradient(iou_variant(pred_px, true_px, "iou"))
-        conf_bce = bce(conf_target, raw_pred[..., 4:5])
+            conf_target = object_mask * ops.stop_gradient(iou_variant(pred_px, true_px, "iou"))
+        conf_bce = _bce(conf_target, raw_pred[..., 4:5])
         confidence_loss = object_mask * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
         class_true = y[..., 5:] * (1.0 - label_smoothing) + 0.5 * label_smoothing
-        class_loss = object_mask * bce(class_true, raw_pred[..., 5:])
-        terms["confidence"] += tf.reduce_sum(confidence_loss) / batch
-        terms["class"] += class_gain * tf.reduce_sum(class_loss) / batch
-        terms["ignored"] += tf.reduce_sum((1.0 - object_mask) * (1.0 - ignore_mask))
+        class_loss = object_mask * _bce(class_true, raw_pred[..., 5:])
+        terms["confidence"] += ops.sum(confidence_loss) / batch
+        terms["class"] += class_gain * ops.sum(class_loss) / batch
+        terms["ignored"] += ops.sum((1.0 - object_mask) * (1.0 - ignore_mask))
     return terms
 
 
@@ -167,22 +184,36 @@ def check_gains(box_gain: float, class_gain: float) -> None:
 
 def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
               print_loss: bool = False, *, anchor_mask: Masks = None, box_loss: str = "mse",
-              label_smoothing: float = 0.0, true_boxes: Optional[tf.Tensor] = None,
-              objectness: str = "one", box_gain: float = 1.0, class_gain: float = 1.0
-              ) -> tf.Tensor:
+              label_smoothing: float = 0.0, true_boxes=None,
+              objectness: str = "one", box_gain: float = 1.0, class_gain: float = 1.0):
     """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
-    keras-yolo3's argument order (``print_loss`` prints the total and the terms with ``tf.print``);
+    keras-yolo3's argument order (``print_loss`` prints the total and the terms as they are
+    computed, ``keras.ops.print`` where the backend has it);
     ``anchor_mask`` defaults to :func:`yolo3.ops.anchors.default_masks` (keras-yolo3's own masks are
     the default of :func:`yolo3.compat.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
     """
     terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
                        box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes,
                        objectness=objectness, box_gain=box_gain, class_gain=class_gain)
-    total = tf.add_n([v for k, v in terms.items() if k != "ignored"])
+    total = sum(v for k, v in terms.items() if k != "ignored")
     if print_loss:
-        tf.print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
+        _print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
     return total
+
+
+def _print(*values) -> None:
+    """Print values as the step runs, inside a compiled graph too (keras-yolo3's
+    ``print_loss``): ``tf.print`` on TensorFlow, ``jax.debug.print`` on JAX, the log elsewhere."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # the Keras backend is TensorFlow here
+        tf.print(*values)
+    elif backend == "jax":
+        import jax  # the Keras backend is JAX here
+        jax.debug.print(" ".join("{}" for _ in values), *values)
+    else:
+        logging.getLogger(__name__).info(" ".join(str(ops.convert_to_numpy(v)) for v in values))
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
@@ -227,7 +258,7 @@ class YoloLoss(keras.layers.Layer):
                          label_smoothing=self.label_smoothing, true_boxes=boxes,
                          objectness=self.objectness, box_gain=self.box_gain,
                          class_gain=self.class_gain)
-        return tf.reshape(loss, [1])
+        return ops.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):
         return (1,)

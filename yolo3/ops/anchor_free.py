@@ -1,4 +1,5 @@
-"""The anchor-free head in TensorFlow: decoding its raw maps, and its training targets and loss.
+"""The anchor-free head in ``keras.ops`` (the same on every Keras backend): decoding its raw maps,
+and its training targets and loss.
 
 Raw maps (:mod:`yolo3.config.anchor_free_head`): per cell of stride ``s``, ``4 x reg_max`` distance
 logits (left, top, right, bottom) then ``C`` class logits. A side's distance is the expectation of
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from typing import Dict, Sequence, Tuple
 
-import tensorflow as tf
+from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.ops.box_ops import corners_to_cxcywh, iou_variant
@@ -46,149 +47,157 @@ __all__ = ["TOPK", "ALPHA", "BETA", "flatten_outputs", "cell_centres", "expected
            "dfl", "loss_terms"]
 
 
-def flatten_outputs(outputs: Sequence[tf.Tensor], head: AnchorFreeHead, num_classes: int
-                    ) -> Tuple[tf.Tensor, tf.Tensor]:
+def flatten_outputs(outputs: Sequence, head: AnchorFreeHead, num_classes: int) -> Tuple:
     """Raw maps ``(batch, h / s, w / s, 4 * reg_max + C)`` per stride -> distance logits ``(batch,
     N, 4, reg_max)`` and class logits ``(batch, N, C)``, float32, cells in :func:`cell_centres`
     order."""
     channels = head.channels(num_classes)
-    flat = tf.concat([tf.reshape(tf.cast(o, tf.float32), [tf.shape(o)[0], -1, channels])
-                      for o in outputs], axis=1)
-    distances = tf.reshape(flat[..., :head.box_channels], [tf.shape(flat)[0], -1, 4, head.reg_max])
+    flat = ops.concatenate([ops.reshape(ops.cast(o, "float32"), [ops.shape(o)[0], -1, channels])
+                            for o in outputs], axis=1)
+    distances = ops.reshape(flat[..., :head.box_channels],
+                            [ops.shape(flat)[0], -1, 4, head.reg_max])
     return distances, flat[..., head.box_channels:]
 
 
-def expected_distances(logits: tf.Tensor) -> tf.Tensor:
+def expected_distances(logits):
     """``(..., 4, reg_max)`` distance logits -> ``(..., 4)`` expected distances in strides."""
-    bins = tf.range(tf.shape(logits)[-1], dtype=logits.dtype)
-    return tf.reduce_sum(tf.nn.softmax(logits, axis=-1) * bins, axis=-1)
+    bins = ops.arange(logits.shape[-1], dtype=logits.dtype)
+    return ops.sum(ops.softmax(logits, axis=-1) * bins, axis=-1)
 
 
-def distances_to_corners(distances: tf.Tensor, points: tf.Tensor, strides: tf.Tensor
-                         ) -> tf.Tensor:
+def distances_to_corners(distances, points, strides):
     """``(..., N, 4)`` left, top, right, bottom in strides at cells ``points`` ``(N, 2)`` pixels of
     ``strides`` ``(N, 1)`` -> ``(..., N, 4)`` ``x1, y1, x2, y2`` pixels."""
     pixels = distances * strides
-    return tf.concat([points - pixels[..., 0:2], points + pixels[..., 2:4]], axis=-1)
+    return ops.concatenate([points - pixels[..., 0:2], points + pixels[..., 2:4]], axis=-1)
 
 
-def cell_centres(outputs: Sequence[tf.Tensor], strides: Sequence[int]
-                 ) -> Tuple[tf.Tensor, tf.Tensor]:
+def cell_centres(outputs: Sequence, strides: Sequence[int]) -> Tuple:
     """The cells of ``outputs`` (one map per stride, largest first) in the order
     :func:`flatten_outputs` gives them (row-major per output): centres ``(N, 2)`` ``(x, y)`` input
     pixels and strides ``(N, 1)``, float32 (any map size: multi-scale training)."""
     centres, cell_strides = [], []
     for output, stride in zip(outputs, strides):
-        shape = tf.shape(output)
-        y, x = tf.meshgrid(tf.range(shape[1]), tf.range(shape[2]), indexing="ij")
-        xy = tf.cast(tf.reshape(tf.stack([x, y], axis=-1), [-1, 2]), tf.float32)
+        _, h, w = ops.shape(output)[:3]
+        y, x = ops.meshgrid(ops.arange(h), ops.arange(w), indexing="ij")
+        xy = ops.cast(ops.reshape(ops.stack([x, y], axis=-1), [-1, 2]), "float32")
         centres.append((xy + 0.5) * float(stride))
-        cell_strides.append(tf.fill([tf.shape(xy)[0], 1], float(stride)))
-    return tf.concat(centres, axis=0), tf.concat(cell_strides, axis=0)
+        cell_strides.append(ops.full_like(xy[:, :1], float(stride)))
+    return ops.concatenate(centres, axis=0), ops.concatenate(cell_strides, axis=0)
 
 
-def decode_outputs(outputs: Sequence[tf.Tensor], head: AnchorFreeHead, num_classes: int
-                   ) -> Tuple[tf.Tensor, tf.Tensor]:
+def decode_outputs(outputs: Sequence, head: AnchorFreeHead, num_classes: int) -> Tuple:
     """Raw maps of a batch -> boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` input pixels and class
     scores ``(batch, N, C)`` in [0, 1]."""
     distances, classes = flatten_outputs(outputs, head, num_classes)
     points, strides = cell_centres(outputs, head.strides)
-    return distances_to_corners(expected_distances(distances), points, strides), tf.sigmoid(classes)
+    return (distances_to_corners(expected_distances(distances), points, strides),
+            ops.sigmoid(classes))
 
 
-def _ciou(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+def _ciou(a, b):
     """CIoU of ``x1, y1, x2, y2`` boxes (broadcast), ``(...)``."""
     return iou_variant(corners_to_cxcywh(a), corners_to_cxcywh(b), "ciou")[..., 0]
 
 
-def task_aligned_assign(scores: tf.Tensor, boxes: tf.Tensor, points: tf.Tensor,
-                        true_boxes: tf.Tensor, num_classes: int, topk: int = TOPK,
-                        alpha: float = ALPHA, beta: float = BETA
-                        ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _gather_rows(values, index):
+    """``values`` ``(B, K, ...)`` at ``index`` ``(B, M)`` along axis 1 -> ``(B, M, ...)``
+    (``tf.gather(..., batch_dims=1)``)."""
+    extra = values.shape[2:]
+    index = ops.reshape(index, [*ops.shape(index), *([1] * len(extra))])
+    index = ops.broadcast_to(index, [*ops.shape(index)[:2], *ops.shape(values)[2:]])
+    return ops.take_along_axis(values, index, axis=1)
+
+
+def task_aligned_assign(scores, boxes, points, true_boxes, num_classes: int, topk: int = TOPK,
+                        alpha: float = ALPHA, beta: float = BETA) -> Tuple:
     """Task-aligned assignment (see the module docstring).
 
     scores ``(B, N, C)`` predicted class scores, boxes ``(B, N, 4)`` predicted corners, points
     ``(N, 2)`` cell centres (pixels), true_boxes ``(B, M, 5)`` padded ``x1, y1, x2, y2, class``.
     Returns the target boxes ``(B, N, 4)`` (a positive's true box; meaningless elsewhere), the
     class targets ``(B, N, C)`` (zero off the positives) and the positives ``(B, N)`` bool. No
-    gradient flows through it.
+    gradient flows through it. ``topk`` is capped at the cell count where that is known; an open
+    map size (multi-scale under TensorFlow) has at least 21 cells at the smallest input.
     """
-    scores, boxes = tf.stop_gradient(scores), tf.stop_gradient(boxes)
-    true_boxes = tf.cast(true_boxes, tf.float32)
-    corners, classes = true_boxes[..., :4], tf.cast(true_boxes[..., 4], tf.int32)
-    present = (corners[..., 2] > corners[..., 0]) & (corners[..., 3] > corners[..., 1])  # (B, M)
-    centres = points[tf.newaxis, tf.newaxis]  # (1, 1, N, 2)
-    margins = tf.concat([centres - corners[:, :, tf.newaxis, :2],
-                         corners[:, :, tf.newaxis, 2:] - centres], axis=-1)
-    candidate = (tf.reduce_min(margins, axis=-1) > 1e-9) & present[..., tf.newaxis]  # (B, M, N)
-    overlaps = tf.where(candidate, tf.maximum(_ciou(corners[:, :, tf.newaxis],
-                                                    boxes[:, tf.newaxis]), 0.0), 0.0)
-    class_scores = tf.gather(tf.transpose(scores, [0, 2, 1]),
-                             tf.clip_by_value(classes, 0, num_classes - 1), batch_dims=1)
-    alignment = tf.where(candidate, tf.pow(class_scores, alpha) * tf.pow(overlaps, beta), 0.0)
-    num_cells = tf.shape(alignment)[-1]
-    _, best = tf.math.top_k(alignment, k=tf.minimum(topk, num_cells))  # (B, M, k)
-    chosen = tf.reduce_max(tf.one_hot(best, num_cells, dtype=tf.float32), axis=-2) > 0
-    positive = chosen & candidate  # (B, M, N)
+    scores, boxes = ops.stop_gradient(scores), ops.stop_gradient(boxes)
+    true_boxes = ops.cast(true_boxes, "float32")
+    corners, classes = true_boxes[..., :4], ops.cast(true_boxes[..., 4], "int32")
+    present = ops.logical_and(corners[..., 2] > corners[..., 0],
+                              corners[..., 3] > corners[..., 1])  # (B, M)
+    centres = points[None, None]  # (1, 1, N, 2)
+    margins = ops.concatenate([centres - corners[:, :, None, :2],
+                               corners[:, :, None, 2:] - centres], axis=-1)
+    candidate = ops.logical_and(ops.min(margins, axis=-1) > 1e-9, present[..., None])  # (B, M, N)
+    overlaps = ops.where(candidate, ops.maximum(_ciou(corners[:, :, None],
+                                                      boxes[:, None]), 0.0), 0.0)
+    class_scores = _gather_rows(ops.transpose(scores, [0, 2, 1]),
+                                ops.clip(classes, 0, num_classes - 1))  # (B, M, N)
+    alignment = ops.where(candidate, ops.power(class_scores, alpha) * ops.power(overlaps, beta),
+                          0.0)
+    num_cells = ops.shape(alignment)[-1]
+    k = min(topk, num_cells) if isinstance(num_cells, int) else topk
+    _, best = ops.top_k(alignment, k=k)  # (B, M, k)
+    chosen = ops.max(ops.one_hot(best, num_cells, dtype="float32"), axis=-2) > 0
+    positive = ops.logical_and(chosen, candidate)  # (B, M, N)
     # a cell taken by several boxes keeps the one it overlaps most
-    most = tf.argmax(tf.where(positive, overlaps, -1.0), axis=1, output_type=tf.int32)  # (B, N)
-    keep = tf.transpose(tf.one_hot(most, tf.shape(alignment)[1], dtype=tf.float32), [0, 2, 1]) > 0
-    positive = positive & keep
-    foreground = tf.reduce_any(positive, axis=1)  # (B, N)
-    owner = tf.argmax(tf.cast(positive, tf.int32), axis=1, output_type=tf.int32)
-    target_boxes = tf.gather(corners, owner, batch_dims=1)
-    target_classes = tf.gather(classes, owner, batch_dims=1)
-    mask = tf.cast(positive, tf.float32)
-    alignment *= mask
-    best_alignment = tf.reduce_max(alignment, axis=-1, keepdims=True)  # (B, M, 1)
-    best_overlap = tf.reduce_max(overlaps * mask, axis=-1, keepdims=True)
-    quality = tf.reduce_max(alignment * best_overlap / (best_alignment + 1e-9), axis=1)  # (B, N)
-    target_scores = (tf.one_hot(target_classes, num_classes, dtype=tf.float32)
-                     * (quality * tf.cast(foreground, tf.float32))[..., tf.newaxis])
-    return (tf.stop_gradient(target_boxes), tf.stop_gradient(target_scores),
-            tf.stop_gradient(foreground))
+    most = ops.argmax(ops.where(positive, overlaps, -1.0), axis=1)  # (B, N)
+    keep = ops.transpose(ops.one_hot(most, ops.shape(alignment)[1], dtype="float32"),
+                         [0, 2, 1]) > 0
+    positive = ops.logical_and(positive, keep)
+    foreground = ops.any(positive, axis=1)  # (B, N)
+    owner = ops.argmax(ops.cast(positive, "int32"), axis=1)
+    target_boxes = _gather_rows(corners, owner)
+    target_classes = _gather_rows(classes, owner)
+    mask = ops.cast(positive, "float32")
+    alignment = alignment * mask
+    best_alignment = ops.max(alignment, axis=-1, keepdims=True)  # (B, M, 1)
+    best_overlap = ops.max(overlaps * mask, axis=-1, keepdims=True)
+    quality = ops.max(alignment * best_overlap / (best_alignment + 1e-9), axis=1)  # (B, N)
+    target_scores = (ops.one_hot(target_classes, num_classes, dtype="float32")
+                     * (quality * ops.cast(foreground, "float32"))[..., None])
+    return (ops.stop_gradient(target_boxes), ops.stop_gradient(target_scores),
+            ops.stop_gradient(foreground))
 
 
-def distance_targets(target_boxes: tf.Tensor, points: tf.Tensor, strides: tf.Tensor,
-                     reg_max: int) -> tf.Tensor:
+def distance_targets(target_boxes, points, strides, reg_max: int):
     """True boxes ``(..., N, 4)`` corners seen from each cell -> left, top, right, bottom in strides,
     clipped to ``[0, reg_max - 1.01]`` (so both bins around each lie in range)."""
-    sides = tf.concat([points - target_boxes[..., 0:2], target_boxes[..., 2:4] - points], axis=-1)
-    return tf.clip_by_value(sides / strides, 0.0, reg_max - 1.01)
+    sides = ops.concatenate([points - target_boxes[..., 0:2], target_boxes[..., 2:4] - points],
+                            axis=-1)
+    return ops.clip(sides / strides, 0.0, reg_max - 1.01)
 
 
-def dfl(logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+def dfl(logits, targets):
     """Distribution focal loss: ``(..., 4, reg_max)`` logits and ``(..., 4)`` distances -> ``(...)``,
     the mean over the four sides of ``-(l + 1 - t) log p_l - (t - l) log p_(l+1)``, ``l =
     floor(t)``."""
-    reg_max = tf.shape(logits)[-1]
-    log_p = tf.nn.log_softmax(logits, axis=-1)
-    low = tf.floor(targets)
-    low_i = tf.cast(low, tf.int32)
+    reg_max = logits.shape[-1]
+    log_p = ops.log_softmax(logits, axis=-1)
+    low = ops.floor(targets)
+    low_i = ops.cast(low, "int32")
     near_low = low + 1.0 - targets
-    log_low = tf.reduce_sum(tf.one_hot(low_i, reg_max) * log_p, axis=-1)
-    log_high = tf.reduce_sum(tf.one_hot(low_i + 1, reg_max) * log_p, axis=-1)
-    return tf.reduce_mean(-(near_low * log_low + (1.0 - near_low) * log_high), axis=-1)
+    log_low = ops.sum(ops.one_hot(low_i, reg_max, dtype=log_p.dtype) * log_p, axis=-1)
+    log_high = ops.sum(ops.one_hot(low_i + 1, reg_max, dtype=log_p.dtype) * log_p, axis=-1)
+    return ops.mean(-(near_low * log_low + (1.0 - near_low) * log_high), axis=-1)
 
 
-def loss_terms(outputs: Sequence[tf.Tensor], true_boxes: tf.Tensor, head: AnchorFreeHead,
-               num_classes: int, box_gain: float = 1.0, class_gain: float = 1.0
-               ) -> Dict[str, tf.Tensor]:
+def loss_terms(outputs: Sequence, true_boxes, head: AnchorFreeHead, num_classes: int,
+               box_gain: float = 1.0, class_gain: float = 1.0) -> Dict[str, object]:
     """The batch's loss terms ``box``, ``dfl`` and ``class`` (scalars, gains included) and
     ``positives`` (the count). outputs: raw maps, largest stride first; true_boxes ``(B, M, 5)``."""
     distance_logits, class_logits = flatten_outputs(outputs, head, num_classes)
     points, strides = cell_centres(outputs, head.strides)
     boxes = distances_to_corners(expected_distances(distance_logits), points, strides)
     target_boxes, target_scores, foreground = task_aligned_assign(
-        tf.sigmoid(class_logits), boxes, points, true_boxes, num_classes)
-    weight = tf.reduce_sum(target_scores, axis=-1)  # (B, N): zero off the positives
-    scale = 1.0 / tf.cast(tf.shape(class_logits)[0], tf.float32)
-    box = tf.reduce_sum(weight * (1.0 - _ciou(boxes, target_boxes)))
+        ops.sigmoid(class_logits), boxes, points, true_boxes, num_classes)
+    weight = ops.sum(target_scores, axis=-1)  # (B, N): zero off the positives
+    scale = 1.0 / ops.cast(ops.shape(class_logits)[0], "float32")
+    box = ops.sum(weight * (1.0 - _ciou(boxes, target_boxes)))
     sides = distance_targets(target_boxes, points, strides, head.reg_max)
-    distribution = tf.reduce_sum(weight * dfl(distance_logits, sides))
-    classes = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(target_scores, class_logits))
+    distribution = ops.sum(weight * dfl(distance_logits, sides))
+    classes = ops.sum(ops.binary_crossentropy(target_scores, class_logits, from_logits=True))
     return {"box": box_gain * BOX_WEIGHT * box * scale,
             "dfl": box_gain * DFL_WEIGHT * distribution * scale,
             "class": class_gain * CLASS_WEIGHT * classes * scale,
-            "positives": tf.reduce_sum(tf.cast(foreground, tf.float32))}
-
+            "positives": ops.sum(ops.cast(foreground, "float32"))}

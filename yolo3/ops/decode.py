@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks
@@ -25,7 +26,7 @@ from yolo3.ops.letterbox import geometry as letterbox_geometry
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
-    """Decode one output scale.
+    """Decode one output scale (``keras.ops``: any backend).
 
     feats: ``(batch, gh, gw, A * (5 + C))``; anchors: ``(A, 2)`` pixels ``(w, h)`` of this scale;
     input_shape: ``(h, w)`` of the network input (int tensor or pair).
@@ -34,23 +35,21 @@ def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = F
     ``grid`` ``(gh, gw, 1, 2)`` as ``(x, y)``, ``feats`` reshaped to ``(batch, gh, gw, A, 5 + C)``,
     ``box_xy`` and ``box_wh``.
     """
-    feats = tf.convert_to_tensor(feats)
-    anchors = tf.reshape(tf.cast(anchors, feats.dtype), [1, 1, 1, -1, 2])
+    feats = ops.convert_to_tensor(feats)
+    anchors = ops.reshape(ops.cast(anchors, feats.dtype), [1, 1, 1, -1, 2])
     num_anchors = anchors.shape[3]
-    grid_shape = tf.shape(feats)[1:3]  # (gh, gw)
-    grid_y = tf.range(grid_shape[0])
-    grid_x = tf.range(grid_shape[1])
-    gy, gx = tf.meshgrid(grid_y, grid_x, indexing="ij")
-    grid = tf.cast(tf.stack([gx, gy], axis=-1)[:, :, tf.newaxis, :], feats.dtype)  # (gh, gw, 1, 2)
-    feats = tf.reshape(feats, tf.concat([tf.shape(feats)[:3], [num_anchors, num_classes + 5]], 0))
-    grid_wh = tf.cast(swap_last_pair(grid_shape), feats.dtype)
-    input_wh = tf.cast(swap_last_pair(input_shape), feats.dtype)
-    box_xy = (tf.sigmoid(feats[..., :2]) + grid) / grid_wh
-    box_wh = tf.exp(feats[..., 2:4]) * anchors / input_wh
+    _, gh, gw = ops.shape(feats)[:3]  # ints, or scalar tensors where the graph's size is open
+    gy, gx = ops.meshgrid(ops.arange(gh), ops.arange(gw), indexing="ij")
+    grid = ops.cast(ops.stack([gx, gy], axis=-1)[:, :, None, :], feats.dtype)  # (gh, gw, 1, 2)
+    feats = ops.reshape(feats, [-1, gh, gw, num_anchors, num_classes + 5])
+    grid_wh = ops.cast(ops.stack([gw, gh]), feats.dtype)
+    input_wh = ops.cast(swap_last_pair(input_shape), feats.dtype)
+    box_xy = (ops.sigmoid(feats[..., :2]) + grid) / grid_wh
+    box_wh = ops.exp(feats[..., 2:4]) * anchors / input_wh
     if calc_loss:
         return grid, feats, box_xy, box_wh
-    box_confidence = tf.sigmoid(feats[..., 4:5])
-    box_class_probs = tf.sigmoid(feats[..., 5:])
+    box_confidence = ops.sigmoid(feats[..., 4:5])
+    box_class_probs = ops.sigmoid(feats[..., 5:])
     return box_xy, box_wh, box_confidence, box_class_probs
 
 

@@ -24,10 +24,21 @@ import tensorflow as tf
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import check_input_size, strides_for
 from yolo3.config.train_config import check_value
-from yolo3.ops.box_ops import wh_iou_tf
 from yolo3.ops.boxes import wh_iou
 
 Masks = Optional[Sequence[Sequence[int]]]
+
+
+def wh_iou_tf(wh1, wh2):
+    """TensorFlow twin of :func:`yolo3.ops.boxes.wh_iou` for the tf.data pipeline (same
+    arithmetic, in the inputs' dtype): ``(N, 2)`` x ``(M, 2)`` -> ``(N, M)``, 0 where a union is
+    empty or not a number (a NaN box matches nothing)."""
+    wh1 = tf.expand_dims(wh1, -2)
+    inter = tf.reduce_prod(tf.minimum(wh1, wh2), axis=-1)
+    union = tf.reduce_prod(wh1, axis=-1) + tf.reduce_prod(wh2, axis=-1) - inter
+    positive = union > 0
+    return tf.where(positive, inter / tf.where(positive, union, tf.ones_like(union)),
+                    tf.zeros_like(union))
 
 
 def _masks_and_strides(anchors, anchor_mask: Masks) -> Tuple[np.ndarray, List[List[int]], List[int]]:
