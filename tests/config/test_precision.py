@@ -42,7 +42,7 @@ def test_the_same_flags_on_an_intel_cpu_are_not_fast(monkeypatch):
     assert precision_module.cpu_vendor() == "GenuineIntel"
     assert precision_module.bfloat16_support() == "avx512_bf16"
     assert not precision_module.has_fast_bfloat16()
-    monkeypatch.setattr(precision_module, "_tensorflow_sees_a_gpu", lambda: False)
+    monkeypatch.setattr(precision_module, "_backend_sees_a_gpu", lambda: False)
     assert precision_module.resolve_training_precision("auto") == "float32"
     assert precision_module.resolve_precision("auto") == "float32"
 
@@ -53,7 +53,7 @@ def test_no_flags_means_no_native_bfloat16(monkeypatch, text):
     monkeypatch.setattr(precision_module, "open", _fake_cpuinfo(text), raising=False)
     assert precision_module.cpu_flags() == set() and precision_module.cpu_vendor() == ""
     assert not precision_module.has_fast_bfloat16()
-    monkeypatch.setattr(precision_module, "_tensorflow_sees_a_gpu", lambda: False)
+    monkeypatch.setattr(precision_module, "_backend_sees_a_gpu", lambda: False)
     assert precision_module.resolve_precision("auto") == "float32"
     assert precision_module.resolve_training_precision("auto") == "float32"
 

@@ -23,7 +23,7 @@ def cpu(request, monkeypatch):
     profile = PROFILES[request.param]
     monkeypatch.setattr(precision_module, "cpu_flags", lambda: set(profile.flags))
     monkeypatch.setattr(precision_module, "cpu_vendor", lambda: profile.vendor)
-    monkeypatch.setattr(precision_module, "_tensorflow_sees_a_gpu", lambda: False)
+    monkeypatch.setattr(precision_module, "_backend_sees_a_gpu", lambda: False)
     return profile
 
 

@@ -79,3 +79,106 @@ def test_the_comparison_has_every_weight_of_both_heads(steps):
         weights = [k for k in keys if k.startswith(f"{variant}|step|") and "kernel" in k]
         assert len(weights) >= 13, (variant, len(weights))  # every convolution of the body
         assert np.isfinite(keys[f"{variant}|step|loss"]) and keys[f"{variant}|step|loss"] > 0
+
+
+# -- detection: the same model, the same detections; no TensorFlow needed -----------------------
+
+def _other_backends():
+    """The installed backends other than TensorFlow, each a pytest param (PyTorch skipped with
+    the reason where it is not installed)."""
+    reason = ("PyTorch is not installed here (not in the test extra: its wheels pull gigabytes "
+              "of CUDA libraries); install torch to run this")
+    return [pytest.param("jax"),
+            pytest.param("torch", marks=pytest.mark.skipif(
+                importlib.util.find_spec("torch") is None, reason=reason))]
+
+
+@pytest.fixture(scope="module")
+def detection_world(tmp_path_factory):
+    """tiny (anchor head) and tiny-af (anchor-free head) bodies at 160 px with outputs scaled so
+    that they detect, saved as .keras under TensorFlow, and three images of different sizes."""
+    import keras
+    from PIL import Image
+
+    from yolo3.checkpoint.metadata import ModelInfo
+    from yolo3.checkpoint.saving import atomic_save_model
+    from yolo3.config.specs import get_spec
+    from yolo3.modeling.bodies import build_spec_body
+    root = tmp_path_factory.mktemp("detect_backends")
+    keras.utils.set_random_seed(3)
+    models = {}
+    for variant, gain in (("tiny", 6.0), ("tiny-af", 1.5)):
+        spec = get_spec(variant)
+        body = build_spec_body(spec, 3, None if spec.anchor_free else 3, (160, 160))
+        for layer in body.layers:
+            weights = layer.get_weights()
+            if weights and (layer.name.startswith("output") or "cls" in layer.name):
+                layer.set_weights([weights[0] * gain, *weights[1:]])
+        anchor_free = spec.anchor_free
+        info = ModelInfo(np.zeros((0, 2)) if anchor_free else spec.default_anchors(),
+                         [] if anchor_free else spec.default_masks(), 3, ["a", "b", "c"],
+                         variant, (160, 160), head=spec.head)
+        models[variant] = atomic_save_model(body, root / f"{variant}.keras", info)
+    images = root / "images"
+    images.mkdir()
+    rng = np.random.default_rng(5)
+    for i, (h, w) in enumerate(((120, 160), (200, 96), (97, 131))):
+        yy, xx = np.mgrid[0:h, 0:w]
+        smooth = np.stack([np.sin(xx / (7 + i)), np.cos(yy / 5), np.sin((xx + yy) / 11)], -1)
+        pixels = np.clip(127 + 90 * smooth + rng.normal(0, 20, (h, w, 3)), 0, 255)
+        Image.fromarray(pixels.astype(np.uint8)).save(images / f"im{i}.png")
+    return root, models, images
+
+
+def _tensorflow_detections(model, images):
+    from PIL import Image
+
+    from yolo3.inference.detector import YOLO
+    detector = YOLO(model, score=0.2, precision="float32")
+    return {path.name: detector.detect(np.asarray(Image.open(path).convert("RGB")))
+            for path in sorted(images.iterdir())}
+
+
+@pytest.mark.parametrize("backend", _other_backends())
+@pytest.mark.parametrize("variant", ["tiny", "tiny-af"])
+def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, tmp_path,
+                                                               backend, variant):
+    """``yolo3 detect`` of a .keras saved under TensorFlow, on JAX / PyTorch with TensorFlow
+    unimportable (batches of 2 and a single image): every image's detections equal TensorFlow's
+    (boxes within 0.01 px, the JSON's 3 decimals; scores within 1e-4; the same classes)."""
+    import json
+    root, models, images = detection_world
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    out = tmp_path / "detections.json"
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "without_tensorflow.py"), "yolo3", "detect",
+         "--model", str(models[variant]), "--input", str(images), "--output", str(tmp_path / "out"),
+         "--json", str(out), "--score", "0.2", "--precision", "float32", "--batch-size", "2"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"the {backend} backend runs Keras" in proc.stdout + proc.stderr
+    expected = _tensorflow_detections(models[variant], images)
+    found = {os.path.basename(entry["image"]): entry for entry in json.loads(out.read_text())}
+    assert set(found) == set(expected)
+    total = 0
+    for name, (boxes, scores, classes) in expected.items():
+        entry = found[name]
+        assert len(entry["boxes"]) == len(boxes), name
+        np.testing.assert_allclose(np.asarray(entry["boxes"]).reshape(-1, 4), boxes, atol=0.01)
+        np.testing.assert_allclose(entry["scores"], scores, atol=1e-4)
+        assert list(entry["classes"]) == classes.tolist()
+        total += len(boxes)
+    assert total >= 10, f"{variant}: too few detections ({total}) to compare"
+
+
+def test_a_converting_engine_is_refused_on_jax_naming_the_flag(detection_world, tmp_path):
+    root, models, images = detection_world
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    proc = subprocess.run(
+        [sys.executable, str(TESTS / "without_tensorflow.py"), "yolo3", "detect",
+         "--model", str(models["tiny"]), "--input", str(images), "--output",
+         str(tmp_path / "out"), "--engine", "onnxruntime"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--engine" in proc.stderr and "jax" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,13 +1,11 @@
 """A TFLite flatbuffer's ``yolo3`` metadata: the :class:`~yolo3.checkpoint.metadata.ModelInfo` an
-exported ``.tflite`` model carries (written with TensorFlow's flatbuffer schema, read in place)."""
+exported ``.tflite`` model carries (written with TensorFlow's flatbuffer schema, read in place;
+TensorFlow is imported when a ``.tflite`` file is read or written, not before)."""
 from __future__ import annotations
 
 import json
 import os
 from typing import Optional
-
-from tensorflow.lite.python import schema_py_generated as schema
-from tensorflow.lite.tools import flatbuffer_utils
 
 from yolo3.checkpoint.metadata import ModelInfo, info_json
 from yolo3.core.errors import FileFormatError, PathLike
@@ -19,6 +17,7 @@ __all__ = ["TFLITE_METADATA_NAME", "embed_info_tflite", "read_tflite_info"]
 
 def _metadata_text(path: str) -> Optional[str]:
     """The ``yolo3`` metadata buffer of a TFLite flatbuffer (read in place, nothing unpacked)."""
+    from tensorflow.lite.python import schema_py_generated as schema
     with open(path, "rb") as f:
         data = f.read()
     model = schema.Model.GetRootAs(data, 0)
@@ -48,6 +47,8 @@ def read_tflite_info(path: PathLike) -> Optional[ModelInfo]:
 
 def embed_info_tflite(flatbuffer: bytes, info: ModelInfo) -> bytes:
     """A TFLite flatbuffer with ``info`` added as its ``yolo3`` metadata."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
     model = flatbuffer_utils.read_model_from_bytearray(bytearray(flatbuffer))
     buffer = schema.BufferT()
     buffer.data = list(info_json(info).encode("utf-8"))

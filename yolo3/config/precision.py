@@ -8,7 +8,7 @@ flags, never from what TensorFlow accepts.
 """
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import List, Optional, Set, Tuple
 
 from yolo3.config.choices import TRAINING_PRECISIONS
 from yolo3.core.errors import ArgumentError
@@ -64,37 +64,69 @@ def has_fast_bfloat16() -> bool:
     return support == "amx" or (support == "avx512_bf16" and cpu_vendor() == "AuthenticAMD")
 
 
+def gpu_capabilities() -> List[Tuple[int, int]]:
+    """The CUDA compute capability of each GPU the Keras backend sees (TensorFlow's, JAX's or
+    PyTorch's; ``KERAS_BACKEND``), ``(major, minor)``; ``(0, 0)`` where the backend does not say.
+    Imports the backend."""
+    import keras
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+        return [_capability(getattr(d, "compute_capability", None))
+                for d in jax.devices() if d.platform == "gpu"]
+    if backend == "torch":
+        import torch
+        return [tuple(torch.cuda.get_device_capability(i))
+                for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    import tensorflow as tf
+    return [_capability(tf.config.experimental.get_device_details(gpu).get("compute_capability"))
+            for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def _capability(value) -> Tuple[int, int]:
+    """``(8, 0)``, ``"8.0"`` or None -> ``(major, minor)`` (None: ``(0, 0)``)."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, str):
+        major, _, minor = value.partition(".")
+        return (int(major or 0), int(minor or 0))
+    return (int(value[0]), int(value[1]))
+
+
 def gpu_has_bfloat16() -> bool:
-    """Whether TensorFlow sees a GPU that computes bfloat16 natively (NVIDIA compute capability 8.0
-    or newer: A100, H100, RTX 30xx ...). Imports TensorFlow."""
-    import tensorflow as tf
-    for gpu in tf.config.list_physical_devices("GPU"):
-        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability")
-        if capability and tuple(capability) >= (8, 0):
-            return True
-    return False
+    """Whether the backend sees a GPU that computes bfloat16 natively (NVIDIA compute capability
+    8.0 or newer: A100, H100, RTX 30xx ...). Imports the backend."""
+    return any(capability >= (8, 0) for capability in gpu_capabilities())
 
 
-def _tensorflow_sees_a_gpu() -> bool:
-    import tensorflow as tf
-    return bool(tf.config.list_physical_devices("GPU"))
+def _backend_sees_a_gpu() -> bool:
+    """Whether the Keras backend sees a GPU."""
+    return bool(gpu_capabilities())
+
+
+def _onednn_backend() -> bool:
+    """Whether CPU convolutions run through oneDNN (TensorFlow's; the fast bfloat16 rule above is
+    oneDNN's). JAX's XLA and PyTorch on a CPU: float32 (``auto`` is not measured there)."""
+    import keras
+    return keras.backend.backend() == "tensorflow"
 
 
 def resolve_precision(precision: str, gpu: Optional[bool] = None) -> str:
     """``float32`` or ``bfloat16`` for a requested precision: ``auto`` is bfloat16 where the hardware
     computes it faster (a GPU that computes it natively, or a CPU with AMX or AMD's AVX-512 BF16:
     :func:`has_fast_bfloat16`), float32 elsewhere (on an AVX2-only CPU bfloat16 is emulated and many
-    times slower; on Intel's AVX-512 BF16 without AMX it is native but slower). ``gpu``: whether
-    inference runs on a GPU (default: whether TensorFlow sees one)."""
+    times slower; on Intel's AVX-512 BF16 without AMX it is native but slower; on JAX's and
+    PyTorch's CPUs float32: :func:`_onednn_backend`). ``gpu``: whether
+    inference runs on a GPU (default: whether the Keras backend sees one)."""
     if precision not in PRECISIONS:
         raise ArgumentError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision != "auto":
         return precision
     if gpu is None:
-        gpu = _tensorflow_sees_a_gpu()
+        gpu = _backend_sees_a_gpu()
     if gpu:
         return "bfloat16" if gpu_has_bfloat16() else "float32"
-    return "bfloat16" if has_fast_bfloat16() else "float32"
+    return "bfloat16" if has_fast_bfloat16() and _onednn_backend() else "float32"
 
 
 def resolve_training_precision(precision: str, gpu: Optional[bool] = None) -> str:
@@ -104,14 +136,14 @@ def resolve_training_precision(precision: str, gpu: Optional[bool] = None) -> st
     ``mixed_float16`` (Keras adds loss scaling); on CPUs, ``mixed_bfloat16`` only where bfloat16 is
     faster (:func:`has_fast_bfloat16`: AMX, AMD's AVX-512 BF16), else ``float32`` (emulated bfloat16
     made a YOLOv3-416 training step 13x slower; Intel's AVX-512 BF16 without AMX 1.6x slower).
-    ``gpu``: whether training runs on GPUs (default: whether TensorFlow sees one).
+    ``gpu``: whether training runs on GPUs (default: whether the Keras backend sees one).
     """
     if precision not in TRAINING_PRECISIONS:
         raise ArgumentError(f"precision must be one of {TRAINING_PRECISIONS}, got {precision!r}")
     if precision != "auto":
         return precision
     if gpu is None:
-        gpu = _tensorflow_sees_a_gpu()
+        gpu = _backend_sees_a_gpu()
     if gpu:
         return "mixed_bfloat16" if gpu_has_bfloat16() else "mixed_float16"
-    return "mixed_bfloat16" if has_fast_bfloat16() else "float32"
+    return "mixed_bfloat16" if has_fast_bfloat16() and _onednn_backend() else "float32"

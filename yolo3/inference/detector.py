@@ -1,4 +1,6 @@
-"""Inference API: load a body, letterbox, forward, decode and NMS in one compiled TF function.
+"""Inference API: load a body, letterbox, forward, decode and NMS in one compiled function (a
+``tf.function`` on TensorFlow; on JAX and PyTorch the letterbox runs eagerly and the rest is
+:mod:`yolo3.inference.portable`'s).
 
 Images are NumPy RGB arrays ``(H, W, 3)``: uint8 in 0..255, or floating point already in [0, 1].
 Detections are ``boxes`` ``(N, 4)`` float32 ``(x1, y1, x2, y2)`` in original image pixels (continuous
@@ -21,8 +23,8 @@ import logging
 import os
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+import keras
 import numpy as np
-import tensorflow as tf
 from PIL import Image
 
 from yolo3.checkpoint.loading import load_body
@@ -35,10 +37,11 @@ from yolo3.evaluation.visualize import draw_detections
 from yolo3.inference.engines import EngineChoice, engine_runner, resolve_engine
 from yolo3.inference.exported import ExportedDetector
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
+from yolo3.inference.portable import compiled_call, float_maps
 from yolo3.inference.runners import batched, is_exported
 from yolo3.modeling.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
 from yolo3.ops.decode import decode_detections
-from yolo3.ops.letterbox import letterbox_tf
+from yolo3.ops.letterbox import letterbox, letterbox_np, letterbox_tf
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 InputSize = Union[int, Tuple[int, int], None]
@@ -47,11 +50,9 @@ DEFAULT_INPUT_SIZE = 416
 log = logging.getLogger(__name__)
 
 
-def _float_maps(body, x: tf.Tensor) -> List[tf.Tensor]:
-    """``body``'s outputs for ``x`` as a list of float32 maps, one per scale (TF ops)."""
-    outputs = body(x, training=False)
-    return [tf.cast(o, tf.float32) for o in (outputs if isinstance(outputs, (list, tuple))
-                                             else [outputs])]
+def _float_maps(body, x) -> List:
+    """``body``'s outputs for ``x`` as a list of float32 maps, one per scale (``keras.ops``)."""
+    return float_maps(body(x, training=False))
 
 
 class YOLO:
@@ -66,10 +67,12 @@ class YOLO:
     times slower where bfloat16 is emulated.
     ``self.precision`` is the one in use.
 
-    engine: ``"keras"`` (default: TensorFlow), ``"openvino"``, ``"onnxruntime"`` or ``"auto"``
+    engine: ``"keras"`` (default: the Keras backend, ``KERAS_BACKEND``), ``"openvino"``, ``"onnxruntime"`` or ``"auto"``
     (OpenVINO on a CPU where it is installed, else Keras; :mod:`yolo3.inference.engines`): the
     network, converted once and cached, runs there at ``precision``; letterboxing and decoding are
     the same. ``self.engine`` says what runs (:class:`yolo3.inference.engines.EngineChoice`).
+    The conversions go through TensorFlow: on the JAX and PyTorch backends Keras runs (``auto``),
+    and a named OpenVINO or ONNX Runtime engine is refused.
 
     model_path: a ``.keras`` body (written by training or the converter: it carries its anchors,
     masks, classes and input size), ``.weights.h5`` template weights (the body is built from
@@ -160,7 +163,8 @@ class YOLO:
         self.inference_body = fold_batch_norms(body)
         if precision == "bfloat16":
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
-        self._fns: Dict[tuple, tf.types.experimental.GenericFunction] = {}
+        self._fns: Dict[tuple, object] = {}  # compiled functions by what they take
+        self.backend = keras.backend.backend()
         self.engine = EngineChoice("keras", precision)
         self._engine: Optional[ExportedDetector] = None
 
@@ -168,6 +172,16 @@ class YOLO:
     def _choose_engine(self, engine: str, num_threads: Optional[int]) -> None:
         """Run the network on ``engine`` (see the class docstring); ``auto`` falls back to Keras
         (with the reason in ``self.engine``) where another engine cannot take this model."""
+        if self.backend != "tensorflow":
+            resolve_engine(engine)  # a bad or missing engine is named as on TensorFlow
+            if engine not in ("auto", "keras"):
+                raise SettingError(f"engine={engine!r} converts the model through TensorFlow; on "
+                                   f"the {self.backend} backend use engine='keras' (or export the "
+                                   "model under TensorFlow)", "engine")
+            if engine == "auto":
+                self.engine.reason = f"the {self.backend} backend runs Keras"
+            return
+        import tensorflow as tf
         chosen = resolve_engine(engine, gpu=bool(tf.config.list_physical_devices("GPU")))
         if chosen == "keras":
             return
@@ -236,19 +250,41 @@ class YOLO:
             refold_batch_norms(self.body, self.inference_body)
 
     # -- compiled pieces -------------------------------------------------------------------------
-    def raw_outputs(self, x: tf.Tensor) -> List[tf.Tensor]:
+    def raw_outputs(self, x) -> List:
         """The inference body's maps for a letterboxed float32 batch ``(B, in_h, in_w, 3)`` in [0, 1],
-        one ``(B, h, w, anchors * (5 + classes))`` float32 tensor per scale (TF ops; for export)."""
+        one ``(B, h, w, anchors * (5 + classes))`` float32 tensor per scale (``keras.ops``; for
+        export)."""
         return _float_maps(self.inference_body, x)
 
-    def _decode(self, x: tf.Tensor, image_hw: tf.Tensor, input_hw: Tuple[int, int]):
-        return decode_detections(self.raw_outputs(x), self.anchors, self.num_classes, image_hw,
+    def _decode_maps(self, maps: List, image_hw, input_hw: Tuple[int, int]):
+        return decode_detections(maps, self.anchors, self.num_classes, image_hw,
                                  max_boxes=self.max_boxes, score_threshold=self.score,
                                  iou_threshold=self.iou, anchor_mask=self.anchor_mask,
                                  input_shape=input_hw, head=self.head)
 
-    def _function(self, dtype: tf.DType, batched: bool, input_hw: Tuple[int, int]):
-        """The compiled letterbox -> forward -> decode -> NMS for ``dtype`` images at ``input_hw``."""
+    def _decode(self, x, image_hw, input_hw: Tuple[int, int]):
+        return self._decode_maps(self.raw_outputs(x), image_hw, input_hw)
+
+    def _portable(self, input_hw: Tuple[int, int]):
+        """JAX and PyTorch: the compiled forward -> decode -> NMS of a letterboxed batch at
+        ``input_hw`` and its images' ``(B, 2)`` sizes (thresholds as they are when it runs)."""
+        key = ("portable", input_hw, self.score, self.iou, self.max_boxes)
+        if key not in self._fns:
+            self._fns[key] = compiled_call(
+                self.inference_body, lambda maps, sizes: self._decode_maps(maps, sizes, input_hw))
+        return self._fns[key]
+
+    def _detect_letterboxed(self, x: np.ndarray, sizes: np.ndarray, input_hw) -> List[Detections]:
+        """JAX and PyTorch: detections of a letterboxed float32 batch and its images' sizes."""
+        out = self._portable(tuple(input_hw))(x, sizes)
+        boxes, scores, classes, valid = (np.asarray(keras.ops.convert_to_numpy(t)) for t in out)
+        return [(boxes[i, :n], scores[i, :n], classes[i, :n]) for i, n in enumerate(valid)]
+
+    def _function(self, dtype, batched: bool, input_hw: Tuple[int, int]):
+        """The compiled letterbox -> forward -> decode -> NMS for ``dtype`` images at ``input_hw``
+        (TensorFlow)."""
+        import tensorflow as tf
+        dtype = tf.as_dtype(dtype)
         key = (dtype.name, batched, input_hw)
         if key in self._fns:
             return self._fns[key]
@@ -290,15 +326,21 @@ class YOLO:
     # -- public API ------------------------------------------------------------------------------
     def preprocess(self, image: np.ndarray) -> np.ndarray:
         """The network input for one ``(H, W, 3)`` image: float32 ``(in_h, in_w, 3)`` in [0, 1],
-        letterboxed by :func:`yolo3.ops.letterbox.letterbox_tf` (what ``detect`` feeds the
-        network)."""
+        letterboxed as ``detect`` feeds the network (:mod:`yolo3.ops.letterbox`)."""
         image = self._check(image)
-        return letterbox_tf(tf.convert_to_tensor(image), self.input_hw_for(image.shape)).numpy()
+        return letterbox_np(image, self.input_hw_for(image.shape))
 
     def forward(self, x: np.ndarray) -> List[np.ndarray]:
         """Raw body outputs for an already letterboxed float batch ``(B, in_h, in_w, 3)`` in [0, 1]."""
         if self._engine is not None:
             return self._engine.forward(x)
+        x = np.asarray(x, np.float32)
+        if self.backend != "tensorflow":
+            key = ("forward", "portable")
+            if key not in self._fns:
+                self._fns[key] = compiled_call(self.inference_body, lambda maps: maps)
+            return [np.asarray(keras.ops.convert_to_numpy(o)) for o in self._fns[key](x)]
+        import tensorflow as tf
         key = ("forward", True)
         if key not in self._fns:
             self._fns[key] = tf.function(
@@ -312,8 +354,12 @@ class YOLO:
         image = self._check(image)
         if self._engine is not None:
             return self._engine_detector().detect(image)
-        fn = self._function(tf.as_dtype(image.dtype), False, self.input_hw_for(image.shape))
-        boxes, scores, classes, valid = fn(tf.convert_to_tensor(image))
+        input_hw = self.input_hw_for(image.shape)
+        if self.backend != "tensorflow":
+            x = keras.ops.expand_dims(letterbox(image, input_hw), 0)
+            return self._detect_letterboxed(x, np.array([image.shape[:2]], np.int32), input_hw)[0]
+        fn = self._function(image.dtype, False, input_hw)
+        boxes, scores, classes, valid = fn(image)
         n = int(valid[0])
         return boxes[0, :n].numpy(), scores[0, :n].numpy(), classes[0, :n].numpy()
 
@@ -326,6 +372,10 @@ class YOLO:
             return self._engine_detector().detect_batch(arrays)
         if self.fit_to_image:  # one input size per image: one call each
             return [self.detect(a) for a in arrays]
+        if self.backend != "tensorflow":
+            x = keras.ops.stack([letterbox(a, self.input_hw) for a in arrays])
+            sizes = np.array([a.shape[:2] for a in arrays], dtype=np.int32)
+            return self._detect_letterboxed(x, sizes, self.input_hw)
         dtype = np.uint8 if all(a.dtype == np.uint8 for a in arrays) else np.float32
         if dtype == np.float32:
             arrays = [a.astype(np.float32) / 255.0 if a.dtype == np.uint8 else a for a in arrays]
@@ -335,7 +385,7 @@ class YOLO:
         for i, a in enumerate(arrays):
             batch[i, :a.shape[0], :a.shape[1]] = a
         sizes = np.array([a.shape[:2] for a in arrays], dtype=np.int32)
-        fn = self._function(tf.as_dtype(dtype), True, self.input_hw)
+        fn = self._function(dtype, True, self.input_hw)
         boxes, scores, classes, valid = fn(batch, sizes)
         boxes, scores, classes, valid = boxes.numpy(), scores.numpy(), classes.numpy(), valid.numpy()
         return [(boxes[i, :n], scores[i, :n], classes[i, :n]) for i, n in enumerate(valid)]
@@ -362,7 +412,7 @@ class YOLO:
         return draw_detections(rgb, boxes, scores, classes, self.class_names)
 
     def close_session(self) -> None:
-        """keras-yolo3's ``close_session``: drops the compiled functions (TF 2 has no session)."""
+        """keras-yolo3's ``close_session``: drops the compiled functions (Keras 3 has no session)."""
         self._fns.clear()
 
 

@@ -9,7 +9,8 @@ fused kernel on CPUs, cuDNN's on GPUs: bfloat16/float16 input, float32 statistic
 else inherited: variables, inference call, moving averages (momentum, biased batch variance, as
 Keras keeps them), config. Where TensorFlow sees a GPU, the epsilon of the *training*
 normalisation is at least 1.001e-5, the smallest cuDNN takes (as ``tf.nn.fused_batch_norm``
-does); on CPUs it is the layer's own (Darknet's 1e-6), as are inference's everywhere.
+does); on CPUs it is the layer's own (Darknet's 1e-6), as are inference's everywhere. On the JAX
+and PyTorch backends the layer is Keras's own (TensorFlow is imported only by the fused call).
 
 It has Keras's class name on purpose: Keras names a layer's weights in a ``.weights.h5`` file after
 its class, so a body with these layers and a body with Keras's write and read the same weights
@@ -21,7 +22,6 @@ in plain Keras.
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
 __all__ = ["BatchNormalization", "MIN_FUSED_EPSILON", "training_epsilon", "has_fused_batch_norms"]
 
@@ -31,6 +31,7 @@ MIN_FUSED_EPSILON = 1.001e-5  # cuDNN's CUDNN_BN_MIN_EPSILON, with TensorFlow's 
 def training_epsilon(epsilon: float) -> float:
     """The epsilon the fused training call normalises with: ``epsilon``, raised to
     :data:`MIN_FUSED_EPSILON` where TensorFlow sees a GPU (cuDNN refuses smaller ones)."""
+    import tensorflow as tf
     if epsilon >= MIN_FUSED_EPSILON or not tf.config.list_physical_devices("GPU"):
         return float(epsilon)
     return MIN_FUSED_EPSILON
@@ -39,15 +40,17 @@ def training_epsilon(epsilon: float) -> float:
 @keras.saving.register_keras_serializable(package="yolo3")
 class BatchNormalization(keras.layers.BatchNormalization):
     """``keras.layers.BatchNormalization`` whose training call is one fused kernel (NHWC, 4-D
-    input, no mask, renorm or synchronised statistics; other cases take Keras's own path)."""
+    input, no mask, renorm or synchronised statistics; other cases, and the JAX and PyTorch
+    backends, take Keras's own path)."""
 
     def _fusable(self, inputs, mask) -> bool:
-        return (mask is None and not self.renorm and not self.synchronized
+        return (keras.backend.backend() == "tensorflow" and mask is None and not self.renorm and not self.synchronized
                 and len(inputs.shape) == 4 and self.axis in (3, -1))
 
     def call(self, inputs, training=None, mask=None):
         if not (training and self.trainable) or not self._fusable(inputs, mask):
             return super().call(inputs, training=training, mask=mask)
+        import tensorflow as tf
         x = tf.cast(inputs, self.compute_dtype)
         channels = x.shape[-1]
         scale = tf.cast(self.gamma, tf.float32) if self.scale else tf.ones([channels], tf.float32)

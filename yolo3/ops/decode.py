@@ -8,21 +8,23 @@ per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
 ``exp(t_wh) * anchor / input_wh``, both relative to the network input. An anchor-free head's maps
 (``head``, :mod:`yolo3.config.anchor_free_head`) are decoded by
 :func:`yolo3.ops.anchor_free.decode_outputs`; both then go through the same letterbox correction and
-NMS.
+NMS. Everything here is ``keras.ops`` (any backend, inside ``tf.function`` or ``jax.jit``) but
+the NMS on TensorFlow (its own kernel; :mod:`yolo3.ops.nms` elsewhere).
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks
 from yolo3.ops import anchor_free
 from yolo3.ops.box_ops import corners_to_cxcywh, swap_last_pair
-from yolo3.ops.letterbox import geometry as letterbox_geometry
+from yolo3.ops.letterbox import geometry_ops
+from yolo3.ops.nms import batched_nms
 
 
 def yolo_head(feats, anchors, num_classes: int, input_shape, calc_loss: bool = False):
@@ -59,65 +61,69 @@ def correct_boxes(box_xy, box_wh, input_shape, image_shape):
     box_xy, box_wh: ``(batch, ..., 2)``; input_shape: ``(h, w)``; image_shape: ``(h, w)`` shared by the
     batch or ``(batch, 2)`` per image. Undoes the letterbox of :mod:`yolo3.ops.letterbox`.
     """
-    box_xy = tf.convert_to_tensor(box_xy)
+    box_xy = ops.convert_to_tensor(box_xy)
     dtype = box_xy.dtype
-    image_shape = tf.cast(image_shape, tf.float32)
-    input_shape = tf.cast(input_shape, tf.float32)
-    _, offset_hw, scale_hw = letterbox_geometry(image_shape, input_shape)
-    offset_wh = tf.cast(swap_last_pair(offset_hw), dtype)
-    scale_wh = tf.cast(swap_last_pair(scale_hw), dtype)
-    input_wh = tf.cast(swap_last_pair(input_shape), dtype)
-    # Broadcast per-image geometry over the box axes: (batch, 2) -> (batch, 1, ..., 1, 2).
-    extra = tf.rank(box_xy) - tf.rank(offset_wh)
-    new_shape = tf.concat([tf.shape(offset_wh)[:-1], tf.ones([extra], tf.int32), [2]], 0)
-    offset_wh = tf.reshape(offset_wh, new_shape)
-    scale_wh = tf.reshape(scale_wh, new_shape)
+    _, offset_hw, scale_hw = geometry_ops(image_shape, input_shape)
+    offset_wh = ops.cast(swap_last_pair(offset_hw), dtype)
+    scale_wh = ops.cast(swap_last_pair(scale_hw), dtype)
+    input_wh = ops.cast(swap_last_pair(ops.cast(input_shape, "float32")), dtype)
+    if len(offset_wh.shape) == 2:  # per image: (batch, 2) -> (batch, 1, ..., 1, 2)
+        keep = (-1,) + (1,) * (len(box_xy.shape) - 2) + (2,)
+        offset_wh = ops.reshape(offset_wh, keep)
+        scale_wh = ops.reshape(scale_wh, keep)
     centre = (box_xy * input_wh - offset_wh) / scale_wh
     half = box_wh * input_wh / scale_wh / 2.0
-    return tf.concat([centre - half, centre + half], axis=-1)
+    return ops.concatenate([centre - half, centre + half], axis=-1)
 
 
 def boxes_and_scores(feats, anchors, num_classes: int, input_shape, image_shape):
     """Boxes ``(batch, N, 4)`` xyxy image pixels and scores ``(batch, N, C)`` of one output scale."""
     box_xy, box_wh, box_confidence, box_class_probs = yolo_head(feats, anchors, num_classes, input_shape)
     boxes = correct_boxes(box_xy, box_wh, input_shape, image_shape)
-    batch = tf.shape(feats)[0]
-    boxes = tf.reshape(boxes, [batch, -1, 4])
-    scores = tf.reshape(box_confidence * box_class_probs, [batch, -1, num_classes])
+    batch = ops.shape(feats)[0]
+    boxes = ops.reshape(boxes, [batch, -1, 4])
+    scores = ops.reshape(box_confidence * box_class_probs, [batch, -1, num_classes])
     return boxes, scores
+
+
+def _input_hw(first, input_shape):
+    """``(h, w)`` of the network input: given, or the first (stride-32) output's grid x 32."""
+    if input_shape is not None:
+        return input_shape
+    grid_h, grid_w = ops.shape(first)[1:3]
+    return ops.stack([grid_h * 32, grid_w * 32]) if not isinstance(grid_h, int) else (
+        grid_h * 32, grid_w * 32)
 
 
 def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
                          anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None,
-                         head: Optional[AnchorFreeHead] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+                         head: Optional[AnchorFreeHead] = None):
     """Every scale's boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` pixels of the original images
     (unclipped) and scores ``(batch, N, C)`` (objectness x class, or an anchor-free head's class
     scores), before any threshold. Arguments as :func:`decode_detections`."""
-    first = tf.convert_to_tensor(yolo_outputs[0])
-    if input_shape is None:
-        input_shape = tf.shape(first)[1:3] * 32
+    first = ops.convert_to_tensor(yolo_outputs[0])
+    input_shape = _input_hw(first, input_shape)
     if head is not None:
         corners, scores = anchor_free.decode_outputs(yolo_outputs, head, num_classes)
-        input_wh = tf.cast(swap_last_pair(input_shape), tf.float32)
-        boxes = corners_to_cxcywh(corners) / tf.tile(input_wh, [2])
+        input_wh = ops.cast(swap_last_pair(ops.cast(input_shape, "float32")), "float32")
+        boxes = corners_to_cxcywh(corners) / ops.tile(input_wh, [2])
         return correct_boxes(boxes[..., :2], boxes[..., 2:], input_shape, image_shape), scores
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))
-    boxes_all: List[tf.Tensor] = []
-    scores_all: List[tf.Tensor] = []
+    boxes_all: List = []
+    scores_all: List = []
     for feats, mask in zip(yolo_outputs, masks):
-        feats = tf.cast(feats, tf.float32)
+        feats = ops.cast(feats, "float32")
         b, s = boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
         boxes_all.append(b)
         scores_all.append(s)
-    return tf.concat(boxes_all, axis=1), tf.concat(scores_all, axis=1)
+    return ops.concatenate(boxes_all, axis=1), ops.concatenate(scores_all, axis=1)
 
 
 def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
                       max_boxes: int = 20, score_threshold: float = .6, iou_threshold: float = .5,
                       anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None,
-                      head: Optional[AnchorFreeHead] = None
-                      ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+                      head: Optional[AnchorFreeHead] = None) -> Tuple:
     """Raw outputs of a batch -> detections after score threshold and per-class NMS.
 
     yolo_outputs: list of ``(batch, gh, gw, A * (5 + C))`` tensors, largest stride first;
@@ -127,17 +133,25 @@ def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_s
     Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
     to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
     ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
-    :func:`yolo3.config.masks.default_masks`.
+    :func:`yolo3.config.masks.default_masks`. The NMS is TensorFlow's
+    ``combined_non_max_suppression`` on the TensorFlow backend (every candidate), elsewhere
+    :func:`yolo3.ops.nms.batched_nms` (the same rule over the best
+    :data:`~yolo3.ops.nms.DEFAULT_CANDIDATES` (box, class) pairs of each image).
     """
     boxes, scores = raw_boxes_and_scores(yolo_outputs, anchors, num_classes, image_shape,
                                          anchor_mask, input_shape, head)
-    nms_boxes, nms_scores, nms_classes, valid = tf.image.combined_non_max_suppression(
-        boxes[:, :, tf.newaxis, :], scores, max_output_size_per_class=max_boxes,
-        max_total_size=max_boxes, iou_threshold=iou_threshold, score_threshold=score_threshold,
-        clip_boxes=False)
-    image_hw = tf.cast(image_shape, tf.float32)
-    if image_hw.shape.rank == 1:
-        image_hw = tf.broadcast_to(image_hw, [tf.shape(boxes)[0], 2])
-    limit = tf.tile(swap_last_pair(image_hw), [1, 2])[:, tf.newaxis, :]
-    nms_boxes = tf.clip_by_value(nms_boxes, 0.0, limit)
-    return nms_boxes, nms_scores, tf.cast(nms_classes, tf.int32), valid
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+        nms_boxes, nms_scores, nms_classes, valid = tf.image.combined_non_max_suppression(
+            boxes[:, :, tf.newaxis, :], scores, max_output_size_per_class=max_boxes,
+            max_total_size=max_boxes, iou_threshold=iou_threshold,
+            score_threshold=score_threshold, clip_boxes=False)
+    else:
+        nms_boxes, nms_scores, nms_classes, valid = batched_nms(
+            boxes, scores, max_boxes, iou_threshold, score_threshold)
+    image_hw = ops.cast(image_shape, "float32")
+    if len(image_hw.shape) == 1:
+        image_hw = ops.broadcast_to(image_hw, [ops.shape(boxes)[0], 2])
+    limit = ops.expand_dims(ops.tile(swap_last_pair(image_hw), [1, 2]), 1)
+    nms_boxes = ops.minimum(ops.maximum(nms_boxes, 0.0), limit)
+    return nms_boxes, nms_scores, ops.cast(nms_classes, "int32"), ops.cast(valid, "int32")

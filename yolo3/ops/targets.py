@@ -16,15 +16,17 @@ Both versions compute in float64 and round to float32 once, so they agree bit fo
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import tensorflow as tf
 
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import check_input_size, strides_for
 from yolo3.config.train_config import check_value
 from yolo3.ops.boxes import wh_iou
+
+if TYPE_CHECKING:  # TensorFlow is imported by the tf.data twins only, when they run
+    import tensorflow as tf
 
 Masks = Optional[Sequence[Sequence[int]]]
 
@@ -33,6 +35,7 @@ def wh_iou_tf(wh1, wh2):
     """TensorFlow twin of :func:`yolo3.ops.boxes.wh_iou` for the tf.data pipeline (same
     arithmetic, in the inputs' dtype): ``(N, 2)`` x ``(M, 2)`` -> ``(N, M)``, 0 where a union is
     empty or not a number (a NaN box matches nothing)."""
+    import tensorflow as tf
     wh1 = tf.expand_dims(wh1, -2)
     inter = tf.reduce_prod(tf.minimum(wh1, wh2), axis=-1)
     union = tf.reduce_prod(wh1, axis=-1) + tf.reduce_prod(wh2, axis=-1) - inter
@@ -118,6 +121,7 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
 
 
 def _tf_input_hw(input_shape) -> tf.Tensor:
+    import tensorflow as tf
     if isinstance(input_shape, (tuple, list, np.ndarray)) and all(
             isinstance(v, (int, np.integer)) for v in input_shape):
         return tf.constant(check_input_size(input_shape), tf.int32)
@@ -136,6 +140,7 @@ def encode_targets(boxes: Union[tf.Tensor, np.ndarray], input_shape, anchors: np
     Returns float32 ``y_true`` per scale, ``(gh, gw, A, 5 + C)`` or ``(batch, gh, gw, A, 5 + C)``.
     A kept box with a class outside ``[0, num_classes)`` fails a ``tf.debugging`` assertion.
     """
+    import tensorflow as tf
     anchors_np, masks, strides = _masks_and_strides(anchors, anchor_mask)
     assign_iou = _check_assign_iou(assign_iou)
     boxes = tf.convert_to_tensor(boxes)
@@ -210,6 +215,7 @@ def _last_unique(key: tf.Tensor, priority: tf.Tensor) -> tf.Tensor:
     ``scatter_nd`` would sum duplicates (and ``tensor_scatter_nd_update`` picks any one), so the
     others are removed explicitly.
     """
+    import tensorflow as tf
     unique, group = tf.unique(key)
     winner = tf.math.unsorted_segment_max(priority, group, tf.size(unique))
     return tf.where(tf.equal(priority, tf.gather(winner, group)))[:, 0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import List, Optional, Sequence
 
 import keras
-import tensorflow as tf
 
 from yolo3.modeling.keras_compat import all_layers
 
@@ -30,6 +29,7 @@ __all__ = ["ReplicaWrapper", "multi_gpu_model", "resolve_devices", "split_sizes"
 
 def _canonical(name: str) -> str:
     """``'/gpu:1'``, ``'GPU:1'`` or a full name -> ``'GPU:1'``."""
+    import tensorflow as tf
     spec = tf.DeviceSpec.from_string(name if name.startswith("/") else f"/device:{name}")
     if spec.device_type is None:
         raise ValueError(f"device name {name!r} has no device type (expected e.g. '/gpu:0', '/cpu:1')")
@@ -53,6 +53,7 @@ def resolve_devices(gpus: Optional[int] = None, devices: Optional[Sequence[str]]
     if len(devices) < 2:
         raise ValueError(f"multi_gpu_model needs at least 2 devices, got {devices}")
     names = [_canonical(d) for d in devices]
+    import tensorflow as tf
     if len(set(names)) != len(names):
         raise ValueError(f"repeated device in {devices}")
     available = [_canonical(d.name) for d in tf.config.list_logical_devices()]
@@ -69,6 +70,7 @@ def split_sizes(batch, parts: int):
 
     Works on Python ints and on scalar tensors (returns a list of tensors then).
     """
+    import tensorflow as tf
     base, extra = batch // parts, batch % parts
     if isinstance(batch, int):
         return [base + (1 if i < extra else 0) for i in range(parts)]
@@ -88,6 +90,7 @@ def _leading_slice(x, begin, size):
     """``x[begin:begin + size]`` along the first axis; ``begin`` and ``size`` ints or scalar tensors."""
     if isinstance(begin, int) and isinstance(size, int):
         return x[begin:begin + size]
+    import tensorflow as tf
     rank = tf.rank(x)
     begin = tf.cast(begin, tf.int32)
     size = tf.cast(size, tf.int32)
@@ -110,6 +113,7 @@ class ReplicaWrapper(keras.Model):
         self.devices = list(devices)
 
     def call(self, inputs, training=None):
+        import tensorflow as tf
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         static_n = inputs[0].shape[0]
         n = tf.shape(inputs[0])[0]
@@ -158,10 +162,21 @@ class ReplicaWrapper(keras.Model):
 
 
 def multi_gpu_model(model: keras.Model, gpus: Optional[int] = None,
-                    devices: Optional[Sequence[str]] = None) -> ReplicaWrapper:
+                    devices: Optional[Sequence[str]] = None) -> keras.Model:
     """Wrap the training model ``model`` for data parallelism over ``gpus`` GPUs or named ``devices``.
 
     ``devices`` may name any existing devices, e.g. logical CPUs ``['/cpu:0', '/cpu:1']``, so that
     machines without GPUs run the same code path. The wrapper shares the template's variables.
+    On TensorFlow a :class:`ReplicaWrapper`; on JAX a
+    :class:`yolo3.training.jax_parallel.JaxReplicaWrapper` (Keras's distribution API: the same
+    contract, batch statistics over the global batch, batches a multiple of the device count).
+    PyTorch: one device only (ValueError).
     """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        from yolo3.training.jax_parallel import JaxReplicaWrapper, jax_devices  # imports JAX
+        return JaxReplicaWrapper(model, jax_devices(gpus=gpus, devices=devices))
+    if backend != "tensorflow":
+        raise ValueError(f"multi_gpu_model runs on TensorFlow and JAX; on the {backend} backend "
+                         "train the template on one device")
     return ReplicaWrapper(model, resolve_devices(gpus=gpus, devices=devices))

@@ -1,0 +1,93 @@
+"""yolo3.ops.nms.batched_nms (keras.ops) against a float64 NumPy plain-loop greedy NMS and
+TensorFlow's combined_non_max_suppression (the TensorFlow detector's)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from keras import ops
+
+from yolo3.ops.nms import batched_nms
+
+
+def greedy_nms_reference(boxes, scores, max_boxes, iou_threshold, score_threshold):
+    """Per image: every (box, class) pair above the threshold, by descending score; kept unless a
+    kept pair of its class overlaps it by IoU > threshold; the first max_boxes kept. float64."""
+    out = []
+    for image_boxes, image_scores in zip(boxes.astype(np.float64), scores.astype(np.float64)):
+        pairs = [(s, i, c) for i, row in enumerate(image_scores) for c, s in enumerate(row)
+                 if s > score_threshold]
+        pairs.sort(key=lambda p: -p[0])
+        kept = []
+        for s, i, c in pairs:
+            if len(kept) == max_boxes:
+                break
+            if all(k[2] != c or _iou(image_boxes[k[1]], image_boxes[i]) <= iou_threshold
+                   for k in kept):
+                kept.append((s, i, c))
+        out.append(kept)
+    return out
+
+
+def _iou(a, b):
+    iw = max(min(a[2], b[2]) - max(a[0], b[0]), 0.0)
+    ih = max(min(a[3], b[3]) - max(a[1], b[1]), 0.0)
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _random(seed, batch=3, n=150, classes=4):
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 200, (batch, n, 2))
+    wh = rng.uniform(5, 60, (batch, n, 2))
+    boxes = np.concatenate([xy, xy + wh], -1).astype(np.float32)
+    # distinct scores (a tie's order is either library's choice)
+    scores = rng.permutation(batch * n * classes).reshape(batch, n, classes) / (batch * n * classes)
+    return boxes, (scores ** 3).astype(np.float32)
+
+
+def _numpy(result):
+    return [np.asarray(ops.convert_to_numpy(t)) for t in result]
+
+
+@pytest.mark.parametrize("seed, max_boxes, iou, score", [(0, 20, 0.45, 0.3), (1, 60, 0.5, 0.05),
+                                                         (2, 5, 0.3, 0.6), (3, 100, 0.7, 0.01)])
+def test_equals_the_plain_loop_reference(seed, max_boxes, iou, score):
+    boxes, scores = _random(seed)
+    got_boxes, got_scores, got_classes, valid = _numpy(
+        batched_nms(boxes, scores, max_boxes, iou, score, candidates=600))
+    for b, kept in enumerate(greedy_nms_reference(boxes, scores, max_boxes, iou, score)):
+        assert valid[b] == len(kept)
+        np.testing.assert_allclose(got_scores[b, :len(kept)], [k[0] for k in kept], rtol=1e-6)
+        np.testing.assert_array_equal(got_classes[b, :len(kept)], [k[2] for k in kept])
+        np.testing.assert_array_equal(got_boxes[b, :len(kept)], boxes[b, [k[1] for k in kept]])
+        assert not got_boxes[b, len(kept):].any() and not got_scores[b, len(kept):].any()
+
+
+def test_equals_tensorflows_combined_nms():
+    import tensorflow as tf
+    boxes, scores = _random(4, batch=2, n=400, classes=6)
+    got = _numpy(batched_nms(boxes, scores, 50, 0.45, 0.2))
+    ref = tf.image.combined_non_max_suppression(boxes[:, :, None, :], scores, 50, 50, 0.45, 0.2,
+                                                clip_boxes=False)
+    for mine, theirs in zip(got, ref):
+        np.testing.assert_array_equal(mine, theirs.numpy().astype(mine.dtype))
+
+
+def test_only_the_best_candidates_enter_and_few_pairs_are_padded():
+    boxes, scores = _random(5, batch=1, n=50, classes=2)
+    # 100 pairs above 0: with 10 candidates only the 10 best can be kept
+    _, got_scores, _, valid = _numpy(batched_nms(boxes, scores, 100, 0.5, 0.0, candidates=10))
+    assert valid[0] <= 10 and got_scores[0, 0] == scores.max()
+    assert np.all(got_scores[0, :valid[0]] >= np.sort(scores.ravel())[-10])
+    # fewer pairs than max_boxes: zeros after them, shapes as asked
+    got = _numpy(batched_nms(boxes[:, :3], scores[:, :3], 20, 0.5, 0.0))
+    assert got[0].shape == (1, 20, 4) and got[1].shape == (1, 20) and got[3][0] <= 6
+    assert not got[1][0, got[3][0]:].any()
+
+
+def test_nothing_above_the_threshold_gives_no_detection():
+    boxes, scores = _random(6, batch=2, n=30, classes=3)
+    got_boxes, got_scores, got_classes, valid = _numpy(batched_nms(boxes, scores, 10, 0.5, 1.0))
+    assert valid.tolist() == [0, 0] and not got_boxes.any() and not got_scores.any()
+    assert got_classes.dtype == np.int32

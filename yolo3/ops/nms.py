@@ -1,0 +1,85 @@
+"""Per-class non-maximum suppression of a batch in ``keras.ops`` (any Keras backend, fixed shapes:
+it compiles under ``jax.jit``), the twin of TensorFlow's ``combined_non_max_suppression`` that the
+TensorFlow detector runs.
+
+The same greedy rule: candidates in descending score, a box is dropped when it overlaps a kept box
+of its class by IoU > ``iou_threshold``; the first ``max_boxes`` kept are the detections. The one
+difference: only the ``candidates`` best-scoring (box, class) pairs of each image enter the
+suppression (fixed shapes need a bound; TensorFlow takes every pair above ``score_threshold``), so
+the two agree whenever at most ``candidates`` pairs pass the threshold, as they do at a detector's
+thresholds (0.3 by default; a mAP evaluation at 0.001 may pass more).
+"""
+from __future__ import annotations
+
+from keras import ops
+
+__all__ = ["DEFAULT_CANDIDATES", "batched_nms", "pairwise_iou_xyxy"]
+
+DEFAULT_CANDIDATES = 1000
+
+
+def pairwise_iou_xyxy(boxes):
+    """IoU of every pair of ``(B, K, 4)`` ``(x1, y1, x2, y2)`` boxes: ``(B, K, K)``, 0 where a
+    union is empty."""
+    x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
+    area = ops.maximum(x2 - x1, 0.0) * ops.maximum(y2 - y1, 0.0)
+    iw = ops.maximum(ops.minimum(x2[:, :, None], x2[:, None, :])
+                     - ops.maximum(x1[:, :, None], x1[:, None, :]), 0.0)
+    ih = ops.maximum(ops.minimum(y2[:, :, None], y2[:, None, :])
+                     - ops.maximum(y1[:, :, None], y1[:, None, :]), 0.0)
+    inter = iw * ih
+    union = area[:, :, None] + area[:, None, :] - inter
+    positive = union > 0
+    return ops.where(positive, inter / ops.where(positive, union, ops.ones_like(union)), 0.0)
+
+
+def batched_nms(boxes, scores, max_boxes: int, iou_threshold: float, score_threshold: float,
+                candidates: int = DEFAULT_CANDIDATES):
+    """Per-class greedy NMS of each image of a batch.
+
+    boxes: ``(B, N, 4)`` ``(x1, y1, x2, y2)`` (one box per position, shared by its classes);
+    scores: ``(B, N, C)``. A (box, class) pair is a candidate when its score is above
+    ``score_threshold`` and among the image's ``candidates`` best.
+    Returns ``boxes`` ``(B, max_boxes, 4)``, ``scores`` ``(B, max_boxes)``, ``classes``
+    ``(B, max_boxes)`` int32 and ``valid`` ``(B,)`` int32, sorted by score; rows past ``valid``
+    are zeros (as TensorFlow's ``combined_non_max_suppression`` pads).
+    """
+    boxes = ops.convert_to_tensor(boxes)
+    scores = ops.cast(ops.convert_to_tensor(scores), boxes.dtype)
+    n, c = scores.shape[1], scores.shape[2]
+    if n is None or c is None:
+        raise ValueError(f"batched_nms needs a static box count and class count, got {scores.shape}")
+    batch = ops.shape(scores)[0]
+    k = max(1, min(int(candidates), n * c))
+    top_scores, top_index = ops.top_k(ops.reshape(scores, (batch, n * c)), k)
+    classes = top_index % c
+    picked = ops.take_along_axis(boxes, ops.expand_dims(top_index // c, -1), axis=1)  # (B, k, 4)
+    order = ops.arange(k)
+    later = ops.expand_dims(order, 1) < ops.expand_dims(order, 0)  # (k, k): j after i
+    same_class = ops.expand_dims(classes, 2) == ops.expand_dims(classes, 1)
+    suppresses = ops.cast(ops.logical_and(ops.logical_and(
+        pairwise_iou_xyxy(picked) > iou_threshold, same_class), later), boxes.dtype)
+    keep = ops.cast(top_scores > score_threshold, boxes.dtype)  # (B, k), descending by score
+
+    def visit(i, keep):  # a kept candidate i drops the later ones of its class that it overlaps
+        kept_i = ops.expand_dims(ops.take(keep, i, axis=1), 1)
+        return keep * (1.0 - kept_i * ops.take(suppresses, i, axis=1))
+    # every candidate past the last one above the threshold is dropped already: stop there
+    keep = ops.fori_loop(0, ops.max(ops.sum(ops.cast(keep, "int32"), axis=1)), visit, keep)
+
+    out = min(max_boxes, k)
+    ranked = ops.where(keep > 0, top_scores, -1.0)  # kept first, each in score order
+    _, slots = ops.top_k(ranked, out)
+    valid = ops.minimum(ops.cast(ops.sum(keep, axis=1), "int32"), out)
+    filled = ops.cast(ops.expand_dims(ops.arange(out), 0) < ops.expand_dims(valid, 1),
+                      boxes.dtype)
+    out_boxes = ops.take_along_axis(picked, ops.expand_dims(slots, -1), axis=1) * filled[..., None]
+    out_scores = ops.take_along_axis(top_scores, slots, axis=1) * filled
+    out_classes = ops.cast(ops.take_along_axis(classes, slots, axis=1), "int32") * ops.cast(
+        filled, "int32")
+    if out < max_boxes:  # fewer (box, class) pairs than max_boxes: pad as TensorFlow does
+        pad = max_boxes - out
+        out_boxes = ops.pad(out_boxes, [[0, 0], [0, pad], [0, 0]])
+        out_scores = ops.pad(out_scores, [[0, 0], [0, pad]])
+        out_classes = ops.pad(out_classes, [[0, 0], [0, pad]])
+    return out_boxes, out_scores, out_classes, valid
