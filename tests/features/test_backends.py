@@ -83,6 +83,34 @@ def test_the_comparison_has_every_weight_of_both_heads(steps):
 
 # -- detection: the same model, the same detections; no TensorFlow needed -----------------------
 
+def without_tensorflow(backend: str) -> dict:
+    """The environment of a process (and its children) on ``backend`` where TensorFlow cannot be
+    imported (tests/no_tensorflow/sitecustomize.py)."""
+    path = os.pathsep.join([str(TESTS / "no_tensorflow"), os.environ.get("PYTHONPATH", "")])
+    return dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def test_tensorflow_really_is_unimportable_there():
+    proc = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True,
+                          text=True, env=without_tensorflow("jax"), timeout=120)
+    assert proc.returncode != 0 and "made unimportable" in proc.stderr
+
+
+def test_the_backend_benchmark_runs_on_jax_without_tensorflow(tmp_path):
+    """``yolo3 benchmark backends --backends jax --dry-run``: the GPU script, checked on a CPU,
+    trains and detects with TensorFlow unimportable in the command and its children."""
+    import json
+    out = tmp_path / "rows.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "yolo3", "benchmark", "backends", "--backends", "jax",
+         "--variants", "tiny-af", "--dry-run", "--json", str(out)],
+        capture_output=True, text=True, cwd=REPO, env=without_tensorflow("jax"), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    (row,) = json.loads(out.read_text())
+    assert row["backend"] == "jax" and row["loss_finite"] and row["train_img_s"] > 0
+    assert row["detect_ms"] > 0 and row["detect_batch_img_s"] > 0
+    assert "jax" in proc.stdout and "img/s" in proc.stdout
+
 def _other_backends():
     """The installed backends other than TensorFlow, each a pytest param (PyTorch skipped with
     the reason where it is not installed)."""
@@ -148,10 +176,10 @@ def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, 
     (boxes within 0.01 px, the JSON's 3 decimals; scores within 1e-4; the same classes)."""
     import json
     root, models, images = detection_world
-    env = dict(os.environ, KERAS_BACKEND=backend)
+    env = without_tensorflow(backend)
     out = tmp_path / "detections.json"
     proc = subprocess.run(
-        [sys.executable, str(TESTS / "without_tensorflow.py"), "yolo3", "detect",
+        [sys.executable, "-m", "yolo3", "detect",
          "--model", str(models[variant]), "--input", str(images), "--output", str(tmp_path / "out"),
          "--json", str(out), "--score", "0.2", "--precision", "float32", "--batch-size", "2"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
@@ -173,9 +201,9 @@ def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, 
 
 def test_a_converting_engine_is_refused_on_jax_naming_the_flag(detection_world, tmp_path):
     root, models, images = detection_world
-    env = dict(os.environ, KERAS_BACKEND="jax")
+    env = without_tensorflow("jax")
     proc = subprocess.run(
-        [sys.executable, str(TESTS / "without_tensorflow.py"), "yolo3", "detect",
+        [sys.executable, "-m", "yolo3", "detect",
          "--model", str(models["tiny"]), "--input", str(images), "--output",
          str(tmp_path / "out"), "--engine", "onnxruntime"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=600)

@@ -9,9 +9,9 @@ from yolo3.config import precision
 from yolo3.config.precision import cpu_flags, has_fast_bfloat16  # re-exported
 
 __all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "bfloat16_text", "cpu_flags",
-           "has_fast_bfloat16", "cores"]
+           "has_fast_bfloat16", "cores", "SHOWN_FLAGS"]
 
-_SHOWN_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+SHOWN_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 def matmul_peak_gflops(n: int = 4096, repeats: int = 5, dtype: str = "float32") -> float:
@@ -41,13 +41,13 @@ def machine_line(peak_gflops: float) -> str:
     float32 matmul peak, and the GPUs when there are any."""
     import tensorflow as tf
     flags = precision.cpu_flags()
-    shown = [f for f in _SHOWN_FLAGS if f in flags]
+    shown = [f for f in SHOWN_FLAGS if f in flags]
     gpus = tf.config.list_physical_devices("GPU")
     gpu = ""
     if gpus:
         names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
         gpu = f"; GPU: {', '.join(names)}"
-    flags_text = " ".join(shown) if shown else "none of " + ", ".join(_SHOWN_FLAGS)
+    flags_text = " ".join(shown) if shown else "none of " + ", ".join(SHOWN_FLAGS)
     return (f"machine: {cpu_model()}, {cores()} cores; CPU flags: {flags_text}; bfloat16 "
             f"{bfloat16_text()}; "
             f"float32 matmul peak {peak_gflops:.1f} GFLOP/s; TF {tf.__version__}{gpu}")

@@ -31,6 +31,7 @@ import tempfile
 import time
 from typing import List, Optional
 
+from yolo3.benchmarks.flops import NUM_CLASSES, forward_gflops  # noqa: F401  (re-exported)
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
@@ -48,23 +49,6 @@ from yolo3.ops.targets import preprocess_true_boxes
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.parallel import multi_gpu_model
 from yolo3.training.recipe import dtype_policy
-
-NUM_CLASSES = 80
-
-
-def forward_gflops(model: str, size: int) -> float:
-    """Forward GFLOP of one image of the variant's body for 80 classes: 2 x the multiply-adds of
-    its convolutions (Darknet's count: 65.9 for YOLOv3-416)."""
-    import keras
-    body = build_spec_body(get_spec(model), NUM_CLASSES, input_shape=(size, size))
-    flops = 0
-    for layer in body.layers:
-        if isinstance(layer, keras.layers.Conv2D):
-            kh, kw, cin, cout = layer.kernel.shape
-            oh, ow = layer.output.shape[1:3]
-            flops += 2 * kh * kw * cin * cout * oh * ow
-    return flops / 1e9
-
 
 def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
     """A fixed batch: images in [0, 1], two boxes each, targets encoded by the project's encoder."""

@@ -79,6 +79,24 @@ def _training_arguments(p: argparse.ArgumentParser) -> None:
                    "(default 10)")
 
 
+def _backends_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backends", nargs="+", choices=["tensorflow", "jax", "torch"],
+                   default=["tensorflow", "jax", "torch"],
+                   help="Keras backends to compare (those not installed are skipped and named)")
+    add_variant_argument(p, default=["yolov3", "tiny-af"], many=True,
+                         help="variants (default: yolov3 tiny-af)")
+    p.add_argument("--size", type=positive_int, default=416, help="input size (multiple of 32)")
+    p.add_argument("--batch", type=positive_int, nargs="+", default=[16],
+                   help="global batch size(s) (default 16; on a GPU: 16 32 64)")
+    p.add_argument("--steps", type=positive_int, default=5, help="timed steps after two warm-up steps")
+    p.add_argument("--precision", choices=["float32", "mixed_bfloat16", "auto"], default="float32",
+                   help="dtype policy of every contender (auto: mixed_bfloat16; default float32)")
+    p.add_argument("--no-detect", action="store_true", help="training rows only")
+    p.add_argument("--dry-run", action="store_true", help="the same script at 64 px, batch 2, one "
+                   "step: check it on a CPU before a GPU machine runs it")
+    p.add_argument("--json", help="also write the rows to this JSON file")
+
+
 def _inference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cfg", help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
                                  "of --variant, written from the registry)")
@@ -179,6 +197,10 @@ BENCHMARKS = {
                  "Training throughput: images/s for each variant in float32, mixed precision and "
                  "XLA, the replica wrapper, the data-wait share and mixed precision's loss, each "
                  "in its own process, against the float32 matmul peak.", _training_arguments),
+    "backends": ("yolo3.benchmarks.backends",
+                 "The same training step and detector on TensorFlow, JAX and PyTorch, each in its "
+                 "own process: training images/s, FLOP utilisation, detection latency and "
+                 "throughput (--dry-run: the GPU script checked on a CPU).", _backends_arguments),
     "inference": ("yolo3.benchmarks.inference",
                   "Inference: OpenCV DNN forward vs our forward vs our end-to-end detect, on the "
                   "same random Darknet weights, each in its own process; plus the converter's "
