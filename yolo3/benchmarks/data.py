@@ -20,9 +20,10 @@ from typing import Iterator, Tuple
 
 import numpy as np
 
-from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.startup import run_scale
 from yolo3.data.annotations import load_annotations
+from yolo3.data.augment import AugmentConfig
 from yolo3.data.class_names import read_classes
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
@@ -124,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
     records = load_annotations(ann, names)
     num_classes = len(names) if names else int(max(r.boxes[:, 4].max() for r in records if len(r.boxes))) + 1
     hw = (args.size, args.size)
+    augment = AugmentConfig(mosaic=getattr(args, "mosaic", 0.0))
     ds = make_dataset(records, DatasetConfig(hw, args.batch_size, training=True, targets=TargetEncoding(
-        YOLO_ANCHORS, num_classes), seed=args.seed, max_boxes=20)).repeat()
+        YOLO_ANCHORS, num_classes), seed=args.seed, max_boxes=20, augment=augment)).repeat()
     t_pipe = _time(iter(ds), args.batches, args.warmup)
     gen = classic_generator(records, hw, YOLO_ANCHORS, num_classes, args.batch_size, seed=args.seed)
     t_gen = _time(gen, args.batches, args.warmup)
@@ -138,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"| tf.data pipeline (yolo3.data.pipeline) | {ips_pipe:.1f} | {t_pipe / args.batches:.3f} |")
     print(f"| classic Python generator (PIL + NumPy) | {ips_gen:.1f} | {t_gen / args.batches:.3f} |")
     print(f"speed-up: {ips_pipe / ips_gen:.2f}x")
+    workers = cores()
+    per_core = ips_pipe / workers
+    feed = getattr(args, "feed", 1000.0)
+    print(f"tf.data pipeline, full augmentation (mosaic {augment.mosaic:g}): {per_core:.1f} "
+          f"images/s per core on {workers} cores; feeding {feed:g} images/s takes about "
+          f"{feed / per_core:.0f} such cores (if it scales with cores)")
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -39,6 +39,11 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--size", type=positive_int, default=416)
     p.add_argument("--batches", type=positive_int, default=15, help="timed batches per contender")
+    p.add_argument("--mosaic", type=fraction, default=0.0, help="the pipeline's mosaic probability "
+                   "(training's --mosaic; default 0, full augmentation otherwise)")
+    p.add_argument("--feed", type=positive_float, default=1000.0, metavar="IMG_S",
+                   help="the training rate to feed: how many cores the pipeline needs for it "
+                   "(default 1000 img/s, the YOLOv3-416 GPU target)")
     p.add_argument("--warmup", type=non_negative_int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scale", type=non_negative_int, default=0, metavar="N", help="instead: training start-up "

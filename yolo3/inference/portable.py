@@ -21,18 +21,20 @@ def float_maps(outputs) -> List:
     return [keras.ops.cast(o, "float32") for o in items]
 
 
-def compiled_call(body, after: Callable) -> Callable:
+def compiled_call(body, after: Callable, training: bool = False) -> Callable:
     """``run(x, *extra) = after(float_maps(body(x)), *extra)``, compiled for the backend.
 
     body: a Keras model; x: a float32 batch ``(B, in_h, in_w, 3)``; ``after`` takes the maps and
-    ``extra`` and returns tensors (``keras.ops``). Returns the backend's tensors.
+    ``extra`` and returns tensors (``keras.ops``). Returns the backend's tensors. ``training``: the
+    body's mode (batch norms normalise with the batch's statistics; their moving statistics are
+    not updated).
     """
     backend = keras.backend.backend()
     if backend == "jax":
         import jax
 
         def pure(trainable, non_trainable, x, *extra):
-            outputs, _ = body.stateless_call(trainable, non_trainable, x, training=False)
+            outputs, _ = body.stateless_call(trainable, non_trainable, x, training=training)
             return after(float_maps(outputs), *extra)
         jitted = jax.jit(pure)
 
@@ -45,7 +47,14 @@ def compiled_call(body, after: Callable) -> Callable:
 
         def run(x, *extra):
             with torch.no_grad():
-                return after(float_maps(body(x, training=False)), *extra)
+                if not training:
+                    return after(float_maps(body(x, training=False)), *extra)
+                saved = [v.value.clone() for v in body.non_trainable_variables]
+                try:
+                    return after(float_maps(body(x, training=True)), *extra)
+                finally:  # the moving statistics stay as they were
+                    for v, value in zip(body.non_trainable_variables, saved):
+                        v.assign(value)
         return run
     raise ValueError(f"compiled_call is for the JAX and PyTorch backends, not {backend!r} "
                      "(TensorFlow's detector compiles a tf.function)")

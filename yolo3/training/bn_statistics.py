@@ -19,8 +19,9 @@ from typing import Iterable, List
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from yolo3.inference.portable import compiled_call
 from yolo3.modeling.keras_compat import all_layers, inbound_tensors
 
 __all__ = ["BatchNormStatistics", "trainable_batch_norms"]
@@ -52,17 +53,25 @@ class BatchNormStatistics:
         names = [layer.name for layer in self.layers]
         probe = keras.Model(copy.inputs, [inbound_tensors(copy.get_layer(n))[0] for n in names])
 
-        @tf.function(reduce_retracing=True)
-        def moments(images):
-            inputs = probe(images, training=True)
-            inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]  # one batch norm
+        def batch_moments(inputs):
             out = []
             for x, layer in zip(inputs, self.layers):
                 axes = [a for a in range(len(x.shape)) if a != layer.axis % len(x.shape)]
-                mean, variance = tf.nn.moments(tf.cast(x, tf.float32), axes=axes)
-                out.append((mean, variance))
+                out.append(ops.moments(ops.cast(x, "float32"), axes=axes))
             return out
 
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            @tf.function(reduce_retracing=True)
+            def moments(images):
+                inputs = probe(images, training=True)
+                return batch_moments(inputs if isinstance(inputs, (list, tuple)) else [inputs])
+        else:  # JAX, PyTorch: jit / eager, the statistics untouched
+            run = compiled_call(probe, batch_moments, training=True)
+
+            def moments(images):
+                return run(np.asarray(images, np.float32))
         self._copy, self._moments = copy, moments
 
     def recompute(self) -> int:
@@ -83,8 +92,8 @@ class BatchNormStatistics:
             if n == 0:
                 continue
             for acc, (mean, variance) in zip(sums, self._moments(images)):
-                acc[0] += n * mean.numpy()
-                acc[1] += n * variance.numpy()
+                acc[0] += n * np.asarray(ops.convert_to_numpy(mean), np.float64)
+                acc[1] += n * np.asarray(ops.convert_to_numpy(variance), np.float64)
             count += n
         if count == 0:
             return 0
