@@ -37,6 +37,8 @@ MOVED: Dict[str, Tuple[str, ...]] = {
     **{f"yolo3.{name}": (f"yolo3.{folder}.{name}",)
        for folder, names in _FOLDERS.items() for name in names.split()},
     "yolo3.heads": ("yolo3.config.anchor_free_head",),
+    # its TensorFlow twin wh_iou_tf went to the tf.data pipeline's target encoding
+    "yolo3.box_ops": ("yolo3.ops.box_ops", "yolo3.ops.targets"),
     "yolo3.class_names": ("yolo3.data.class_names",),
     "yolo3.anchors": ("yolo3.ops.anchors", "yolo3.data.class_names"),
     "yolo3.schedules": ("yolo3.modeling.schedules",),
