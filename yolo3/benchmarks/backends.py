@@ -6,9 +6,9 @@
                              [--dry-run] [--json FILE]
 
 Every (backend, variant, batch) runs in its own process with ``KERAS_BACKEND`` set, on a fixed
-synthetic batch whose targets are encoded in NumPy (no TensorFlow on JAX or PyTorch), Adam and the
-loss as the model's output; the step is compiled where the backend compiles (``jit_compile="auto"``:
-XLA on JAX, TensorFlow's graph; PyTorch eager). Training images/s are over ``--steps`` steps after
+synthetic batch whose targets are encoded in NumPy (:mod:`yolo3.benchmarks.workload`: no
+TensorFlow on JAX or PyTorch), Adam and the loss as the model's output; the step is compiled where
+the backend compiles (``jit_compile="auto"``: XLA on JAX, TensorFlow's graph; PyTorch eager). Training images/s are over ``--steps`` steps after
 two warm-up steps; the model FLOP utilisation is ``images/s x 3 x forward GFLOP`` against the
 device's peak (a GPU's dense bfloat16 peak from its data sheet; on a CPU NumPy's float32 matmul
 rate, measured once, the same yardstick for every backend). Detection: :class:`yolo3.inference.detector.YOLO` on the same body,
@@ -24,7 +24,7 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from yolo3.benchmarks.flops import NUM_CLASSES, forward_gflops
+from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import SHOWN_FLAGS, cores, cpu_flags, cpu_model
 from yolo3.checkpoint.metadata import ModelInfo
@@ -33,7 +33,6 @@ from yolo3.inference.detector import YOLO
 from yolo3.modeling.anchor_free_loss import anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.loss import identity_loss, yolo_training_model
-from yolo3.ops.targets import preprocess_true_boxes
 
 BACKENDS = ("tensorflow", "jax", "torch")
 MAX_BOXES = 20
@@ -83,23 +82,6 @@ def numpy_matmul_tflops(n: int = 2048, repeats: int = 5) -> float:
     return repeats * 2 * n ** 3 / (time.perf_counter() - start) / 1e12
 
 
-def _batch(spec, size: int, batch: int, seed: int = 0):
-    """Images in [0, 1] and two boxes each; the anchor head's targets by the NumPy encoder."""
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    images = rng.uniform(0, 1, (batch, size, size, 3)).astype("float32")
-    boxes = np.zeros((batch, MAX_BOXES, 5), "float32")
-    for i in range(batch):
-        for k in range(2):
-            x1, y1 = rng.uniform(0, 0.6 * size, 2)
-            w, h = rng.uniform(0.1 * size, 0.4 * size, 2)
-            boxes[i, k] = [x1, y1, x1 + w, y1 + h, rng.integers(NUM_CLASSES)]
-    if spec.anchor_free:
-        return [images, boxes]
-    anchors = spec.default_anchors() * size / 416
-    return [images, *preprocess_true_boxes(boxes, (size, size), anchors, NUM_CLASSES), boxes]
-
-
 def child(p: dict) -> dict:
     """One backend (``KERAS_BACKEND`` of this process), one variant, one batch: training
     images/s and, unless ``p["detect"]`` is false, detection latency and throughput."""
@@ -113,11 +95,10 @@ def child(p: dict) -> dict:
     if spec.anchor_free:
         model = anchor_free_training_model(body, spec.head, NUM_CLASSES, MAX_BOXES)
     else:
-        model = yolo_training_model(body, spec.default_anchors() * size / 416, NUM_CLASSES,
-                                    max_boxes=MAX_BOXES)
+        model = yolo_training_model(body, spec.default_anchors(), NUM_CLASSES, max_boxes=MAX_BOXES)
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=identity_loss)
-    data = _batch(spec, size, batch)
-    target = np.zeros((batch, 1), "float32")
+    inputs, target = random_training_batch(spec, size, batch, MAX_BOXES)
+    data = list(inputs)
     losses = [float(np.asarray(model.train_on_batch(data, target))) for _ in range(2)]
     start = time.perf_counter()
     for _ in range(p["steps"]):

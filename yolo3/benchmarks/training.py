@@ -31,7 +31,7 @@ import tempfile
 import time
 from typing import List, Optional
 
-from yolo3.benchmarks.flops import NUM_CLASSES, forward_gflops  # noqa: F401  (re-exported)
+from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch  # noqa: F401  (forward_gflops re-exported)
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
@@ -45,30 +45,9 @@ from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.modeling.anchor_free_loss import anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.loss import identity_loss, yolo_training_model
-from yolo3.ops.targets import preprocess_true_boxes
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.parallel import multi_gpu_model
 from yolo3.training.recipe import dtype_policy
-
-def _random_batch(spec, size: int, batch: int, max_boxes: int, seed: int = 0):
-    """A fixed batch: images in [0, 1], two boxes each, targets encoded by the project's encoder."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(0, 1, (batch, size, size, 3)).astype("float32")
-    boxes = np.zeros((batch, max_boxes, 5), "float32")
-    for i in range(batch):
-        for k in range(2):
-            x1, y1 = rng.uniform(0, 0.6 * size, 2)
-            w, h = rng.uniform(0.1 * size, 0.4 * size, 2)
-            boxes[i, k] = [x1, y1, x1 + w, y1 + h, rng.integers(NUM_CLASSES)]
-    if spec.anchor_free:
-        return (x, boxes), np.zeros(batch, "float32")
-    anchors = spec.default_anchors()
-    masks = spec.default_masks(len(anchors))
-    ys = preprocess_true_boxes(boxes, (size, size), anchors, NUM_CLASSES, anchor_mask=masks)
-    return (x, *[y.astype("float32") for y in ys], boxes), np.zeros(batch, "float32")
-
 
 def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit: bool,
            max_boxes: int, seed: int = 0, fused_batch_norm: bool = True):
@@ -106,7 +85,7 @@ def throughput_child(p: dict) -> dict:
     if p.get("data"):
         batches = _pipeline(p, spec, max_boxes)
     else:
-        fixed = _random_batch(spec, p["size"], p["batch"], max_boxes)
+        fixed = random_training_batch(spec, p["size"], p["batch"], max_boxes)
         batches = iter(lambda: fixed, None)
     for _ in range(2):
         model.train_on_batch(*next(batches))
@@ -136,7 +115,7 @@ def _pipeline(p: dict, spec, max_boxes: int):
 def loss_child(p: dict) -> dict:
     """The loss of each of ``p['steps']`` steps from a seeded start on fixed random batches."""
     spec, _, model = _model(p["model"], p["size"], p["policy"], 1, False, 100)
-    batches = [_random_batch(spec, p["size"], p["batch"], 100, seed=s) for s in range(4)]
+    batches = [random_training_batch(spec, p["size"], p["batch"], 100, seed=s) for s in range(4)]
     losses = [float(model.train_on_batch(*batches[i % 4])) for i in range(p["steps"])]
     return {"losses": losses}
 
@@ -146,7 +125,7 @@ def profile_child(p: dict) -> dict:
     ``p['steps']`` training steps on a fixed random batch, after two warm-up steps, and the
     steps' wall time."""
     spec, _, model = _model(p["model"], p["size"], p["policy"], 1, False, 100)
-    batch = _random_batch(spec, p["size"], p["batch"], 100)
+    batch = random_training_batch(spec, p["size"], p["batch"], 100)
     for _ in range(2):
         model.train_on_batch(*batch)
     start = time.perf_counter()
