@@ -51,7 +51,8 @@ class BatchNormStatistics:
     def _build(self) -> None:
         copy = keras.models.clone_model(self.body)
         names = [layer.name for layer in self.layers]
-        probe = keras.Model(copy.inputs, [inbound_tensors(copy.get_layer(n))[0] for n in names])
+        inputs = copy.inputs[0] if len(copy.inputs) == 1 else copy.inputs  # called with one array
+        probe = keras.Model(inputs, [inbound_tensors(copy.get_layer(n))[0] for n in names])
 
         def batch_moments(inputs):
             out = []
