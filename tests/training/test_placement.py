@@ -51,3 +51,23 @@ def test_cpu_replicas_never_count_as_gpus_and_a_named_precision_is_kept(step_con
 
 def test_one_process_shares_nothing(step_config):
     assert sharing(pick_strategy(step_config(), 9)) is None
+
+
+@pytest.mark.parametrize("settings, named", [
+    (dict(cpu_replicas=2), ("cpu_replicas",)), (dict(gpus=2), ("gpus",)),
+    (dict(strategy="mirrored"), ("strategy",)),
+    (dict(gpus=2, strategy="multiworker"), ("gpus", "strategy"))])
+def test_replicas_off_tensorflow_are_refused_naming_the_settings(step_config, monkeypatch,
+                                                                 settings, named):
+    import keras
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    with pytest.raises(ConfigError, match="on the jax backend it trains on one device") as caught:
+        pick_strategy(step_config(**settings), 9)
+    assert caught.value.settings == named
+
+
+def test_one_device_off_tensorflow_is_placed_as_on_tensorflow(step_config, monkeypatch):
+    import keras
+    monkeypatch.setattr(keras.backend, "backend", lambda: "torch")
+    placement = pick_strategy(step_config(batch_size=2, cpu_replicas=1), 9)
+    assert (placement.replicas, placement.global_batch, placement.strategy) == (1, 2, None)

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import List, Optional
 
+import keras
 import tensorflow as tf
 
 from yolo3.config.precision import resolve_training_precision
@@ -53,7 +54,9 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
                   ) -> Placement:
     """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
     per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
-    first thing: :func:`yolo3.training.distribute.configure_logical_cpus`)."""
+    first thing: :func:`yolo3.training.distribute.configure_logical_cpus`). On JAX and PyTorch
+    training runs on one device: several are refused, naming the settings."""
+    refuse_devices_off_tensorflow(config)
     devices = replica_devices(config.hardware.gpus or None, config.hardware.cpu_replicas or None)
     strategy = make_strategy(config.hardware.strategy,
                              devices if config.hardware.strategy == "mirrored" else None)
@@ -67,6 +70,24 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     if config.hardware.strategy != "wrapper":
         devices = []
     return Placement(strategy, devices, replicas, global_batch, steps, task or cluster_task())
+
+
+def refuse_devices_off_tensorflow(config: TrainConfig) -> None:
+    """``gpus``, ``cpu_replicas`` and the ``mirrored`` / ``multiworker`` strategies place replicas
+    through TensorFlow: on another Keras backend a ConfigError names them (from Python, the JAX
+    wrapper is :func:`yolo3.training.parallel.multi_gpu_model`)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return
+    asked = [name for name, value in (("gpus", config.hardware.gpus),
+                                      ("cpu_replicas", config.hardware.cpu_replicas))
+             if value and value > 1]
+    if config.hardware.strategy != "wrapper":
+        asked.append("strategy")
+    if asked:
+        raise ConfigError(f"{', '.join(asked)}: training places its replicas through TensorFlow; "
+                          f"on the {backend} backend it trains on one device (from Python, "
+                          "multi_gpu_model wraps a template on JAX: docs/guide.md)", *asked)
 
 
 def training_precision(config: TrainConfig) -> str:
