@@ -71,3 +71,16 @@ def test_one_device_off_tensorflow_is_placed_as_on_tensorflow(step_config, monke
     monkeypatch.setattr(keras.backend, "backend", lambda: "torch")
     placement = pick_strategy(step_config(batch_size=2, cpu_replicas=1), 9)
     assert (placement.replicas, placement.global_batch, placement.strategy) == (1, 2, None)
+
+
+@pytest.mark.parametrize("backend, jit, expected", [
+    ("jax", "auto", True), ("jax", "on", True), ("jax", "off", False),
+    ("torch", "auto", False), ("torch", "on", True)])
+def test_jax_compiles_its_step_unless_told_not_to(step_config, monkeypatch, backend, jit,
+                                                  expected):
+    """JAX without XLA runs a step op by op (many times slower); PyTorch compiles only when asked
+    (torch.compile)."""
+    import keras
+    monkeypatch.setattr(keras.backend, "backend", lambda: backend)
+    config = step_config(jit=jit)
+    assert use_xla(config, pick_strategy(config, 9)) is expected

@@ -104,7 +104,14 @@ def on_gpu(config: TrainConfig) -> bool:
 
 
 def use_xla(config: TrainConfig, placement: Placement) -> bool:
-    """XLA for the step: never for the replica wrapper (it keeps its per-device placement)."""
+    """XLA for the step: never for the replica wrapper (it keeps its per-device placement). On
+    JAX always, unless ``jit`` is ``off`` (XLA is JAX's compiler: without it the step runs op by
+    op); on PyTorch only when ``jit`` is ``on`` (``torch.compile``)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return config.recipe.jit != "off"
+    if backend != "tensorflow":
+        return config.recipe.jit == "on"
     return use_jit(config.recipe.jit, on_gpu(config)) and not placement.uses_wrapper
 
 
