@@ -142,8 +142,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "bfloat16 is faster (AMX, AMD's AVX-512 BF16; not Intel's AVX-512 BF16 without "
                    "AMX) and on GPUs that have it, mixed_float16 on other GPUs, float32 otherwise")
     r.add_argument("--jit", choices=JIT_CHOICES, default=d("jit"), help="compile the "
-                   "training step with XLA: auto (on GPUs only), on or off; never for the replica "
-                   "wrapper (default %(default)s)")
+                   "training step with XLA: auto (TensorFlow: on GPUs only; JAX: always), on or "
+                   "off; never for TensorFlow's replica wrapper (default %(default)s)")
     r.add_argument("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in "
                    "inference mode (its statistics from --weights): replicas then match one device "
                    "exactly, but the network trains unnormalised, and with this recipe such runs "
