@@ -96,6 +96,7 @@ def test_tensorflow_really_is_unimportable_there():
     assert proc.returncode != 0 and "made unimportable" in proc.stderr
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 30 s on 2 cores, kept out of the default suite
 def test_the_backend_benchmark_runs_on_jax_without_tensorflow(tmp_path):
     """``yolo3 benchmark backends --backends jax --dry-run --no-detect``: the GPU script's training
     rows, checked on a CPU, with TensorFlow unimportable in the command and its children (its
@@ -215,6 +216,7 @@ def test_a_converting_engine_is_refused_on_jax_naming_the_flag(detection_world, 
 
 # -- training: yolo3 train on JAX, the same recipe, the same files ------------------------------
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 75 s on 2 cores, kept out of the default suite
 @pytest.mark.parametrize("backend", _other_backends())
 def test_yolo3_train_runs_there_and_its_model_detects_under_tensorflow(tmp_path, backend):
     """``KERAS_BACKEND=jax|torch yolo3 train`` (tf.data feeding the backend, the EMA, batch-norm
