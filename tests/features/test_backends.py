@@ -246,3 +246,18 @@ def test_yolo3_train_runs_there_and_its_model_detects_under_tensorflow(tmp_path,
     image = np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)
     boxes, scores, classes_found = detector.detect(image)
     assert boxes.shape[1:] == (4,) and len(boxes) == len(scores) == len(classes_found)
+
+
+def test_replica_flags_on_jax_are_refused_naming_the_flag_and_nothing_is_written(tmp_path):
+    from yolo3.data.synthetic import make_synthetic_dataset
+    annotations, classes = make_synthetic_dataset(str(tmp_path / "ds"), 8, (64, 64), seed=1)
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "yolo3", "train", "--annotations", annotations, "--classes",
+         classes, "--variant", "tiny-af", "--input-size", "64", "--epochs", "1", "--batch-size",
+         "2", "--cpu-replicas", "2", "--output", str(run)],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+        env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--cpu-replicas" in proc.stderr and "jax backend" in proc.stderr
+    assert "Traceback" not in proc.stderr and not run.exists()
