@@ -140,3 +140,32 @@ def test_precision_flag_reaches_the_detector(model_dir, tmp_path):
     boxes, scores, _ = half.detect(pil_rgb(image))
     assert len(entry["boxes"]) == len(boxes) > 0
     np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)
+
+
+def test_tiled_detection_equals_the_api_and_bad_tile_flags_are_refused(model_dir, tmp_path,
+                                                                        capsys):
+    from cli_harness import assert_refused, run_cli
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.tiled import TiledDetector
+
+    image = SHARED_IMAGES / "dog.jpg"
+    js = tmp_path / "tiled.json"
+    common = ["detect", "--model", model_dir / "final.keras", "--input", image, "--score", "0.2",
+              "--input-size", INPUT, "--precision", "float32", "--engine", "keras"]
+    code, err = run_cli([*common, "--output", tmp_path / "o", "--json", js, "--tile", 200,
+                         "--overlap", 0.3, "--merge", "wbf", "--batch-size", 3], capsys)
+    assert code == 0, err
+    assert "sliced: tiles of 200x200 px overlapping 0.3 plus the whole image, merged by wbf" in err
+    [entry] = json.loads(js.read_text())
+    plain = YOLO(model_dir / "final.keras", score=0.2, input_size=INPUT, precision="float32",
+                 engine="keras")
+    boxes, scores, classes = TiledDetector(plain, 200, 0.3, "wbf").detect(pil_rgb(image))
+    assert len(entry["boxes"]) == len(boxes) > 0
+    np.testing.assert_allclose(entry["boxes"], boxes, atol=1e-3)
+    np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)
+    for bad, named in (([ "--tile", 0], "--tile"), (["--tile", 200, "--overlap", 1], "--overlap"),
+                       (["--overlap", 0.3], "--tile"), (["--merge", "wbf"], "--merge"),
+                       (["--tile", 200, "--merge", "mean"], "--merge")):
+        code, err = run_cli([*common, "--output", tmp_path / "bad", *bad], capsys)
+        assert_refused(code, err, named)
+        assert not (tmp_path / "bad").exists()

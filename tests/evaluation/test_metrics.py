@@ -152,6 +152,11 @@ def test_coco_figures_equal_pycocotools(seed):
     assert result["mAP50_95"] == pytest.approx(stats[0], abs=1e-4)
     assert result["mAP50"] == pytest.approx(stats[1], abs=1e-4)
     assert result["mAP75"] == pytest.approx(stats[2], abs=1e-4)
+    # COCO's small / medium / large (ground truth and unmatched detections outside the range
+    # ignored): each set holds boxes of every size
+    for size, stat in (("small", stats[3]), ("medium", stats[4]), ("large", stats[5])):
+        assert stat > -1
+        assert result[f"mAP_{size}"] == pytest.approx(stat, abs=1e-4)
     for k, entry in enumerate(result["per_class"]):
         p = precision[:, :, k, 0, 2]  # area all, maxDets 100
         if np.all(p == -1):
@@ -160,6 +165,12 @@ def test_coco_figures_equal_pycocotools(seed):
             assert entry["AP50_95"] == pytest.approx(p.mean(), abs=1e-4)
             assert entry["AP50"] == pytest.approx(p[0].mean(), abs=1e-4)
             assert entry["AP75"] == pytest.approx(p[5].mean(), abs=1e-4)
+        for a, size in enumerate(("small", "medium", "large"), start=1):
+            p = precision[:, :, k, a, 2]
+            if np.all(p == -1):
+                assert entry[f"AP_{size}"] is None
+            else:
+                assert entry[f"AP_{size}"] == pytest.approx(p.mean(), abs=1e-4)
     assert result["per_class"][NEVER_DETECTED]["num_gt"] > 0
     assert result["per_class"][NEVER_DETECTED]["AP50_95"] == 0.0
 
@@ -285,3 +296,49 @@ def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
     assert len(_json.loads((tmp_path / "d.json").read_text())) == 2
     for key in ("mAP50", "mAP75", "mAP50_95", "mAP50_voc", "mAP50_voc07"):
         assert a[key] == pytest.approx(b[key], abs=1e-6)
+
+
+def test_evaluate_cli_sliced_scores_the_tiled_detections(tmp_path, capsys):
+    import json as _json
+
+    import keras
+
+    from cli_harness import assert_refused, run_cli
+    from yolo3.data.images import load_image
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.tiled import TiledDetector
+    from yolo3.modeling.bodies import build_body
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
+
+    images = SHARED / "images"
+    keras.utils.set_random_seed(5)
+    build_body("tiny", 2).save(tmp_path / "m.keras")
+    write_anchors(tmp_path / "anchors.txt", TINY_YOLO_ANCHORS)
+    (tmp_path / "classes.txt").write_text("a\nb\n")
+    (tmp_path / "ann.txt").write_text(f"{images / 'dog.jpg'} 100,100,120,118,0 50,60,400,300,1\n")
+    common = ["evaluate", "--annotations", tmp_path / "ann.txt", "--classes",
+              tmp_path / "classes.txt", "--no-plot"]
+    model = ["--model", tmp_path / "m.keras", "--input-size", 128, "--score", 0.1, "--engine",
+             "keras", "--precision", "float32"]
+    code, err = run_cli([*common, *model, "--tile", 256, "--save-detections", tmp_path / "d.json",
+                         "--out", tmp_path / "a.json"], capsys)
+    assert code == 0, err
+    assert "sliced: tiles of 256x256" in err
+    [entry] = _json.loads((tmp_path / "d.json").read_text())
+    detector = YOLO(tmp_path / "m.keras", score=0.1, input_size=128, precision="float32",
+                    engine="keras")
+    boxes, scores, _ = TiledDetector(detector, 256).detect(load_image(images / "dog.jpg"))
+    assert len(entry["boxes"]) == len(boxes) > 0
+    np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)
+    code, err = run_cli([*common, "--detections", tmp_path / "d.json", "--out", tmp_path / "b.json"],
+                        capsys)
+    assert code == 0, err
+    a, b = (_json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    for key in ("mAP50_95", "mAP_small", "mAP_large"):
+        assert a[key] == pytest.approx(b[key], abs=1e-6)
+    assert a["mAP_medium"] is None  # no box of that size
+    # slicing needs a model to run
+    code, err = run_cli([*common, "--detections", tmp_path / "d.json", "--tile", 256, "--out",
+                         tmp_path / "c.json"], capsys)
+    assert_refused(code, err, "--tile", "--detections")
+    assert not (tmp_path / "c.json").exists()

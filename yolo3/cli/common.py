@@ -392,3 +392,56 @@ def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
                         help="write into an output folder that holds files yolo3 did not write: "
                              "they are kept, and only files of the names this command writes "
                              "are replaced (default: such a folder is refused)")
+
+
+def tile_overlap(text: str) -> float:
+    """An argparse type: a tile overlap, a number from 0 up to (not including) 1."""
+    value = _number(text, float, "a number from 0 up to 1 (not 1)")
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 up to 1 (not 1), got {text}")
+    return value
+
+
+def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") -> None:
+    """``--tile SIZE``, ``--overlap F``, ``--merge {nms,wbf}``, ``--no-whole-image``: sliced
+    inference (:class:`yolo3.inference.tiled.TiledDetector`)."""
+    from yolo3.ops.tiles import MERGE_METHODS
+    group = parser.add_argument_group("sliced inference (small objects in large images)")
+    group.add_argument("--tile", type=positive_int, default=None, metavar="SIZE",
+                       help=f"{what} on overlapping tiles of SIZE x SIZE pixels cut from each "
+                            "image at its own resolution, plus the whole image, and merge "
+                            "(default: the whole image only)")
+    group.add_argument("--overlap", type=tile_overlap, default=0.2,
+                       help="with --tile: the share of a tile that neighbours overlap, 0 to <1 "
+                            "(default 0.2; objects up to that many pixels lie whole in a tile)")
+    group.add_argument("--merge", choices=list(MERGE_METHODS), default="nms",
+                       help="with --tile: how the views' boxes merge: nms (default; per class, at "
+                            "--iou) or wbf (weighted box fusion: boxes averaged by score)")
+    group.add_argument("--no-whole-image", action="store_true",
+                       help="with --tile: tiles only (objects cut by a tile edge are then kept "
+                            "as pieces and merged)")
+
+
+def check_tile_arguments(args: argparse.Namespace) -> None:
+    """Refuses ``--overlap``, ``--merge`` or ``--no-whole-image`` without ``--tile``."""
+    if args.tile is not None:
+        return
+    given = [flag for flag, value, default in (("--overlap", args.overlap, 0.2),
+                                               ("--merge", args.merge, "nms"),
+                                               ("--no-whole-image", args.no_whole_image, False))
+             if value != default]
+    if given:
+        from yolo3.core.errors import ArgumentError
+        raise ArgumentError(f"{', '.join(given)} set how tiles are cut and merged: give --tile SIZE")
+
+
+def tiled_detector(detector, args: argparse.Namespace):
+    """``detector`` sliced as ``--tile``, ``--overlap``, ``--merge``, ``--no-whole-image`` say
+    (unchanged without ``--tile``)."""
+    check_tile_arguments(args)
+    if args.tile is None:
+        return detector
+    from yolo3.inference.tiled import TiledDetector
+    return TiledDetector(detector, args.tile, args.overlap, args.merge,
+                         iou=getattr(args, "iou", None), whole_image=not args.no_whole_image,
+                         batch_size=max(8, getattr(args, "batch_size", 1)))

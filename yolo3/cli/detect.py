@@ -25,10 +25,13 @@ from yolo3.cli.common import (
     add_model_arguments,
     add_precision_argument,
     add_threshold_arguments,
+    add_tile_arguments,
+    check_tile_arguments,
     non_negative_int,
     positive_int,
     run_command,
     show_progress,
+    tiled_detector,
 )
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
@@ -62,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "input images' own label folder")
     p.add_argument("--save-conf", action="store_true", help="with --save-txt: end each row with "
                    "its score")
+    add_tile_arguments(p, "detect")
     add_exist_ok_argument(p)
 
 
@@ -286,6 +290,7 @@ def _escaped(names: Sequence[str]) -> List[str]:
 def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
     from yolo3.core.paths import check_outputs
+    check_tile_arguments(args)
     kind, items = classify_input(args.input)
     sources = [] if kind == "webcam" else items
     folders = [args.input] if kind == "images" and os.path.isdir(args.input) else []
@@ -312,6 +317,9 @@ def run(args: argparse.Namespace) -> int:
                              iou=args.iou, input_size=args.input_size, variant=args.variant,
                              precision=args.precision, engine=args.engine)
     print(detector.engine.summary(), file=sys.stderr)
+    detector = tiled_detector(detector, args)
+    if args.tile:
+        print(detector.summary(), file=sys.stderr)
     for flag, folder, names, patterns in planned:
         claim(folder, names, patterns)
     entries: list = []

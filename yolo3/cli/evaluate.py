@@ -22,12 +22,15 @@ from yolo3.cli.common import (
     add_input_size_argument,
     add_precision_argument,
     add_source_arguments,
+    add_tile_arguments,
     add_variant_argument,
     annotation_sources,
+    check_tile_arguments,
     fraction,
     positive_int,
     run_command,
     show_progress,
+    tiled_detector,
     warn,
 )
 
@@ -62,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "confusion matrix (default: the confidence of best F1)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots (precision-recall, "
                    "confusion matrix, precision / recall / F1 against confidence)")
+    add_tile_arguments(p, "with --model: detect")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,10 +137,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot:  # plots beside --out: never over a file of the user's
         from yolo3.core.ownership import check_side_files
         check_side_files([path for _, path in outputs[2:]], "--out", "give --no-plot")
+    check_tile_arguments(args)
+    if args.tile and not args.model:
+        raise ArgumentError("--tile slices the images a --model detects in: --detections are "
+                            "already made")
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
     if det is not None:
         print(det.engine.summary(), file=sys.stderr)
+        det = tiled_detector(det, args)
+        if args.tile:
+            print(det.summary(), file=sys.stderr)
     if args.classes:
         class_names = read_classes(args.classes)
     elif data_names is not None:

@@ -13,7 +13,10 @@ Conventions: boxes are ``(x1, y1, x2, y2)`` in continuous pixel coordinates; IoU
   VOC2007 11-point AP.
 
 Top-level keys: ``mAP50``, ``mAP75``, ``mAP50_95`` (COCO; equal to ``COCOeval.stats[1], [2], [0]``),
-``mAP50_voc``, ``mAP50_voc07`` (VOC) and ``per_class``. Means are None when no class has ground truth.
+``mAP_small``, ``mAP_medium``, ``mAP_large`` (COCO's AP@[.5:.95] by box area: below 32x32, up to
+96x96, above; ``stats[3], [4], [5]``; a box's area is its width x height),
+``mAP50_voc``, ``mAP50_voc07`` (VOC) and ``per_class`` (each class's ``AP_small`` ... too). Means
+are None when no class has ground truth (of that size).
 """
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ from yolo3.ops.boxes import iou_xyxy
 # Exactly pycocotools' Params: np.linspace(.5, 0.95, 10) and np.linspace(.0, 1.00, 101).
 IOU_THRESHOLDS = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)
 RECALL_POINTS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
+# pycocotools' areaRng (box area in pixels squared): small, medium, large
+AREA_RANGES = {"small": (0.0, 32.0 ** 2), "medium": (32.0 ** 2, 96.0 ** 2),
+               "large": (96.0 ** 2, 1e5 ** 2)}
 
 GroundTruth = Mapping[Hashable, np.ndarray]                       # id -> (N, 5) x1, y1, x2, y2, cls
 DetectionSet = Mapping[Hashable, Tuple[np.ndarray, np.ndarray, np.ndarray]]  # id -> boxes, scores, cls
@@ -70,32 +76,49 @@ def split_by_class(gt: GroundTruth, dets: DetectionSet, ids: Sequence[Hashable],
     return gts, dts
 
 
-def _coco_match(ious: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """Greedy COCO matching of score-sorted detections: ``ious`` ``(D, G)`` -> matched ``(T, D)`` bool."""
+def _coco_match(ious: np.ndarray, thresholds: np.ndarray,
+                gt_ignored: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Greedy COCO matching of score-sorted detections: ``ious`` ``(D, G)`` -> ``(matched (T, D),
+    matched to an ignored ground-truth box (T, D))`` bool. As pycocotools: each detection takes
+    the free ground-truth box of highest IoU >= threshold (ties: the last), a box that counts
+    before one that is ignored (outside the area range)."""
     num_t = len(thresholds)
     num_d, num_g = ious.shape
     matched = np.zeros((num_t, num_d), dtype=bool)
+    to_ignored = np.zeros((num_t, num_d), dtype=bool)
     if num_g == 0:
-        return matched
+        return matched, to_ignored
+    ignored = np.zeros(num_g, bool) if gt_ignored is None else np.asarray(gt_ignored, bool)
     taken = np.zeros((num_t, num_g), dtype=bool)
     thr = np.minimum(thresholds, 1 - 1e-10)[:, None]
     rows = np.arange(num_t)
     for d in range(num_d):
         ok = (ious[d][None, :] >= thr) & ~taken                  # (T, G)
-        masked = np.where(ok, ious[d][None, :], -1.0)
-        g = num_g - 1 - np.argmax(masked[:, ::-1], axis=1)        # ties: the last gt, as pycocotools
-        hit = ok[rows, g]
+        picks = []
+        for allowed in (ok & ~ignored, ok & ignored):
+            masked = np.where(allowed, ious[d][None, :], -1.0)
+            g = num_g - 1 - np.argmax(masked[:, ::-1], axis=1)    # ties: the last gt, as pycocotools
+            picks.append((g, allowed[rows, g]))
+        (g_kept, hit_kept), (g_ign, hit_ign) = picks
+        g = np.where(hit_kept, g_kept, g_ign)
+        hit = hit_kept | hit_ign
         matched[:, d] = hit
+        to_ignored[:, d] = hit & ~hit_kept
         taken[rows[hit], g[hit]] = True
-    return matched
+    return matched, to_ignored
 
 
-def _coco_precision(scores: np.ndarray, matched: np.ndarray, num_gt: int) -> np.ndarray:
-    """Interpolated precision ``(T, 101)`` from concatenated scores ``(D,)`` and matches ``(T, D)``."""
+def _coco_precision(scores: np.ndarray, matched: np.ndarray, num_gt: int,
+                    ignored: Optional[np.ndarray] = None) -> np.ndarray:
+    """Interpolated precision ``(T, 101)`` from concatenated scores ``(D,)`` and matches ``(T, D)``;
+    ``ignored`` ``(T, D)`` detections count neither way."""
     order = np.argsort(-scores, kind="mergesort")
     tp = matched[:, order]
+    fp = ~tp
+    if ignored is not None:
+        tp, fp = tp & ~ignored[:, order], fp & ~ignored[:, order]
     tp_sum = np.cumsum(tp, axis=1, dtype=np.float64)
-    fp_sum = np.cumsum(~tp, axis=1, dtype=np.float64)
+    fp_sum = np.cumsum(fp, axis=1, dtype=np.float64)
     num_t = matched.shape[0]
     out = np.zeros((num_t, len(RECALL_POINTS)))
     if tp.shape[1] == 0:
@@ -110,23 +133,40 @@ def _coco_precision(scores: np.ndarray, matched: np.ndarray, num_gt: int) -> np.
     return out
 
 
+def _outside(boxes: np.ndarray, area_range: Tuple[float, float]) -> np.ndarray:
+    """``(N,)`` bool: box areas (width x height) outside ``[low, high]``."""
+    area = np.prod(np.clip(boxes[:, 2:] - boxes[:, :2], 0, None), axis=-1)
+    return (area < area_range[0]) | (area > area_range[1])
+
+
 def coco_class_precision(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarray, np.ndarray]],
-                         max_dets: int = 100) -> Optional[np.ndarray]:
-    """COCO precision ``(T, 101)`` of one class; ``gts``/``dts`` per image. None without ground truth."""
-    num_gt = sum(len(g) for g in gts)
+                         max_dets: int = 100,
+                         area_range: Optional[Tuple[float, float]] = None) -> Optional[np.ndarray]:
+    """COCO precision ``(T, 101)`` of one class; ``gts``/``dts`` per image. None without ground
+    truth (in the area range). With ``area_range`` (COCO's small, medium, large: box area in
+    pixels squared), ground-truth boxes outside it are ignored, and so are detections outside it
+    that match nothing, as pycocotools does."""
+    rng = area_range or (0.0, np.inf)
+    ignored_gts = [_outside(g, rng) for g in gts]
+    num_gt = sum(int((~ig).sum()) for ig in ignored_gts)
     if num_gt == 0:
         return None
-    all_scores, all_matched = [], []
-    for g, (db, ds) in zip(gts, dts):
+    all_scores, all_matched, all_ignored = [], [], []
+    for g, ig, (db, ds) in zip(gts, ignored_gts, dts):
         if len(db) == 0:
             continue
         order = np.argsort(-ds, kind="mergesort")[:max_dets]
         db, ds = db[order], ds[order]
+        # ground truth that counts first, as pycocotools sorts it (ties then go to the last)
+        gt_order = np.argsort(ig, kind="mergesort")
+        matched, to_ignored = _coco_match(iou_xyxy(db, g[gt_order]), IOU_THRESHOLDS, ig[gt_order])
         all_scores.append(ds)
-        all_matched.append(_coco_match(iou_xyxy(db, g), IOU_THRESHOLDS))
+        all_matched.append(matched)
+        all_ignored.append(to_ignored | (~matched & _outside(db, rng)[None, :]))
     if not all_scores:
         return np.zeros((len(IOU_THRESHOLDS), len(RECALL_POINTS)))
-    return _coco_precision(np.concatenate(all_scores), np.concatenate(all_matched, axis=1), num_gt)
+    return _coco_precision(np.concatenate(all_scores), np.concatenate(all_matched, axis=1), num_gt,
+                           np.concatenate(all_ignored, axis=1))
 
 
 def voc_class_matches(gts: Sequence[np.ndarray], dts: Sequence[Tuple[np.ndarray, np.ndarray]],
@@ -230,6 +270,9 @@ def evaluate_detections(gt: GroundTruth, dets: DetectionSet, num_classes: int,
         if prec is not None:
             entry.update(AP50=float(prec[t50].mean()), AP75=float(prec[t75].mean()),
                          AP50_95=float(prec.mean()))
+        for size, area_range in AREA_RANGES.items():
+            sized = coco_class_precision(gts[k], dts[k], max_dets, area_range)
+            entry[f"AP_{size}"] = None if sized is None else float(sized.mean())
         if curve is not None:
             entry.update(AP50_voc=voc_ap(*curve), AP50_voc07=voc_ap(*curve, use_07_metric=True))
             curves.append({"recall": curve[0], "precision": curve[1], "ap": entry["AP50_voc"]})
@@ -242,6 +285,7 @@ def evaluate_detections(gt: GroundTruth, dets: DetectionSet, num_classes: int,
         "mAP50_95": _mean([c["AP50_95"] for c in per_class]),
         "mAP50_voc": _mean([c["AP50_voc"] for c in per_class]),
         "mAP50_voc07": _mean([c["AP50_voc07"] for c in per_class]),
+        **{f"mAP_{size}": _mean([c[f"AP_{size}"] for c in per_class]) for size in AREA_RANGES},
         "num_images": len(ids),
         "num_classes_with_gt": sum(c["num_gt"] > 0 for c in per_class),
         "per_class": per_class,
@@ -266,6 +310,10 @@ def format_table(result: Mapping[str, Any]) -> str:
     means = [result["mAP50"], result["mAP75"], result["mAP50_95"], result["mAP50_voc"],
              result["mAP50_voc07"]]
     lines.append(f"{'mean':<{width}} {'':>6} {'':>6} " + " ".join(fmt(v) for v in means))
+    if any(f"mAP_{size}" in result for size in AREA_RANGES):
+        sizes = ", ".join(f"{size} {'-' if result.get(f'mAP_{size}') is None else format(result[f'mAP_{size}'], '.4f')}"
+                          for size in AREA_RANGES)
+        lines.append(f"AP50_95 by box size (COCO areas): {sizes}")
     return "\n".join(lines)
 
 

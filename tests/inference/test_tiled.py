@@ -1,0 +1,147 @@
+"""Sliced inference: a scene detector that sees what a resized view would (objects of at least
+1/40 of the view's longer side), and the Keras detector against a per-crop plain loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yolo3.inference.tiled import TiledDetector
+from yolo3.ops.tiles import cut_by_window, merge_detections, tile_windows
+
+COLOURS = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
+
+
+class SceneDetector:
+    """Finds each coloured rectangle's visible pixels in a view (class = colour, score by class)
+    when its box is at least 1/40 of the view's longer side: a network seeing the view letterboxed
+    to a fixed input would miss smaller ones. Records the views' sizes and batch sizes."""
+
+    class_names = ["red", "green", "blue"]
+    iou = 0.45
+    max_boxes = 100
+
+    def __init__(self):
+        self.views, self.batch_sizes = [], []
+
+    def detect(self, view):
+        self.views.append(view.shape[:2])
+        smallest = max(view.shape[:2]) / 40
+        boxes, scores, classes = [], [], []
+        for k, colour in enumerate(COLOURS):
+            ys, xs = np.nonzero(np.all(view == colour, axis=-1))
+            if len(xs):  # one object per colour and view in these scenes: its visible box
+                box = [xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]
+                if max(box[2] - box[0], box[3] - box[1]) >= smallest:
+                    boxes.append(box)
+                    scores.append(0.5 + 0.1 * k)
+                    classes.append(k)
+        return (np.array(boxes, np.float32).reshape(-1, 4), np.array(scores, np.float32),
+                np.array(classes, np.int32))
+
+    def detect_stream(self, images, batch_size=1):
+        self.batch_sizes.append(batch_size)
+        for image in images:
+            yield self.detect(image)
+
+
+def scene(hw, objects):
+    image = np.full((*hw, 3), 90, np.uint8)
+    for k, (x1, y1, x2, y2) in objects:
+        image[y1:y2, x1:x2] = COLOURS[k]
+    return image
+
+
+def test_small_objects_are_found_by_tiles_and_cut_ones_whole():
+    # two small objects (seen only by tiles, one across a tile seam) and a large one (cut by
+    # every tile: seen whole by the whole-image pass only)
+    objects = [(0, (400, 300, 416, 314)), (1, (1500, 900, 1514, 912)),
+               (2, (700, 150, 1400, 650))]
+    image = scene((1080, 1920), objects)
+    inner = SceneDetector()
+    tiled = TiledDetector(inner, tile=416, overlap=0.25, batch_size=4)
+    boxes, scores, classes = tiled.detect(image)
+    order = np.argsort(classes)
+    np.testing.assert_array_equal(classes[order], [0, 1, 2])
+    np.testing.assert_array_equal(boxes[order], [box for _, box in objects])
+    assert len(inner.views) == tiled.views_per_image(image.shape) == len(tiled.windows((1080, 1920))) + 1
+    assert inner.views[-1] == (1080, 1920) and inner.batch_sizes == [4]
+    # the plain detector misses the small ones
+    assert inner.detect(image)[2].tolist() == [2]
+
+
+def test_without_the_whole_image_cut_boxes_are_kept_and_merged():
+    objects = [(2, (200, 200, 900, 700))]
+    tiled = TiledDetector(SceneDetector(), tile=416, overlap=0.25, whole_image=False)
+    boxes, _, classes = tiled.detect(scene((1080, 1920), objects))
+    # the object is seen in pieces; every piece lies inside it, and together they span it
+    assert len(boxes) >= 2 and set(classes.tolist()) == {2}
+    assert boxes[:, 0].min() == 200 and boxes[:, 1].min() == 200
+    assert boxes[:, 2].max() == 900 and boxes[:, 3].max() == 700
+
+
+def test_a_stream_of_images_of_several_sizes_keeps_its_order():
+    images = [scene((1080, 1920), [(0, (10, 10, 30, 30))]), scene((300, 200), [(1, (5, 5, 50, 50))]),
+              scene((700, 900), [(2, (600, 400, 620, 430))])]
+    inner = SceneDetector()
+    tiled = TiledDetector(inner, tile=320, overlap=0.2)
+    found = list(tiled.detect_stream(iter(images), batch_size=3))
+    assert [f[2].tolist() for f in found] == [[0], [1], [2]]
+    np.testing.assert_array_equal(found[2][0], [[600, 400, 620, 430]])
+    # the 300x200 image fits one tile: seen once
+    assert len(inner.views) == sum(tiled.views_per_image(im.shape) for im in images)
+    assert tiled.views_per_image((300, 200)) == 1 and inner.batch_sizes == [3]
+    assert tiled.detect_batch(images)[1][2].tolist() == [1]
+    assert tiled.class_names == SceneDetector.class_names  # the detector's attributes
+
+
+@pytest.mark.parametrize("kwargs, match", [({"tile": 0}, "tile"), ({"tile": 416, "overlap": 1.0}, "overlap"),
+                                           ({"tile": 416, "merge": "avg"}, "merge"),
+                                           ({"tile": 416, "batch_size": 0}, "batch size")])
+def test_bad_settings_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TiledDetector(SceneDetector(), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def keras_detector(tmp_path_factory):
+    import keras
+
+    from yolo3.checkpoint.metadata import ModelInfo
+    from yolo3.inference.detector import YOLO
+    from yolo3.modeling.bodies import build_body
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+
+    keras.utils.set_random_seed(3)
+    body = build_body("tiny", 3)
+    for name in ("output_s32", "output_s16"):  # spread the scores
+        layer = body.get_layer(name)
+        w, b = layer.get_weights()
+        layer.set_weights([w * 8.0, b])
+    info = ModelInfo(variant="tiny", anchors=TINY_YOLO_ANCHORS, masks=[[3, 4, 5], [1, 2, 3]], num_classes=3,
+                     class_names=["a", "b", "c"], input_size=(96, 96))
+    return YOLO.from_body(body, info, score=0.2, iou=0.45, precision="float32")
+
+
+def test_keras_detector_tiled_equals_a_per_crop_loop(keras_detector):
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 255, size=(250, 330, 3), dtype=np.uint8)
+    tiled = TiledDetector(keras_detector, tile=128, overlap=0.2, batch_size=5)
+    got = tiled.detect(image)
+    views = []
+    for window in tile_windows(image.shape[:2], 128, 0.2):
+        x1, y1, x2, y2 = window
+        boxes, scores, classes = keras_detector.detect(image[y1:y2, x1:x2])
+        boxes = boxes + np.array([x1, y1, x1, y1], np.float32)
+        keep = ~cut_by_window(boxes, window, image.shape[:2])
+        views.append((boxes[keep], scores[keep], classes[keep]))
+    views.append(keras_detector.detect(image))
+    ref = merge_detections(views, 0.45, max_boxes=100)
+    assert len(ref[0]) > 0
+    np.testing.assert_allclose(got[0], ref[0], atol=1e-3)
+    np.testing.assert_allclose(got[1], ref[1], atol=1e-5)
+    np.testing.assert_array_equal(got[2], ref[2])
+    # a tile as large as the image: the plain detection
+    whole = TiledDetector(keras_detector, tile=400).detect(image)
+    plain = keras_detector.detect(image)
+    for a, b in zip(whole, plain):
+        np.testing.assert_allclose(a, b, atol=1e-5)

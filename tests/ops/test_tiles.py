@@ -1,0 +1,156 @@
+"""Tile windows, cut boxes and the merge, against plain-loop float64 references."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yolo3.ops.tiles import (
+    cut_by_window,
+    fuse_per_class,
+    merge_detections,
+    nms_per_class,
+    tile_windows,
+)
+
+
+@pytest.mark.parametrize("image_hw, tile, overlap", [
+    ((1080, 1920), 416, 0.2), ((3000, 4000), 640, 0.25), ((300, 1920), 416, 0.2),
+    ((416, 416), 416, 0.2), ((100, 90), 416, 0.5), ((1000, 999), (320, 480), 0.0),
+    ((1001, 1001), 7, 0.9)])
+def test_windows_cover_the_image_with_the_overlap(image_hw, tile, overlap):
+    h, w = image_hw
+    th, tw = (tile, tile) if np.isscalar(tile) else tile
+    windows = tile_windows(image_hw, tile, overlap)
+    covered = np.zeros((h, w), np.int64)
+    for x1, y1, x2, y2 in windows:
+        assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h
+        # a tile is the tile size, or the whole side where the image is shorter
+        assert x2 - x1 == min(tw, w) and y2 - y1 == min(th, h)
+        covered[y1:y2, x1:x2] += 1
+    assert covered.min() >= 1
+    # neighbours along each side overlap by at least the overlap (a plain loop over starts)
+    for side, size, t in ((0, w, tw), (1, h, th)):
+        starts = sorted(set(int(v) for v in windows[:, side]))
+        assert starts[0] == 0 and starts[-1] + min(t, size) == size
+        for a, b in zip(starts, starts[1:]):
+            assert a + t - b >= overlap * t - 0.5
+
+
+def test_an_object_no_longer_than_the_overlap_lies_whole_in_a_window(rng):
+    windows = tile_windows((1080, 1920), 416, 0.25)
+    for _ in range(500):
+        w, h = rng.uniform(1, 104, size=2)
+        x1, y1 = rng.uniform(0, 1920 - w), rng.uniform(0, 1080 - h)
+        inside = [(wx1 <= x1 and wy1 <= y1 and x1 + w <= wx2 and y1 + h <= wy2)
+                  for wx1, wy1, wx2, wy2 in windows]
+        assert any(inside)
+
+
+@pytest.mark.parametrize("tile, overlap", [(0, 0.2), (-3, 0.2), (2.5, 0.2), ((416,), 0.2),
+                                           (416, 1.0), (416, -0.1)])
+def test_bad_tiles_are_refused(tile, overlap):
+    with pytest.raises(ValueError, match="tile"):
+        tile_windows((100, 100), tile, overlap)
+
+
+def test_boxes_at_inner_window_edges_are_cut_image_edges_are_not():
+    image_hw = (1000, 2000)
+    window = (400, 0, 816, 416)  # top edge is the image's
+    boxes = np.array([[401, 50, 450, 90],     # at the left edge: cut
+                      [500, 0, 540, 40],      # at the image's top: whole
+                      [600, 380, 640, 415],   # at the bottom edge: cut
+                      [780, 200, 815, 240],   # at the right edge: cut
+                      [500, 100, 600, 200]],  # inside
+                     float)
+    np.testing.assert_array_equal(cut_by_window(boxes, window, image_hw),
+                                  [True, False, True, True, False])
+    # a window that is the whole image cuts nothing
+    assert not cut_by_window(boxes, (0, 0, 2000, 1000), image_hw).any()
+
+
+def _iou(a, b):
+    iw = min(a[2], b[2]) - max(a[0], b[0])
+    ih = min(a[3], b[3]) - max(a[1], b[1])
+    inter = max(iw, 0.0) * max(ih, 0.0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _nms_reference(boxes, scores, classes, thr):
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    kept = []
+    for i in order:
+        if all(classes[j] != classes[i] or _iou(boxes[i], boxes[j]) <= thr for j in kept):
+            kept.append(i)
+    return kept
+
+
+def _random_views(rng, n=60, classes=3):
+    centres = rng.uniform(0, 400, size=(n // 3, 2))
+    boxes, scores, cls = [], [], []
+    for _ in range(n):  # boxes jittered around a few centres: clusters to merge
+        c = centres[rng.integers(len(centres))]
+        wh = rng.uniform(10, 40, size=2)
+        jitter = rng.normal(0, 3, size=2)
+        boxes.append(np.concatenate([c + jitter - wh / 2, c + jitter + wh / 2]))
+        scores.append(rng.uniform(0.05, 1.0))
+        cls.append(int(rng.integers(classes)))
+    return np.array(boxes), np.array(scores), np.array(cls)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nms_equals_a_plain_loop(seed):
+    boxes, scores, classes = _random_views(np.random.default_rng(seed))
+    keep = nms_per_class(boxes, scores, classes, 0.45)
+    ref = _nms_reference(boxes, scores, classes, 0.45)
+    assert sorted(keep.tolist()) == sorted(ref)
+    assert np.all(np.diff(scores[keep]) <= 0)
+
+
+def _wbf_reference(boxes, scores, classes, thr):
+    out = []
+    for k in sorted(set(classes.tolist())):
+        order = sorted((i for i in range(len(scores)) if classes[i] == k), key=lambda i: -scores[i])
+        clusters = []  # [members]
+        for i in order:
+            for members in clusters:
+                w = sum(scores[m] for m in members)
+                fused = [sum(scores[m] * boxes[m][c] for m in members) / w for c in range(4)]
+                if _iou(boxes[i], fused) > thr:
+                    members.append(i)
+                    break
+            else:
+                clusters.append([i])
+        for members in clusters:
+            w = sum(scores[m] for m in members)
+            out.append(([sum(scores[m] * boxes[m][c] for m in members) / w for c in range(4)],
+                        max(scores[m] for m in members), k))
+    return sorted(out, key=lambda t: -t[1])
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_weighted_box_fusion_equals_a_plain_loop(seed):
+    boxes, scores, classes = _random_views(np.random.default_rng(seed))
+    fb, fs, fc = fuse_per_class(boxes, scores, classes, 0.55)
+    ref = _wbf_reference(boxes, scores, classes, 0.55)
+    assert len(fb) == len(ref) < len(boxes)
+    np.testing.assert_allclose(fb, [r[0] for r in ref], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fs, [r[1] for r in ref], rtol=0, atol=0)
+    np.testing.assert_array_equal(fc, [r[2] for r in ref])
+
+
+def test_merge_concatenates_views_and_caps_the_count():
+    a = (np.array([[0, 0, 10, 10], [50, 50, 60, 60]], float), np.array([0.9, 0.4]), np.array([0, 1]))
+    b = (np.array([[1, 1, 10, 10], [100, 100, 120, 130]], float), np.array([0.8, 0.7]),
+         np.array([0, 0]))
+    boxes, scores, classes = merge_detections([a, b], 0.45)
+    np.testing.assert_allclose(scores, [0.9, 0.7, 0.4], rtol=1e-6)
+    np.testing.assert_array_equal(classes, [0, 0, 1])
+    assert boxes.dtype == np.float32 and classes.dtype == np.int32
+    boxes, scores, _ = merge_detections([a, b], 0.45, "wbf", max_boxes=1)
+    np.testing.assert_allclose(boxes[0], (0.9 * a[0][0] + 0.8 * b[0][0]) / 1.7, rtol=1e-6)
+    assert scores.tolist() == pytest.approx([0.9])
+    empty = merge_detections([], 0.45)
+    assert empty[0].shape == (0, 4) and len(empty[1]) == len(empty[2]) == 0
+    with pytest.raises(ValueError, match="merge method"):
+        merge_detections([a], 0.45, "mean")

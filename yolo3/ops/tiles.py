@@ -1,0 +1,170 @@
+"""Slicing an image into overlapping tiles and merging the tiles' detections (NumPy).
+
+Boxes are ``(x1, y1, x2, y2)`` in continuous pixels; tile windows are integer pixel rectangles
+``(x1, y1, x2, y2)`` (``x2``, ``y2`` exclusive). A tile is cut at native resolution: the detector
+letterboxes it to its input size like any image, so small objects keep their pixels.
+
+- :func:`tile_windows`: windows of ``tile`` pixels covering the image, evenly spread, neighbours
+  overlapping by at least ``overlap`` of a tile; an image side shorter than a tile is one window
+  of that side.
+- :func:`cut_by_window`: which of a tile's boxes touch a window edge that lies inside the image
+  (the object goes on past it: a neighbouring tile, or the whole-image pass, sees it whole).
+- :func:`merge_detections`: per-class greedy NMS, or weighted box fusion, of several views'
+  detections in image pixels.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple, Union
+
+import numpy as np
+
+from yolo3.ops.boxes import iou_xyxy
+
+__all__ = ["MERGE_METHODS", "tile_windows", "cut_by_window", "nms_per_class", "fuse_per_class",
+           "merge_detections", "TileSize"]
+
+MERGE_METHODS = ("nms", "wbf")
+
+TileSize = Union[int, Tuple[int, int]]
+Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _tile_hw(tile: TileSize) -> Tuple[int, int]:
+    sides = (tile, tile) if np.isscalar(tile) else tuple(tile)
+    if len(sides) != 2:
+        raise ValueError(f"tile size {tile!r}: expected one or two positive whole numbers of pixels")
+    th, tw = sides
+    if int(th) != th or int(tw) != tw or th < 1 or tw < 1:
+        raise ValueError(f"tile size {tile!r}: expected one or two positive whole numbers of pixels")
+    return int(th), int(tw)
+
+
+def _starts(size: int, tile: int, overlap: float) -> np.ndarray:
+    """Window starts along one side: 0 ... ``size - tile``, evenly spread, with steps of at most
+    ``tile * (1 - overlap)`` pixels."""
+    if size <= tile:
+        return np.zeros(1, np.int64)
+    step = max(1.0, tile * (1.0 - overlap))
+    count = int(np.ceil((size - tile) / step - 1e-9)) + 1
+    return np.round(np.linspace(0, size - tile, count)).astype(np.int64)
+
+
+def tile_windows(image_hw: Sequence[int], tile: TileSize, overlap: float = 0.2) -> np.ndarray:
+    """The windows ``(T, 4)`` int64 ``(x1, y1, x2, y2)`` of ``tile`` pixels (one side, or
+    ``(height, width)``) covering an image of ``image_hw``, rows first. Neighbours overlap by at
+    least ``overlap`` (0 <= overlap < 1) of a tile, so an object no longer than that overlap lies
+    whole inside some window."""
+    if not 0.0 <= overlap < 1.0:
+        raise ValueError(f"tile overlap {overlap!r}: expected a fraction in [0, 1)")
+    h, w = int(image_hw[0]), int(image_hw[1])
+    if h < 1 or w < 1:
+        raise ValueError(f"image size {tuple(image_hw)}: expected positive height and width")
+    th, tw = _tile_hw(tile)
+    ys, xs = _starts(h, th, overlap), _starts(w, tw, overlap)
+    y1, x1 = np.meshgrid(ys, xs, indexing="ij")
+    y1, x1 = y1.ravel(), x1.ravel()
+    return np.stack([x1, y1, np.minimum(x1 + tw, w), np.minimum(y1 + th, h)], axis=1)
+
+
+def cut_by_window(boxes: np.ndarray, window: Sequence[int], image_hw: Sequence[int],
+                  margin: float = 2.0) -> np.ndarray:
+    """``(N,)`` bool: which boxes (image pixels) come within ``margin`` pixels of an edge of
+    ``window`` that is not an edge of the image: the tile saw only part of that object."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    x1, y1, x2, y2 = (float(v) for v in window)
+    h, w = float(image_hw[0]), float(image_hw[1])
+    cut = np.zeros(len(boxes), bool)
+    if x1 > 0:
+        cut |= boxes[:, 0] <= x1 + margin
+    if y1 > 0:
+        cut |= boxes[:, 1] <= y1 + margin
+    if x2 < w:
+        cut |= boxes[:, 2] >= x2 - margin
+    if y2 < h:
+        cut |= boxes[:, 3] >= y2 - margin
+    return cut
+
+
+def nms_per_class(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
+                  iou_threshold: float) -> np.ndarray:
+    """Indices kept by greedy NMS within each class, by descending score (ties: the earlier box):
+    a box is dropped when its IoU with a kept box of its class exceeds ``iou_threshold``."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    scores = np.asarray(scores, np.float64).reshape(-1)
+    classes = np.asarray(classes).reshape(-1)
+    keep: List[int] = []
+    for k in np.unique(classes):
+        idx = np.flatnonzero(classes == k)
+        idx = idx[np.argsort(-scores[idx], kind="stable")]
+        ious = iou_xyxy(boxes[idx], boxes[idx])
+        alive = np.ones(len(idx), bool)
+        for i in range(len(idx)):
+            if not alive[i]:
+                continue
+            keep.append(int(idx[i]))
+            alive[i + 1:] &= ious[i, i + 1:] <= iou_threshold
+    keep_arr = np.asarray(keep, np.int64)
+    return keep_arr[np.argsort(-scores[keep_arr], kind="stable")]
+
+
+def fuse_per_class(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
+                   iou_threshold: float) -> Detections:
+    """Weighted box fusion within each class: boxes by descending score join the first cluster
+    whose fused box they overlap by more than ``iou_threshold`` (else start one); a cluster's box
+    is its members' score-weighted mean, its score the highest member's. Returns
+    ``(boxes, scores, classes)`` by descending score."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    scores = np.asarray(scores, np.float64).reshape(-1)
+    classes = np.asarray(classes).reshape(-1)
+    out_b, out_s, out_c = [], [], []
+    for k in np.unique(classes):
+        idx = np.flatnonzero(classes == k)
+        idx = idx[np.argsort(-scores[idx], kind="stable")]
+        sums: List[np.ndarray] = []    # score-weighted box sums
+        weights: List[float] = []
+        best: List[float] = []
+        for i in idx:
+            fused = np.asarray([s / w for s, w in zip(sums, weights)]).reshape(-1, 4)
+            ious = iou_xyxy(boxes[i:i + 1], fused)[0] if len(fused) else np.zeros(0)
+            hits = np.flatnonzero(ious > iou_threshold)
+            if len(hits):
+                j = int(hits[0])
+                sums[j] = sums[j] + scores[i] * boxes[i]
+                weights[j] += scores[i]
+            else:
+                sums.append(scores[i] * boxes[i])
+                weights.append(float(scores[i]))
+                best.append(float(scores[i]))
+        for s, w, b in zip(sums, weights, best):
+            out_b.append(s / w if w > 0 else s)
+            out_s.append(b)
+            out_c.append(k)
+    if not out_b:
+        return np.zeros((0, 4)), np.zeros(0), np.zeros(0, classes.dtype)
+    b, s, c = np.asarray(out_b), np.asarray(out_s), np.asarray(out_c, classes.dtype)
+    order = np.argsort(-s, kind="stable")
+    return b[order], s[order], c[order]
+
+
+def merge_detections(views: Sequence[Detections], iou_threshold: float, method: str = "nms",
+                     max_boxes: int = 0) -> Detections:
+    """One image's detections from several views (the tiles' and the whole image's, all in image
+    pixels): concatenated, then per-class NMS or weighted box fusion (``method``); at most
+    ``max_boxes`` (0: all), by descending score. Returns float32 boxes and scores, int32 classes."""
+    if method not in MERGE_METHODS:
+        raise ValueError(f"merge method {method!r}: expected one of {', '.join(MERGE_METHODS)}")
+    views = list(views)
+    boxes = np.concatenate([np.asarray(v[0], np.float64).reshape(-1, 4) for v in views]
+                           or [np.zeros((0, 4))])
+    scores = np.concatenate([np.asarray(v[1], np.float64).reshape(-1) for v in views]
+                            or [np.zeros(0)])
+    classes = np.concatenate([np.asarray(v[2]).reshape(-1).astype(np.int64) for v in views]
+                             or [np.zeros(0, np.int64)])
+    if method == "nms":
+        keep = nms_per_class(boxes, scores, classes, iou_threshold)
+        boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
+    else:
+        boxes, scores, classes = fuse_per_class(boxes, scores, classes, iou_threshold)
+    if max_boxes:
+        boxes, scores, classes = boxes[:max_boxes], scores[:max_boxes], classes[:max_boxes]
+    return boxes.astype(np.float32), scores.astype(np.float32), classes.astype(np.int32)
