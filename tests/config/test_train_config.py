@@ -81,6 +81,11 @@ def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
     ("box_gain", 0.0, ("box_gain",), "box_gain must be a positive number, got 0.0"),
     ("class_gain", float("nan"), ("class_gain",), "class_gain must be a positive number, got nan"),
     ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
+    ("tile", 16, ("tile",), "tile must be a size in pixels >= 32 or auto, got 16"),
+    ("tile", "big", ("tile",), "tile must be a size in pixels >= 32 or auto, got 'big'"),
+    ("tile_whole", 1.5, ("tile_whole",), r"tile_whole must be in \[0, 1\], got 1.5"),
+    ("tile_background", -0.1, ("tile_background",), r"tile_background must be in \[0, 1\]"),
+    ("tile_overlap", 1.0, ("tile_overlap",), r"tile_overlap must be in \[0, 1\), got 1.0"),
     ("variant", "yolo9", ("variant",), "unknown variant 'yolo9'"),
     ("input_size", 100, ("input_size",), "multiple of 32"),
     ("multi_scale", (320, 300), ("multi_scale",), "MIN <= MAX"),
@@ -227,6 +232,9 @@ def test_trains_old_variant_flag_still_works_and_warns(tmp_path, capsys):
     (["--assign-iou", "0"],
      "yolo3 train: error: --assign-iou must be in (0, 1] (1: only the best anchor), got 0.0"),
     (["--ignore-iou", "0"], r"yolo3 train: error: --ignore-iou must be in (0, 1], got 0.0"),
+    (["--tile", "8"], "yolo3 train: error: --tile must be a size in pixels >= 32 or auto, got 8"),
+    (["--tile", "64", "--tile-overlap", "1"], "yolo3 train: error: --tile-overlap must be in "
+                                              "[0, 1), got 1.0"),
     (["--multi-scale", "48", "96"], "yolo3 train: error: --multi-scale: sizes need multiples of 32 "
                                     "with MIN <= MAX, got 48 and 96"),
 ])
@@ -239,3 +247,12 @@ def test_a_bad_setting_on_the_command_line_names_its_flag_and_exits_2(tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_a_tile_that_is_not_a_size_is_refused_by_the_parser(tmp_path, capsys):
+    from cli_harness import assert_refused, run_cli
+    files = _files(tmp_path)
+    code, err = run_cli(["train", "--annotations", files["annotations"], "--classes",
+                         files["classes"], "--output", files["output"], "--tile", "huge"], capsys)
+    assert_refused(code, err, "--tile", "expected a size in pixels or auto, got 'huge'")
+    assert not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import random
 import re
@@ -308,3 +309,33 @@ def test_invalid_boxes_are_dropped_with_a_warning_unless_strict(dataset, tmp_pat
     assert f"{bad}: 2 invalid boxes dropped" in err
     assert main(args + ["--output", str(tmp_path / "strict"), "--strict"]) == 2
     assert f"yolo3 train: error: {bad}:1: box '9,9,2,20,0': x2 <= x1" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores
+def test_tiled_training_through_the_cli_validates_sliced(dataset, tmp_path, monkeypatch):
+    """--tile reaches the pipeline (windows of 48 px) and the validation (sliced detection)."""
+    from yolo3.data import pipeline
+    from yolo3.inference.tiled import TiledDetector
+    seen = {"tiles": [], "views": 0}
+    original = pipeline.make_dataset
+
+    def spy(records, config, *a, **kw):
+        seen["tiles"].append(config.tiles)
+        return original(records, config, *a, **kw)
+    monkeypatch.setattr("yolo3.training.datasets.make_dataset", spy)
+    real_stream = TiledDetector.detect_stream
+
+    def counted(self, images, batch_size=0):
+        for found in real_stream(self, images, batch_size):
+            seen["views"] += 1
+            yield found
+    monkeypatch.setattr(TiledDetector, "detect_stream", counted)
+    d, classes = dataset
+    out = tmp_path / "tiled"
+    assert main(_args(d, classes, out, "--freeze-epochs", "0", "--epochs", "1", "--tile", "48",
+                      "--tile-whole", "0.5", "--tile-overlap", "0.3")) == 0
+    training, validation = seen["tiles"][:2]
+    assert training.size == 48 and training.whole == 0.5 and validation is None
+    assert seen["views"] == 3  # the three validation images, each sliced
+    [row] = list(csv.DictReader(open(out / "history.csv")))
+    assert math.isfinite(float(row["mAP50_95"]))

@@ -154,3 +154,30 @@ def test_merge_concatenates_views_and_caps_the_count():
     assert empty[0].shape == (0, 4) and len(empty[1]) == len(empty[2]) == 0
     with pytest.raises(ValueError, match="merge method"):
         merge_detections([a], 0.45, "mean")
+
+
+def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
+    from yolo3.ops.tiles import SMALL_AT_INPUT, suggest_tile
+
+    rng = np.random.default_rng(4)
+    sides = rng.uniform(8, 40, size=400)
+    box_wh = np.stack([sides, sides], axis=1)
+    image_hw = np.tile([[1080.0, 1920.0]], (400, 1))
+    tip = suggest_tile(box_wh, image_hw, (416, 416))
+    p10 = np.percentile(sides, 10)
+    # the largest multiple of 32 at which the 10th-percentile box is at least SMALL_AT_INPUT
+    assert tip.size % 32 == 0 and tip.size >= 416
+    assert p10 * 416 / tip.size >= SMALL_AT_INPUT or tip.size == 416
+    assert p10 * 416 / (tip.size + 32) < SMALL_AT_INPUT
+    assert tip.small_share == pytest.approx(np.mean(sides * 416 / 1920 < SMALL_AT_INPUT))
+    assert "10th-percentile" in tip.reason
+    # large boxes: no tiles
+    big = suggest_tile(box_wh * 10, image_hw, (416, 416))
+    assert big.size is None and "whole image serves" in big.reason
+    # small images: tiles would be the whole image
+    near = suggest_tile(box_wh / 4, np.tile([[420.0, 560.0]], (400, 1)), (416, 416))
+    assert near.size is None and "larger input size" in near.reason
+    # objects small even at native resolution: tiles at the input size, and said so
+    tiny = suggest_tile(box_wh / 4, image_hw, (416, 416))
+    assert tiny.size == 416 and "native resolution" in tiny.reason
+    assert suggest_tile(np.zeros((0, 2)), np.zeros((0, 2)), (416, 416)).size is None

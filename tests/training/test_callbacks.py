@@ -122,3 +122,38 @@ def test_epoch_clock_puts_the_epochs_seconds_into_the_logs():
     untouched = {"loss": 1.0}
     fresh.on_epoch_end(0, untouched)  # no epoch began (a resumed callback): nothing to report
     assert untouched == {"loss": 1.0}
+
+
+def test_map_evaluation_with_a_tile_scores_sliced_detections(body, tmp_path):
+    from PIL import Image
+
+    from yolo3.checkpoint.metadata import ModelInfo
+    from yolo3.data.annotations import Record
+    from yolo3.data.images import load_image
+    from yolo3.evaluation.metrics import evaluate_detections
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.tiled import TiledDetector
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+    from yolo3.training.callbacks import MapEvaluation
+
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(3):
+        path = tmp_path / f"{i}.png"
+        Image.fromarray(rng.integers(0, 255, (150, 200, 3), dtype=np.uint8)).save(path)
+        records.append(Record(str(path), np.array([[10, 20, 40, 60, i % 2]], np.float32)))
+    info = ModelInfo(anchors=TINY_YOLO_ANCHORS, masks=[[3, 4, 5], [1, 2, 3]], num_classes=2,
+                     variant="tiny", input_size=(64, 64))
+    figures = MapEvaluation(body, info, records, verbose=0, tile=96, overlap=0.25).evaluate()
+    detector = TiledDetector(YOLO.from_body(body, info, score=0.001, iou=0.45,
+                                            precision="float32"), 96, 0.25)
+    images = [load_image(r.path) for r in records]
+    dets = dict(enumerate(detector.detect_batch(images)))
+    gt = {k: r.boxes.astype(np.float64) for k, r in enumerate(records)}
+    want = evaluate_detections(gt, dets, 2)
+    assert figures["mAP50_95"] == pytest.approx(want["mAP50_95"], abs=1e-9)
+    for k in dets:
+        np.testing.assert_allclose(figures["detections"][k][1], dets[k][1], atol=1e-6)
+    # not sliced, the images give other detections
+    whole = MapEvaluation(body, info, records, verbose=0).evaluate()
+    assert any(len(whole["detections"][k][1]) != len(dets[k][1]) for k in dets)

@@ -49,3 +49,18 @@ def test_anchors_auto_are_kmeans_of_the_training_boxes_and_their_fit_is_reported
     with pytest.raises(ConfigError, match="anchors auto: k-means needs at least k=6 boxes") as e:
         prepare_data(step_config(anchors="auto", val_split=0.9))
     assert e.value.settings == ("anchors",)
+
+
+def test_tile_auto_is_the_suggestion_for_the_training_boxes(step_config, caplog):
+    from yolo3.data.annotations import box_sizes
+    from yolo3.ops.tiles import suggest_tile
+    caplog.set_level("INFO")
+    data = prepare_data(step_config(tile="auto", val_split=0.2))
+    box_wh = box_sizes(data.records)
+    image_hw = np.concatenate([np.tile(r.image_hw, (len(r.boxes), 1)) for r in data.records])
+    tip = suggest_tile(box_wh, image_hw, (64, 64))
+    assert data.tile == tip.size
+    assert f"tile auto: {'whole images' if tip.size is None else f'{tip.size} px'} ({tip.reason})" \
+        in caplog.text
+    assert prepare_data(step_config(tile=48, val_split=0.2)).tile == 48
+    assert prepare_data(step_config(val_split=0.2)).tile is None

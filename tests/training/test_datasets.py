@@ -3,6 +3,7 @@ batch-norm statistics, and how a tf.distribute strategy splits the batches."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from yolo3.training.data_step import prepare_data
@@ -51,3 +52,28 @@ def test_a_strategy_splits_each_global_batch_by_data():
     dataset = shard_by_data(tf.data.Dataset.range(8).batch(4))
     policy = dataset.options().experimental_distribute.auto_shard_policy
     assert policy == tf.data.experimental.AutoShardPolicy.DATA
+
+
+def test_tiled_training_batches_show_objects_at_native_resolution(step_config):
+    config = step_config(augment="none", tile=32, tile_whole=0.0, tile_background=0.0)
+    data = prepare_data(config)
+    assert data.tile == 32
+    train_ds, val_ds = make_datasets(config, data, pick_strategy(config, len(data.records)))
+    native = np.concatenate([np.sqrt(np.prod(r.boxes[:, 2:4] - r.boxes[:, :2], axis=1))
+                             for r in data.records])
+    sides = []
+    for (images, *_, boxes), _ in train_ds.take(4):
+        b = boxes.numpy()
+        real = b[..., 2] > 0
+        sides.append(np.sqrt(np.prod(b[..., 2:4] - b[..., :2], axis=-1))[real])
+        assert images.shape[1:] == (64, 64, 3)
+    # 32 px windows of 64 px images, letterboxed to 64: objects twice their native size (those
+    # clipped by the window keep at least half their area)
+    assert np.median(np.concatenate(sides)) == pytest.approx(2 * np.median(native), rel=0.35)
+    # validation stays whole
+    untiled = step_config(augment="none")
+    _, plain_val = make_datasets(untiled, prepare_data(untiled),
+                                 pick_strategy(untiled, len(data.records)))
+    (tiled_images, *_), _ = next(iter(val_ds))
+    (plain_images, *_), _ = next(iter(plain_val))
+    np.testing.assert_array_equal(tiled_images.numpy(), plain_images.numpy())

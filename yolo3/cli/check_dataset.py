@@ -16,6 +16,7 @@ import numpy as np
 
 from yolo3.cli.common import (
     add_exist_ok_argument,
+    add_input_size_argument,
     add_source_arguments,
     annotation_sources,
     non_negative_int,
@@ -53,7 +54,21 @@ def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) 
     return written
 
 
-def _stats(records: Sequence[Record], names: Sequence[str]) -> str:
+def _tile_line(records: Sequence[Record], input_hw) -> str:
+    """What :func:`yolo3.ops.tiles.suggest_tile` suggests for these boxes at ``input_hw``."""
+    from yolo3.ops.tiles import suggest_tile
+    with_boxes = [r for r in records if len(r.boxes) and r.image_hw is not None]
+    box_wh = np.concatenate([np.asarray(r.boxes, np.float64)[:, 2:4]
+                             - np.asarray(r.boxes, np.float64)[:, 0:2] for r in with_boxes]
+                            or [np.zeros((0, 2))])
+    image_hw = np.concatenate([np.tile(np.asarray(r.image_hw, np.float64), (len(r.boxes), 1))
+                               for r in with_boxes] or [np.zeros((0, 2))])
+    tip = suggest_tile(box_wh, image_hw, input_hw)
+    size = (f"suggested --tile {tip.size}" if tip.size is not None else "no tiles suggested")
+    return f"tiles: {size} ({tip.reason})"
+
+
+def _stats(records: Sequence[Record], names: Sequence[str], input_hw=(416, 416)) -> str:
     lines = [f"images: {len(records)}  (without boxes: {sum(len(r.boxes) == 0 for r in records)})"]
     boxes = np.concatenate([r.boxes for r in records]) if records else np.zeros((0, 5), np.float32)
     lines.append(f"boxes: {len(boxes)}")
@@ -75,6 +90,7 @@ def _stats(records: Sequence[Record], names: Sequence[str]) -> str:
                                       for a, b, c in zip(bins[:-1], bins[1:], hist)))
         ar = w / np.maximum(h, 1e-9)
         lines.append("aspect w/h: p10 {:.2f}  median {:.2f}  p90 {:.2f}".format(*np.percentile(ar, [10, 50, 90])))
+        lines.append(_tile_line(records, input_hw))
     return "\n".join(lines)
 
 
@@ -87,6 +103,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draw", type=non_negative_int, default=0, help="draw the boxes of N random images")
     p.add_argument("--draw-dir", default="dataset_check", help="folder for the drawn PNG files")
     p.add_argument("--seed", type=int, default=0, help="seed choosing the images to draw")
+    add_input_size_argument(p, 416, "the network input size the tile suggestion is for: one side "
+                                    "or HEIGHT WIDTH (default 416)")
     add_exist_ok_argument(p)
 
 
@@ -114,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if names is None:
         top = max([int(r.boxes[:, 4].max()) for r in res.records if len(r.boxes)] + [-1])
         names = [str(i) for i in range(top + 1)]
-    print(_stats(res.records, names))
+    input_hw = (args.input_size if isinstance(args.input_size, tuple)
+                else (args.input_size, args.input_size))
+    print(_stats(res.records, names, input_hw))
     if res.clipped_boxes:
         print(f"warning: {res.clipped_boxes} boxes extend past their image and were clipped")
     if res.skipped_difficult or res.skipped_crowd:

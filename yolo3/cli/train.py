@@ -137,6 +137,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
     r.add_argument("--multi-scale-every", type=int, default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
+    t = p.add_argument_group("tiled training (small objects in large images)")
+    t.add_argument("--tile", type=_tile_size, default=d("tile"), metavar="SIZE|auto",
+                   help="train on windows of SIZE x SIZE pixels cut from each image at its own "
+                   "resolution, most around an object (the rest whole images and background), "
+                   "and validate sliced (tiles plus the whole image, as detect --tile); auto: "
+                   "the size yolo3 check suggests from the boxes (whole images when none is "
+                   "needed) (default: whole images)")
+    t.add_argument("--tile-whole", type=float, default=d("tile_whole"), metavar="F",
+                   help="with --tile: the share of training images kept whole (default "
+                   "%(default)s)")
+    t.add_argument("--tile-background", type=float, default=d("tile_background"), metavar="F",
+                   help="with --tile: the share of windows drawn anywhere rather than around "
+                   "an object (default %(default)s)")
+    t.add_argument("--tile-overlap", "--overlap", dest="tile_overlap", type=float,
+                   default=d("tile_overlap"), metavar="F",
+                   help="with --tile: sliced validation's overlap between neighbouring tiles "
+                   "(default %(default)s)")
     r.add_argument("--precision", choices=TRAINING_PRECISIONS,
                    default=d("precision"), help="auto (default): mixed_bfloat16 on CPUs where "
                    "bfloat16 is faster (AMX, AMD's AVX-512 BF16; not Intel's AVX-512 BF16 without "
@@ -178,6 +195,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--max-boxes", type=int, default=d("max_boxes"), help="ground-truth boxes kept "
                    "per image (the loss's static padding; images with more are reported; "
                    "default %(default)s)")
+
+
+def _tile_size(text: str):
+    """``--tile``: ``auto`` or a whole number of pixels (its range is the config's check)."""
+    from yolo3.config.choices import AUTO_TILE
+    if text == AUTO_TILE:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in pixels or {AUTO_TILE}, "
+                                         f"got {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:

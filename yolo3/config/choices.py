@@ -21,7 +21,8 @@ SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spr
 # parts included
 BOX_EXTENTS = ("visible", "full")
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
+AUTO_TILE = "auto"  # tile: the size yolo3 check suggests from the training boxes
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "ANNOTATION_FORMATS",
+           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "AUTO_TILE", "ANNOTATION_FORMATS",
            "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from yolo3.config.choices import (
     AUGMENT_PRESETS,
     AUTO_ANCHORS,
+    AUTO_TILE,
     BOX_LOSSES,
     JIT_CHOICES,
     OBJECTNESS_TARGETS,
@@ -63,6 +64,13 @@ class DataSettings:
     mosaic: float = 0.0  # probability of a 4-image mosaic per training image
     multi_scale: Optional[Tuple[int, int]] = None  # (MIN, MAX): random multiple of the largest stride
     multi_scale_every: int = 10  # steps between two size changes
+    # tiled training (yolo3.data.tiling): windows of this many pixels cut at native resolution
+    # around objects, and sliced validation (yolo3.inference.tiled); "auto": the size yolo3
+    # check suggests from the boxes (yolo3.ops.tiles.suggest_tile); None: whole images
+    tile: Optional[Union[int, str]] = None
+    tile_whole: float = 0.25  # share of training images kept whole
+    tile_background: float = 0.1  # share of windows drawn anywhere, not around an object
+    tile_overlap: float = 0.2  # sliced validation: the share of a tile its neighbours overlap
 
 
 @dataclass
@@ -402,6 +410,15 @@ def _check_data(data: DataSettings) -> None:
           "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
     _need(data.multi_scale_every >= 1,
           f"multi_scale_every must be >= 1, got {data.multi_scale_every}", "multi_scale_every")
+    _need(data.tile is None or data.tile == AUTO_TILE
+          or (isinstance(data.tile, int) and not isinstance(data.tile, bool) and data.tile >= 32),
+          f"tile must be a size in pixels >= 32 or {AUTO_TILE}, got {data.tile!r}", "tile")
+    for setting in ("tile_whole", "tile_background"):
+        value = getattr(data, setting)
+        _need(_finite(value) and 0 <= value <= 1, f"{setting} must be in [0, 1], got {value}",
+              setting)
+    _need(_finite(data.tile_overlap) and 0 <= data.tile_overlap < 1,
+          f"tile_overlap must be in [0, 1), got {data.tile_overlap}", "tile_overlap")
 
 
 def _check_model(model: ModelSettings, data: DataSettings) -> None:

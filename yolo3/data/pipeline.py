@@ -20,6 +20,7 @@ import tensorflow as tf
 from yolo3.data.annotations import Record
 from yolo3.data.augment import AugmentConfig, letterbox, mosaic, random_augment
 from yolo3.data.images import load_image, probe_images
+from yolo3.data.tiling import TileSampling, random_tile
 from yolo3.ops.targets import encode_targets
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -112,6 +113,8 @@ class DatasetConfig:
     ``augment`` None: plain letterbox even when training. ``multi_scale``: the input size changes
     every N batches (training only). ``shuffle`` / ``drop_remainder`` default to ``training``.
     ``cache`` keeps decoded images in memory (uint8). ``seed`` None draws a fresh seed.
+    ``tiles``: tiled training (:mod:`yolo3.data.tiling`): each training image (each of a mosaic's
+    four) is first cut to a window at its own resolution, drawn with a bias toward objects.
     """
 
     input_shape: Tuple[int, int]
@@ -126,6 +129,7 @@ class DatasetConfig:
     drop_remainder: Optional[bool] = None
     cache: bool = False
     num_parallel_calls: int = AUTOTUNE
+    tiles: Optional[TileSampling] = None
 
     @classmethod
     def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,
@@ -148,19 +152,26 @@ class _Elements:
         self.augment = config.augment if config.training else None
         self.multi_scale = config.multi_scale if config.training else None
         self.use_mosaic = self.augment is not None and self.augment.mosaic > 0
+        self.tiles = config.tiles if config.training else None
         self.fixed_hw = tf.constant(config.input_shape, tf.int32)
         self.sizes = (tf.constant(self.multi_scale.sizes, tf.int32)
                       if self.multi_scale is not None else None)
         if config.targets is not None and config.targets.anchors is not None:
             self.anchors = np.asarray(config.targets.anchors, np.float32).reshape(-1, 2)
 
-    def load(self, item):
-        """A source element -> ``(image (h, w, 3) float32 in [0, 1], boxes (n, 5))``."""
+    def load(self, item, seed_pair=None, k: int = 0):
+        """A source element -> ``(image (h, w, 3) float32 in [0, 1], boxes (n, 5))``; training
+        tiled: the window drawn for it (the ``k``-th source of ``seed_pair``'s element)."""
         if self.config.cache:
             image, b = item
-            return tf.cast(image, tf.float32) / 255.0, b
-        p, o, b = item
-        return decode_image(p, o), b
+            image = tf.cast(image, tf.float32) / 255.0
+        else:
+            p, o, b = item
+            image = decode_image(p, o)
+        if self.tiles is not None and seed_pair is not None:
+            seed = tf.random.experimental.stateless_fold_in(seed_pair, 7001 + k)
+            image, b = random_tile(image, b, seed, self.tiles)
+        return image, b
 
     def input_hw(self, group_rand):
         if group_rand is None:
@@ -174,7 +185,7 @@ class _Elements:
         """One image: letterboxed, augmented or a mosaic of four; boxes padded to ``max_boxes``."""
         input_hw = self.input_hw(group_rand)
         seed_pair = tf.stack([rand, tf.constant(self.seed, tf.int64)])
-        image, b = self.load(srcs[0])
+        image, b = self.load(srcs[0], seed_pair)
         if self.augment is None:
             image, b = letterbox(image, b, input_hw)
         elif not self.use_mosaic:
@@ -192,7 +203,8 @@ class _Elements:
         def four():
             ims, bxs = [first[0]], [first[1]]
             for k, src in enumerate(srcs[1:], start=2):
-                im_k, b_k = random_augment(*self.load(src), input_hw, seeds[k], augment)
+                im_k, b_k = random_augment(*self.load(src, seed_pair, k), input_hw, seeds[k],
+                                           augment)
                 ims.append(im_k)
                 bxs.append(b_k)
             return mosaic(ims, bxs, input_hw, seeds[5], augment.min_box_size)
@@ -268,4 +280,4 @@ def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, Tuple[i
 
 
 __all__ = ["make_dataset", "DatasetConfig", "TargetEncoding", "MultiScale", "AugmentConfig", "load_image",
-           "decode_image", "apply_orientation", "pad_boxes"]
+           "decode_image", "apply_orientation", "pad_boxes", "TileSampling"]

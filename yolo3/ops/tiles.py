@@ -11,17 +11,20 @@ letterboxes it to its input size like any image, so small objects keep their pix
   (the object goes on past it: a neighbouring tile, or the whole-image pass, sees it whole).
 - :func:`merge_detections`: per-class greedy NMS, or weighted box fusion, of several views'
   detections in image pixels.
+- :func:`suggest_tile`: the tile size that brings a data set's small objects to a size the
+  network sees (``yolo3 check`` prints it; ``train --tile auto`` uses it).
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from yolo3.ops.boxes import iou_xyxy
 
 __all__ = ["MERGE_METHODS", "tile_windows", "cut_by_window", "nms_per_class", "fuse_per_class",
-           "merge_detections", "TileSize"]
+           "merge_detections", "TileSize", "TileSuggestion", "suggest_tile", "SMALL_AT_INPUT"]
 
 MERGE_METHODS = ("nms", "wbf")
 
@@ -168,3 +171,58 @@ def merge_detections(views: Sequence[Detections], iou_threshold: float, method: 
     if max_boxes:
         boxes, scores, classes = boxes[:max_boxes], scores[:max_boxes], classes[:max_boxes]
     return boxes.astype(np.float32), scores.astype(np.float32), classes.astype(np.int32)
+
+
+# an object whose side (sqrt(w * h)) is under this many pixels at the network input is small:
+# two cells of the finest stride (8) of YOLOv3, one of tiny's (16)
+SMALL_AT_INPUT = 16.0
+SMALL_SHARE = 0.1  # tiles are suggested when at least this share of the boxes is small
+
+
+@dataclass(frozen=True)
+class TileSuggestion:
+    """What :func:`suggest_tile` found: ``size`` (pixels; None: the whole image serves), the
+    share of boxes that are small at the whole-image resize, and why, in words."""
+
+    size: Optional[int]
+    small_share: float
+    reason: str
+
+
+def suggest_tile(box_wh: np.ndarray, image_hw: np.ndarray, input_hw: Sequence[int],
+                 stride: int = 32) -> TileSuggestion:
+    """The tile size for boxes ``box_wh`` ``(N, 2)`` (image pixels) of images ``image_hw``
+    ``(N, 2)`` (each box's image) at a network input of ``input_hw``.
+
+    A box is small when its side ``sqrt(w * h)`` letterboxed into the input is under
+    :data:`SMALL_AT_INPUT` pixels. Under :data:`SMALL_SHARE` of them small: no tiles. Else the
+    tile (a multiple of ``stride``) at which the 10th-percentile box reaches that size, never
+    under the input size (tiles are cut at native resolution and never enlarged); no tiles when
+    that is not at least 1.5 times smaller than the median image's longer side."""
+    box_wh = np.asarray(box_wh, np.float64).reshape(-1, 2)
+    image_hw = np.asarray(image_hw, np.float64).reshape(-1, 2)
+    if len(box_wh) != len(image_hw):
+        raise ValueError(f"{len(box_wh)} boxes but {len(image_hw)} image sizes")
+    if not len(box_wh):
+        return TileSuggestion(None, 0.0, "no boxes to measure")
+    in_h, in_w = float(input_hw[0]), float(input_hw[1])
+    sides = np.sqrt(np.prod(np.clip(box_wh, 0, None), axis=1))
+    scale = np.minimum(in_h / image_hw[:, 0], in_w / image_hw[:, 1])
+    share = float(np.mean(sides * scale < SMALL_AT_INPUT))
+    small = f"{share:.0%} of the boxes are under {SMALL_AT_INPUT:g} px at the {in_h:g}x{in_w:g} input"
+    if share < SMALL_SHARE:
+        return TileSuggestion(None, share, f"{small}: the whole image serves")
+    p10 = float(np.percentile(sides, 10))
+    smallest_input = min(in_h, in_w)
+    wanted = p10 * smallest_input / SMALL_AT_INPUT
+    size = int(max(smallest_input, wanted // stride * stride))
+    longest = float(np.median(np.max(image_hw, axis=1)))
+    if size * 1.5 > longest:
+        return TileSuggestion(None, share, f"{small}, but tiles of {size} px would be nearly "
+                                           f"the whole {longest:g} px image: a larger input "
+                                           "size helps them")
+    note = ("" if wanted >= smallest_input else
+            "; they stay small at native resolution: a larger input size helps them further")
+    return TileSuggestion(size, share, f"{small}; tiles of {size} px bring the 10th-percentile "
+                                       f"box ({p10:.1f} px) to {p10 * smallest_input / size:.1f} px"
+                                       + note)

@@ -41,6 +41,7 @@ from yolo3.evaluation.visualize import (
     plot_pr_curves,
 )
 from yolo3.inference.detector import YOLO
+from yolo3.inference.tiled import TiledDetector
 from yolo3.modeling.graph_surgery import float32_body
 from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
 from yolo3.training.resume import save_resume_state
@@ -143,14 +144,19 @@ class MapEvaluation(keras.callbacks.Callback):
 
     In a cluster only the chief evaluates (``evaluate=False`` elsewhere); ``share`` (a function
     ``[mAP50, mAP50_95] -> the chief's values``, called by every worker) gives all workers the
-    chief's figures, so that they log and stop alike.
+    chief's figures, so that they log and stop alike. ``tile``: sliced validation (tiles of that
+    many pixels overlapping by ``overlap``, plus the whole image:
+    :class:`yolo3.inference.tiled.TiledDetector`), so that best-by-mAP judges the detection that
+    tiled training is for.
     """
 
     def __init__(self, body: keras.Model, info: ModelInfo, records: Sequence, every: int = 1,
                  batch_size: int = 8, logs_dir: Optional[PathLike] = None, draw: int = 4,
                  verbose: int = 1, evaluate: bool = True,
-                 share: Optional[Callable[[Sequence[float]], Sequence[float]]] = None):
+                 share: Optional[Callable[[Sequence[float]], Sequence[float]]] = None,
+                 tile: Optional[int] = None, overlap: float = 0.2):
         super().__init__()
+        self.tile, self.overlap = tile, overlap
         self.body, self.info, self.records = body, info, list(records)
         self.every, self.batch_size, self.draw, self.verbose = max(1, int(every)), batch_size, draw, verbose
         self.logs_dir = None if logs_dir is None else str(logs_dir)
@@ -176,6 +182,9 @@ class MapEvaluation(keras.callbacks.Callback):
                 self._detector.body.set_weights(self.body.get_weights())
             self._detector.sync_weights()
         detector = self._detector
+        if self.tile:
+            detector = TiledDetector(detector, self.tile, self.overlap,
+                                     batch_size=max(8, self.batch_size))
         gt, dets = {}, {}
         for start in range(0, len(self._images), self.batch_size):
             results = detector.detect_batch(self._images[start:start + self.batch_size])

@@ -10,7 +10,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.config.choices import AUTO_ANCHORS
+from yolo3.config.choices import AUTO_ANCHORS, AUTO_TILE
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.log import NOTICE
@@ -25,6 +25,7 @@ from yolo3.ops.anchors import (
     kmeans_anchors,
     read_anchors,
 )
+from yolo3.ops.tiles import suggest_tile
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class TrainData:
     records: list
     val_records: list
     hw: Tuple[int, int]
+    tile: Optional[int] = None  # tiled training and sliced validation: the tile size in pixels
 
     @property
     def num_classes(self) -> int:
@@ -105,7 +107,26 @@ def prepare_data(config: TrainConfig) -> TrainData:
     hw = spec.check_input_size(config.model.input_size)
     if not spec.anchor_free:
         anchors = anchors_for(records, anchors, auto, hw, config.seed)
-    return TrainData(spec, class_names, anchors, masks, records, val_records, hw)
+    tile = tile_for(records, settings.tile, hw)
+    return TrainData(spec, class_names, anchors, masks, records, val_records, hw, tile)
+
+
+def tile_for(records: list, tile, hw: Tuple[int, int]) -> Optional[int]:
+    """The run's tile size: ``tile`` in pixels, or with ``auto`` the size
+    :func:`yolo3.ops.tiles.suggest_tile` finds for the training boxes at ``hw`` (None: whole
+    images), said in the log."""
+    if tile != AUTO_TILE:
+        return tile
+    with_boxes = [r for r in records if len(r.boxes) and r.image_hw is not None]
+    box_wh = box_sizes(with_boxes)
+    image_hw = np.concatenate([np.tile(np.asarray(r.image_hw, np.float64), (len(r.boxes), 1))
+                               for r in with_boxes]) if with_boxes else np.zeros((0, 2))
+    tip = suggest_tile(box_wh, image_hw, hw)
+    if tip.size is None:
+        logger.log(NOTICE, "tile auto: whole images (%s)", tip.reason)
+    else:
+        logger.log(NOTICE, "tile auto: %d px (%s)", tip.size, tip.reason)
+    return tip.size
 
 
 ANCHOR_SAMPLE = 20000  # training images whose boxes measure (and k-means fits) the anchors

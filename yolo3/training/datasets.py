@@ -13,6 +13,7 @@ import tensorflow as tf
 from yolo3.config.train_config import TrainConfig
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
+from yolo3.data.tiling import TileSampling
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement
 
@@ -32,7 +33,7 @@ def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
                   ) -> Tuple[tf.data.Dataset, tf.data.Dataset]:
-    """Training (augmented, shuffled, mosaic and multi-scale as configured) and validation
+    """Training (augmented, shuffled, mosaic, multi-scale and tiled as configured) and validation
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
     settings = config.data
     hw = data.hw
@@ -46,8 +47,10 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     validation = DatasetConfig(hw, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None)
+    tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background)
+             if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
-        MultiScale(shapes, settings.multi_scale_every) if shapes else None))
+        MultiScale(shapes, settings.multi_scale_every) if shapes else None), tiles=tiles)
     train_ds = make_dataset(data.records, training)
     val_ds = make_dataset(data.val_records, validation)
     if config.schedule.steps_per_epoch:

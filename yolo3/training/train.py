@@ -118,7 +118,8 @@ def _train(config: TrainConfig) -> TrainResult:
                                    batch_size=config.hardware.batch_size,
                                    verbose=config.output.verbose,
                                    logs_dir=run.write_dir / "logs" if run.chief else None,
-                                   evaluate=run.chief, share=sharing(placement))
+                                   evaluate=run.chief, share=sharing(placement),
+                                   tile=data.tile, overlap=config.data.tile_overlap)
         if config.schedule.patience:
             early_stop = EarlyStopOnPlateau(config.schedule.patience, "mAP50_95", best=best,
                                             verbose=config.output.verbose)
