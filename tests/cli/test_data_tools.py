@@ -104,3 +104,34 @@ def test_coco_annotation_cli(tmp_path):
     assert read_classes(classes) == ["person", "car"]
     recs = load_annotations(out, read_classes(classes))
     np.testing.assert_array_equal(recs[0].boxes, [[2, 3, 12, 8, 1]])
+
+
+def test_check_prints_the_tile_and_balance_suggestions(tmp_path, capsys):
+    from yolo3.data.annotations import Record
+    from yolo3.data.synthetic import write_dataset_files
+    from yolo3.ops.class_balance import class_weights
+    from yolo3.ops.tiles import suggest_tile
+
+    rng = np.random.default_rng(0)
+    records = []
+    (tmp_path / "images").mkdir()
+    for i in range(20):
+        path = tmp_path / "images" / f"{i}.png"
+        Image.fromarray(np.zeros((540, 960, 3), np.uint8)).save(path)
+        boxes = []
+        for _ in range(3):
+            x, y, s = rng.uniform(0, 900), rng.uniform(0, 500), rng.uniform(6, 20)
+            boxes.append([x, y, x + s, y + s, 1 if i == 0 else 0])  # class 1: one image
+        records.append(Record(str(path), np.array(boxes, np.float32), (540, 960), 1))
+    write_dataset_files(str(tmp_path), records, ["common", "rare"], 0.0, "annotations.txt")
+    rc = check_dataset.main(["--annotations", str(tmp_path / "annotations.txt"), "--classes",
+                             str(tmp_path / "classes.txt"), "--input-size", "320"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    box_wh = np.concatenate([r.boxes[:, 2:4] - r.boxes[:, :2] for r in records])
+    tip = suggest_tile(box_wh, np.tile([[540, 960]], (len(box_wh), 1)), (320, 320))
+    assert f"tiles: suggested --tile {tip.size} ({tip.reason})" in out
+    weights = class_weights([57, 3], "effective")
+    assert "class balance: rare: rare (3 boxes, 5.0%)" in out
+    assert f"--class-weights auto weighs common {weights[0]:.2f}, rare {weights[1]:.2f}" in out
+    assert "--repeat-threshold 0.1 repeats 1 of 20 images" in out

@@ -81,6 +81,11 @@ def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
     ("box_gain", 0.0, ("box_gain",), "box_gain must be a positive number, got 0.0"),
     ("class_gain", float("nan"), ("class_gain",), "class_gain must be a positive number, got nan"),
     ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
+    ("class_weights", "median", ("class_weights",), "class_weights must be auto, one of inverse, "
+                                                    "sqrt, effective or a file of weights, got "
+                                                    "'median'"),
+    ("focal_gamma", -1.0, ("focal_gamma",), r"focal_gamma must be in \[0, 5\]"),
+    ("repeat_threshold", 2.0, ("repeat_threshold",), r"repeat_threshold must be in \[0, 1\]"),
     ("tile", 16, ("tile",), "tile must be a size in pixels >= 32 or auto, got 16"),
     ("tile", "big", ("tile",), "tile must be a size in pixels >= 32 or auto, got 'big'"),
     ("tile_whole", 1.5, ("tile_whole",), r"tile_whole must be in \[0, 1\], got 1.5"),

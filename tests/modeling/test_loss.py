@@ -26,7 +26,8 @@ def iou_cxcywh(a, b):
     return inter / union
 
 
-def reference_loss(outputs, y_true, anchors, num_classes, masks, ignore_thresh=.5, all_scales=True):
+def reference_loss(outputs, y_true, anchors, num_classes, masks, ignore_thresh=.5, all_scales=True,
+                   class_weights=None, focal_gamma=0.0):
     outputs = [np.asarray(o, np.float64) for o in outputs]
     y_true = [np.asarray(y, np.float64) for y in y_true]
     anchors = np.asarray(anchors, np.float64)
@@ -52,15 +53,20 @@ def reference_loss(outputs, y_true, anchors, num_classes, masks, ignore_thresh=.
                         ignore = float(best < ignore_thresh)
                         m = yv[4]
                         conf = bce_logits(m, tv[4])
-                        total += m * conf + (1 - m) * conf * ignore
+                        weight = 1.0
+                        if m and class_weights is not None:
+                            weight = class_weights[int(np.argmax(yv[5:]))]
+                        total += weight * m * conf + (1 - m) * conf * ignore
                         if m == 0:
                             continue
-                        scale = 2 - yv[2] * yv[3]
+                        scale = weight * (2 - yv[2] * yv[3])
                         raw_xy = np.array([yv[0] * gw - i, yv[1] * gh - j])
                         raw_wh = np.log(np.array([yv[2] * in_w / aw, yv[3] * in_h / ah]))
                         total += scale * bce_logits(raw_xy, tv[0:2]).sum()
                         total += scale * 0.5 * np.sum((raw_wh - tv[2:4]) ** 2)
-                        total += bce_logits(yv[5:], tv[5:]).sum()
+                        p = 1 / (1 + np.exp(-tv[5:]))
+                        focal = np.abs(yv[5:] - p) ** focal_gamma
+                        total += weight * (focal * bce_logits(yv[5:], tv[5:])).sum()
     return total / batch
 
 
@@ -89,6 +95,30 @@ def test_yolo_loss_matches_numpy_reference(anchors, input_hw, rng):
     # The ignore mask is active in this case: the loss without it would differ.
     no_ignore = reference_loss(outputs, y_true, anchors, 3, masks, ignore_thresh=2.0)
     assert abs(no_ignore - want) > 1e-3 * want
+
+
+def test_class_weights_and_focal_loss_match_the_reference(rng):
+    outputs, y_true = random_case(rng, TINY_YOLO_ANCHORS, (96, 128), num_classes=3)
+    masks = default_masks(len(TINY_YOLO_ANCHORS))
+    weights = np.array([0.5, 3.0, 1.25])
+    for kwargs in ({"class_weights": weights}, {"focal_gamma": 2.0},
+                   {"class_weights": weights, "focal_gamma": 1.5}):
+        want = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, **kwargs)
+        got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss="mse",
+                              objectness="one", **kwargs))
+        assert abs(got - want) <= 1e-4 * abs(want), kwargs
+    plain = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks)
+    assert abs(want - plain) > 1e-2 * plain  # the options change the loss
+    # weights of 1 are the plain loss; the layer carries them through its config
+    ones = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, class_weights=[1, 1, 1]))
+    assert abs(ones - float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3))) <= 1e-6 * ones
+    layer = YoloLoss(TINY_YOLO_ANCHORS, 3, class_weights=weights, focal_gamma=1.5)
+    clone = YoloLoss.from_config(layer.get_config())
+    assert clone.class_weights == weights.tolist() and clone.focal_gamma == 1.5
+    with pytest.raises(ValueError, match="2 class weights for 3 classes"):
+        YoloLoss(TINY_YOLO_ANCHORS, 3, class_weights=[1, 2])
+    with pytest.raises(ValueError, match="focal_gamma must be in"):
+        YoloLoss(TINY_YOLO_ANCHORS, 3, focal_gamma=-1)
 
 
 def test_ignore_mask_uses_boxes_of_every_scale():

@@ -115,7 +115,8 @@ def ref_dfl(logits, target):
     return total / 4
 
 
-def ref_loss(outputs, true_boxes, head, num_classes, box_gain=1.0, class_gain=1.0):
+def ref_loss(outputs, true_boxes, head, num_classes, box_gain=1.0, class_gain=1.0,
+             class_weights=None, focal_gamma=0.0):
     boxes, scores, dist = ref_decode(outputs, head, num_classes)
     points, strides = ref_cells(HW, head.strides)
     batch = len(boxes)
@@ -125,8 +126,11 @@ def ref_loss(outputs, true_boxes, head, num_classes, box_gain=1.0, class_gain=1.
     for b in range(batch):
         t_boxes, t_scores, fg = ref_assign(scores[b], boxes[b], points, true_boxes[b], num_classes,
                                            anchor_free.TOPK, anchor_free.ALPHA, anchor_free.BETA)
+        cell_weight = np.ones(len(fg))
         for n in np.flatnonzero(fg):
-            w = t_scores[n].sum()
+            if class_weights is not None and t_scores[n].max() > 0:
+                cell_weight[n] = class_weights[int(np.argmax(t_scores[n]))]
+            w = t_scores[n].sum() * cell_weight[n]
             box += w * (1 - ref_ciou(boxes[b, n], t_boxes[n]))
             px, py = points[n]
             x1, y1, x2, y2 = t_boxes[n]
@@ -134,7 +138,9 @@ def ref_loss(outputs, true_boxes, head, num_classes, box_gain=1.0, class_gain=1.
                             head.reg_max - 1.01)
             dfl += w * ref_dfl(dist[b, n], sides)
         x = logits[b]
-        cls += np.sum(np.maximum(x, 0) - x * t_scores + np.log1p(np.exp(-np.abs(x))))
+        bce = np.maximum(x, 0) - x * t_scores + np.log1p(np.exp(-np.abs(x)))
+        focal = np.abs(t_scores - 1 / (1 + np.exp(-x))) ** focal_gamma
+        cls += np.sum(cell_weight[:, None] * focal * bce)
     scale = 1.0 / batch
     return {"box": box_gain * anchor_free.BOX_WEIGHT * box * scale,
             "dfl": box_gain * anchor_free.DFL_WEIGHT * dfl * scale,
@@ -290,6 +296,20 @@ def test_loss_terms_match_the_reference(gains):
     for key in ("box", "dfl", "class"):
         assert float(got[key]) == pytest.approx(want[key], rel=2e-4), key
     assert float(got["positives"]) > 0
+
+
+@pytest.mark.parametrize("options", [{"class_weights": [0.5, 4.0, 1.5]}, {"focal_gamma": 2.0},
+                                     {"class_weights": [2.0, 0.3, 1.0], "focal_gamma": 1.0}])
+def test_class_weights_and_focal_loss_match_the_reference(options):
+    rng = np.random.default_rng(9)
+    outputs = random_outputs(rng, scale=1.5)
+    got = anchor_free.loss_terms([tf.constant(o) for o in outputs], tf.constant(TRUE_BOXES),
+                                 HEAD, CLASSES, **options)
+    want = ref_loss(outputs, TRUE_BOXES, HEAD, CLASSES, **options)
+    plain = ref_loss(outputs, TRUE_BOXES, HEAD, CLASSES)
+    for key in ("box", "dfl", "class"):
+        assert float(got[key]) == pytest.approx(want[key], rel=2e-4), key
+    assert want["class"] != pytest.approx(plain["class"], rel=1e-2)
 
 
 def test_images_without_boxes_leave_only_the_class_term():

@@ -64,3 +64,25 @@ def test_tile_auto_is_the_suggestion_for_the_training_boxes(step_config, caplog)
         in caplog.text
     assert prepare_data(step_config(tile=48, val_split=0.2)).tile == 48
     assert prepare_data(step_config(val_split=0.2)).tile is None
+
+
+def test_class_weights_and_repeat_factors_come_from_the_training_boxes(step_config, tmp_path,
+                                                                       caplog):
+    from yolo3.ops.class_balance import class_counts, class_weights, repeat_factors
+    caplog.set_level("INFO")
+    plain = prepare_data(step_config(val_split=0.2))
+    assert plain.class_weights is None
+    data = prepare_data(step_config(val_split=0.2, class_weights="auto"))
+    counts = class_counts([r.boxes[:, 4] for r in data.records], 3)
+    np.testing.assert_allclose(data.class_weights, class_weights(counts, "effective"))
+    assert "class weights (effective, from the training boxes, at most 10x apart)" in caplog.text
+    weights = tmp_path / "weights.txt"
+    weights.write_text("2\n1\n0.5\n")
+    given = prepare_data(step_config(val_split=0.2, class_weights=str(weights)))
+    np.testing.assert_allclose(given.class_weights, [2, 1, 0.5])
+    # repeat-factor sampling lengthens the epoch by the factors of the images' classes
+    repeated = prepare_data(step_config(val_split=0.2, repeat_threshold=1.0))
+    factors = repeat_factors([r.boxes[:, 4] for r in plain.records], 3, 1.0)
+    assert len(plain.records) < len(repeated.records) <= int(np.ceil(factors).sum())
+    assert {r.path for r in repeated.records} == {r.path for r in plain.records}
+    assert [r.path for r in repeated.val_records] == [r.path for r in plain.val_records]

@@ -68,6 +68,31 @@ def _tile_line(records: Sequence[Record], input_hw) -> str:
     return f"tiles: {size} ({tip.reason})"
 
 
+RARE_SHARE = 0.2  # a class with under this share of the commonest class's boxes is rare
+
+
+def _balance_lines(records: Sequence[Record], names: Sequence[str]) -> List[str]:
+    """The rare classes and what the balance options would do for them."""
+    from yolo3.ops.class_balance import class_counts, class_weights, repeat_factors
+    labels = [np.asarray(r.boxes, np.float64).reshape(-1, 5)[:, 4] for r in records]
+    counts = class_counts(labels, len(names))
+    if not counts.any():
+        return []
+    rare = [k for k in range(len(names)) if 0 < counts[k] < RARE_SHARE * counts.max()]
+    if not rare:
+        return ["class balance: no class has under "
+                f"{RARE_SHARE:.0%} of the commonest class's boxes: nothing to balance"]
+    weights = class_weights(counts, "effective")
+    threshold = 0.1
+    factors = repeat_factors(labels, len(names), threshold)
+    return ["class balance: rare: " + ", ".join(
+                f"{names[k]} ({counts[k]} boxes, {counts[k] / counts.sum():.1%})" for k in rare),
+            "  --class-weights auto weighs " + ", ".join(
+                f"{name} {w:.2f}" for name, w in zip(names, weights) if w > 0),
+            f"  --repeat-threshold {threshold:g} repeats {int((factors > 1).sum())} of "
+            f"{len(records)} images (an epoch of {factors.sum():.0f})"]
+
+
 def _stats(records: Sequence[Record], names: Sequence[str], input_hw=(416, 416)) -> str:
     lines = [f"images: {len(records)}  (without boxes: {sum(len(r.boxes) == 0 for r in records)})"]
     boxes = np.concatenate([r.boxes for r in records]) if records else np.zeros((0, 5), np.float32)
@@ -77,6 +102,7 @@ def _stats(records: Sequence[Record], names: Sequence[str], input_hw=(416, 416))
     width = max([len(n) for n in names] + [5])
     for i, n in enumerate(names):
         lines.append(f"  {n:<{width}} {counts[i]:8d}")
+    lines.extend(_balance_lines(records, names))
     if len(boxes):
         w = boxes[:, 2] - boxes[:, 0]
         h = boxes[:, 3] - boxes[:, 1]

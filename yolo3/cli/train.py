@@ -137,6 +137,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
     r.add_argument("--multi-scale-every", type=int, default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
+    b = p.add_argument_group("rare classes")
+    b.add_argument("--class-weights", default=d("class_weights"), metavar="auto|METHOD|FILE",
+                   help="weight each positive's loss by its class: auto (the effective number of "
+                   "samples), inverse, sqrt (inverse square root of the box count), capped at "
+                   "10x apart and averaging 1 over the boxes; or a file of weights, one per "
+                   "class ('name weight' or in class order) (default: none)")
+    b.add_argument("--focal-gamma", type=float, default=d("focal_gamma"), metavar="G",
+                   help="focal loss on the class probabilities: each cross-entropy scaled by "
+                   "|target - p|^G (Darknet's focal_loss: 2); 0: plain (default %(default)s)")
+    b.add_argument("--repeat-threshold", type=float, default=d("repeat_threshold"), metavar="T",
+                   help="repeat-factor sampling (LVIS): an image repeats sqrt(T / f) times "
+                   "where f is the share of images holding its rarest class, when f < T; 0: "
+                   "every image once (default %(default)s)")
     t = p.add_argument_group("tiled training (small objects in large images)")
     t.add_argument("--tile", type=_tile_size, default=d("tile"), metavar="SIZE|auto",
                    help="train on windows of SIZE x SIZE pixels cut from each image at its own "

@@ -22,7 +22,10 @@ SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spr
 BOX_EXTENTS = ("visible", "full")
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
 AUTO_TILE = "auto"  # tile: the size yolo3 check suggests from the training boxes
+AUTO_CLASS_WEIGHTS = "auto"  # class_weights: the effective number of samples, capped
+# class_weights computed from the box counts (yolo3.ops.class_balance)
+CLASS_WEIGHT_METHODS = ("inverse", "sqrt", "effective")
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "AUTO_TILE", "ANNOTATION_FORMATS",
+           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
            "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

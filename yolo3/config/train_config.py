@@ -25,7 +25,9 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from yolo3.config.choices import (
     AUGMENT_PRESETS,
     AUTO_ANCHORS,
+    AUTO_CLASS_WEIGHTS,
     AUTO_TILE,
+    CLASS_WEIGHT_METHODS,
     BOX_LOSSES,
     JIT_CHOICES,
     OBJECTNESS_TARGETS,
@@ -71,6 +73,9 @@ class DataSettings:
     tile_whole: float = 0.25  # share of training images kept whole
     tile_background: float = 0.1  # share of windows drawn anywhere, not around an object
     tile_overlap: float = 0.2  # sliced validation: the share of a tile its neighbours overlap
+    # repeat-factor sampling (LVIS): images with a class present in fewer than this share of the
+    # images repeat, by sqrt(threshold / share); 0: every image once
+    repeat_threshold: float = 0.0
 
 
 @dataclass
@@ -108,6 +113,11 @@ class RecipeSettings:
     # balance)
     box_gain: float = 1.0
     class_gain: float = 1.0
+    # rare classes: each positive's loss weighted by its class (yolo3.ops.class_balance): None
+    # (off), a method computed from the training boxes (inverse, sqrt, effective; auto:
+    # effective), or a file of weights
+    class_weights: Optional[str] = None
+    focal_gamma: float = 0.0  # the class loss's focal exponent (0: plain cross-entropy)
     # each box is also a positive on every other anchor whose shape IoU with it exceeds this
     # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3). 0.35 measured best of 0.1,
     # 0.213 (Darknet's YOLOv4 value), 0.35 and 0.5 on two realistic sets at global batch 16
@@ -360,6 +370,8 @@ VALUE_RULES: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     "box_gain": (lambda v: _finite(v) and v > 0, "must be a positive number"),
     "class_gain": (lambda v: _finite(v) and v > 0, "must be a positive number"),
     "label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "must be in [0, 1)"),
+    "focal_gamma": (lambda v: _finite(v) and 0 <= v <= 5, "must be in [0, 5] (0: plain "
+                                                          "cross-entropy)"),
 }
 
 
@@ -419,6 +431,9 @@ def _check_data(data: DataSettings) -> None:
               setting)
     _need(_finite(data.tile_overlap) and 0 <= data.tile_overlap < 1,
           f"tile_overlap must be in [0, 1), got {data.tile_overlap}", "tile_overlap")
+    _need(_finite(data.repeat_threshold) and 0 <= data.repeat_threshold <= 1,
+          f"repeat_threshold must be in [0, 1] (0: off), got {data.repeat_threshold}",
+          "repeat_threshold")
 
 
 def _check_model(model: ModelSettings, data: DataSettings) -> None:
@@ -451,6 +466,11 @@ def _check_recipe(recipe: RecipeSettings) -> None:
           f"ema_momentum must be in (0, 1), got {recipe.ema_momentum}", "ema_momentum")
     for setting in VALUE_RULES:
         check_value(setting, getattr(recipe, setting))
+    weights = recipe.class_weights
+    _need(weights is None or weights in (AUTO_CLASS_WEIGHTS, *CLASS_WEIGHT_METHODS)
+          or os.path.isfile(weights),
+          f"class_weights must be {AUTO_CLASS_WEIGHTS}, one of {', '.join(CLASS_WEIGHT_METHODS)} or a "
+          f"file of weights, got {weights!r} (no such file)", "class_weights")
     _need(recipe.bn_stats_images >= 0,
           f"bn_stats_images must be >= 0, got {recipe.bn_stats_images}", "bn_stats_images")
 

@@ -8,10 +8,14 @@ the step compiles with XLA.
 """
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import keras
+import numpy as np
 from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.train_config import check_value
 from yolo3.modeling.loss import check_gains
 from yolo3.ops import anchor_free
 
@@ -24,20 +28,29 @@ class AnchorFreeLoss(keras.layers.Layer):
     :func:`yolo3.ops.anchor_free.loss_terms` but the positive count)."""
 
     def __init__(self, strides, reg_max: int, num_classes: int, box_gain: float = 1.0,
-                 class_gain: float = 1.0, **kwargs):
+                 class_gain: float = 1.0, class_weights: Optional[Sequence[float]] = None,
+                 focal_gamma: float = 0.0, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
         check_gains(box_gain, class_gain)
         self.head = AnchorFreeHead(tuple(strides), int(reg_max))
         self.num_classes = int(num_classes)
         self.box_gain, self.class_gain = float(box_gain), float(class_gain)
+        check_value("focal_gamma", focal_gamma)
+        self.class_weights = (None if class_weights is None
+                              else [float(w) for w in np.asarray(class_weights).reshape(-1)])
+        if self.class_weights is not None and len(self.class_weights) != self.num_classes:
+            raise ValueError(f"{len(self.class_weights)} class weights for {self.num_classes} "
+                             "classes")
+        self.focal_gamma = float(focal_gamma)
         self.supports_jit = True
 
     def call(self, inputs):
         inputs = list(inputs)
         true_boxes = inputs.pop()
         terms = anchor_free.loss_terms(inputs, true_boxes, self.head, self.num_classes,
-                                       self.box_gain, self.class_gain)
+                                       self.box_gain, self.class_gain, self.class_weights,
+                                       self.focal_gamma)
         total = terms["box"] + terms["dfl"] + terms["class"]
         return ops.reshape(total, [1])
 
@@ -48,13 +61,16 @@ class AnchorFreeLoss(keras.layers.Layer):
         config = super().get_config()
         config.update(strides=list(self.head.strides), reg_max=self.head.reg_max,
                       num_classes=self.num_classes, box_gain=self.box_gain,
-                      class_gain=self.class_gain)
+                      class_gain=self.class_gain, class_weights=self.class_weights,
+                      focal_gamma=self.focal_gamma)
         return config
 
 
 def anchor_free_training_model(body: keras.Model, head: AnchorFreeHead, num_classes: int,
                                max_boxes: int, box_gain: float = 1.0,
-                               class_gain: float = 1.0) -> keras.Model:
+                               class_gain: float = 1.0,
+                               class_weights: Optional[Sequence[float]] = None,
+                               focal_gamma: float = 0.0) -> keras.Model:
     """Wrap the anchor-free ``body`` into a model ``[image, true_boxes] -> loss (1,)`` (compile
     with ``identity_loss``); training it trains ``body``'s layers."""
     channels = head.channels(num_classes)
@@ -72,5 +88,5 @@ def anchor_free_training_model(body: keras.Model, head: AnchorFreeHead, num_clas
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
     loss = AnchorFreeLoss(head.strides, head.reg_max, num_classes, box_gain, class_gain,
-                          name="anchor_free_loss")([*outputs, boxes])
+                          class_weights, focal_gamma, name="anchor_free_loss")([*outputs, boxes])
     return keras.Model([image, boxes], loss, name=f"{body.name}_training")

@@ -93,10 +93,21 @@ def _bce(labels, logits):
     return ops.binary_crossentropy(labels, logits, from_logits=True)
 
 
+def focal_bce(labels, logits, gamma: float = 0.0):
+    """Element-wise binary cross-entropy of logits, scaled by ``|labels - sigmoid(logits)| **
+    gamma``: the focal loss of Lin et al. for 0/1 labels, its quality form (Li et al.) for soft
+    ones; the gradient flows through the scale too. ``gamma`` 0: plain cross-entropy."""
+    bce = _bce(labels, logits)
+    if not gamma:
+        return bce
+    return bce * ops.power(ops.abs(labels - ops.sigmoid(logits)), gamma)
+
+
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
                anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
                true_boxes=None, objectness: str = "one", box_gain: float = 1.0,
-               class_gain: float = 1.0) -> Dict[str, object]:
+               class_gain: float = 1.0, class_weights: Optional[Sequence[float]] = None,
+               focal_gamma: float = 0.0) -> Dict[str, object]:
     """The batch-mean loss terms: ``xy`` and ``wh`` (``box_loss="mse"``) or ``box`` (IoU losses),
     ``confidence``, ``class`` (scalars summed over the scales) and ``ignored`` (predictions whose
     objectness loss the ignore mask dropped).
@@ -107,9 +118,13 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
     grid times 32. objectness: ``"one"`` or ``"iou"``, a positive's confidence target (module
     docstring). box_gain, class_gain: the weights of the box terms and the class term against the
-    confidence term (included in the returned terms).
+    confidence term (included in the returned terms). class_weights ``(C,)``: each positive's box,
+    confidence and class terms weighted by its true class's weight (rare classes count more;
+    negatives unchanged). focal_gamma: the class term's binary cross-entropy scaled by
+    ``|target - p| ** gamma`` (focal loss, Darknet's ``focal_loss``; 0: plain).
     """
     check_value("box_loss", box_loss)
+    check_value("focal_gamma", focal_gamma)
     check_value("objectness", objectness)
     check_gains(box_gain, class_gain)
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
@@ -127,6 +142,10 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     truth = (gather_true_boxes(y_true) if true_boxes is None
              else pixel_boxes_to_cxcywh(true_boxes, input_wh))
     truth = truth[:, None, None, None]  # (b, 1, 1, 1, T, 4)
+    weights = (None if class_weights is None
+               else ops.convert_to_tensor(np.asarray(class_weights, np.float32).reshape(-1)))
+    if weights is not None and weights.shape[0] != num_classes:
+        raise ValueError(f"{weights.shape[0]} class weights for {num_classes} classes")
     keys = ("xy", "wh") if box_loss == "mse" else ("box",)
     terms = {k: ops.zeros((), "float32") for k in (*keys, "confidence", "class", "ignored")}
     for feats, y, mask in zip(outputs, y_true, masks):
@@ -134,6 +153,9 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
         grid, raw_pred, pred_xy, pred_wh = yolo_head(feats, layer_anchors, num_classes, input_hw,
                                                      calc_loss=True)
         object_mask = y[..., 4:5]
+        # each positive weighted by its class's weight (its one-hot class row times the weights)
+        positive = (object_mask if weights is None
+                    else object_mask * ops.sum(y[..., 5:] * weights, axis=-1, keepdims=True))
         box_loss_scale = 2.0 - y[..., 2:3] * y[..., 3:4]
         pred_box = ops.concatenate([pred_xy, pred_wh], axis=-1)
         best_iou = ops.max(box_iou(pred_box, truth), axis=-1, keepdims=True)
@@ -153,22 +175,22 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
             safe_ratio = ops.where(ops.logical_and(has_object, ratio > 0), ratio,
                                    ops.ones_like(ratio))
             raw_true_wh = ops.log(safe_ratio)
-            xy_loss = object_mask * box_loss_scale * _bce(raw_true_xy, raw_pred[..., 0:2])
-            wh_loss = object_mask * box_loss_scale * 0.5 * ops.square(raw_true_wh
+            xy_loss = positive * box_loss_scale * _bce(raw_true_xy, raw_pred[..., 0:2])
+            wh_loss = positive * box_loss_scale * 0.5 * ops.square(raw_true_wh
                                                                       - raw_pred[..., 2:4])
             terms["xy"] += box_gain * ops.sum(xy_loss) / batch
             terms["wh"] += box_gain * ops.sum(wh_loss) / batch
         else:
             quality = iou_variant(pred_px, true_px, box_loss)
             terms["box"] += box_gain * ops.sum(
-                object_mask * box_loss_scale * (1.0 - quality)) / batch
+                positive * box_loss_scale * (1.0 - quality)) / batch
         conf_target = object_mask
         if objectness == "iou":
             conf_target = object_mask * ops.stop_gradient(iou_variant(pred_px, true_px, "iou"))
         conf_bce = _bce(conf_target, raw_pred[..., 4:5])
-        confidence_loss = object_mask * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
+        confidence_loss = positive * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
         class_true = y[..., 5:] * (1.0 - label_smoothing) + 0.5 * label_smoothing
-        class_loss = object_mask * _bce(class_true, raw_pred[..., 5:])
+        class_loss = positive * focal_bce(class_true, raw_pred[..., 5:], focal_gamma)
         terms["confidence"] += ops.sum(confidence_loss) / batch
         terms["class"] += class_gain * ops.sum(class_loss) / batch
         terms["ignored"] += ops.sum((1.0 - object_mask) * (1.0 - ignore_mask))
@@ -185,7 +207,8 @@ def check_gains(box_gain: float, class_gain: float) -> None:
 def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
               print_loss: bool = False, *, anchor_mask: Masks = None, box_loss: str = "mse",
               label_smoothing: float = 0.0, true_boxes=None,
-              objectness: str = "one", box_gain: float = 1.0, class_gain: float = 1.0):
+              objectness: str = "one", box_gain: float = 1.0, class_gain: float = 1.0,
+              class_weights: Optional[Sequence[float]] = None, focal_gamma: float = 0.0):
     """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
     keras-yolo3's argument order (``print_loss`` prints the total and the terms as they are
@@ -195,7 +218,8 @@ def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = 
     """
     terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
                        box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes,
-                       objectness=objectness, box_gain=box_gain, class_gain=class_gain)
+                       objectness=objectness, box_gain=box_gain, class_gain=class_gain,
+                       class_weights=class_weights, focal_gamma=focal_gamma)
     total = sum(v for k, v in terms.items() if k != "ignored")
     if print_loss:
         _print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
@@ -231,11 +255,13 @@ class YoloLoss(keras.layers.Layer):
     def __init__(self, anchors, num_classes: int, ignore_thresh: float = .5,
                  anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
                  true_boxes: bool = False, objectness: str = "one", box_gain: float = 1.0,
-                 class_gain: float = 1.0, **kwargs):
+                 class_gain: float = 1.0, class_weights: Optional[Sequence[float]] = None,
+                 focal_gamma: float = 0.0, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
         super().__init__(**kwargs)
         for setting, value in (("box_loss", box_loss), ("objectness", objectness),
-                               ("label_smoothing", label_smoothing), ("ignore_iou", ignore_thresh)):
+                               ("label_smoothing", label_smoothing), ("ignore_iou", ignore_thresh),
+                               ("focal_gamma", focal_gamma)):
             check_value(setting, value)
         check_gains(box_gain, class_gain)
         self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
@@ -248,6 +274,12 @@ class YoloLoss(keras.layers.Layer):
         self.objectness = objectness
         self.box_gain = float(box_gain)
         self.class_gain = float(class_gain)
+        self.class_weights = (None if class_weights is None
+                              else [float(w) for w in np.asarray(class_weights).reshape(-1)])
+        if self.class_weights is not None and len(self.class_weights) != self.num_classes:
+            raise ValueError(f"{len(self.class_weights)} class weights for {self.num_classes} "
+                             "classes")
+        self.focal_gamma = float(focal_gamma)
         self.supports_jit = self.true_boxes
 
     def call(self, inputs):
@@ -257,7 +289,8 @@ class YoloLoss(keras.layers.Layer):
                          anchor_mask=self.anchor_mask, box_loss=self.box_loss,
                          label_smoothing=self.label_smoothing, true_boxes=boxes,
                          objectness=self.objectness, box_gain=self.box_gain,
-                         class_gain=self.class_gain)
+                         class_gain=self.class_gain, class_weights=self.class_weights,
+                         focal_gamma=self.focal_gamma)
         return ops.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):
@@ -270,7 +303,8 @@ class YoloLoss(keras.layers.Layer):
                       anchor_mask=[list(m) for m in self.anchor_mask], box_loss=self.box_loss,
                       label_smoothing=self.label_smoothing, true_boxes=self.true_boxes,
                       objectness=self.objectness, box_gain=self.box_gain,
-                      class_gain=self.class_gain)
+                      class_gain=self.class_gain, class_weights=self.class_weights,
+                      focal_gamma=self.focal_gamma)
         return config
 
 
@@ -284,7 +318,9 @@ def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thr
                         anchor_mask: Masks = None, box_loss: str = "mse",
                         label_smoothing: float = 0.0,
                         max_boxes: Optional[int] = None, objectness: str = "one",
-                        box_gain: float = 1.0, class_gain: float = 1.0) -> keras.Model:
+                        box_gain: float = 1.0, class_gain: float = 1.0,
+                        class_weights: Optional[Sequence[float]] = None,
+                        focal_gamma: float = 0.0) -> keras.Model:
     """Wrap ``body`` into a model ``[image, *y_true(, true_boxes)] -> loss (1,)`` (compile with
     ``identity_loss``).
 
@@ -319,5 +355,6 @@ def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thr
         outputs = [outputs]
     loss = YoloLoss(anchors, num_classes, ignore_thresh, masks, box_loss, label_smoothing,
                     true_boxes=bool(max_boxes), objectness=objectness, box_gain=box_gain,
-                    class_gain=class_gain, name="yolo_loss")([*outputs, *y_true, *extra])
+                    class_gain=class_gain, class_weights=class_weights, focal_gamma=focal_gamma,
+                    name="yolo_loss")([*outputs, *y_true, *extra])
     return keras.Model([image, *y_true, *extra], loss, name=f"{body.name}_training")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Dict, Sequence, Tuple
 
+import numpy as np
 from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
@@ -183,20 +184,35 @@ def dfl(logits, targets):
 
 
 def loss_terms(outputs: Sequence, true_boxes, head: AnchorFreeHead, num_classes: int,
-               box_gain: float = 1.0, class_gain: float = 1.0) -> Dict[str, object]:
+               box_gain: float = 1.0, class_gain: float = 1.0, class_weights=None,
+               focal_gamma: float = 0.0) -> Dict[str, object]:
     """The batch's loss terms ``box``, ``dfl`` and ``class`` (scalars, gains included) and
-    ``positives`` (the count). outputs: raw maps, largest stride first; true_boxes ``(B, M, 5)``."""
+    ``positives`` (the count). outputs: raw maps, largest stride first; true_boxes ``(B, M, 5)``.
+    class_weights ``(C,)``: a positive cell's box, distribution and class terms weighted by its
+    assigned box's class weight (others 1). focal_gamma: each class cross-entropy scaled by
+    ``|target - p| ** gamma`` (quality focal loss; 0: plain)."""
     distance_logits, class_logits = flatten_outputs(outputs, head, num_classes)
     points, strides = cell_centres(outputs, head.strides)
     boxes = distances_to_corners(expected_distances(distance_logits), points, strides)
     target_boxes, target_scores, foreground = task_aligned_assign(
         ops.sigmoid(class_logits), boxes, points, true_boxes, num_classes)
     weight = ops.sum(target_scores, axis=-1)  # (B, N): zero off the positives
+    per_cell = ops.ones_like(weight)
+    if class_weights is not None:
+        w = ops.convert_to_tensor(np.asarray(class_weights, np.float32).reshape(-1))
+        # a positive's class: its target row's non-zero entry (the row is one-hot times quality)
+        owner = ops.cast(target_scores > 0, "float32")
+        known = ops.logical_and(foreground, ops.sum(owner, axis=-1) > 0)
+        per_cell = ops.where(known, ops.sum(owner * w, axis=-1), 1.0)
+        weight = weight * per_cell
     scale = 1.0 / ops.cast(ops.shape(class_logits)[0], "float32")
     box = ops.sum(weight * (1.0 - _ciou(boxes, target_boxes)))
     sides = distance_targets(target_boxes, points, strides, head.reg_max)
     distribution = ops.sum(weight * dfl(distance_logits, sides))
-    classes = ops.sum(ops.binary_crossentropy(target_scores, class_logits, from_logits=True))
+    bce = ops.binary_crossentropy(target_scores, class_logits, from_logits=True)
+    if focal_gamma:
+        bce = bce * ops.power(ops.abs(target_scores - ops.sigmoid(class_logits)), focal_gamma)
+    classes = ops.sum(per_cell[..., None] * bce)
     return {"box": box_gain * BOX_WEIGHT * box * scale,
             "dfl": box_gain * DFL_WEIGHT * distribution * scale,
             "class": class_gain * CLASS_WEIGHT * classes * scale,

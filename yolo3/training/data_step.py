@@ -10,7 +10,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.config.choices import AUTO_ANCHORS, AUTO_TILE
+from yolo3.config.choices import AUTO_ANCHORS, AUTO_CLASS_WEIGHTS, AUTO_TILE, CLASS_WEIGHT_METHODS
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.log import NOTICE
@@ -24,6 +24,14 @@ from yolo3.ops.anchors import (
     format_anchors,
     kmeans_anchors,
     read_anchors,
+)
+from yolo3.ops.class_balance import (
+    WEIGHT_CAP,
+    class_counts,
+    class_weights,
+    read_class_weights,
+    repeat_factors,
+    repeated_indices,
 )
 from yolo3.ops.tiles import suggest_tile
 
@@ -42,6 +50,7 @@ class TrainData:
     val_records: list
     hw: Tuple[int, int]
     tile: Optional[int] = None  # tiled training and sliced validation: the tile size in pixels
+    class_weights: Optional[np.ndarray] = None  # (C,) each positive's loss weight by its class
 
     @property
     def num_classes(self) -> int:
@@ -108,7 +117,45 @@ def prepare_data(config: TrainConfig) -> TrainData:
     if not spec.anchor_free:
         anchors = anchors_for(records, anchors, auto, hw, config.seed)
     tile = tile_for(records, settings.tile, hw)
-    return TrainData(spec, class_names, anchors, masks, records, val_records, hw, tile)
+    weights = class_weights_for(records, config.recipe.class_weights, class_names)
+    records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
+    return TrainData(spec, class_names, anchors, masks, records, val_records, hw, tile, weights)
+
+
+def repeated_records(records: list, threshold: float, num_classes: int, seed: int) -> list:
+    """``records`` with repeat-factor sampling at ``threshold`` (0: as they are): images of rare
+    classes repeated (:func:`yolo3.ops.class_balance.repeat_factors`; the fractional repeats
+    drawn once, seeded), said in the log. An epoch is then one pass over the repeated list."""
+    if not threshold:
+        return records
+    labels = [np.asarray(r.boxes).reshape(-1, 5)[:, 4] for r in records]
+    factors = repeat_factors(labels, num_classes, threshold)
+    order = repeated_indices(factors, seed)
+    logger.log(NOTICE, "repeat-factor sampling at %g: %d of %d training images repeat (up to "
+               "%.2fx); an epoch is %d images", threshold, int((factors > 1).sum()),
+               len(records), float(factors.max()), len(order))
+    return [records[i] for i in order]
+
+
+def class_weights_for(records: list, setting: Optional[str], class_names: List[str]
+                      ) -> Optional[np.ndarray]:
+    """The run's class weights: None (off), read from a file, or computed from the training
+    boxes by a method (``auto``: the effective number of samples), said in the log with the
+    box count of each class."""
+    if setting is None:
+        return None
+    counts = class_counts([np.asarray(r.boxes).reshape(-1, 5)[:, 4] for r in records],
+                          len(class_names))
+    if setting in (AUTO_CLASS_WEIGHTS, *CLASS_WEIGHT_METHODS):
+        method = "effective" if setting == AUTO_CLASS_WEIGHTS else setting
+        weights = class_weights(counts, method)
+        source = f"{method}, from the training boxes, at most {WEIGHT_CAP:g}x apart"
+    else:
+        weights = read_class_weights(setting, class_names)
+        source = setting
+    logger.log(NOTICE, "class weights (%s): %s", source, ", ".join(
+        f"{name} {w:.3g} ({n} boxes)" for name, w, n in zip(class_names, weights, counts)))
+    return weights
 
 
 def tile_for(records: list, tile, hw: Tuple[int, int]) -> Optional[int]:

@@ -60,12 +60,16 @@ def training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> k
     if data.spec.anchor_free:
         return anchor_free_training_model(body, data.spec.head, data.num_classes,
                                           config.data.max_boxes, box_gain=recipe.box_gain,
-                                          class_gain=recipe.class_gain)
+                                          class_gain=recipe.class_gain,
+                                          class_weights=data.class_weights,
+                                          focal_gamma=recipe.focal_gamma)
     return yolo_training_model(body, data.anchors, data.num_classes,
                                ignore_thresh=recipe.ignore_iou, anchor_mask=data.masks,
                                box_loss=recipe.box_loss, label_smoothing=recipe.label_smoothing,
                                max_boxes=config.data.max_boxes, objectness=recipe.objectness,
-                               box_gain=recipe.box_gain, class_gain=recipe.class_gain)
+                               box_gain=recipe.box_gain, class_gain=recipe.class_gain,
+                               class_weights=data.class_weights,
+                               focal_gamma=recipe.focal_gamma)
 
 
 def initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
