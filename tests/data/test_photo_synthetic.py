@@ -339,3 +339,24 @@ def test_label_rows_of_a_negative_and_a_box():
     assert label_rows(np.zeros((0, 5)), (100, 200)) == ""
     assert label_rows(np.array([[0, 0, 200, 100, 2]]), (100, 200)) == \
         "2 0.500000 0.500000 1.000000 1.000000\n"
+
+
+def test_class_shares_make_a_rare_class_and_bad_shares_are_refused(tmp_path, capsys):
+    from cli_harness import assert_refused, run_cli
+    code, err = run_cli(["synth", "--style", "photo", "--photos", PHOTOS, "--out", tmp_path / "r",
+                         "--num-images", 60, "--seed", 4, "--class-shares", 1, 1, 1, 0.15,
+                         "--quiet"], capsys)
+    assert code == 0, err
+    names = (tmp_path / "r" / "classes.txt").read_text().split()
+    boxes = np.concatenate([r.boxes for r in load_annotations(tmp_path / "r" / "annotations.txt",
+                                                              names)])
+    share = np.mean(boxes[:, 4] == 3)
+    assert 0.0 < share < 0.12 and len(boxes) > 100  # about 5%: 0.15 / 3.15
+    for bad, named in (([1, 1], "4 positive weights needed"), ([1, 1, 1, 0], "--class-shares")):
+        code, err = run_cli(["synth", "--style", "photo", "--photos", PHOTOS, "--out",
+                             tmp_path / "bad", "--num-images", 2, "--class-shares", *bad], capsys)
+        assert_refused(code, err, named)
+        assert not (tmp_path / "bad").exists()
+    code, err = run_cli(["synth", "--out", tmp_path / "solid", "--num-images", 2,
+                         "--class-shares", 1, 2, 3], capsys)
+    assert_refused(code, err, "--class-shares", "only for --style photo")

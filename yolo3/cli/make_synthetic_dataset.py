@@ -10,7 +10,13 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import add_exist_ok_argument, fraction, positive_int, run_command
+from yolo3.cli.common import (
+    add_exist_ok_argument,
+    fraction,
+    positive_float,
+    positive_int,
+    run_command,
+)
 from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.data.synthetic import SHAPES, STYLES
 
@@ -71,6 +77,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-recolour", dest="recolour", action="store_false",
                    help="photo style: objects keep their photographs' own colours (the same seed "
                         "draws the same objects)")
+    p.add_argument("--class-shares", type=positive_float, nargs="+", default=None, metavar="W",
+                   help="photo style: how often each class is drawn, one weight per class in "
+                        "--classes order (e.g. 1 1 1 0.15: the fourth class about 5%% of the "
+                        "objects; default: all alike)")
     p.add_argument("--val-fraction", type=fraction, default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
     add_exist_ok_argument(p)
@@ -93,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                      min_visible=args.min_visible, recolour=None if args.recolour else False,
                      background_photos=args.background_photos,
                      background_zoom=None if args.background_zoom is None
-                     else tuple(args.background_zoom))
+                     else tuple(args.background_zoom),
+                     class_shares=None if args.class_shares is None else tuple(args.class_shares))
         # the photographs are read (and a folder without any refused) before anything is written
         ann, classes = make_photo_dataset(
             args.out, args.num_images, args.photos, args.seed,
@@ -108,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
             ("--background-photos", args.background_photos is not None),
             ("--background-zoom", args.background_zoom is not None),
             ("--boxes", args.boxes is not None), ("--min-visible", args.min_visible is not None),
-            ("--no-recolour", not args.recolour)) if given]
+            ("--no-recolour", not args.recolour),
+            ("--class-shares", args.class_shares is not None)) if given]
         if photo_only:
             raise ArgumentError(f"{', '.join(photo_only)}: only for --style photo (photographs, "
                                 "their boxes and occlusion)")

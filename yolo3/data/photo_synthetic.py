@@ -192,14 +192,16 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
                        boxes: str = "visible", min_visible: float = MIN_VISIBLE,
                        recolour: bool = True,
                        backgrounds: Optional[Sequence[np.ndarray]] = None,
-                       background_zoom: Tuple[float, float] = BACKGROUND_ZOOM
+                       background_zoom: Tuple[float, float] = BACKGROUND_ZOOM,
+                       class_shares: Optional[Sequence[float]] = None
                        ) -> Tuple[np.ndarray, np.ndarray]:
     """One image ``(h, w, 3)`` uint8 and its boxes ``(N, 5)`` float32 ``x1, y1, x2, y2, class``
     (``boxes``: the visible pixels' extent, or the whole object's with ``'full'``; ``N`` may be 0),
     on a crop of ``backgrounds`` (default: ``photos``), objects textured with ``photos``
     (recoloured unless ``recolour`` is off), each keeping ``min_visible`` of its pixels in view
     (1: no occlusion); ``background_zoom``: the ``(low, high)`` share of a photograph's extent that
-    the background crop spans. See the module docstring."""
+    the background crop spans; ``class_shares``: the chance of each class (normalised; default:
+    uniform, drawn as before). See the module docstring."""
     _check_box_extent(boxes)
     _check_background_zoom(background_zoom)
     h, w = image_size
@@ -221,7 +223,8 @@ def render_photo_image(rng: np.random.Generator, photos: Sequence[np.ndarray],
     whole: List[List[int]] = []  # each object's full extent, hidden parts included
     for _ in range(count):
         for _attempt in range(20):
-            cls = int(rng.integers(len(classes)))
+            cls = (int(rng.integers(len(classes))) if class_shares is None
+                   else int(rng.choice(len(classes), p=class_shares)))
             bw, bh = _object_size(rng, classes[cls], min(h, w), min_frac, max_frac,
                                   size_distribution)
             bw, bh = min(bw, w), min(bh, h)
@@ -266,6 +269,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                        boxes: str = "visible", min_visible: float = MIN_VISIBLE,
                        recolour: bool = True, background_photos: Optional[str] = None,
                        background_zoom: Tuple[float, float] = BACKGROUND_ZOOM,
+                       class_shares: Optional[Sequence[float]] = None,
                        exist_ok: bool = False) -> Tuple[str, str]:
     """Write ``num_images`` JPEG images to ``out_dir/images`` with a text annotation and a classes
     file (see :func:`yolo3.data.synthetic.write_dataset_files` for the split); ``sizes``: the
@@ -274,7 +278,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     ``distractors``: whether to paint the distractor blobs (the objects are the same either way);
     ``boxes``, ``min_visible``, ``recolour``: see :func:`render_photo_image`;
     ``background_photos``: a folder of photographs for the backgrounds alone (default: ``photos``);
-    ``background_zoom``: the share of a photograph's extent a background crop spans.
+    ``background_zoom``: the share of a photograph's extent a background crop spans;
+    ``class_shares``: one positive weight per class, how often each is drawn (a rare class).
     Returns ``(annotation_path, classes_path)``. A folder without photographs is a
     :class:`~yolo3.core.errors.SettingError` naming its setting (``photos``, ``background_photos``).
     ``out_dir`` and ``exist_ok``: as :func:`yolo3.data.synthetic.make_synthetic_dataset` takes
@@ -286,6 +291,14 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     if not 0 < min_frac < max_frac <= 1:
         raise ValueError(f"object sizes must satisfy 0 < min ({min_frac}) < max ({max_frac}) <= 1")
     _check_box_extent(boxes)  # here too: before anything is written
+    shares = None
+    if class_shares is not None:
+        shares = np.asarray(class_shares, np.float64)
+        if len(shares) != len(classes) or not np.all(np.isfinite(shares)) or np.any(shares <= 0):
+            raise SettingError(f"class_shares: {len(classes)} positive weights needed (one per "
+                               f"class: {', '.join(classes)}), got {list(class_shares)}",
+                               "class_shares")
+        shares = shares / shares.sum()
     _check_background_zoom(background_zoom)
     if not 0 < min_visible <= 1:
         raise SettingError(f"min_visible must be in (0, 1], got {min_visible}", "min_visible")
@@ -303,7 +316,7 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                                           distractors=distractors, boxes=boxes,
                                           min_visible=min_visible, recolour=recolour,
                                           backgrounds=backgrounds,
-                                          background_zoom=background_zoom)
+                                          background_zoom=background_zoom, class_shares=shares)
         path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
         Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
         records.append(Record(path, found, size, 1))
