@@ -10,6 +10,9 @@ yolo3, only Ultralytics and the standard library.
 Writes ``OUT_DIR/detections.json`` (``[{"image", "boxes" [[x1, y1, x2, y2] pixels], "scores",
 "classes"}]``) and ``OUT_DIR/peer.json`` (training seconds, versions, per-epoch seconds). Offline:
 ``YOLO_OFFLINE=1``, ``plots=False`` (its plots would fetch a font), no pretrained weights.
+``--sahi-tile N``: also ``OUT_DIR/detections_sahi.json``, the detections of SAHI's sliced inference
+(``get_sliced_prediction``, slices of N pixels overlapping ``--sahi-overlap``, plus the whole
+image, merged by its defaults), the way Ultralytics' users slice (``pip install sahi``).
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ def main(argv=None) -> int:
     p.add_argument("--score", type=float, default=0.005)
     p.add_argument("--iou", type=float, default=0.45)
     p.add_argument("--out", required=True)
+    p.add_argument("--sahi-tile", type=int, default=0)
+    p.add_argument("--sahi-overlap", type=float, default=0.2)
     args = p.parse_args(argv)
     os.environ.setdefault("YOLO_OFFLINE", "1")
     import torch
@@ -60,11 +65,35 @@ def main(argv=None) -> int:
                            "classes": [int(c) for c in boxes.cls.tolist()]})
     with open(os.path.join(args.out, "detections.json"), "w", encoding="utf-8") as f:
         json.dump(detections, f)
+    if args.sahi_tile:
+        _sahi(args, images, os.path.join(args.out, "train", "weights", "last.pt"))
     with open(os.path.join(args.out, "peer.json"), "w", encoding="utf-8") as f:
         json.dump({"training_seconds": seconds, "ultralytics": ultralytics.__version__,
                    "torch": torch.__version__, "threads": args.threads, "model": args.model,
                    "python": sys.version.split()[0]}, f)
     return 0
+
+
+def _sahi(args, images, weights) -> None:
+    """SAHI's sliced prediction of each image with the trained weights -> detections_sahi.json."""
+    from sahi import AutoDetectionModel
+    from sahi.predict import get_sliced_prediction
+    model = AutoDetectionModel.from_pretrained(model_type="ultralytics", model_path=weights,
+                                               confidence_threshold=args.score, device="cpu",
+                                               image_size=args.imgsz)
+    detections = []
+    for image in images:
+        result = get_sliced_prediction(image, model, slice_height=args.sahi_tile,
+                                       slice_width=args.sahi_tile,
+                                       overlap_height_ratio=args.sahi_overlap,
+                                       overlap_width_ratio=args.sahi_overlap, verbose=0)
+        found = result.object_prediction_list
+        detections.append({"image": image,
+                           "boxes": [list(o.bbox.to_xyxy()) for o in found],
+                           "scores": [float(o.score.value) for o in found],
+                           "classes": [int(o.category.id) for o in found]})
+    with open(os.path.join(args.out, "detections_sahi.json"), "w", encoding="utf-8") as f:
+        json.dump(detections, f)
 
 
 if __name__ == "__main__":

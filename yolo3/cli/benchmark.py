@@ -193,6 +193,33 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
+def _tiles_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default="tiny-af", help="variant (default tiny-af)")
+    p.add_argument("--input-size", type=positive_int, default=320, help="input size (default 320)")
+    p.add_argument("--epochs", type=positive_int, default=12, help="epochs of each contender")
+    p.add_argument("--batch-size", type=positive_int, default=8)
+    p.add_argument("--num-images", type=positive_int, default=160, help="training images")
+    p.add_argument("--val-images", type=positive_int, default=40, help="validation images")
+    p.add_argument("--image-size", type=positive_int, nargs=2, default=[1080, 1920],
+                   metavar=("H", "W"), help="image size (default 1080 1920)")
+    p.add_argument("--min-px", type=positive_float, default=8.0, help="smallest object side")
+    p.add_argument("--max-px", type=positive_float, default=40.0, help="largest object side")
+    p.add_argument("--max-objects", type=positive_int, default=12, help="objects per image at most")
+    p.add_argument("--class-shares", type=positive_float, nargs="+", default=None, metavar="W",
+                   help="how often each class is drawn (default: all alike)")
+    p.add_argument("--photos", default=None, help="folder of photographs (default: "
+                   "scikit-image's)")
+    p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
+                   "classes.txt) instead of generating one")
+    p.add_argument("--tile", default="auto", help="tile size in pixels, or auto (the size yolo3 "
+                   "check suggests; default)")
+    p.add_argument("--overlap", type=fraction, default=0.2, help="tile overlap (default 0.2)")
+    p.add_argument("--peer-python", default=None, help="the Python of an environment with "
+                   "ultralytics and sahi: the peer trains on whole images and slices with SAHI")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+
+
 # name -> (the module whose run(args) runs it, its description, its arguments)
 BENCHMARKS = {
     "data": ("yolo3.benchmarks.data",
@@ -217,6 +244,10 @@ BENCHMARKS = {
                "Time to accuracy: keras-yolo3's recipe against today's defaults on the same "
                "synthetic set, mAP@0.5:0.95 over training time, each in its own process.",
                _recipe_arguments),
+    "tiles": ("yolo3.benchmarks.tiles",
+              "Small objects in large images: resize-only against tiled training with sliced "
+              "inference at equal training work, AP by box size, and the peer with SAHI.",
+              _tiles_arguments),
     "export": ("yolo3.benchmarks.export",
                "Deployment formats side by side: latency, size and mAP of Keras, TFLite "
                "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.",
