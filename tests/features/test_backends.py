@@ -25,24 +25,28 @@ from locations import REPO, TESTS
 def steps(tmp_path_factory):
     """``{backend: {key: array}}`` of every installed backend: TensorFlow in this process (the
     suite's backend), the others each in a process of its own (TensorFlow and JAX are the test
-    extra's; PyTorch only where installed)."""
+    extra's; PyTorch only where installed), started first so that they run beside it."""
     import keras
 
     import backend_step
     out = tmp_path_factory.mktemp("backends")
-    policy = keras.config.dtype_policy()
-    try:
-        results = {"tensorflow": backend_step.results()}
-    finally:
-        keras.config.set_dtype_policy(policy)
+    children = {}
     for backend, package in (("jax", "jax"), ("torch", "torch")):
         if importlib.util.find_spec(package) is None:
             continue
         path = out / f"{backend}.npz"
         env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-        proc = subprocess.run([sys.executable, str(TESTS / "backend_step.py"), str(path)],
-                              capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
-        assert proc.returncode == 0, f"{backend}: {proc.stderr[-3000:]}"
+        children[backend] = (path, subprocess.Popen(
+            [sys.executable, str(TESTS / "backend_step.py"), str(path)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env))
+    policy = keras.config.dtype_policy()
+    try:
+        results = {"tensorflow": backend_step.results()}
+    finally:
+        keras.config.set_dtype_policy(policy)
+    for backend, (path, proc) in children.items():
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"{backend}: {err[-3000:]}"
         with np.load(path) as data:
             results[backend] = {k: data[k] for k in data.files}
     return results
@@ -169,26 +173,73 @@ def _tensorflow_detections(model, images):
             for path in sorted(images.iterdir())}
 
 
+VARIANTS = ("tiny", "tiny-af")
+
+
+@pytest.fixture(scope="module")
+def cli_runs(detection_world, tmp_path_factory):
+    """``{backend: [result of each command]}``: under JAX and PyTorch (where installed), with
+    TensorFlow unimportable, one process per backend (both running at once) runs ``yolo3
+    detect`` of each variant's .keras (batches of 2 and a single image), and under JAX also
+    ``detect --engine onnxruntime``. Each result: ``{"code", "out", "err", "json", "output"}``."""
+    import json
+
+    from backend_cli import MARK
+    root, models, images = detection_world
+    work = tmp_path_factory.mktemp("cli_runs")
+    children = {}
+    for backend in ("jax", "torch"):
+        if importlib.util.find_spec(backend) is None:
+            continue
+        commands, files = [], []
+        for variant in VARIANTS:
+            out = work / f"{backend}-{variant}.json"
+            commands.append(["detect", "--model", str(models[variant]), "--input", str(images),
+                             "--output", str(work / f"{backend}-{variant}"), "--json", str(out),
+                             "--score", "0.2", "--precision", "float32", "--batch-size", "2"])
+            files.append((out, work / f"{backend}-{variant}"))
+        if backend == "jax":
+            refused = work / "jax-refused"
+            commands.append(["detect", "--model", str(models["tiny"]), "--input", str(images),
+                             "--output", str(refused), "--engine", "onnxruntime"])
+            files.append((None, refused))
+        children[backend] = (files, subprocess.Popen(
+            [sys.executable, str(TESTS / "backend_cli.py"), json.dumps(commands)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            env=without_tensorflow(backend)))
+    runs = {}
+    for backend, (files, proc) in children.items():
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{backend}: {stderr[-3000:]}"
+        line = next(row for row in stdout.splitlines() if row.startswith(MARK))
+        results = json.loads(line[len(MARK):])
+        for result, (found, output) in zip(results, files):
+            result["json"], result["output"] = found, output
+        runs[backend] = results
+    return runs
+
+
+def _run_of(cli_runs, backend: str, index: int) -> dict:
+    if backend not in cli_runs:
+        pytest.skip(f"{backend} is not installed here")
+    return cli_runs[backend][index]
+
+
 @pytest.mark.parametrize("backend", _other_backends())
-@pytest.mark.parametrize("variant", ["tiny", "tiny-af"])
-def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, tmp_path,
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, cli_runs,
                                                                backend, variant):
     """``yolo3 detect`` of a .keras saved under TensorFlow, on JAX / PyTorch with TensorFlow
     unimportable (batches of 2 and a single image): every image's detections equal TensorFlow's
     (boxes within 0.01 px, the JSON's 3 decimals; scores within 1e-4; the same classes)."""
     import json
     root, models, images = detection_world
-    env = without_tensorflow(backend)
-    out = tmp_path / "detections.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "yolo3", "detect",
-         "--model", str(models[variant]), "--input", str(images), "--output", str(tmp_path / "out"),
-         "--json", str(out), "--score", "0.2", "--precision", "float32", "--batch-size", "2"],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"the {backend} backend runs Keras" in proc.stdout + proc.stderr
+    run = _run_of(cli_runs, backend, VARIANTS.index(variant))
+    assert run["code"] == 0, run["err"][-3000:]
+    assert f"the {backend} backend runs Keras" in run["out"] + run["err"]
     expected = _tensorflow_detections(models[variant], images)
-    found = {os.path.basename(entry["image"]): entry for entry in json.loads(out.read_text())}
+    found = {os.path.basename(entry["image"]): entry
+             for entry in json.loads(run["json"].read_text())}
     assert set(found) == set(expected)
     total = 0
     for name, (boxes, scores, classes) in expected.items():
@@ -201,17 +252,11 @@ def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, 
     assert total >= 10, f"{variant}: too few detections ({total}) to compare"
 
 
-def test_a_converting_engine_is_refused_on_jax_naming_the_flag(detection_world, tmp_path):
-    root, models, images = detection_world
-    env = without_tensorflow("jax")
-    proc = subprocess.run(
-        [sys.executable, "-m", "yolo3", "detect",
-         "--model", str(models["tiny"]), "--input", str(images), "--output",
-         str(tmp_path / "out"), "--engine", "onnxruntime"],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "--engine" in proc.stderr and "jax" in proc.stderr and "Traceback" not in proc.stderr
-    assert not (tmp_path / "out").exists()
+def test_a_converting_engine_is_refused_on_jax_naming_the_flag(cli_runs):
+    run = _run_of(cli_runs, "jax", len(VARIANTS))
+    assert run["code"] == 2, run["err"][-2000:]
+    assert "--engine" in run["err"] and "jax" in run["err"] and "Traceback" not in run["err"]
+    assert not run["output"].exists()
 
 
 # -- training: yolo3 train on JAX, the same recipe, the same files ------------------------------

@@ -329,3 +329,43 @@ def test_training_profile_child_measures_real_op_types():
     assert any("Conv2D" in op and "Backprop" not in op for op in times)
     assert any("Conv2DBackpropFilter" in op for op in times)
     assert all(ms >= 0 for ms in times.values()) and sum(times.values()) > 0
+
+
+def test_the_tiles_set_has_small_objects_in_large_images(tmp_path):
+    import argparse
+
+    from locations import SHARED
+    from yolo3.benchmarks.tiles import make_high_resolution_set
+    from yolo3.data.annotations import load_annotations
+    args = argparse.Namespace(image_size=[540, 960], num_images=6, val_images=2, photos=str(
+        SHARED / "images"), seed=1, min_px=8.0, max_px=40.0, max_objects=10, class_shares=None)
+    folder = make_high_resolution_set(str(tmp_path / "hd"), args)
+    records = load_annotations(f"{folder}/annotations.txt")
+    assert len(records) == 8 and {r.image_hw for r in records} == {(540, 960)}
+    boxes = np.concatenate([r.boxes for r in records])
+    longest = np.max(boxes[:, 2:4] - boxes[:, :2], axis=1)
+    # the drawn sides lie in 8-40 px; a box spans the visible pixels, so it may be smaller
+    assert len(boxes) > 10 and longest.max() <= 40 + 1 and np.median(longest) < 25
+
+
+def test_the_balance_contenders_are_valid_settings_and_unknown_ones_are_refused(capsys):
+    from cli_harness import assert_refused, run_cli
+    from yolo3.benchmarks.balance import CONTENDERS
+    from yolo3.config.train_config import TrainConfig, check
+    for settings in CONTENDERS.values():
+        check(TrainConfig(annotations=__file__, classes=__file__, output="out", **settings))
+    code, err = run_cli(["benchmark", "balance", "--contenders", "none", "oversample"], capsys)
+    assert_refused(code, err, "--contenders", "oversample")
+
+
+def test_the_balance_set_makes_the_last_class_rare(tmp_path):
+    import argparse
+
+    from locations import SHARED
+    from yolo3.benchmarks.balance import _make_set
+    from yolo3.data.annotations import load_annotations
+    args = argparse.Namespace(rare_share=0.05, num_images=150, val_images=10, photos=str(
+        SHARED / "images"))
+    folder = _make_set(str(tmp_path / "rare"), args, seed=3)
+    boxes = np.concatenate([r.boxes for r in load_annotations(f"{folder}/annotations.txt")])
+    assert np.mean(boxes[:, 4] == 3) == pytest.approx(0.05, abs=0.03)

@@ -220,6 +220,28 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
 
 
+def _balance_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default="tiny-af", help="variant (default tiny-af)")
+    p.add_argument("--input-size", type=positive_int, default=192, help="input size (default 192)")
+    p.add_argument("--epochs", type=positive_int, default=10)
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--num-images", type=positive_int, default=600, help="training images per set")
+    p.add_argument("--val-images", type=positive_int, default=150, help="held-out images per set")
+    p.add_argument("--rare-share", type=fraction, default=0.05, help="the rare class's share of "
+                   "the objects (default 0.05)")
+    p.add_argument("--sets", type=positive_int, default=2, help="sets, seeds --seed, --seed+1 ...")
+    p.add_argument("--data", nargs="+", default=None, help="existing dataset folders (train.txt, "
+                   "val.txt, classes.txt) instead of generated sets")
+    p.add_argument("--contenders", nargs="+", default=["none", "weights", "repeat", "focal"],
+                   choices=["none", "weights", "repeat", "focal"],
+                   help="none, weights (--class-weights auto), repeat (--repeat-threshold 0.5), "
+                   "focal (--focal-gamma 2)")
+    p.add_argument("--photos", default=None, help="folder of photographs (default: "
+                   "scikit-image's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+
+
 # name -> (the module whose run(args) runs it, its description, its arguments)
 BENCHMARKS = {
     "data": ("yolo3.benchmarks.data",
@@ -248,6 +270,9 @@ BENCHMARKS = {
               "Small objects in large images: resize-only against tiled training with sliced "
               "inference at equal training work, AP by box size, and the peer with SAHI.",
               _tiles_arguments),
+    "balance": ("yolo3.benchmarks.balance",
+                "Rare classes: class weights, repeat-factor sampling and focal loss against none "
+                "on realistic sets with a rare class: its AP and the mAP.", _balance_arguments),
     "export": ("yolo3.benchmarks.export",
                "Deployment formats side by side: latency, size and mAP of Keras, TFLite "
                "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.",
