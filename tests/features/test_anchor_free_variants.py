@@ -62,6 +62,7 @@ def test_load_body_gives_the_head_and_refuses_anchors(trained, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 18 s on 2 cores, kept out of the default 15 minutes
 def test_detect_and_evaluate_on_every_engine(trained, tmp_path, capsys):
     from yolo3.cli import main
     from yolo3.inference.detector import load_detector
@@ -91,6 +92,7 @@ def test_detect_and_evaluate_on_every_engine(trained, tmp_path, capsys):
     assert json.loads((tmp_path / "d.json").read_text())
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores, kept out of the default 15 minutes
 def test_exports_check_their_raw_maps_and_decoding(trained, tmp_path, capsys):
     from yolo3.cli import main
     from yolo3.inference.exported import ExportedDetector

@@ -99,6 +99,7 @@ def test_int8_is_smaller_and_calibrates_from_a_folder_or_an_annotation_file(setu
     assert b.runner.input_dtype == np.int8 and b.info.export["quantize"] == "int8"
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores, kept out of the default 15 minutes
 def test_exported_models_are_scored_like_keras_models(setup, tmp_path):
     from yolo3.cli import main
     from yolo3.export import export_onnx, export_saved_model, export_tflite

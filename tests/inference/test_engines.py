@@ -106,6 +106,7 @@ def test_openvino_at_the_machines_precision_agrees_with_keras(tiny, cache):
         assert error <= min(1.5e-2, 1.05 * own + 1e-4), (error, own)
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 25 s on 2 cores, kept out of the default 15 minutes
 def test_the_conversion_is_cached_and_rebuilt_when_the_model_changes(tiny, cache, tmp_path,
                                                                      monkeypatch):
     import yolo3.inference.engines as engines

@@ -83,8 +83,8 @@ def test_a_stream_of_images_of_several_sizes_keeps_its_order():
     images = [scene((1080, 1920), [(0, (10, 10, 30, 30))]), scene((300, 200), [(1, (5, 5, 50, 50))]),
               scene((700, 900), [(2, (600, 400, 620, 430))])]
     inner = SceneDetector()
-    tiled = TiledDetector(inner, tile=320, overlap=0.2)
-    found = list(tiled.detect_stream(iter(images), batch_size=3))
+    tiled = TiledDetector(inner, tile=320, overlap=0.2, batch_size=2)
+    found = list(tiled.detect_stream(iter(images), batch_size=3))  # the larger of the two
     assert [f[2].tolist() for f in found] == [[0], [1], [2]]
     np.testing.assert_array_equal(found[2][0], [[600, 400, 620, 430]])
     # the 300x200 image fits one tile: seen once
