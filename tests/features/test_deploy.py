@@ -80,6 +80,16 @@ def test_export_round_trips(setup, tmp_path, fmt, quantize, limit):
         order = [np.lexsort((d[0][:, 0], -np.round(d[1], 4))) for d in (got, ref)]
         for a, b in zip(got, ref):
             np.testing.assert_allclose(a[order[0]], b[order[1]], atol=2e-3)
+        # sliced detection runs on the exported model alike (tiles of the input size: 8-bit
+        # exact inputs, no resize)
+        from yolo3.inference.tiled import TiledDetector
+        large = np.random.default_rng(2).integers(0, 256, (200, 300, 3), dtype=np.uint8)
+        got, ref = (TiledDetector(d, tile=INPUT, overlap=0.25, whole_image=False).detect(large)
+                    for d in (exported, det))
+        assert len(ref[0]) > 0
+        order = [np.lexsort((d[0][:, 0], -np.round(d[1], 4))) for d in (got, ref)]
+        for a, b in zip(got, ref):
+            np.testing.assert_allclose(a[order[0]], b[order[1]], atol=2e-3)
 
 
 @pytest.mark.slow  # three TFLite conversions and two int8 calibrations: about 24 s
