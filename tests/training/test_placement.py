@@ -57,13 +57,37 @@ def test_one_process_shares_nothing(step_config):
     (dict(cpu_replicas=2), ("cpu_replicas",)), (dict(gpus=2), ("gpus",)),
     (dict(strategy="mirrored"), ("strategy",)),
     (dict(gpus=2, strategy="multiworker"), ("gpus", "strategy"))])
-def test_replicas_off_tensorflow_are_refused_naming_the_settings(step_config, monkeypatch,
-                                                                 settings, named):
+def test_replicas_on_pytorch_are_refused_naming_the_settings(step_config, monkeypatch,
+                                                            settings, named):
     import keras
-    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
-    with pytest.raises(ConfigError, match="on the jax backend it trains on one device") as caught:
+    monkeypatch.setattr(keras.backend, "backend", lambda: "torch")
+    with pytest.raises(ConfigError, match="on the torch backend it trains on one device") as caught:
         pick_strategy(step_config(**settings), 9)
     assert caught.value.settings == named
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "multiworker"])
+def test_tf_distribute_on_jax_is_refused_naming_the_strategy(step_config, monkeypatch, strategy):
+    import keras
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    with pytest.raises(ConfigError, match=f"strategy {strategy}: tf.distribute runs on "
+                                          "TensorFlow") as caught:
+        pick_strategy(step_config(strategy=strategy), 9)
+    assert caught.value.settings == ("strategy",)
+
+
+def test_replicas_on_jax_are_checked_against_the_devices_jax_sees(step_config, monkeypatch):
+    """This process's JAX has one CPU device: two replicas are refused with JAX's advice (the
+    wrapper training through them: tests/features/test_backends.py)."""
+    import keras
+    pytest.importorskip("jax")
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    with pytest.raises(ConfigError, match="cpu_replicas 2: .*xla_force_host_platform_device_count"
+                       ) as caught:
+        pick_strategy(step_config(cpu_replicas=2), 9)
+    assert caught.value.settings == ("cpu_replicas",)
+    with pytest.raises(ConfigError, match="either gpus or cpu_replicas"):
+        pick_strategy(step_config(cpu_replicas=2, gpus=2), 9)
 
 
 def test_one_device_off_tensorflow_is_placed_as_on_tensorflow(step_config, monkeypatch):

@@ -69,9 +69,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--batch-size", type=int, default=d("batch_size"), help="images per replica per step; the "
       "global batch is this times the replicas (GPUs, CPU replicas or workers), and the start of "
       "training prints it (default %(default)s)")
-    a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on")
+    a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on (TensorFlow: "
+      "the replica wrapper; JAX: Keras's DataParallel)")
     a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
-      "replicas (machines without GPUs; same code path as --gpus)")
+      "replicas (machines without GPUs; same code path as --gpus; JAX too)")
     a("--strategy", choices=STRATEGIES, default=d("strategy"),
       help="wrapper: yolo3.training.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
       "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
@@ -230,9 +231,14 @@ def run(args: argparse.Namespace) -> int:
     if args.cpu_replicas and args.gpus:
         args.parser.error("give either --gpus or --cpu-replicas, not both")
     check_input_size(args.input_size)  # refused naming --input-size, before TensorFlow starts
-    if args.cpu_replicas:  # first thing: before TensorFlow initialises its devices
-        from yolo3.training.distribute import configure_logical_cpus
-        configure_logical_cpus(args.cpu_replicas)
+    if args.cpu_replicas:  # first thing: before TensorFlow (or JAX) initialises its devices
+        import keras
+        if keras.config.backend() == "jax":
+            from yolo3.training.jax_parallel import force_host_devices
+            force_host_devices(args.cpu_replicas)
+        else:
+            from yolo3.training.distribute import configure_logical_cpus
+            configure_logical_cpus(args.cpu_replicas)
     from yolo3.training.train import train
 
     config = config_from_args(args)

@@ -19,12 +19,23 @@ or ``"/cpu:2"``. Logical CPU devices for tests and CPU machines: start the proce
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import List, Optional, Sequence
 
 import keras
 
-__all__ = ["JaxReplicaWrapper", "jax_devices", "check_global_batch"]
+__all__ = ["JaxReplicaWrapper", "jax_devices", "check_global_batch", "force_host_devices"]
+
+_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
+
+
+def force_host_devices(n: int) -> None:
+    """Make JAX's CPU ``n`` logical devices (``XLA_FLAGS``): call before JAX first lists its
+    devices (importing JAX, or Keras on JAX, is early enough). :func:`jax_devices` says so when
+    it was too late."""
+    flags = _COUNT_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={int(n)}".strip()
 
 _DEVICE = re.compile(r"^/?(?:device:)?(cpu|gpu|tpu):(\d+)$", re.IGNORECASE)
 

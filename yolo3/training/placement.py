@@ -54,10 +54,16 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
                   ) -> Placement:
     """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
     per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
-    first thing: :func:`yolo3.training.distribute.configure_logical_cpus`). On JAX and PyTorch
-    training runs on one device: several are refused, naming the settings."""
+    first thing: :func:`yolo3.training.distribute.configure_logical_cpus`, or on JAX
+    :func:`yolo3.training.jax_parallel.force_host_devices`). On JAX the wrapper runs through
+    Keras's distribution API; on PyTorch training runs on one device (several are refused,
+    naming the settings)."""
     refuse_devices_off_tensorflow(config)
-    devices = replica_devices(config.hardware.gpus or None, config.hardware.cpu_replicas or None)
+    if keras.backend.backend() == "jax":
+        devices = jax_replica_devices(config)
+    else:
+        devices = replica_devices(config.hardware.gpus or None,
+                                  config.hardware.cpu_replicas or None)
     strategy = make_strategy(config.hardware.strategy,
                              devices if config.hardware.strategy == "mirrored" else None)
     replicas = strategy.num_replicas_in_sync if strategy else max(1, len(devices))
@@ -72,12 +78,37 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     return Placement(strategy, devices, replicas, global_batch, steps, task or cluster_task())
 
 
+def jax_replica_devices(config: TrainConfig) -> List[str]:
+    """The wrapper's devices on JAX (``/gpu:i`` or ``/cpu:i``), checked against those JAX sees
+    (a ConfigError naming the setting, with JAX's advice); none for one device."""
+    from yolo3.training.jax_parallel import jax_devices
+    gpus, cpus = config.hardware.gpus, config.hardware.cpu_replicas
+    if gpus and cpus:
+        raise ConfigError("give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
+    count, kind, setting = (gpus, "gpu", "gpus") if gpus else (cpus, "cpu", "cpu_replicas")
+    if not count or count < 2:
+        return []
+    names = [f"/{kind}:{i}" for i in range(count)]
+    try:
+        jax_devices(devices=names)
+    except ValueError as e:
+        raise ConfigError(f"{setting} {count}: {e}", setting) from None
+    return names
+
+
 def refuse_devices_off_tensorflow(config: TrainConfig) -> None:
-    """``gpus``, ``cpu_replicas`` and the ``mirrored`` / ``multiworker`` strategies place replicas
-    through TensorFlow: on another Keras backend a ConfigError names them (from Python, the JAX
-    wrapper is :func:`yolo3.training.parallel.multi_gpu_model`)."""
+    """The ``mirrored`` / ``multiworker`` strategies are tf.distribute's: on another Keras backend
+    a ConfigError names them; on PyTorch ``gpus`` and ``cpu_replicas`` too (training runs on one
+    device there). On JAX the wrapper takes them (Keras's distribution API)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
+        return
+    if backend == "jax":
+        if config.hardware.strategy != "wrapper":
+            raise ConfigError(f"strategy {config.hardware.strategy}: tf.distribute runs on "
+                              "TensorFlow; on the jax backend the wrapper splits each batch "
+                              "(gpus or cpu_replicas), through Keras's distribution API",
+                              "strategy")
         return
     asked = [name for name, value in (("gpus", config.hardware.gpus),
                                       ("cpu_replicas", config.hardware.cpu_replicas))
