@@ -46,3 +46,17 @@ def test_bodies_that_do_not_fit_the_head_are_refused():
         anchor_free_training_model(anchor_body, AnchorFreeHead((32, 16), 8), 3, max_boxes=4)
     with pytest.raises(ValueError, match="box_gain must be a positive number"):
         AnchorFreeLoss((32, 16), 8, 3, box_gain=0.0)
+
+
+def test_the_loss_layer_carries_class_weights_and_focal_gamma_through_its_config():
+    from yolo3.config.specs import get_spec
+    from yolo3.modeling.anchor_free_loss import AnchorFreeLoss
+    head = get_spec("tiny-af").head
+    layer = AnchorFreeLoss(head.strides, head.reg_max, 3, class_weights=[0.5, 2, 1],
+                           focal_gamma=1.5)
+    clone = AnchorFreeLoss.from_config(layer.get_config())
+    assert clone.class_weights == [0.5, 2.0, 1.0] and clone.focal_gamma == 1.5
+    with pytest.raises(ValueError, match="2 class weights for 3 classes"):
+        AnchorFreeLoss(head.strides, head.reg_max, 3, class_weights=[1, 2])
+    with pytest.raises(ValueError, match="focal_gamma must be in"):
+        AnchorFreeLoss(head.strides, head.reg_max, 3, focal_gamma=9)

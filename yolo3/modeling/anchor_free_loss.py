@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import keras
-import numpy as np
 from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.train_config import check_value
-from yolo3.modeling.loss import check_gains
+from yolo3.modeling.loss import check_gains, checked_class_weights
 from yolo3.ops import anchor_free
 
 __all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
@@ -37,11 +36,7 @@ class AnchorFreeLoss(keras.layers.Layer):
         self.num_classes = int(num_classes)
         self.box_gain, self.class_gain = float(box_gain), float(class_gain)
         check_value("focal_gamma", focal_gamma)
-        self.class_weights = (None if class_weights is None
-                              else [float(w) for w in np.asarray(class_weights).reshape(-1)])
-        if self.class_weights is not None and len(self.class_weights) != self.num_classes:
-            raise ValueError(f"{len(self.class_weights)} class weights for {self.num_classes} "
-                             "classes")
+        self.class_weights = checked_class_weights(class_weights, self.num_classes)
         self.focal_gamma = float(focal_gamma)
         self.supports_jit = True
 

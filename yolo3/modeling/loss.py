@@ -197,6 +197,18 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     return terms
 
 
+def checked_class_weights(class_weights: Optional[Sequence[float]],
+                          num_classes: int) -> Optional[List[float]]:
+    """``class_weights`` as a list of floats (a loss layer's config), None for None; ValueError
+    unless there is one per class."""
+    if class_weights is None:
+        return None
+    weights = [float(w) for w in np.asarray(class_weights).reshape(-1)]
+    if len(weights) != num_classes:
+        raise ValueError(f"{len(weights)} class weights for {num_classes} classes")
+    return weights
+
+
 def check_gains(box_gain: float, class_gain: float) -> None:
     """SettingError (a ValueError) naming the setting when a loss gain is not a positive finite
     number (:func:`yolo3.config.train_config.check_value`)."""
@@ -274,11 +286,7 @@ class YoloLoss(keras.layers.Layer):
         self.objectness = objectness
         self.box_gain = float(box_gain)
         self.class_gain = float(class_gain)
-        self.class_weights = (None if class_weights is None
-                              else [float(w) for w in np.asarray(class_weights).reshape(-1)])
-        if self.class_weights is not None and len(self.class_weights) != self.num_classes:
-            raise ValueError(f"{len(self.class_weights)} class weights for {self.num_classes} "
-                             "classes")
+        self.class_weights = checked_class_weights(class_weights, self.num_classes)
         self.focal_gamma = float(focal_gamma)
         self.supports_jit = self.true_boxes
 
