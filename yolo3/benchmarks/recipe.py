@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
+from yolo3.benchmarks.peer import peer_data, run_peer, score_peer_detections
 from yolo3.config.specs import get_spec
 from yolo3.config.train_config import TrainConfig, check, parse_setting
 from yolo3.core.errors import ArgumentError, SettingError
@@ -47,8 +48,6 @@ from yolo3.data.annotations import box_sizes, load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.data.yolo_layout import write_yolo_layout
-from yolo3.evaluation.metrics import evaluate_detections
 from yolo3.evaluation.visualize import save_figure
 from yolo3.ops.anchors import kmeans_anchors, write_anchors
 from yolo3.training.distribute import configure_logical_cpus
@@ -213,41 +212,14 @@ def check_peer_python(args: argparse.Namespace) -> None:
 
 def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int) -> dict:
     """Train and run the peer in its own environment; returns its training seconds and figures."""
-    import json
-    import subprocess
-
-    import numpy as np
     check_peer_python(args)
-    names = read_classes(os.path.join(data, "classes.txt"))
-    train = load_annotations(os.path.join(data, "train.txt"), names)
-    val = load_annotations(os.path.join(data, "val.txt"), names)
-    yaml_path = write_yolo_layout(os.path.join(folder, "yolo"), {"train": train, "val": val}, names)
-    val_list = os.path.join(folder, "val_images.txt")
-    with open(val_list, "w", encoding="utf-8") as f:
-        f.write("".join(r.path + "\n" for r in val))
+    prepared = peer_data(data, folder)
     threads = args.threads or cores()
-    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ultralytics_peer.py")
     out = os.path.join(folder, "peer")
-    command = [args.peer_python, driver, "--data", yaml_path, "--val-list", val_list,
-               "--imgsz", str(args.input_size), "--epochs", str(args.epochs), "--batch",
-               str(global_batch), "--threads", str(threads), "--seed", str(args.seed),
-               "--score", "0.001", "--iou", "0.45", "--out", out]
-    env = dict(os.environ, YOLO_OFFLINE="1", OMP_NUM_THREADS=str(threads))
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    with open(os.path.join(out, "detections.json"), encoding="utf-8") as f:
-        detections = json.load(f)
-    with open(os.path.join(out, "peer.json"), encoding="utf-8") as f:
-        facts = json.load(f)
-    by_path = {d["image"]: d for d in detections}
-    gt, dets = {}, {}
-    for k, record in enumerate(val):
-        d = by_path[record.path]
-        gt[k] = np.asarray(record.boxes, np.float64).reshape(-1, 5)
-        dets[k] = (np.asarray(d["boxes"], np.float64).reshape(-1, 4),
-                   np.asarray(d["scores"], np.float64), np.asarray(d["classes"], np.int64))
-    figures = evaluate_detections(gt, dets, len(names), names)
+    facts = run_peer(args.peer_python, prepared, out, threads, [
+        "--imgsz", str(args.input_size), "--epochs", str(args.epochs), "--batch",
+        str(global_batch), "--seed", str(args.seed), "--score", "0.001", "--iou", "0.45"], folder)
+    figures = score_peer_detections(os.path.join(out, "detections.json"), prepared)
     return {"seconds": facts["training_seconds"], "mAP50": figures["mAP50"] or 0.0,
             "mAP50_95": figures["mAP50_95"] or 0.0, "facts": facts, "global_batch": global_batch,
             "threads": threads}

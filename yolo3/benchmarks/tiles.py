@@ -27,15 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import numpy as np
 
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
+from yolo3.benchmarks.peer import peer_data, run_peer, score_peer_detections
 from yolo3.core.errors import ArgumentError
 from yolo3.core.fileio import write_text_atomic
 from yolo3.data.annotations import load_annotations
@@ -73,8 +73,8 @@ def train_child(p: dict) -> dict:
             "model": str(result.final_model)}
 
 
-def _figures(gt: dict, dets: dict, names: List[str]) -> dict:
-    result = evaluate_detections(gt, dets, len(names), names)
+def _sized(result: dict) -> dict:
+    """The figures the table shows (NaN where a size has no ground truth)."""
     return {k: (result[k] if result[k] is not None else float("nan")) for k in SCORED}
 
 
@@ -97,7 +97,7 @@ def score_child(p: dict) -> dict:
         for k in range(0, len(images), 4):
             for j, found in enumerate(det.detect_batch(images[k:k + 4]), start=k):
                 dets[j] = found
-        out[mode] = dict(_figures(gt, dets, names),
+        out[mode] = dict(_sized(evaluate_detections(gt, dets, len(names), names)),
                          ms_per_image=(time.perf_counter() - start) * 1000 / len(images))
     # sliced detection of one image against (tiles + 1) x one tile's detection, at batch 1
     image = images[0]
@@ -122,41 +122,17 @@ def score_child(p: dict) -> dict:
 
 
 def _peer(args: argparse.Namespace, data: str, folder: str, tile: int) -> dict:
-    """The peer trained on whole images, detecting with SAHI's slices of ``tile`` pixels, scored
-    by our COCO code."""
-    from yolo3.data.yolo_layout import write_yolo_layout
-    names = read_classes(os.path.join(data, "classes.txt"))
-    train = load_annotations(os.path.join(data, "train.txt"), names)
-    val = load_annotations(os.path.join(data, "val.txt"), names)
-    yaml_path = write_yolo_layout(os.path.join(folder, "yolo"), {"train": train, "val": val}, names)
-    val_list = os.path.join(folder, "val_images.txt")
-    with open(val_list, "w", encoding="utf-8") as f:
-        f.write("".join(r.path + "\n" for r in val))
-    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ultralytics_peer.py")
+    """The peer trained on whole images, detecting whole and with SAHI's slices of ``tile``
+    pixels, scored by our COCO code."""
+    prepared = peer_data(data, folder)
     out = os.path.join(folder, "peer")
-    threads = cores()
-    command = [args.peer_python, driver, "--data", yaml_path, "--val-list", val_list,
-               "--imgsz", str(args.input_size), "--epochs", str(args.epochs), "--batch",
-               str(args.batch_size), "--threads", str(threads), "--seed", str(args.seed),
-               "--score", "0.001", "--iou", "0.45", "--out", out, "--sahi-tile", str(tile),
-               "--sahi-overlap", str(args.overlap)]
-    env = dict(os.environ, YOLO_OFFLINE="1", OMP_NUM_THREADS=str(threads))
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    with open(os.path.join(out, "peer.json"), encoding="utf-8") as f:
-        facts = json.load(f)
-    scored = {}
-    for mode, name in (("whole", "detections.json"), ("sliced", "detections_sahi.json")):
-        with open(os.path.join(out, name), encoding="utf-8") as f:
-            by_path = {d["image"]: d for d in json.load(f)}
-        gt, dets = {}, {}
-        for k, record in enumerate(val):
-            d = by_path[record.path]
-            gt[k] = np.asarray(record.boxes, np.float64).reshape(-1, 5)
-            dets[k] = (np.asarray(d["boxes"], np.float64).reshape(-1, 4),
-                       np.asarray(d["scores"], np.float64), np.asarray(d["classes"], np.int64))
-        scored[mode] = _figures(gt, dets, names)
+    facts = run_peer(args.peer_python, prepared, out, cores(), [
+        "--imgsz", str(args.input_size), "--epochs", str(args.epochs), "--batch",
+        str(args.batch_size), "--seed", str(args.seed), "--score", "0.001", "--iou", "0.45",
+        "--sahi-tile", str(tile), "--sahi-overlap", str(args.overlap)], folder)
+    scored = {mode: _sized(score_peer_detections(os.path.join(out, name), prepared))
+              for mode, name in (("whole", "detections.json"),
+                                 ("sliced", "detections_sahi.json"))}
     return {"seconds": facts["training_seconds"], "facts": facts, **scored}
 
 
