@@ -30,8 +30,10 @@ from yolo3.benchmarks.tiles import train_child  # noqa: F401 - the children's en
 from yolo3.core.fileio import write_text_atomic
 from yolo3.data.annotations import load_annotations
 from yolo3.data.class_names import read_classes
+from yolo3.data.images import load_image
 from yolo3.data.photo_synthetic import PHOTO_CLASSES, make_photo_dataset
 from yolo3.evaluation.metrics import evaluate_detections
+from yolo3.inference.detector import YOLO
 
 __all__ = ["run", "score_child", "CONTENDERS"]
 
@@ -42,8 +44,6 @@ CONTENDERS = {"none": {}, "weights": {"class_weights": "auto"},
 
 def score_child(p: dict) -> dict:
     """Per-class and mean COCO figures of ``p['model']`` on ``p['val']``."""
-    from yolo3.data.images import load_image
-    from yolo3.inference.detector import YOLO
     names = read_classes(p["classes"])
     records = load_annotations(p["val"], names)
     detector = YOLO(p["model"], score=0.001, iou=0.45, precision="float32", engine="keras")

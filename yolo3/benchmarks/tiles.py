@@ -36,12 +36,19 @@ import numpy as np
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.peer import peer_data, run_peer, score_peer_detections
+from yolo3.config.train_config import TrainConfig
 from yolo3.core.errors import ArgumentError
 from yolo3.core.fileio import write_text_atomic
-from yolo3.data.annotations import load_annotations
+from yolo3.data.annotations import box_sizes, load_annotations
 from yolo3.data.class_names import read_classes
+from yolo3.data.images import load_image
 from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.evaluation.metrics import evaluate_detections
+from yolo3.inference.detector import YOLO
+from yolo3.inference.tiled import TiledDetector
+from yolo3.ops.tiles import suggest_tile
+from yolo3.training.history import read_history
+from yolo3.training.train import train
 
 __all__ = ["run", "train_child", "score_child"]
 
@@ -63,9 +70,6 @@ def make_high_resolution_set(folder: str, args: argparse.Namespace) -> str:
 def train_child(p: dict) -> dict:
     """Train one contender (``p['config']``: TrainConfig fields); its training seconds and the
     tile size it used."""
-    from yolo3.config.train_config import TrainConfig
-    from yolo3.training.history import read_history
-    from yolo3.training.train import train
     start = time.perf_counter()
     result = train(TrainConfig(**p["config"]))
     history = read_history(os.path.join(result.output, "history.csv"))
@@ -81,9 +85,6 @@ def _sized(result: dict) -> dict:
 def score_child(p: dict) -> dict:
     """Score ``p['model']`` on ``p['val']`` whole and sliced at ``p['tile']``; time sliced
     detection against the detection of one tile."""
-    from yolo3.data.images import load_image
-    from yolo3.inference.detector import YOLO
-    from yolo3.inference.tiled import TiledDetector
     names = read_classes(p["classes"])
     records = load_annotations(p["val"], names)
     detector = YOLO(p["model"], score=0.001, iou=0.45, precision="float32", engine="keras")
@@ -149,8 +150,6 @@ def _resolve_tile(args: argparse.Namespace, data: str) -> int:
     """``--tile``, or ``auto``'s suggestion for the training boxes (at least the input size)."""
     if args.tile != "auto":
         return int(args.tile)
-    from yolo3.data.annotations import box_sizes
-    from yolo3.ops.tiles import suggest_tile
     names = read_classes(os.path.join(data, "classes.txt"))
     records = [r for r in load_annotations(os.path.join(data, "train.txt"), names,
                                            check_images=True) if len(r.boxes)]

@@ -81,7 +81,7 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
 def jax_replica_devices(config: TrainConfig) -> List[str]:
     """The wrapper's devices on JAX (``/gpu:i`` or ``/cpu:i``), checked against those JAX sees
     (a ConfigError naming the setting, with JAX's advice); none for one device."""
-    from yolo3.training.jax_parallel import jax_devices
+    from yolo3.training.jax_parallel import jax_devices  # imports JAX: on the jax backend only
     gpus, cpus = config.hardware.gpus, config.hardware.cpu_replicas
     if gpus and cpus:
         raise ConfigError("give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
