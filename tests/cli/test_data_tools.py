@@ -133,5 +133,5 @@ def test_check_prints_the_tile_and_balance_suggestions(tmp_path, capsys):
     assert f"tiles: suggested --tile {tip.size} ({tip.reason})" in out
     weights = class_weights([57, 3], "effective")
     assert "class balance: rare: rare (3 boxes, 5.0%)" in out
-    assert f"--class-weights auto weighs common {weights[0]:.2f}, rare {weights[1]:.2f}" in out
-    assert "--repeat-threshold 0.1 repeats 1 of 20 images" in out
+    assert f"--class-weights auto would weigh common {weights[0]:.2f}, rare {weights[1]:.2f}" in out
+    assert "suggested: --repeat-threshold 0.5: repeats 1 of 20 images" in out
