@@ -155,6 +155,7 @@ def test_darknet53_backbone_loads_into_yolov3(converted):
     _assert_same_weights_except(body, source, "yolov3", heads)
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 12 s on 2 cores, kept out of the default 15 minutes
 def test_train_cli_reports_partly_loaded_outputs(converted, tmp_path, capsys):
     d = tmp_path / "ds"
     _, classes = make_synthetic_dataset(str(d), 4, (64, 64), val_fraction=0.5)

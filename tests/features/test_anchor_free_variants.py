@@ -33,6 +33,7 @@ def trained(tmp_path_factory):
     return root, out
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 15 s on 2 cores, kept out of the default 15 minutes
 def test_training_writes_a_model_that_carries_its_head(trained):
     root, out = trained
     assert not (out / "anchors.txt").exists() and (out / "classes.txt").exists()
@@ -45,6 +46,7 @@ def test_training_writes_a_model_that_carries_its_head(trained):
     assert len(history) == 2 and "mAP50_95" in history[0]
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); the trained run it needs: about 16 s on 2 cores, kept out of the default 15 minutes
 def test_load_body_gives_the_head_and_refuses_anchors(trained, tmp_path):
     from yolo3.checkpoint.loading import load_body
     root, out = trained
@@ -110,6 +112,7 @@ def test_exports_check_their_raw_maps_and_decoding(trained, tmp_path, capsys):
         assert info.head == TINY_AF.head and info.export["format"]
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); the trained run it needs: about 16 s on 2 cores, kept out of the default 15 minutes
 def test_darknet_export_is_refused_naming_the_file(trained, tmp_path, capsys):
     from yolo3.cli.convert import main
     _, out = trained

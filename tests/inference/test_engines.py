@@ -60,7 +60,7 @@ def test_auto_is_openvino_on_a_cpu_where_it_is_installed(monkeypatch):
         resolve_engine("tensorrt")
 
 
-@pytest.mark.parametrize("engine", ["openvino", "onnxruntime"])
+@pytest.mark.parametrize("engine", ["openvino", pytest.param("onnxruntime", marks=pytest.mark.slow)])
 def test_converted_network_finds_what_keras_finds_on_real_weights(tiny, cache, engine):
     """float32 on both sides: raw maps within 1e-4 relative, the same detections on the photos."""
     from yolo3.inference.detector import YOLO
@@ -134,6 +134,7 @@ def test_the_conversion_is_cached_and_rebuilt_when_the_model_changes(tiny, cache
     assert len(list(cache.glob("*/model.xml"))) == 3
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores, kept out of the default 15 minutes
 def test_a_conversion_that_does_not_match_is_not_used(tiny, cache, monkeypatch):
     import yolo3.inference.engines as engines
     from yolo3.inference.detector import YOLO
