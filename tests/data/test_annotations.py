@@ -284,3 +284,14 @@ def test_lenient_reading_drops_invalid_boxes_and_keeps_their_lines(tmp_path):
     assert "outside the 50x40 image" in str(res.dropped_boxes[1]) and res.clipped_boxes == 1
     unchecked = scan_annotations(ann, ["a", "b"], drop_invalid_boxes=True, check_images=False)
     assert unchecked.records[2].boxes.tolist() == [[0, 0, 10, 12, 1]]
+
+
+def test_box_sizes_and_their_image_sizes_go_row_for_row():
+    from yolo3.data.annotations import Record, box_image_sizes, box_sizes
+    records = [Record("a.jpg", np.array([[0, 0, 10, 20, 0], [5, 5, 9, 7, 1]], np.float32),
+                      (100, 200)),
+               Record("b.jpg", np.zeros((0, 5), np.float32), (30, 40)),
+               Record("c.jpg", np.array([[1, 2, 4, 8, 0]], np.float32), (50, 60))]
+    np.testing.assert_array_equal(box_sizes(records), [[10, 20], [4, 2], [3, 6]])
+    np.testing.assert_array_equal(box_image_sizes(records), [[100, 200], [100, 200], [50, 60]])
+    assert box_image_sizes([]).shape == (0, 2)

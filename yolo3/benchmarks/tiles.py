@@ -39,7 +39,7 @@ from yolo3.benchmarks.peer import peer_data, run_peer, score_peer_detections
 from yolo3.config.train_config import TrainConfig
 from yolo3.core.errors import ArgumentError
 from yolo3.core.fileio import write_text_atomic
-from yolo3.data.annotations import box_sizes, load_annotations
+from yolo3.data.annotations import box_image_sizes, box_sizes, load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.images import load_image
 from yolo3.data.photo_synthetic import make_photo_dataset
@@ -151,10 +151,9 @@ def _resolve_tile(args: argparse.Namespace, data: str) -> int:
     if args.tile != "auto":
         return int(args.tile)
     names = read_classes(os.path.join(data, "classes.txt"))
-    records = [r for r in load_annotations(os.path.join(data, "train.txt"), names,
-                                           check_images=True) if len(r.boxes)]
-    image_hw = np.concatenate([np.tile(r.image_hw, (len(r.boxes), 1)) for r in records])
-    tip = suggest_tile(box_sizes(records), image_hw, (args.input_size, args.input_size))
+    records = load_annotations(os.path.join(data, "train.txt"), names, check_images=True)
+    tip = suggest_tile(box_sizes(records), box_image_sizes(records),
+                       (args.input_size, args.input_size))
     print(f"tile auto: {tip.reason}")
     return tip.size or args.input_size
 

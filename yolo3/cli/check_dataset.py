@@ -56,14 +56,10 @@ def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) 
 
 def _tile_line(records: Sequence[Record], input_hw) -> str:
     """What :func:`yolo3.ops.tiles.suggest_tile` suggests for these boxes at ``input_hw``."""
+    from yolo3.data.annotations import box_image_sizes, box_sizes
     from yolo3.ops.tiles import suggest_tile
-    with_boxes = [r for r in records if len(r.boxes) and r.image_hw is not None]
-    box_wh = np.concatenate([np.asarray(r.boxes, np.float64)[:, 2:4]
-                             - np.asarray(r.boxes, np.float64)[:, 0:2] for r in with_boxes]
-                            or [np.zeros((0, 2))])
-    image_hw = np.concatenate([np.tile(np.asarray(r.image_hw, np.float64), (len(r.boxes), 1))
-                               for r in with_boxes] or [np.zeros((0, 2))])
-    tip = suggest_tile(box_wh, image_hw, input_hw)
+    known = [r for r in records if r.image_hw is not None]
+    tip = suggest_tile(box_sizes(known), box_image_sizes(known), input_hw)
     size = (f"suggested --tile {tip.size}" if tip.size is not None else "no tiles suggested")
     return f"tiles: {size} ({tip.reason})"
 

@@ -713,6 +713,14 @@ def box_sizes(records: Sequence[Record], input_hw: Optional[Sequence[int]] = Non
     return np.concatenate(sizes) if sizes else np.zeros((0, 2))
 
 
+def box_image_sizes(records: Sequence[Record]) -> np.ndarray:
+    """The ``(N, 2)`` float64 ``(h, w)`` of the image of every box of ``records``, row for row
+    with :func:`box_sizes` (each record needs its ``image_hw``)."""
+    sizes = [np.tile(np.asarray(r.image_hw, np.float64),
+                     (len(np.asarray(r.boxes).reshape(-1, 5)), 1)) for r in records]
+    return np.concatenate(sizes) if sizes else np.zeros((0, 2))
+
+
 def _fmt(v: float) -> str:
     s = f"{float(v):.3f}".rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s

@@ -14,7 +14,13 @@ from yolo3.config.choices import AUTO_ANCHORS, AUTO_CLASS_WEIGHTS, AUTO_TILE, CL
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.log import NOTICE
-from yolo3.data.annotations import Sources, box_sizes, load_training_records, source_name
+from yolo3.data.annotations import (
+    Sources,
+    box_image_sizes,
+    box_sizes,
+    load_training_records,
+    source_name,
+)
 from yolo3.data.class_names import read_classes
 from yolo3.data.verify import check_decodable, listed, unchecked, verify_images
 from yolo3.data.yolo_layout import read_data_file
@@ -164,11 +170,8 @@ def tile_for(records: list, tile, hw: Tuple[int, int]) -> Optional[int]:
     images), said in the log."""
     if tile != AUTO_TILE:
         return tile
-    with_boxes = [r for r in records if len(r.boxes) and r.image_hw is not None]
-    box_wh = box_sizes(with_boxes)
-    image_hw = np.concatenate([np.tile(np.asarray(r.image_hw, np.float64), (len(r.boxes), 1))
-                               for r in with_boxes]) if with_boxes else np.zeros((0, 2))
-    tip = suggest_tile(box_wh, image_hw, hw)
+    known = [r for r in records if r.image_hw is not None]
+    tip = suggest_tile(box_sizes(known), box_image_sizes(known), hw)
     if tip.size is None:
         logger.log(NOTICE, "tile auto: whole images (%s)", tip.reason)
     else:
