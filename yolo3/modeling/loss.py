@@ -43,6 +43,7 @@ from yolo3.config.specs import strides_for
 from yolo3.config.train_config import check_value
 from yolo3.ops.box_ops import box_iou, iou_variant, swap_last_pair
 from yolo3.ops.decode import yolo_head
+from yolo3.ops.focal import focal_bce
 
 Masks = Optional[Sequence[Sequence[int]]]
 _MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes
@@ -93,16 +94,6 @@ def _bce(labels, logits):
     return ops.binary_crossentropy(labels, logits, from_logits=True)
 
 
-def focal_bce(labels, logits, gamma: float = 0.0):
-    """Element-wise binary cross-entropy of logits, scaled by ``|labels - sigmoid(logits)| **
-    gamma``: the focal loss of Lin et al. for 0/1 labels, its quality form (Li et al.) for soft
-    ones; the gradient flows through the scale too. ``gamma`` 0: plain cross-entropy."""
-    bce = _bce(labels, logits)
-    if not gamma:
-        return bce
-    return bce * ops.power(ops.abs(labels - ops.sigmoid(logits)), gamma)
-
-
 def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
                anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
                true_boxes=None, objectness: str = "one", box_gain: float = 1.0,
@@ -142,10 +133,8 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     truth = (gather_true_boxes(y_true) if true_boxes is None
              else pixel_boxes_to_cxcywh(true_boxes, input_wh))
     truth = truth[:, None, None, None]  # (b, 1, 1, 1, T, 4)
-    weights = (None if class_weights is None
-               else ops.convert_to_tensor(np.asarray(class_weights, np.float32).reshape(-1)))
-    if weights is not None and weights.shape[0] != num_classes:
-        raise ValueError(f"{weights.shape[0]} class weights for {num_classes} classes")
+    checked = checked_class_weights(class_weights, num_classes)
+    weights = None if checked is None else ops.convert_to_tensor(np.asarray(checked, np.float32))
     keys = ("xy", "wh") if box_loss == "mse" else ("box",)
     terms = {k: ops.zeros((), "float32") for k in (*keys, "confidence", "class", "ignored")}
     for feats, y, mask in zip(outputs, y_true, masks):

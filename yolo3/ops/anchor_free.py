@@ -37,6 +37,7 @@ from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.ops.box_ops import corners_to_cxcywh, iou_variant
+from yolo3.ops.focal import focal_bce
 
 # PP-YOLOE's task-aligned assignment: 13 candidates per box, alignment score^1 * IoU^6
 TOPK, ALPHA, BETA = 13, 1.0, 6.0
@@ -209,10 +210,7 @@ def loss_terms(outputs: Sequence, true_boxes, head: AnchorFreeHead, num_classes:
     box = ops.sum(weight * (1.0 - _ciou(boxes, target_boxes)))
     sides = distance_targets(target_boxes, points, strides, head.reg_max)
     distribution = ops.sum(weight * dfl(distance_logits, sides))
-    bce = ops.binary_crossentropy(target_scores, class_logits, from_logits=True)
-    if focal_gamma:
-        bce = bce * ops.power(ops.abs(target_scores - ops.sigmoid(class_logits)), focal_gamma)
-    classes = ops.sum(per_cell[..., None] * bce)
+    classes = ops.sum(per_cell[..., None] * focal_bce(target_scores, class_logits, focal_gamma))
     return {"box": box_gain * BOX_WEIGHT * box * scale,
             "dfl": box_gain * DFL_WEIGHT * distribution * scale,
             "class": class_gain * CLASS_WEIGHT * classes * scale,
