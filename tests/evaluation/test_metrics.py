@@ -342,3 +342,15 @@ def test_evaluate_cli_sliced_scores_the_tiled_detections(tmp_path, capsys):
                          tmp_path / "c.json"], capsys)
     assert_refused(code, err, "--tile", "--detections")
     assert not (tmp_path / "c.json").exists()
+
+
+def test_the_ap_by_size_can_be_left_out_and_nothing_else_changes():
+    gt, dets, num_classes = random_dataset(1)
+    full = evaluate_detections(gt, dets, num_classes)
+    lean = evaluate_detections(gt, dets, num_classes, by_size=False)
+    sized = {f"mAP_{s}" for s in ("small", "medium", "large")}
+    assert sized <= set(full) and not sized & set(lean)
+    for key in set(lean) - {"per_class"}:
+        assert lean[key] == full[key], key
+    for a, b in zip(lean["per_class"], full["per_class"]):
+        assert a == {k: v for k, v in b.items() if k not in ("AP_small", "AP_medium", "AP_large")}

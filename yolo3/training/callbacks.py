@@ -191,8 +191,9 @@ class MapEvaluation(keras.callbacks.Callback):
             for k, result in enumerate(results, start=start):
                 gt[k] = np.asarray(self.records[k].boxes, np.float64).reshape(-1, 5)
                 dets[k] = result
+        # the curves are computed anyway: kept for the PR plot; AP by size is not logged
         figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names(),
-                                      with_curves=True)  # computed anyway: kept for the PR plot
+                                      with_curves=True, by_size=False)
         figures["detections"], figures["ground_truth"] = dets, gt
         return figures
 
