@@ -33,6 +33,7 @@ from yolo3.data.class_names import read_classes
 from yolo3.data.images import load_image
 from yolo3.data.photo_synthetic import PHOTO_CLASSES, make_photo_dataset
 from yolo3.evaluation.metrics import evaluate_detections
+from yolo3.ops.class_balance import class_counts
 from yolo3.inference.detector import YOLO
 
 __all__ = ["run", "score_child", "CONTENDERS"]
@@ -80,8 +81,7 @@ def run(args: argparse.Namespace) -> int:
         for k, data in enumerate(sets):
             names = read_classes(os.path.join(data, "classes.txt"))
             train = load_annotations(os.path.join(data, "train.txt"), names)
-            counts = np.bincount(np.concatenate([r.boxes[:, 4] for r in train]).astype(int),
-                                 minlength=len(names))
+            counts = class_counts([r.boxes[:, 4] for r in train], len(names))
             rare = int(np.argmin(counts))
             print(f"set {k}: {data}; training boxes per class "
                   + ", ".join(f"{n} {c}" for n, c in zip(names, counts))

@@ -402,6 +402,10 @@ def tile_overlap(text: str) -> float:
     return value
 
 
+# the defaults of the flags that shape sliced inference (given without --tile, they are refused)
+TILE_DEFAULTS = {"overlap": 0.2, "merge": "nms", "no_whole_image": False}
+
+
 def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") -> None:
     """``--tile SIZE``, ``--overlap F``, ``--merge {nms,wbf}``, ``--no-whole-image``: sliced
     inference (:class:`yolo3.inference.tiled.TiledDetector`)."""
@@ -411,10 +415,10 @@ def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") ->
                        help=f"{what} on overlapping tiles of SIZE x SIZE pixels cut from each "
                             "image at its own resolution, plus the whole image, and merge "
                             "(default: the whole image only)")
-    group.add_argument("--overlap", type=tile_overlap, default=0.2,
+    group.add_argument("--overlap", type=tile_overlap, default=TILE_DEFAULTS["overlap"],
                        help="with --tile: the share of a tile that neighbours overlap, 0 to <1 "
                             "(default 0.2; objects up to that many pixels lie whole in a tile)")
-    group.add_argument("--merge", choices=list(MERGE_METHODS), default="nms",
+    group.add_argument("--merge", choices=list(MERGE_METHODS), default=TILE_DEFAULTS["merge"],
                        help="with --tile: how the views' boxes merge: nms (default; per class, at "
                             "--iou) or wbf (weighted box fusion: boxes averaged by score)")
     group.add_argument("--no-whole-image", action="store_true",
@@ -426,10 +430,8 @@ def check_tile_arguments(args: argparse.Namespace) -> None:
     """Refuses ``--overlap``, ``--merge`` or ``--no-whole-image`` without ``--tile``."""
     if args.tile is not None:
         return
-    given = [flag for flag, value, default in (("--overlap", args.overlap, 0.2),
-                                               ("--merge", args.merge, "nms"),
-                                               ("--no-whole-image", args.no_whole_image, False))
-             if value != default]
+    given = ["--" + name.replace("_", "-") for name, default in TILE_DEFAULTS.items()
+             if getattr(args, name) != default]
     if given:
         from yolo3.core.errors import ArgumentError
         raise ArgumentError(f"{', '.join(given)} set how tiles are cut and merged: give --tile SIZE")

@@ -17,14 +17,11 @@ detector's IoU threshold, or weighted box fusion).
 """
 from __future__ import annotations
 
-import logging
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from yolo3.ops.tiles import MERGE_METHODS, TileSize, cut_by_window, merge_detections, tile_windows
-
-log = logging.getLogger(__name__)
 
 __all__ = ["TiledDetector"]
 
