@@ -73,7 +73,7 @@ def test_write_dataset_refuses_a_folder_with_files_and_leaves_nothing(source, tm
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
-    with pytest.raises(ArgumentError, match="holds 1 entry yolo3 did not write"):
+    with pytest.raises(ArgumentError, match="holds 1 file yolo3 did not write"):
         write_dataset(taken, "yolo", splits, names)
     assert os.listdir(taken) == ["keep.txt"]
     with pytest.raises(ArgumentError, match="unknown annotation format 'xml'"):

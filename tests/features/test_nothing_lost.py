@@ -141,25 +141,24 @@ def test_detect_labels_into_a_folder_of_other_label_files_is_refused(trained_wor
     assert snapshot(tmp_path) == before
 
 
-def test_detect_gives_images_sharing_a_stem_their_own_label_files(trained_world, tmp_path,
-                                                                  capsys):
+def test_detect_refuses_label_files_for_images_sharing_a_stem_naming_both(trained_world,
+                                                                          tmp_path, capsys):
     images = tmp_path / "photos"
     images.mkdir()
     source = sorted((trained_world["data"] / "images").iterdir())
     shutil.copy(source[0], images / "x.png")
     Image.open(source[1]).convert("RGB").save(images / "x.jpg")
+    before = snapshot(tmp_path)
     code, err = run_cli(["detect", "--model", trained_world["run"] / "final.keras", "--input",
                          images, "--output", tmp_path / "drawn", "--save-txt",
-                         tmp_path / "labels", "--json", tmp_path / "d.json", "--score", "0.01",
-                         "--quiet"], capsys)
+                         tmp_path / "labels", "--quiet"], capsys)
+    # a label file is found by its image's stem: x_1.txt would match no image
+    assert_refused(code, err, images / "x.jpg", images / "x.png", "--save-txt")
+    assert snapshot(tmp_path) == before
+    # without label files, both are drawn under their own names
+    code, err = run_cli(["detect", "--model", trained_world["run"] / "final.keras", "--input",
+                         images, "--output", tmp_path / "drawn", "--quiet"], capsys)
     assert code == 0, err
-    import json
-    entries = {os.path.basename(e["image"]): e for e in json.loads(
-        (tmp_path / "d.json").read_text())}
-    # sorted input order: x.jpg first keeps x.txt, x.png gets x_1.txt; each holds its own boxes
-    for image, label in (("x.jpg", "x.txt"), ("x.png", "x_1.txt")):
-        rows = (tmp_path / "labels" / label).read_text().splitlines()
-        assert len(rows) == len(entries[image]["boxes"])
     assert sorted(os.listdir(tmp_path / "drawn")) == [MARKER, "x.jpg", "x.png"]
 
 

@@ -156,7 +156,7 @@ def test_ema_weights_are_what_checkpoints_and_the_final_model_hold(dataset, tmp_
                      lr=1e-2)
     data, placement, run, body, template = _pieces(config)
     recorder = _Recorder(template)
-    checkpoint = TemplateCheckpoint(body, run.write_dir, template=template, ema=True, verbose=0)
+    checkpoint = TemplateCheckpoint(body, run.folder, template=template, ema=True, verbose=0)
     snapshot = tmp_path / "after-epoch-1"
 
     class Snapshot(keras.callbacks.Callback):  # the resume state written after the first epoch

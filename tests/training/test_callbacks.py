@@ -32,6 +32,11 @@ def _set_first_kernel(body, value: float) -> None:
     layer.set_weights([np.full_like(kernel, value)])
 
 
+def _listed(folder) -> list:
+    """The files of ``folder``, its manifest and journal left out."""
+    return sorted(n for n in os.listdir(folder) if not n.startswith(".yolo3-output"))
+
+
 def _first_kernel_in(path) -> float:
     model, _ = load_keras_model(path)
     return float(model.get_layer("backbone_conv0_conv").get_weights()[0].flat[0])
@@ -46,8 +51,9 @@ def test_checkpoint_keeps_the_best_epoch_by_the_monitored_value(body, tmp_path):
     assert _first_kernel_in(tmp_path / "best.keras") == 2.0  # epoch 2 (0-based 1)
     assert _first_kernel_in(tmp_path / "last.keras") == 4.0
     assert (tmp_path / "best.weights.h5").read_bytes() != (tmp_path / "last.weights.h5").read_bytes()
-    assert sorted(os.listdir(tmp_path)) == ["best.keras", "best.weights.h5", "last.keras",
-                                            "last.weights.h5"]
+    assert _listed(tmp_path) == ["best.keras", "best.weights.h5", "last.keras", "last.weights.h5"]
+    from yolo3.core.ownership import read_contents
+    assert read_contents(tmp_path).ours == tuple(_listed(tmp_path))  # each recorded as yolo3's
 
 
 def test_checkpoint_min_mode_falls_back_to_the_loss_and_skips_nan_epochs(body, tmp_path, caplog):
@@ -55,7 +61,7 @@ def test_checkpoint_min_mode_falls_back_to_the_loss_and_skips_nan_epochs(body, t
                             save_resume=False, best=5.0)
     _set_first_kernel(body, 1.0)
     cb.on_epoch_end(0, {"loss": 6.0})  # worse than the resumed best: last only
-    assert sorted(os.listdir(tmp_path)) == ["last.weights.h5"]
+    assert _listed(tmp_path) == ["last.weights.h5"]
     with caplog.at_level(logging.INFO, logger="yolo3"):
         cb.on_epoch_end(1, {"loss": 4.0})  # no val_loss: the loss stands in
     assert cb.best == 4.0 and "val_loss improved from 5 to 4" in caplog.text

@@ -1,15 +1,44 @@
-"""Training history files (yolo3.training.history)."""
+"""Training history files (yolo3.training.history): written whole through the run's output folder,
+read back, repaired on resume."""
 from __future__ import annotations
 
-from yolo3.training.history import truncate_history
+import math
+
+import pytest
+
+from yolo3.core.errors import SettingError
+from yolo3.core.ownership import OutputFolder
+from yolo3.training.history import append_epoch, read_history, truncate_history, write_history
 
 
 def test_truncate_history_keeps_earlier_epochs_and_drops_cut_rows(tmp_path):
-    path = tmp_path / "history.csv"
-    path.write_text("epoch,loss,val_loss\n0,3.0,3.5\n1,2.0,2.5\n2,1.0,1.5\n3,0.9\n")
-    truncate_history(path, 10)  # only the row a crash cut short goes
-    assert path.read_text().splitlines()[-1] == "2,1.0,1.5"
-    truncate_history(path, 2)
-    assert path.read_text().splitlines() == ["epoch,loss,val_loss", "0,3.0,3.5", "1,2.0,2.5"]
-    truncate_history(tmp_path / "missing.csv", 1)  # no file: nothing to do
-    assert not (tmp_path / "missing.csv").exists()
+    with OutputFolder(tmp_path / "run", "--output") as folder:
+        folder.write_text("history.csv", "epoch,loss,val_loss\n0,3.0,3.5\n1,2.0,2.5\n2,1.0,1.5\n"
+                                         "3,0.9\n")
+        path = folder.path / "history.csv"
+        truncate_history(folder, 10)  # only the row a crash cut short goes
+        assert path.read_text().splitlines()[-1] == "2,1.0,1.5"
+        truncate_history(folder, 2)
+        assert path.read_text().splitlines() == ["epoch,loss,val_loss", "0,3.0,3.5", "1,2.0,2.5"]
+        truncate_history(folder, 1, "missing.csv")  # no file: nothing to do
+        assert not (folder.path / "missing.csv").exists()
+
+
+def test_epochs_are_appended_with_columns_first_logged_later(tmp_path):
+    with OutputFolder(tmp_path / "run", "--output") as folder:
+        append_epoch(folder, 0, {"loss": 2.0, "val_loss": 2.5})
+        append_epoch(folder, 1, {"loss": 1.0, "val_loss": 1.5, "mAP50": 0.25})
+        text = (folder.path / "history.csv").read_text().splitlines()
+    assert text == ["epoch,loss,val_loss,mAP50", "0,2.0,2.5,", "1,1.0,1.5,0.25"]
+    columns = read_history(folder.path / "history.csv")
+    assert columns["loss"] == [2.0, 1.0] and math.isnan(columns["mAP50"][0])
+
+
+def test_a_history_file_the_user_wrote_is_never_replaced(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "history.csv").write_text("epoch,loss\n0,9.0\n")
+    with OutputFolder(run, "--output", exist_ok=True) as folder:
+        with pytest.raises(SettingError, match="never replaces"):
+            write_history(folder, ["epoch", "loss"], [{"epoch": 0, "loss": 1.0}])
+    assert (run / "history.csv").read_text() == "epoch,loss\n0,9.0\n"

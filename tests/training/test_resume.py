@@ -24,7 +24,8 @@ def test_resume_state_restores_weights_and_optimizer(tmp_path):
     save_resume_state(tmp_path, 3, model, opt, best=1.0)
     state = load_resume_state(tmp_path)
     assert state["epoch"] == 3 and state["best"] == 1.0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["resume-00003", "resume.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".yolo3-output.json", "resume-00003",
+                                                          "resume.json"]
     fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     opt2 = keras.optimizers.Adam(0.1)
     restore_resume_state(state, fresh, opt2)

@@ -41,8 +41,8 @@ from yolo3.ops.anchors import read_anchors, write_anchors
 logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
-# what an export writes into its folder (yolo3.core.ownership refuses a user's entry of these names)
-SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets", INFO_NAME)
+# the paths an export writes into its folder (yolo3.core.ownership refuses a user's file there)
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables/*", "assets/*", INFO_NAME)
 OPENVINO_ENTRIES = ("model.xml", "model.bin")
 OPENVINO_INFO_KEY = "yolo3"  # the IR's <rt_info> entry holding the info JSON
 FORMAT = "yolo3-model-info"

@@ -13,7 +13,7 @@ import re
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -30,30 +30,41 @@ from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
 from yolo3.modeling.keras_compat import all_layers
 
-__all__ = ["atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
+__all__ = ["weights_writer", "model_writer", "atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
            "output_channels", "read_layer_weights", "layers_with_weights", "keras_refusal"]
+
+
+def weights_writer(model) -> Callable[[str], None]:
+    """A writer of ``model``'s weights: ``writer(path)`` saves them (a ``.weights.h5`` name)."""
+    return lambda path: model.save_weights(path)
+
+
+def model_writer(model, info: Optional[ModelInfo] = None) -> Callable[[str], None]:
+    """A writer of ``model`` (without optimizer) with ``info`` inside: ``writer(path)`` saves it
+    (a ``.keras`` name); yolo3's fused batch norms are saved as Keras's own layer
+    (:func:`yolo3.modeling.graph_surgery.keras_batch_norms`), so the file loads in plain Keras."""
+    model = keras_batch_norms(model)
+
+    def write(path: str) -> None:
+        model.save(path, include_optimizer=False)
+        if info is not None:
+            embed_info(path, info)
+    return write
 
 
 def atomic_save_weights(model, path: PathLike) -> Path:
     """``model.save_weights(path)`` (a ``.weights.h5`` name), atomically."""
     if not str(path).endswith(".weights.h5"):
         raise ValueError(f"weights file name must end in .weights.h5, got {path}")
-    return atomic_write(path, lambda tmp: model.save_weights(tmp), suffix=".weights.h5")
+    return atomic_write(path, weights_writer(model), suffix=".weights.h5")
 
 
 def atomic_save_model(model, path: PathLike, info: Optional[ModelInfo] = None) -> Path:
     """``model.save(path)`` (a ``.keras`` name, without optimizer), with ``info`` inside,
-    atomically; yolo3's fused batch norms are saved as Keras's own layer
-    (:func:`yolo3.modeling.graph_surgery.keras_batch_norms`), so the file loads in plain Keras."""
+    atomically (:func:`model_writer`)."""
     if not str(path).endswith(".keras"):
         raise ValueError(f"model file name must end in .keras, got {path}")
-    model = keras_batch_norms(model)
-
-    def write(tmp: str) -> None:
-        model.save(tmp, include_optimizer=False)
-        if info is not None:
-            embed_info(tmp, info)
-    return atomic_write(path, write, suffix=".keras")
+    return atomic_write(path, model_writer(model, info), suffix=".keras")
 
 
 def load_keras_model(path: PathLike) -> Tuple[object, Optional[ModelInfo]]:

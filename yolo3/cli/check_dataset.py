@@ -33,24 +33,21 @@ DESCRIPTION = ("Check a dataset: read every annotation and image header, print s
 DRAWN_PATTERN = "[0-9][0-9][0-9]_*.png"  # what --draw writes into --draw-dir
 
 
-def draw_records(records: Sequence[Record], names: Sequence[str], out_dir: str) -> List[str]:
-    """Draw each record's boxes and class names on its image; write ``out_dir/<n>_<stem>.png``."""
+def draw_records(records: Sequence[Record], names: Sequence[str], folder) -> List[str]:
+    """Draw each record's boxes and class names on its image; write ``<n>_<stem>.png`` into
+    ``folder`` (a :class:`yolo3.core.ownership.OutputFolder`); returns the written paths."""
     from PIL import Image
 
-    from yolo3.core.fileio import atomic_write
-    from yolo3.core.ownership import claim
     from yolo3.data.images import load_image
     from yolo3.evaluation.visualize import draw_detections
-    claim(out_dir, patterns=[DRAWN_PATTERN])
     written = []
     for k, rec in enumerate(records):
         boxes = np.asarray(rec.boxes, np.float32).reshape(-1, 5)
         drawn = draw_detections(Image.fromarray(load_image(rec.path)), boxes[:, :4], None,
                                 boxes[:, 4].astype(int), names)
         stem = os.path.splitext(os.path.basename(rec.path))[0]
-        path = os.path.join(out_dir, f"{k:03d}_{stem}.png")
-        atomic_write(path, lambda tmp: drawn.save(tmp, format="PNG"), sweep=k == 0)
-        written.append(path)
+        path = folder.write(f"{k:03d}_{stem}.png", lambda tmp: drawn.save(tmp, format="PNG"))
+        written.append(str(path))
     return written
 
 
@@ -137,11 +134,12 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
     from yolo3.data.class_names import read_classes
 
+    folder = None
     if args.draw:
-        from yolo3.core.ownership import check_output_folder
+        from yolo3.core.ownership import OutputFolder
         from yolo3.core.paths import check_outputs
         check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations, args.data])
-        check_output_folder(args.draw_dir, "--draw-dir", args.exist_ok, [DRAWN_PATTERN])
+        folder = OutputFolder(args.draw_dir, "--draw-dir", args.exist_ok, [DRAWN_PATTERN])
     sources, names = annotation_sources(args)
     if args.classes:
         names = read_classes(args.classes)
@@ -166,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
     if args.draw and res.records:
         rng = np.random.default_rng(args.seed)
         pick = rng.choice(len(res.records), size=min(args.draw, len(res.records)), replace=False)
-        files = draw_records([res.records[i] for i in sorted(pick)], names, args.draw_dir)
+        with folder:
+            files = draw_records([res.records[i] for i in sorted(pick)], names, folder)
         print(f"drew {len(files)} images into {args.draw_dir}")
     for p in res.problems:
         print(f"problem: {p}", file=sys.stderr)

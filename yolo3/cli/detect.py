@@ -117,10 +117,20 @@ def _output_names(paths: Sequence[str]) -> List[str]:
 
 
 def _label_names(paths: Sequence[str]) -> List[str]:
-    """``--save-txt`` file names: ``STEM.txt``, with ``_1``, ``_2``... where stems repeat
-    (``x.jpg`` and ``x.png`` in one folder, or ``a/x.jpg`` and ``b/x.jpg``)."""
-    stems = [os.path.splitext(os.path.basename(p))[0] for p in paths]
-    return _unique_names([(stem, ".txt") for stem in stems])
+    """``--save-txt`` file names: ``STEM.txt`` of each image. Two images of one stem (``x.jpg``
+    and ``x.png``, or ``a/x.jpg`` and ``b/x.jpg``) are refused naming both: a label file is
+    found by its image's stem, so a second name would match no image."""
+    from yolo3.core.errors import SettingError
+    seen: dict = {}
+    for path in paths:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        if stem in seen:
+            raise SettingError(f"{seen[stem]} and {path} share the stem {stem!r}: their label "
+                               f"files would both be {stem}.txt in --save-txt, and a label file "
+                               "is found by its image's stem; detect them in separate runs, or "
+                               "rename one", "save_txt")
+        seen[stem] = path
+    return [stem + ".txt" for stem in seen]
 
 
 def _refuse_label_folder_of_inputs(save_txt: str, images: Sequence[str]) -> None:
@@ -152,17 +162,19 @@ def _detected(detector, items: Iterable[tuple], batch_size: int) -> Iterator[tup
         yield sent.popleft(), found
 
 
-def run_images(detector, paths: List[str], args, entries: list) -> int:
+def run_images(detector, paths: List[str], args, entries: list, folders: dict) -> int:
+    """Detect in each image of ``paths``, drawn into ``folders['--output']`` and labelled into
+    ``folders['--save-txt']`` (:class:`yolo3.core.ownership.OutputFolder`, where given); returns
+    how many images failed (each named, the rest done)."""
     from PIL import Image
     from tqdm import tqdm
 
-    from yolo3.core.fileio import atomic_write
     from yolo3.data.images import load_image
     from yolo3.evaluation.metrics import detection_entry
     from yolo3.evaluation.visualize import draw_detections
 
     failures = 0
-    label_names = dict(zip(paths, _label_names(paths)))
+    label_names = dict(zip(paths, _label_names(paths))) if args.save_txt else {}
 
     def readable_images(bar):
         nonlocal failures
@@ -182,18 +194,18 @@ def run_images(detector, paths: List[str], args, entries: list) -> int:
                 detector, readable_images(bar), args.batch_size):
             entries.append(detection_entry(path, boxes, scores, classes, detector.class_names))
             if args.save_txt:
-                _save_labels(args, label_names[path], image.shape[:2], boxes, scores, classes)
+                _save_labels(args, folders["--save-txt"], label_names[path], image.shape[:2],
+                             boxes, scores, classes)
             if not args.no_draw:
-                out = os.path.join(args.output, name)
                 drawn = draw_detections(Image.fromarray(image), boxes, scores, classes,
                                         detector.class_names)
                 try:
-                    atomic_write(out, lambda tmp: drawn.save(tmp, format=_pil_format(out)),
-                                 sweep=False)
+                    folders["--output"].write(name, lambda tmp: drawn.save(
+                        tmp, format=_pil_format(name)))
                 except (OSError, ValueError) as e:
                     failures += 1
-                    tqdm.write(f"yolo3 detect: error: {out}: cannot write annotated image: {e}",
-                               file=sys.stderr)
+                    tqdm.write(f"yolo3 detect: error: {os.path.join(args.output, name)}: cannot "
+                               f"write annotated image: {e}", file=sys.stderr)
             bar.update(1)
     return failures
 
@@ -205,19 +217,21 @@ def _pil_format(path: str) -> str:
     return Image.EXTENSION.get(os.path.splitext(path)[1].lower(), "JPEG")
 
 
-def _save_labels(args, name: str, image_hw, boxes, scores, classes) -> None:
-    """The label file ``--save-txt/NAME`` of one image's detections."""
+def _save_labels(args, folder, name: str, image_hw, boxes, scores, classes) -> None:
+    """The label file ``NAME`` of one image's detections, in the ``--save-txt`` ``folder``."""
     import numpy as np
 
-    from yolo3.core.fileio import write_text_atomic
     from yolo3.data.yolo_layout import label_rows
     rows = np.concatenate([np.asarray(boxes, np.float64).reshape(-1, 4),
                            np.asarray(classes, np.float64).reshape(-1, 1)], axis=1)
-    write_text_atomic(os.path.join(args.save_txt, name),
-                      label_rows(rows, image_hw, scores if args.save_conf else None), sweep=False)
+    folder.write_text(name, label_rows(rows, image_hw, scores if args.save_conf else None))
 
 
-def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> int:
+def run_video(detector, source: str, is_webcam: bool, args, entries: list, folders: dict) -> int:
+    """Detect in each frame of a video or webcam; the annotated video goes to
+    ``folders['--output']``, label files to ``folders['--save-txt']``."""
+    import contextlib
+
     from tqdm import tqdm
 
     from yolo3.core.errors import CommandFailed
@@ -230,32 +244,38 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list) -> in
     if args.max_frames:
         total = min(total, args.max_frames) if total > 0 else args.max_frames
     stem, name = _video_names(source, is_webcam, args.fourcc)
-    writer = None if args.no_draw else VideoWriter(os.path.join(args.output, name), args.fourcc,
-                                                   video.fps)
     frame_index = 0
-    try:
-        with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
-                  file=sys.stderr, disable=not show_progress(args)) as bar:
-            frames = ((rgb,) for rgb in video.frames(args.max_frames))
-            for (rgb,), (boxes, scores, classes) in _detected(detector, frames, args.batch_size):
-                entry = detection_entry(str(source), boxes, scores, classes, detector.class_names)
-                entry["frame"] = frame_index
-                entries.append(entry)
-                if args.save_txt:
-                    _save_labels(args, f"{stem}_{frame_index}.txt", rgb.shape[:2], boxes, scores,
-                                 classes)
-                if writer is not None:
-                    writer.write(draw_on_array(rgb, boxes, scores, classes, detector.class_names))
-                frame_index += 1
-                bar.update(1)
-    except KeyboardInterrupt:
-        print(f"stopped after {frame_index} frames", file=sys.stderr)
-    finally:
-        video.release()
-        if writer is not None:
-            writer.release()
-    if frame_index == 0:
-        raise CommandFailed(f"{source}: no frame could be read")
+    with contextlib.ExitStack() as stack:
+        writer = None
+        if not args.no_draw:
+            tmp = stack.enter_context(folders["--output"].writing(name))
+            writer = VideoWriter(tmp, args.fourcc, video.fps)
+        try:
+            with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
+                      file=sys.stderr, disable=not show_progress(args)) as bar:
+                frames = ((rgb,) for rgb in video.frames(args.max_frames))
+                for (rgb,), (boxes, scores, classes) in _detected(detector, frames,
+                                                                  args.batch_size):
+                    entry = detection_entry(str(source), boxes, scores, classes,
+                                            detector.class_names)
+                    entry["frame"] = frame_index
+                    entries.append(entry)
+                    if args.save_txt:
+                        _save_labels(args, folders["--save-txt"], f"{stem}_{frame_index}.txt",
+                                     rgb.shape[:2], boxes, scores, classes)
+                    if writer is not None:
+                        writer.write(draw_on_array(rgb, boxes, scores, classes,
+                                                   detector.class_names))
+                    frame_index += 1
+                    bar.update(1)
+        except KeyboardInterrupt:
+            print(f"stopped after {frame_index} frames", file=sys.stderr)
+        finally:
+            video.release()
+            if writer is not None:
+                writer.release()
+        if frame_index == 0:
+            raise CommandFailed(f"{source}: no frame could be read")
     return 0
 
 
@@ -269,7 +289,8 @@ def _planned_outputs(args, kind: str, items: List[str]) -> List[tuple]:
     """``(flag, folder, names, patterns)`` of each output folder detect writes into: the names
     (and, for video frames' label files, the patterns) of what it writes there."""
     if kind == "images":
-        drawn, labels, label_patterns = _output_names(items), _label_names(items), []
+        drawn, label_patterns = _output_names(items), []
+        labels = _label_names(items) if args.save_txt else []
     else:
         stem, video = _video_names(items[0], kind == "webcam", args.fourcc)
         drawn, labels, label_patterns = [video], [], [f"{stem}_*.txt"]
@@ -293,23 +314,22 @@ def run(args: argparse.Namespace) -> int:
     check_tile_arguments(args)
     kind, items = classify_input(args.input)
     sources = [] if kind == "webcam" else items
-    folders = [args.input] if kind == "images" and os.path.isdir(args.input) else []
+    input_dirs = [args.input] if kind == "images" and os.path.isdir(args.input) else []
     if args.save_txt and kind == "images":
         _refuse_label_folder_of_inputs(args.save_txt, sources)
     # annotated copies keep the inputs' names: the output folder must not hold any input, nor
     # lie inside an input folder (or the input images' label folder)
     check_outputs(dirs=[("--output", args.output), ("--save-txt", args.save_txt)],
-                  inputs=sources + folders)
+                  inputs=sources + input_dirs)
     check_outputs([("--json", args.json)], sources + [args.model, args.anchors, args.classes])
     if args.save_conf and not args.save_txt:
         from yolo3.core.errors import ArgumentError
         raise ArgumentError("--save-conf adds scores to the --save-txt label files: give --save-txt")
     # output folders holding what yolo3 did not write are refused (unless --exist-ok, and never
-    # one of the names written here) before the model loads; the names are claimed before writing
-    from yolo3.core.ownership import check_output_folder, claim
-    planned = _planned_outputs(args, kind, items)
-    for flag, folder, names, patterns in planned:
-        check_output_folder(folder, flag, args.exist_ok, [*_escaped(names), *patterns])
+    # one of the paths written here) before the model loads (yolo3.core.ownership)
+    from yolo3.core.ownership import OutputFolder
+    folders = {flag: OutputFolder(folder, flag, args.exist_ok, [*_escaped(names), *patterns])
+               for flag, folder, names, patterns in _planned_outputs(args, kind, items)}
     from yolo3.evaluation.metrics import save_detection_json
     from yolo3.inference.detector import load_detector
 
@@ -320,13 +340,15 @@ def run(args: argparse.Namespace) -> int:
     detector = tiled_detector(detector, args)
     if args.tile:
         print(detector.summary(), file=sys.stderr)
-    for flag, folder, names, patterns in planned:
-        claim(folder, names, patterns)
     entries: list = []
-    if kind == "images":
-        failures = run_images(detector, items, args, entries)
-    else:
-        failures = run_video(detector, items[0], kind == "webcam", args, entries)
+    try:
+        if kind == "images":
+            failures = run_images(detector, items, args, entries, folders)
+        else:
+            failures = run_video(detector, items[0], kind == "webcam", args, entries, folders)
+    finally:
+        for folder in folders.values():
+            folder.close()
     if args.json:
         save_detection_json(args.json, entries)
     done = len({e["image"] for e in entries}) if kind == "images" else len(entries)

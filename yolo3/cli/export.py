@@ -140,13 +140,7 @@ def _written_size(path: str) -> int:
     if not os.path.isdir(path):
         return os.path.getsize(path)
     from yolo3.core.ownership import read_contents
-    total = 0
-    for entry in read_contents(path).ours:
-        top = os.path.join(path, entry)
-        files = [top] if os.path.isfile(top) else [os.path.join(r, f) for r, _, fs in os.walk(top)
-                                                     for f in fs]
-        total += sum(os.path.getsize(f) for f in files)
-    return total
+    return sum(os.path.getsize(os.path.join(path, rel)) for rel in read_contents(path).ours)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

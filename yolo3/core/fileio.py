@@ -14,13 +14,14 @@ files a user gives (anchors, class lists) are read by :func:`read_text`. No Tens
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import socket
 import tempfile
 from pathlib import Path
-from typing import Callable, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 from yolo3.core.errors import FileFormatError, PathLike
 
@@ -28,7 +29,7 @@ TEMP_PREFIX = ".yolo3-tmp-"
 LEGACY_TEMP_PREFIX = ".tmp-"  # the temporaries of yolo3 0.3 and earlier (no owner in the name)
 _OWNER = re.compile(r"^\.yolo3-tmp-(?P<host>[A-Za-z0-9]*)-(?P<pid>\d+)-")
 
-__all__ = ["TEMP_PREFIX", "LEGACY_TEMP_PREFIX", "atomic_write", "atomic_directory",
+__all__ = ["TEMP_PREFIX", "LEGACY_TEMP_PREFIX", "atomic_file", "atomic_write", "atomic_directory",
            "write_text_atomic", "remove_stale_temporaries", "temporary_prefix", "temporary_owner",
            "is_temporary", "make_temporary_folder", "fsync_file", "fsync_dir", "fsync_tree",
            "remove_entry", "replace_entry", "read_text"]
@@ -139,13 +140,16 @@ def replace_entry(source: PathLike, target: PathLike) -> None:
     os.replace(source, target)
 
 
-def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = "",
-                 sweep: bool = True) -> Path:
-    """Call ``writer(tmp_path)`` to create a temporary file beside ``path`` (its name ending in
-    ``suffix``, for writers that check it), then flush it and rename it over ``path``. The temporary
-    file is removed when ``writer`` fails (an interrupt included); ``path`` is then untouched.
-    ``sweep``: first remove what killed writers left in the folder (callers writing thousands of
-    files into a folder they swept once pass False). Returns ``path``."""
+@contextlib.contextmanager
+def atomic_file(path: PathLike, suffix: str = "", sweep: bool = True,
+                before_replace: Optional[Callable[[str], None]] = None) -> Iterator[str]:
+    """A temporary file name beside ``path`` (ending in ``suffix``, for writers that check it;
+    not created: some writers, Keras's, refuse to overwrite a file) for the ``with`` body to
+    write; on a normal exit it is flushed, ``before_replace(tmp)`` is called (an owner records
+    the finished file: :class:`yolo3.core.ownership.OutputFolder`), and it is renamed over
+    ``path``. On an exception (an interrupt included) the temporary file is removed and ``path``
+    is untouched. ``sweep``: first remove what killed writers left in the folder (callers writing
+    thousands of files into a folder they swept once pass False)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
@@ -156,10 +160,12 @@ def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = ""
     except OSError as e:
         raise _named(e, None, path) from None
     os.close(fd)
-    os.unlink(tmp)  # some writers (Keras) refuse to overwrite a file: let the writer create it
+    os.unlink(tmp)
     try:
-        writer(tmp)
+        yield tmp
         fsync_file(tmp)
+        if before_replace is not None:
+            before_replace(tmp)
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as e:
@@ -167,7 +173,18 @@ def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = ""
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return path
+
+
+def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = "",
+                 sweep: bool = True, before_replace: Optional[Callable[[str], None]] = None
+                 ) -> Path:
+    """Call ``writer(tmp_path)`` to create a temporary file beside ``path``, then flush it and
+    rename it over ``path`` (:func:`atomic_file`: ``suffix``, ``sweep`` and ``before_replace``
+    as there). When ``writer`` fails (an interrupt included) ``path`` is untouched. Returns
+    ``path``."""
+    with atomic_file(path, suffix, sweep, before_replace) as tmp:
+        writer(tmp)
+    return Path(path)
 
 
 def make_temporary_folder(parent: PathLike, name: str) -> Path:

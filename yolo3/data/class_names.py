@@ -16,8 +16,8 @@ from yolo3.core.fileio import read_text, write_text_atomic
 
 _SHOWN = 60  # characters of a bad entry a message shows
 
-__all__ = ["check_class_names", "shown_value", "parse_classes", "read_classes", "write_classes",
-           "fits_classes_file"]
+__all__ = ["check_class_names", "shown_value", "parse_classes", "read_classes", "classes_text",
+           "write_classes", "fits_classes_file"]
 
 
 def shown_value(value: object, limit: int = _SHOWN) -> str:
@@ -77,17 +77,23 @@ def read_classes(path: PathLike) -> List[str]:
     return parse_classes(read_text(path, "classes"), path)
 
 
-def write_classes(path: PathLike, names: Sequence[str]) -> None:
-    """Write one class name per line; refuses (before writing) what :func:`read_classes` would
-    not read back identically: names that are empty, span lines, repeat, or begin or end with
-    spaces."""
+def classes_text(names: Sequence[str], path: Optional[PathLike] = None) -> str:
+    """The text of a classes file of ``names``, one per line; refuses (naming ``path``) what
+    :func:`read_classes` would not read back identically: names that are empty, span lines,
+    repeat, or begin or end with spaces."""
     names = check_class_names(list(names), path)
     padded = [n for n in names if n != n.strip()]
     if padded:
         raise FileFormatError(path, f"class name {padded[0]!r} begins or ends with spaces, which "
                                     "a classes file cannot keep (one name per line, read without "
                                     "the spaces around it)")
-    write_text_atomic(path, "".join(f"{n}\n" for n in names))
+    return "".join(f"{n}\n" for n in names)
+
+
+def write_classes(path: PathLike, names: Sequence[str]) -> None:
+    """Write one class name per line (:func:`classes_text`: refused before writing what would
+    not read back identically)."""
+    write_text_atomic(path, classes_text(names, path))
 
 
 def fits_classes_file(names: Sequence[str]) -> bool:

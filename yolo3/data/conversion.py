@@ -41,14 +41,15 @@ __all__ = ["write_dataset", "written_entries"]
 
 
 def written_entries(fmt: str, split_names: Sequence[str]) -> List[str]:
-    """The top-level names :func:`write_dataset` writes in format ``fmt`` for ``split_names``."""
+    """The paths :func:`write_dataset` writes in format ``fmt`` for ``split_names`` that are known
+    before the records are read (each image's files are known after, and checked then)."""
     if fmt == "text":
         return [f"{split}.txt" for split in split_names] + ["classes.txt"]
     if fmt == "coco":
         return [f"{split}.json" for split in split_names]
     if fmt == "voc":
-        return ["Annotations", "JPEGImages", "ImageSets", "classes.txt"]
-    return ["data.yaml", "images", "labels"]
+        return [f"ImageSets/Main/{split}.txt" for split in split_names] + ["classes.txt"]
+    return ["data.yaml"]
 
 
 def write_dataset(out_dir: PathLike, fmt: str, splits: Dict[str, Sequence[Record]],

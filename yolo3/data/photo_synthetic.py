@@ -33,7 +33,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.core.errors import SettingError
 from yolo3.data.annotations import Record
-from yolo3.data.synthetic import SHAPES, _draw_shape, claim_dataset_folder, write_dataset_files
+from yolo3.data.synthetic import SHAPES, _draw_shape, write_generated_dataset
 
 PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
 PHOTO_SIZES = ((240, 320), (320, 240), (288, 288))  # (h, w)
@@ -305,22 +305,24 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     pictures = _photos_of(photos, "photos")
     backgrounds = (_photos_of(background_photos, "background_photos")
                    if background_photos is not None else None)
-    claim_dataset_folder(out_dir, annotation_name, exist_ok)
-    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
-    rng = np.random.default_rng(seed)
-    records: List[Record] = []
-    for i in range(num_images):
-        size = tuple(int(v) for v in sizes[int(rng.integers(len(sizes)))])
-        image, found = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
-                                          max_frac, size_distribution=size_distribution,
-                                          distractors=distractors, boxes=boxes,
-                                          min_visible=min_visible, recolour=recolour,
-                                          backgrounds=backgrounds,
-                                          background_zoom=background_zoom, class_shares=shares)
-        path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.jpg"))
-        Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
-        records.append(Record(path, found, size, 1))
-    return write_dataset_files(out_dir, records, classes, val_fraction, annotation_name)
+    def render(images: str) -> List[Record]:
+        rng = np.random.default_rng(seed)
+        records: List[Record] = []
+        for i in range(num_images):
+            size = tuple(int(v) for v in sizes[int(rng.integers(len(sizes)))])
+            image, found = render_photo_image(rng, pictures, size, classes, max_objects, min_frac,
+                                              max_frac, size_distribution=size_distribution,
+                                              distractors=distractors, boxes=boxes,
+                                              min_visible=min_visible, recolour=recolour,
+                                              backgrounds=backgrounds,
+                                              background_zoom=background_zoom,
+                                              class_shares=shares)
+            path = os.path.join(images, f"{i:06d}.jpg")
+            Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
+            records.append(Record(path, found, size, 1))
+        return records
+    return write_generated_dataset(out_dir, render, classes, val_fraction, annotation_name,
+                                   exist_ok)
 
 
 def _photos_of(folder: Optional[str], setting: str) -> List[np.ndarray]:

@@ -10,12 +10,13 @@ on a busy background with coloured blotches and shape-like distractors. Boxes ar
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from yolo3.core.ownership import check_output_folder, claim
+from yolo3.core.ownership import write_output_folder
 from yolo3.data.annotations import Record, write_annotations
 from yolo3.data.class_names import write_classes
 
@@ -185,7 +186,7 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
                            ) -> Tuple[str, str]:
     """Write ``num_images`` images to ``out_dir/images`` plus a text annotation and a classes file.
     ``out_dir`` must be new, empty or yolo3's; ``exist_ok``: it may hold other files, which are
-    kept, but none of the names written here (:func:`claim_dataset_folder`).
+    kept, but none at the paths written here (:func:`write_generated_dataset`).
 
     Returns ``(annotation_path, classes_path)``. With ``val_fraction > 0`` the last
     ``round(num_images * val_fraction)`` images also go to ``val.txt`` and the rest to ``train.txt``
@@ -205,34 +206,46 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
             raise ValueError(f"unknown shape class {c!r}: choose from {SHAPES}")
     if image_format not in ("png", "jpg"):
         raise ValueError("image_format must be 'png' or 'jpg'")
-    claim_dataset_folder(out_dir, annotation_name, exist_ok)
-    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
-    rng = np.random.default_rng(seed)
-    records: List[Record] = []
-    for i in range(num_images):
-        img, boxes = render_image(rng, tuple(image_size), classes, max_objects=max_objects,
-                                  min_frac=min_frac, max_frac=max_frac, style=style)
-        path = os.path.abspath(os.path.join(out_dir, "images", f"{i:06d}.{image_format}"))
-        if image_format == "jpg":
-            Image.fromarray(img).save(path, quality=95)
-        else:
-            Image.fromarray(img).save(path, compress_level=1)
-        records.append(Record(path, boxes, tuple(image_size), 1))
-    return write_dataset_files(out_dir, records, classes, val_fraction, annotation_name)
+    def render(images: str) -> List[Record]:
+        rng = np.random.default_rng(seed)
+        records: List[Record] = []
+        for i in range(num_images):
+            img, boxes = render_image(rng, tuple(image_size), classes, max_objects=max_objects,
+                                      min_frac=min_frac, max_frac=max_frac, style=style)
+            path = os.path.join(images, f"{i:06d}.{image_format}")
+            if image_format == "jpg":
+                Image.fromarray(img).save(path, quality=95)
+            else:
+                Image.fromarray(img).save(path, compress_level=1)
+            records.append(Record(path, boxes, tuple(image_size), 1))
+        return records
+    return write_generated_dataset(out_dir, render, classes, val_fraction, annotation_name,
+                                   exist_ok)
 
 
 def dataset_entries(annotation_name: str = "annotations.txt") -> List[str]:
-    """What a generated dataset's folder holds: ``images/`` and its text files."""
-    return ["images", annotation_name, "train.txt", "val.txt", "classes.txt"]
+    """The paths a generated dataset's folder holds (``fnmatch`` patterns): its images
+    (``images/000000.png`` ...) and text files."""
+    return ["images/[0-9][0-9][0-9][0-9][0-9][0-9].*", annotation_name, "train.txt", "val.txt",
+            "classes.txt"]
 
 
-def claim_dataset_folder(out_dir: str, annotation_name: str = "annotations.txt",
-                         exist_ok: bool = False, flag: str = "out_dir") -> None:
-    """Refuse a dataset folder holding what yolo3 did not write (unless ``exist_ok``, and never
-    one of :func:`dataset_entries`), then claim those entries (:mod:`yolo3.core.ownership`)."""
-    entries = dataset_entries(annotation_name)
-    check_output_folder(out_dir, flag, exist_ok, entries)
-    claim(out_dir, entries)
+def write_generated_dataset(out_dir: str, render: Callable[[str], List[Record]],
+                            classes: Sequence[str], val_fraction: float = 0.0,
+                            annotation_name: str = "annotations.txt", exist_ok: bool = False,
+                            flag: str = "out_dir") -> Tuple[str, str]:
+    """Write a generated dataset into ``out_dir`` under the ownership rule
+    (:func:`yolo3.core.ownership.write_output_folder`: filled beside it, then moved in; refused
+    when it holds what yolo3 did not write, unless ``exist_ok``, and never over one of those
+    files). ``render(images_folder)`` writes the images and returns their records; the text
+    files follow (:func:`write_dataset_files`). Returns ``(annotation_path, classes_path)``."""
+    def fill(folder: Path) -> None:
+        images = folder / "images"
+        images.mkdir()
+        write_dataset_files(str(folder), render(str(images)), classes, val_fraction,
+                            annotation_name)
+    write_output_folder(out_dir, fill, flag, exist_ok, dataset_entries(annotation_name))
+    return os.path.join(out_dir, annotation_name), os.path.join(out_dir, "classes.txt")
 
 
 def write_dataset_files(out_dir: str, records: Sequence[Record], classes: Sequence[str],

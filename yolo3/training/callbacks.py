@@ -2,16 +2,18 @@
 atomically with the resume state of :mod:`yolo3.training.resume`; mAP evaluation, precise batch
 norm, early stopping, NaN stops, epoch timing.
 
-Files in ``output_dir``:
+Files in the run's output folder (a :class:`yolo3.core.ownership.OutputFolder`, through which
+every one is written):
 
 - ``best.weights.h5`` / ``best.keras``: the body with the best monitored value so far;
 - ``last.weights.h5`` / ``last.keras``: the body after the last completed epoch;
 - ``resume.json`` plus ``resume-<epoch>/`` (template weights, optimiser variables): the state
-  ``--resume`` restores.
+  ``--resume`` restores;
+- ``history.csv``: one row per epoch (:class:`HistoryLog`).
 
 ``.keras`` checkpoints carry the model's :class:`~yolo3.checkpoint.metadata.ModelInfo` (variant,
-anchors, masks, classes, input size). Every file is written atomically (:mod:`yolo3.core.fileio`);
-:func:`yolo3.core.fileio.remove_stale_temporaries` deletes what a killed writer left behind.
+anchors, masks, classes, input size). Every file is written atomically and recorded in the
+folder's manifest; what a killed writer left behind is swept by the next run.
 """
 from __future__ import annotations
 
@@ -19,18 +21,18 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Union
 
 import keras
 import numpy as np
 
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.core.errors import PathLike
-from yolo3.core.fileio import atomic_write, write_text_atomic
+from yolo3.core.fileio import write_text_atomic
+from yolo3.core.ownership import OutputFolder, as_output_folder
 from yolo3.data.images import load_image
 from yolo3.evaluation.diagnostics import diagnose
 from yolo3.evaluation.metrics import evaluate_detections
@@ -44,11 +46,12 @@ from yolo3.inference.detector import YOLO
 from yolo3.inference.tiled import TiledDetector
 from yolo3.modeling.graph_surgery import float32_body
 from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
+from yolo3.training.history import append_epoch
 from yolo3.training.resume import save_resume_state
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TemplateCheckpoint", "StopOnNaN", "MapEvaluation", "PreciseBatchNorm",
+__all__ = ["TemplateCheckpoint", "HistoryLog", "StopOnNaN", "MapEvaluation", "PreciseBatchNorm",
            "EarlyStopOnPlateau", "EmaAfterBackupRestore", "EpochClock"]
 
 
@@ -72,7 +75,8 @@ class TemplateCheckpoint(keras.callbacks.Callback):
     float32 copy with the same weights).
     """
 
-    def __init__(self, body: keras.Model, output_dir: PathLike, template: Optional[keras.Model] = None,
+    def __init__(self, body: keras.Model, folder: Union[OutputFolder, PathLike],
+                 template: Optional[keras.Model] = None,
                  monitor: str = "val_loss", save_keras: bool = True, save_resume: bool = True,
                  best: Optional[float] = None, verbose: int = 1, info: Optional[ModelInfo] = None,
                  mode: str = "min", ema: bool = False):
@@ -81,7 +85,8 @@ class TemplateCheckpoint(keras.callbacks.Callback):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
         self.body = body
         self.template = template
-        self.output_dir = Path(output_dir)
+        self._owns_folder = not isinstance(folder, OutputFolder)  # made here: closed here
+        self.folder = as_output_folder(folder)
         self.monitor = monitor
         self.mode = mode
         self.save_keras = save_keras
@@ -92,20 +97,29 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         self.info = info
         self.ema = ema  # SwapEMAWeights runs before: the body holds the EMA weights at epoch end
 
-    def _files(self, stem: str) -> List[Path]:
-        names = [f"{stem}.weights.h5"] + ([f"{stem}.keras"] if self.save_keras else [])
-        return [self.output_dir / n for n in names]
+    @property
+    def output_dir(self) -> Path:
+        return self.folder.path
+
+    def _names(self, stem: str) -> List[str]:
+        return [f"{stem}.weights.h5"] + ([f"{stem}.keras"] if self.save_keras else [])
 
     def _save(self, stem: str) -> None:
-        atomic_save_weights(self.body, self.output_dir / f"{stem}.weights.h5")
+        self.folder.write(f"{stem}.weights.h5", weights_writer(self.body), suffix=".weights.h5")
         if self.save_keras:
-            atomic_save_model(float32_body(self.body), self.output_dir / f"{stem}.keras", self.info)
+            self.folder.write(f"{stem}.keras", model_writer(float32_body(self.body), self.info),
+                              suffix=".keras")
 
     def _copy(self, source: str, stem: str) -> None:
         """``stem.*`` as byte copies of the ``source.*`` files just written (no second
         serialisation of the same weights), each atomically."""
-        for src, dst in zip(self._files(source), self._files(stem)):
-            atomic_write(dst, lambda tmp, src=src: shutil.copyfile(src, tmp), suffix=dst.suffix)
+        for src, dst in zip(self._names(source), self._names(stem)):
+            data = (self.folder.path / src).read_bytes()
+            self.folder.write_bytes(dst, data)
+
+    def on_train_end(self, logs: Optional[dict] = None) -> None:
+        if self._owns_folder:
+            self.folder.close()
 
     def _improves(self, value: float) -> bool:
         return value > self.best if self.mode == "max" else value < self.best
@@ -116,7 +130,6 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         if loss is not None and not math.isfinite(float(loss)):
             return  # never overwrite a good checkpoint with a NaN model
         value = logs.get(self.monitor, None if self.mode == "max" else loss)
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         self._save("last")
         if value is not None and math.isfinite(float(value)) and self._improves(float(value)):
             if self.verbose:
@@ -129,7 +142,7 @@ class TemplateCheckpoint(keras.callbacks.Callback):
             self._copy("last", "best")
         if self.save_resume:
             optimizer = getattr(self.model, "optimizer", None)
-            save_resume_state(self.output_dir, epoch + 1, self.template, optimizer, self.best,
+            save_resume_state(self.folder, epoch + 1, self.template, optimizer, self.best,
                               ema_in_model=self.ema and uses_ema(optimizer),
                               variant=self.info.variant if self.info is not None else None)
 
@@ -350,6 +363,20 @@ class EpochClock(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         if logs is not None and hasattr(self, "_start"):
             logs["seconds"] = time.perf_counter() - self._start
+
+
+class HistoryLog(keras.callbacks.Callback):
+    """One ``history.csv`` row per epoch (``epoch`` from 0, then each logged value), the file
+    rewritten whole through the run's output ``folder`` (:func:`yolo3.training.history.append_epoch`):
+    never a half row, and never into a history file that is not yolo3's."""
+
+    def __init__(self, folder: Union[OutputFolder, PathLike]):
+        super().__init__()
+        self.folder = as_output_folder(folder)
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        values = {k: float(v) if np.ndim(v) == 0 else v for k, v in (logs or {}).items()}
+        append_epoch(self.folder, epoch, values)
 
 
 class StopOnNaN(keras.callbacks.Callback):

@@ -1,4 +1,4 @@
-"""The training history file (``history.csv``, Keras ``CSVLogger``): the one reader and its repair.
+"""The training history file (``history.csv``): the one reader, writer and repair.
 
 Columns are ``epoch`` plus one per logged value (``loss``, ``val_loss``, ``lr``, ``mAP50`` ...);
 each row is one epoch. A second training stage restarts Keras's epoch counter only when it is
@@ -9,12 +9,15 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.core.fileio import atomic_write
+from yolo3.core.ownership import OutputFolder
 
-__all__ = ["read_history", "read_rows", "truncate_history", "completed_epochs"]
+__all__ = ["HISTORY", "read_history", "read_rows", "truncate_history", "write_history",
+           "append_epoch", "completed_epochs"]
+
+HISTORY = "history.csv"  # in a run folder
 
 
 def read_rows(path: PathLike) -> Tuple[List[str], List[Dict[str, str]]]:
@@ -70,22 +73,40 @@ def completed_epochs(path: PathLike) -> int:
     return sum(1 for r in rows if _row_epoch(r) is not None and None not in r.values())
 
 
-def truncate_history(path: PathLike, epochs: int) -> None:
-    """Keep only the rows of epochs ``0 .. epochs - 1`` of the history file ``path`` (atomically).
+def truncate_history(folder: OutputFolder, epochs: int, name: str = HISTORY) -> None:
+    """Keep only the rows of epochs ``0 .. epochs - 1`` of the history file ``name`` in the run's
+    ``folder`` (:class:`yolo3.core.ownership.OutputFolder`; atomically).
 
     On resume the epochs after the restored state are trained again, so their rows (written before a
     crash lost the matching checkpoint) must go: history.csv then lists every epoch exactly once.
     Malformed rows (a line cut by a crash) are dropped too.
     """
-    fields, rows = read_rows(path)
+    fields, rows = read_rows(folder.path / name)
     if not fields:
         return
     keep = [r for r in rows if _row_epoch(r) is not None and _row_epoch(r) < epochs
             and None not in r.values()]
+    write_history(folder, fields, keep, name)
 
+
+def write_history(folder: OutputFolder, fields: Sequence[str], rows: Sequence[Dict[str, object]],
+                  name: str = HISTORY) -> None:
+    """Write the history file ``name`` in ``folder`` whole: ``fields`` as its header, one line per
+    row (a missing value: an empty cell, which :func:`read_history` reads as NaN)."""
     def write(tmp: str) -> None:
         with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
+            writer = csv.DictWriter(f, fieldnames=list(fields), restval="")
             writer.writeheader()
-            writer.writerows(keep)
-    atomic_write(path, write, suffix=".csv")
+            writer.writerows(rows)
+    folder.write(name, write)
+
+
+def append_epoch(folder: OutputFolder, epoch: int, logs: Dict[str, object],
+                 name: str = HISTORY) -> None:
+    """Add the row of ``epoch`` (``logs``: its values) to the history file ``name`` in ``folder``,
+    rewriting it whole (a column first logged now is added, empty in earlier rows)."""
+    fields, rows = read_rows(folder.path / name)
+    fields = fields or ["epoch"]
+    fields += sorted(k for k in logs if k not in fields)
+    rows.append({"epoch": epoch, **logs})
+    write_history(folder, fields, rows, name)

@@ -2,23 +2,22 @@
 
 ``resume.json`` points to ``resume-<epoch>/``, which holds the training template's weights
 (``model.weights.h5``) and the optimiser's variables (``optimizer.npz``). The folder is written
-atomically before the pointer is switched (:mod:`yolo3.core.fileio`), so a crash at any moment
-leaves the previous or the new state readable.
+whole before the pointer is switched (:meth:`yolo3.core.ownership.OutputFolder.write_tree`), so a
+crash at any moment leaves the previous or the new state readable.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import shutil
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 import keras
 import numpy as np
 
 from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.core.fileio import atomic_directory, write_text_atomic
+from yolo3.core.ownership import OutputFolder
 from yolo3.modeling.keras_compat import (
     load_weights_without,
     save_weights_without,
@@ -54,35 +53,41 @@ class ResumeState(dict):
     """``{'epoch': completed epochs, 'best': best monitored value, 'dir': state folder}``."""
 
 
-def save_resume_state(output_dir: PathLike, epoch: int, template: keras.Model,
+def save_resume_state(folder: Union[OutputFolder, PathLike], epoch: int, template: keras.Model,
                       optimizer: Optional[keras.optimizers.Optimizer], best: float,
                       ema_in_model: bool = False, variant: Optional[str] = None) -> Path:
-    """Write ``resume-<epoch>/`` (weights + optimiser variables), then switch ``resume.json`` to it.
+    """Write ``resume-<epoch>/`` (weights + optimiser variables) into the run's output
+    ``folder`` (an :class:`~yolo3.core.ownership.OutputFolder`, or its path), then switch
+    ``resume.json`` to it.
 
     ``ema_in_model``: the model holds the EMA weights and the optimiser's averages the trained ones
     (``keras.callbacks.SwapEMAWeights`` swapped them for the epoch's end); restoring swaps back.
     The pointer file is replaced atomically after the folder is complete, so a crash at any moment
-    leaves a readable previous or new state; older folders are removed afterwards.
+    leaves a readable previous or new state; yolo3's files of older states are removed afterwards
+    (a file of the user's among them is kept).
     """
-    output_dir = Path(output_dir)
+    if not isinstance(folder, OutputFolder):
+        with OutputFolder(folder, "output_dir") as opened:
+            return save_resume_state(opened, epoch, template, optimizer, best, ema_in_model,
+                                     variant)
     name = f"resume-{epoch:05d}"
 
-    def write(folder: Path) -> None:
-        save_weights_without_optimizer(template, folder / "model.weights.h5")
+    def write(tmp: Path) -> None:
+        save_weights_without_optimizer(template, tmp / "model.weights.h5")
         if optimizer is not None and optimizer.built:
             store: Dict[str, np.ndarray] = {}
             optimizer.save_own_variables(store)
-            with open(folder / "optimizer.npz", "wb") as f:
+            with open(tmp / "optimizer.npz", "wb") as f:
                 np.savez(f, **store)
-    final = atomic_directory(output_dir / name, write)
+    final = folder.write_tree(name, write)
     state = {"epoch": int(epoch), "best": None if not math.isfinite(best) else float(best),
              "dir": name, "ema_in_model": bool(ema_in_model)}
     if variant is not None:
         state["variant"] = variant  # so that --resume with another --model is refused
-    write_text_atomic(output_dir / "resume.json", json.dumps(state))
-    for old in output_dir.glob("resume-*"):
-        if old.name != name and old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
+    folder.write_text("resume.json", json.dumps(state))
+    for old in sorted(folder.path.glob("resume-*")):
+        if old.name != name and old.is_dir() and not old.is_symlink():
+            folder.remove_tree(old.name)
     return final
 
 

@@ -13,18 +13,14 @@ import keras
 import numpy as np
 
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
+from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.config.train_config import ConfigError, TrainConfig
-from yolo3.core.fileio import remove_stale_temporaries
 from yolo3.core.log import NOTICE
-from yolo3.core.ownership import check_output_folder, claim
+from yolo3.core.ownership import OutputFolder, check_output_folder
 from yolo3.core.paths import check_output_dir
-from yolo3.data.class_names import fits_classes_file, read_classes, write_classes
+from yolo3.data.class_names import classes_text, fits_classes_file, read_classes
 from yolo3.modeling.graph_surgery import float32_body
-from yolo3.ops.anchors import (
-    read_anchors,
-    write_anchors,
-)
+from yolo3.ops.anchors import format_anchors, read_anchors
 from yolo3.training.callbacks import StopOnNaN
 from yolo3.training.data_step import TrainData
 from yolo3.training.distribute import (
@@ -36,34 +32,44 @@ from yolo3.training.resume import check_resume_files, load_resume_state
 logger = logging.getLogger(__name__)
 
 
-# what a run folder holds (fnmatch patterns): claimed as yolo3's (yolo3.core.ownership) before the
-# first write, and recognised in the run folders of yolo3 0.3 and earlier, which had no marker
+# the top-level entries of a run folder (fnmatch patterns), recognised as yolo3's in the run
+# folders of yolo3 0.3 and earlier, which had no manifest
 RUN_FOLDER_ENTRIES = ("anchors.txt", "classes.txt", "history.csv", "logs", "resume.json",
                       "resume-[0-9]*", "final.keras", "final.weights.h5", "best.keras",
                       "best.weights.h5", "last.keras", "last.weights.h5", "backup", ".worker-*",
                       "diagnostics")
+# the paths a run writes (fnmatch patterns): a file of the user's at one of them is refused, even
+# with exist_ok (yolo3.core.ownership); Keras's BackupAndRestore deletes its whole folder
+RUN_FOLDER_WRITES = ("anchors.txt", "classes.txt", "history.csv", "resume.json",
+                     "resume-[0-9]*/model.weights.h5", "resume-[0-9]*/optimizer.npz",
+                     "final.keras", "final.weights.h5", "best.keras", "best.weights.h5",
+                     "last.keras", "last.weights.h5", "backup/*", "diagnostics/diagnostics.json",
+                     "diagnostics/confusion.png", "diagnostics/confidence.png",
+                     "diagnostics/pr.png")
+# files other libraries write into a run as they go: TensorBoard's events, Keras's backup
+LIBRARY_WRITES = ("logs/*/events.out.tfevents.*", "backup/*")
 
 
 @dataclass
 class RunFolder:
-    """Where this process writes: the output folder (chief) or its worker folder."""
+    """Where this process writes: the output folder (chief) or its worker folder, and the
+    :class:`~yolo3.core.ownership.OutputFolder` every file goes through."""
 
     output: Path
     write_dir: Path
     chief: bool
+    folder: OutputFolder
 
 
 def check_run_folder(config: TrainConfig, data: TrainData) -> None:
     """Refuse, before anything is written, an ``output_dir`` that is not a folder, one that holds
     files yolo3 did not write (unless ``exist_ok``, and never one of a run's names:
     :data:`RUN_FOLDER_ENTRIES`), and a ``resume`` whose run does not match (its ``resume.json``
-    unreadable, its classes, anchors or variant different). A folder with saved state, resumed,
-    is the user's word that it is a run folder. Without saved state, ``resume`` says that it
-    starts from the beginning."""
+    unreadable, its classes, anchors or variant different). Without saved state, ``resume`` says
+    that it starts from the beginning."""
     out = Path(check_output_dir(config.output.output_dir, "output_dir"))
-    if not (config.output.resume and (out / "resume.json").exists()):
-        check_output_folder(out, "output_dir", config.output.exist_ok, RUN_FOLDER_ENTRIES,
-                            own_patterns=RUN_FOLDER_ENTRIES)
+    check_output_folder(out, "output_dir", config.output.exist_ok, RUN_FOLDER_WRITES,
+                        own_patterns=RUN_FOLDER_ENTRIES)
     if not config.output.resume:
         return
     try:
@@ -95,25 +101,24 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
 
 
 def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> RunFolder:
-    """Make the output folder; non-chief workers of a cluster write to ``.worker-<i>/`` (same code
-    path, nothing clobbered). Removes what a killed run half-wrote; the chief writes
-    ``anchors.txt`` and ``classes.txt``."""
+    """Open the output folder; non-chief workers of a cluster write to ``.worker-<i>/``, a folder
+    with its own manifest (same code path, nothing clobbered). Sweeps what a killed run
+    half-wrote; the chief writes ``anchors.txt`` and ``classes.txt``."""
     out = Path(config.output.output_dir)
     write_dir = out if task.is_chief else out / f".worker-{task.index}"
-    if task.is_chief:
-        claim(out, patterns=RUN_FOLDER_ENTRIES)
-    write_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(write_dir, legacy=True)
+    folder = OutputFolder(write_dir, "output_dir", config.output.exist_ok, RUN_FOLDER_WRITES,
+                          own_patterns=RUN_FOLDER_ENTRIES).open()
+    folder.own_patterns(LIBRARY_WRITES)
     if task.is_chief:
         if not data.spec.anchor_free:
-            write_anchors(out / "anchors.txt", data.anchors)
+            folder.write_text("anchors.txt", format_anchors(data.anchors))
         if fits_classes_file(data.class_names):
-            write_classes(out / "classes.txt", data.class_names)
+            folder.write_text("classes.txt", classes_text(data.class_names))
         else:
             logger.warning("%s not written: a class name begins or ends with spaces, which a "
                            "classes file cannot keep (the model files carry the names as they "
                            "are)", out / "classes.txt")
-    return RunFolder(out, write_dir, task.is_chief)
+    return RunFolder(out, write_dir, task.is_chief, folder)
 
 
 def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
@@ -127,9 +132,9 @@ def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
         logger.log(NOTICE, "resuming from %s after epoch %d", state["path"], start_epoch)
         template.load_weights(os.path.join(state["path"], "model.weights.h5"))
     if config.output.resume:
-        truncate_history(run.write_dir / "history.csv", start_epoch)
+        truncate_history(run.folder, start_epoch)
     elif config.hardware.strategy == "multiworker" and (run.write_dir / "backup").exists():
-        truncate_history(run.write_dir / "history.csv", backup_epoch(run.write_dir / "backup"))
+        truncate_history(run.folder, backup_epoch(run.write_dir / "backup"))
     return state, start_epoch, best
 
 
@@ -152,9 +157,9 @@ def finish(run: RunFolder, body: keras.Model, info: ModelInfo, nan_stop: StopOnN
     if (nan_stop.stopped and not last_ok.exists()) or not weights_finite(body):
         return None, None
     final_model, final_weights = run.output / "final.keras", run.output / "final.weights.h5"
-    atomic_save_weights(body, run.write_dir / "final.weights.h5")
+    run.folder.write("final.weights.h5", weights_writer(body), suffix=".weights.h5")
     if run.chief:
-        atomic_save_model(float32_body(body), final_model, info)
+        run.folder.write("final.keras", model_writer(float32_body(body), info), suffix=".keras")
     return final_model, final_weights
 
 

@@ -17,6 +17,7 @@ from yolo3.modeling.schedules import WarmupCosine
 from yolo3.training.callbacks import (
     EmaAfterBackupRestore,
     EpochClock,
+    HistoryLog,
     StopOnNaN,
     TemplateCheckpoint,
 )
@@ -91,8 +92,7 @@ def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateChe
         callbacks.append(bn_statistics)
     if evaluation is not None:
         callbacks.append(evaluation)
-    callbacks += [keras.callbacks.CSVLogger(str(run.write_dir / "history.csv"), append=True),
-                  checkpoint]
+    callbacks += [HistoryLog(run.folder), checkpoint]
     if early_stop is not None:
         callbacks.append(early_stop)
     if has_tensorboard():

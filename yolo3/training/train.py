@@ -43,6 +43,7 @@ from yolo3.training.callbacks import (
 )
 from yolo3.training.data_step import (
     ImageDecodeFailed,
+    TrainData,
     check_args,
     check_images_up_front,
     name_undecodable,
@@ -51,11 +52,17 @@ from yolo3.training.data_step import (
 from yolo3.training.datasets import batch_norm_images, make_datasets
 from yolo3.training.history import completed_epochs
 from yolo3.training.models import build_models
-from yolo3.training.placement import pick_strategy, sharing, training_precision
+from yolo3.training.placement import Placement, pick_strategy, sharing, training_precision
 from yolo3.training.recipe import (
     dtype_policy,
 )
-from yolo3.training.run_folder import check_run_folder, finish, prepare_output, restore_state
+from yolo3.training.run_folder import (
+    RunFolder,
+    check_run_folder,
+    finish,
+    prepare_output,
+    restore_state,
+)
 from yolo3.training.stages import eval_interval, run_stage, stage_callbacks, stages
 
 logger = logging.getLogger(__name__)
@@ -106,6 +113,12 @@ def _train(config: TrainConfig) -> TrainResult:
                           progress=bool(config.output.verbose))
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
+    with run.folder:  # the manifest settled however the run ends
+        return _run(config, data, placement, body, template, skipped, run)
+
+
+def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras.Model,
+         template: keras.Model, skipped: List[Tuple[str, str]], run: RunFolder) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     bn_images = batch_norm_images(config, data)
@@ -123,7 +136,7 @@ def _train(config: TrainConfig) -> TrainResult:
         if config.schedule.patience:
             early_stop = EarlyStopOnPlateau(config.schedule.patience, "mAP50_95", best=best,
                                             verbose=config.output.verbose)
-    checkpoint = TemplateCheckpoint(body, run.write_dir, template=template, best=best,
+    checkpoint = TemplateCheckpoint(body, run.folder, template=template, best=best,
                                     verbose=config.output.verbose, info=info,
                                     monitor="mAP50_95" if every else "val_loss",
                                     mode="max" if every else "min", ema=config.recipe.ema)
@@ -153,8 +166,11 @@ def _train(config: TrainConfig) -> TrainResult:
     if evaluation is not None and checkpoint.best > -math.inf and config.output.verbose:
         logger.log(NOTICE, "best validation mAP@0.5:0.95 %.4f (%s)", checkpoint.best,
                    run.output / "best.keras")
-    if evaluation is not None and run.chief:
-        best_f1 = evaluation.write_diagnostics(run.output / "diagnostics")
+    if evaluation is not None and run.chief and evaluation.last is not None:
+        found: dict = {}
+        run.folder.write_tree("diagnostics", lambda tmp: found.update(
+            best=evaluation.write_diagnostics(tmp)))
+        best_f1 = found.get("best")
         if best_f1 is not None:
             logger.log(NOTICE, "epoch %d on the validation set: best F1 %.4f at confidence %.3f "
                        "(precision %.4f, recall %.4f); confusion matrix and curves in %s",
