@@ -306,17 +306,18 @@ def test_check_train_and_evaluate_take_a_data_yaml_and_an_obj_data(ultralytics, 
 
 
 @pytest.mark.parametrize("argv,named", [
-    (["check", "--data", "{root}/missing.yaml"], "missing.yaml: data file not found"),
+    (["check", "--data", "{root}/missing.yaml"], "argument --data: expected an existing text "
+                                                 "file, got '{root}/missing.yaml' (no such file"),
     (["kmeans", "--data", "{root}/data.yaml", "--clusters", "50", "--out", "{tmp}/a.txt"],
      "4 boxes, fewer than 50 clusters"),
     (["train", "--data", "{root}/data.yaml", "--annotations", "{root}/images/train",
       "--output", "{tmp}/run"], "--data names the train and val sources"),
     (["train", "--annotations", "{root}/images/train", "--output", "{tmp}/run"],
      "--classes is needed with --annotations (a --data brings its names)"),
-    (["detect", "--model", "{root}/none.keras", "--input", "{root}/images/val", "--output",
+    (["detect", "--model", "{root}/data.yaml", "--input", "{root}/images/val", "--output",
       "{tmp}/run", "--save-txt", "{root}/images"], "--save-txt"),
-    (["detect", "--model", "{root}/none.keras", "--input", "{root}/images/val", "--output",
-      "{tmp}/run", "--save-conf"], "--save-conf adds scores to the --save-txt label files"),
+    (["detect", "--model", "{root}/data.yaml", "--input", "{root}/images/val", "--output",
+      "{tmp}/run", "--save-conf"], "--save-conf needs --save-txt"),
 ])
 def test_bad_data_on_the_command_line_is_named_and_nothing_is_written(ultralytics, tmp_path,
                                                                      capsys, argv, named):

@@ -10,10 +10,10 @@ from typing import Callable
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from cli_harness import run_cli, snapshot
 from locations import SHARED
+from PIL import Image
+
 from yolo3.cli import main as yolo3_main
 
 
@@ -332,8 +332,19 @@ def test_bad_input_is_refused_and_nothing_changes(world, tmp_path, capsys, monke
 
 
 def test_nan_without_a_good_checkpoint_writes_no_final_model(world, tmp_path, capsys):
+    """Weights that are not finite (a damaged checkpoint) give a NaN loss at the first batch:
+    training stops, and no final or best model is written."""
+    import numpy as np
+
+    from yolo3.checkpoint.saving import atomic_save_weights, load_keras_model
+    body, _ = load_keras_model(world["run"] / "final.keras")
+    layer = next(l for l in body.layers if l.get_weights())
+    weights = layer.get_weights()
+    weights[0] = np.full_like(weights[0], np.inf)
+    layer.set_weights(weights)
+    broken = atomic_save_weights(body, tmp_path / "broken.weights.h5")
     out = tmp_path / "nan"
-    code, err = run_cli(_train(world, out, "--lr", "1e12", "--eval-every", "0"), capsys)
+    code, err = run_cli(_train(world, out, "--weights", broken, "--eval-every", "0"), capsys)
     assert code == 1 and "no good checkpoint" in err and str(out) in err
     assert not list(out.glob("final.*")) and not list(out.glob("best.*"))
 

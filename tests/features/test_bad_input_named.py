@@ -12,7 +12,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from cli_harness import assert_refused, run_cli, snapshot
 
 
@@ -258,7 +257,7 @@ def test_an_input_size_the_model_cannot_take_names_the_flag(trained_world, tmp_p
     code, err = run_cli(["detect", "--model", trained_world["run"] / "final.keras", "--input",
                          sorted((trained_world["data"] / "images").iterdir())[0], "--output",
                          tmp_path / "out", "--input-size", "100", "--quiet"], capsys)
-    assert_refused(code, err, "--input-size", "multiples of 32")
+    assert_refused(code, err, "--input-size", "a multiple of 32")
     assert not (tmp_path / "out").exists()
 
 
@@ -274,10 +273,10 @@ def test_benchmark_export_refuses_trained_without_its_held_out_set_before_any_wo
     code, err = run_cli(["benchmark", "export", "--trained", trained_world["run"] / "final.keras",
                          "--quiet"], capsys)
     assert_refused(code, err, "--trained needs --annotations or --data")
-    assert err.startswith("yolo3 benchmark: error:")
+    assert err.startswith("yolo3 benchmark export: error:")
     code, err = run_cli(["benchmark", "export", "--annotations",
                          trained_world["data"] / "val.txt", "--quiet"], capsys)
-    assert_refused(code, err, "give --trained")
+    assert_refused(code, err, "--annotations needs --trained")
 
 
 @pytest.mark.parametrize("flag, value", [

@@ -300,13 +300,13 @@ def test_cli_flags_map_to_the_config(dataset, tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         train_main(["--annotations", str(dataset / "train.txt"), "--classes",
                     str(dataset / "classes.txt"), "--output", str(tmp_path / "o"),
-                    "--optimizer", "sgd", "--weight-decay", "0", "--no-ema", "--ema-momentum",
+                    "--optimizer", "sgd", "--weight-decay", "0", "--ema", "--ema-momentum",
                     "0.9", "--box-loss", "diou", "--label-smoothing", "0.05", "--mosaic", "0.3",
                     "--multi-scale", "320", "480", "--multi-scale-every", "5", "--eval-every", "3",
                     "--patience", "4", "--precision", "float32", "--jit", "off",
                     "--bn-stats-images", "32", "--assign-iou", "0.3", "--ignore-iou", "0.7"])
     c = SimpleNamespace(**seen["config"].settings())
-    assert (c.optimizer, c.weight_decay, c.ema, c.ema_momentum) == ("sgd", 0.0, False, 0.9)
+    assert (c.optimizer, c.weight_decay, c.ema, c.ema_momentum) == ("sgd", 0.0, True, 0.9)
     assert (c.box_loss, c.label_smoothing, c.mosaic) == ("diou", 0.05, 0.3)
     assert (c.multi_scale, c.multi_scale_every, c.eval_every, c.patience) == ((320, 480), 5, 3, 4)
     assert (c.precision, c.jit, c.lr, c.bn_stats_images) == ("float32", "off", None, 32)

@@ -82,7 +82,9 @@ def test_weights_file_by_position_or_name_and_its_errors(tmp_path):
     path.write_text(format_weights(np.array([0.25, 2.0, 1.5]), names))
     np.testing.assert_allclose(read_class_weights(path, names), [0.25, 2.0, 1.5])
     for text, message in (("car x\n", "line 1: 'x' is not a number"),
-                          ("car -1\n", "line 1: a weight must be a positive number"),
+                          ("car -1\n", "line 1: a weight must be a number above 0"),
+                          ("car 1e308\n", "line 1: a weight must be a number above 0 and up to"),
+                          ("car nan\n", "line 1: a weight must be a number above 0"),
                           ("cat 2\n", "line 1: 'cat' is not a class"),
                           ("1\n2\n3\n4\n", "line 4: more weights than the 3 classes"),
                           ("car 1\ncar 2\n", "line 2: class 'car' weighted twice"),
@@ -91,3 +93,7 @@ def test_weights_file_by_position_or_name_and_its_errors(tmp_path):
         with pytest.raises(FileFormatError, match=message) as caught:
             read_class_weights(path, names)
         assert str(path) in str(caught.value)
+    path.write_bytes(bytes(range(256)))  # a binary file: named, never a UnicodeDecodeError
+    with pytest.raises(FileFormatError, match="not UTF-8 text") as caught:
+        read_class_weights(path, names)
+    assert str(path) in str(caught.value)

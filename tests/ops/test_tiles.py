@@ -16,7 +16,7 @@ from yolo3.ops.tiles import (
 @pytest.mark.parametrize("image_hw, tile, overlap", [
     ((1080, 1920), 416, 0.2), ((3000, 4000), 640, 0.25), ((300, 1920), 416, 0.2),
     ((416, 416), 416, 0.2), ((100, 90), 416, 0.5), ((1000, 999), (320, 480), 0.0),
-    ((101, 131), 7, 0.9)])
+    ((101, 131), 9, 0.6)])
 def test_windows_cover_the_image_with_the_overlap(image_hw, tile, overlap):
     h, w = image_hw
     th, tw = (tile, tile) if np.isscalar(tile) else tile
@@ -181,3 +181,13 @@ def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
     tiny = suggest_tile(box_wh / 4, image_hw, (416, 416))
     assert tiny.size == 416 and "native resolution" in tiny.reason
     assert suggest_tile(np.zeros((0, 2)), np.zeros((0, 2)), (416, 416)).size is None
+
+
+def test_a_tiling_of_more_than_max_tiles_is_refused_with_the_figure():
+    from yolo3.core.errors import SettingError
+    from yolo3.ops.tiles import MAX_TILES
+    assert len(tile_windows((1080, 1920), 320, 0.75)) <= MAX_TILES  # the flags' worst at HD
+    with pytest.raises(SettingError) as caught:
+        tile_windows((9000, 12000), 320, 0.9)
+    assert "12000x9000" in str(caught.value) and f"more than {MAX_TILES}" in str(caught.value)
+    assert {"tile", "overlap"} <= set(caught.value.settings)

@@ -36,8 +36,10 @@ print(json.dumps({"import_s": t1 - t0, "convert_s": t2 - t1}))
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.cfg is not None and not args.cfg.is_file():
-        raise ArgumentError(f"cfg not found: {args.cfg}")
+    if args.cfg is not None:
+        args.cfg = Path(args.cfg)
+        if not args.cfg.is_file():
+            raise ArgumentError(f"cfg not found: {args.cfg}")
     with tempfile.TemporaryDirectory() as tmp:
         if args.cfg is None:
             args.cfg = Path(tmp) / f"{args.variant}.cfg"

@@ -64,6 +64,9 @@ LABELS = {"keras": "Keras float32", "keras-bf16": "Keras bfloat16", "tflite": "T
 
 # -- preparing the files ---------------------------------------------------------------------------
 
+DARKNET_DIR = os.path.join("..", "shared", "darknet")  # --darknet-dir's default
+
+
 def _darknet_files(model: str, size: int, darknet_dir: str, folder: str, seed: int
                    ) -> Tuple[str, str, str]:
     """``(cfg, weights, source)`` for ``model``: Darknet's real tiny weights when available."""
@@ -146,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         for model in args.variants:
             folder = os.path.join(tmp, model)
             os.makedirs(folder)
-            cfg, weights, source = _darknet_files(model, size, args.darknet_dir, folder, args.seed)
+            cfg, weights, source = _darknet_files(model, size, args.darknet_dir or DARKNET_DIR,
+                                                  folder, args.seed)
             keras_path = os.path.join(folder, f"{model}.keras")
             convert(cfg, weights, keras_path, progress=False)
             paths = {"keras": keras_path, **_export_all(keras_path, folder, os.path.join(folder, model),

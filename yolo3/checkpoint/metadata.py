@@ -30,7 +30,7 @@ import numpy as np
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
-from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.errors import FileFormatError, PathLike, SettingError
 from yolo3.core.extras import require
 from yolo3.core.fileio import atomic_write, write_text_atomic
 from yolo3.core.log import NOTICE
@@ -53,7 +53,8 @@ TRAINING_ANCHORS = "anchors.txt"
 TRAINING_CLASSES = "classes.txt"
 
 __all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
-           "sidecar_paths", "write_sidecars", "read_sidecars", "INFO_NAME", "info_json",
+           "sidecar_paths", "check_sidecars", "write_sidecars", "read_sidecars", "INFO_NAME",
+           "info_json",
            "ONNX_METADATA_KEY", "OPENVINO_INFO_KEY", "openvino_xml", "SAVED_MODEL_ENTRIES",
            "OPENVINO_ENTRIES"]
 
@@ -276,11 +277,40 @@ def sidecar_paths(out_path: PathLike) -> Tuple[Path, Path]:
     return out.with_name(name + ANCHORS_SUFFIX), out.with_name(name + MASKS_SUFFIX)
 
 
+def check_sidecars(out_path: PathLike, flag: str = "out_path") -> None:
+    """Refuse, before any work, side files of ``out_path`` (:func:`sidecar_paths`) that are not
+    the converter's: yolo3 replaces them only as a pair it wrote, a masks JSON of its own layout
+    beside an anchors file (:class:`~yolo3.core.errors.SettingError` naming ``flag``)."""
+    anchors_path, masks_path = sidecar_paths(out_path)
+    if not (anchors_path.exists() or masks_path.exists()):
+        return
+    ours = masks_path.is_file()
+    if ours:
+        try:
+            meta = json.loads(masks_path.read_text(encoding="utf-8"))
+            ours = isinstance(meta, dict) and {"masks", "num_classes", "input_size",
+                                               "header"} <= set(meta)
+        except (OSError, ValueError):
+            ours = False
+    if ours and anchors_path.exists():
+        try:
+            read_anchors(anchors_path)
+        except (OSError, ValueError):
+            ours = False
+    if not ours:
+        present = [str(p) for p in (anchors_path, masks_path) if p.exists()]
+        raise SettingError(f"{', '.join(present)}: yolo3 writes its side files beside {flag} "
+                           f"{os.fspath(out_path)}, and what is there is not a pair it wrote: "
+                           f"yolo3 never replaces it; move it away or choose another {flag}",
+                           flag)
+
+
 def write_sidecars(out_path: PathLike, anchors: Optional[np.ndarray], masks: List[List[int]],
                    num_classes: Optional[int], input_size: Tuple[int, int],
                    header: List[int]) -> Tuple[Optional[Path], Path]:
     """Write the converter's side files beside ``out_path``: the anchors file (when there are
     anchors) and the masks JSON. Returns their paths (anchors None without anchors)."""
+    check_sidecars(out_path)
     anchors_path, masks_path = sidecar_paths(out_path)
     if anchors is not None:
         write_anchors(anchors_path, anchors)

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Dict, List, Optional
 
-from yolo3.cli.common import execute, make_parser
+from yolo3.cli.common import Parser, execute, make_parser, parse_or_exit_code
 
 # command name -> module (the console script yolo3-<name> is <module>:main)
 COMMANDS: Dict[str, str] = {
@@ -34,7 +34,7 @@ COMMANDS: Dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     from yolo3.core.version import __version__
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="yolo3", description="YOLOv3 for TensorFlow 2 / Keras 3: train, convert, detect, "
                                   "evaluate, export. 'yolo3 COMMAND --help' for a command's flags.")
     parser.add_argument("--version", action="version", version=f"yolo3 {__version__}")
@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``yolo3 <command> ...``: parse and run one command."""
-    args = build_parser().parse_args(argv)
+    args = parse_or_exit_code(build_parser(), argv)
+    if isinstance(args, int):
+        return args
     args.parser = args.command_parser
     return execute(args.command, args.command_run, args)
 

@@ -10,18 +10,36 @@ import argparse
 import importlib
 import os
 import sys
-from pathlib import Path
 from typing import List, Optional
 
 from yolo3.cli.common import (
     add_variant_argument,
-    fraction,
     make_parser,
-    non_negative_int,
-    positive_float,
-    positive_int,
+    model_choices,
     run_command,
 )
+from yolo3.cli.flags import (
+    BATCH,
+    COUNT,
+    COUNT0,
+    CPU_REPLICAS,
+    EPOCHS,
+    FRACTION,
+    IMAGE_SIDE,
+    INPUT_SIDE,
+    OVERLAP,
+    POSITIVE,
+    SEED,
+    TILE_OR_AUTO,
+    WEIGHT,
+    InputPath,
+    Number,
+    OutputPath,
+    Text,
+)
+
+REPLICAS0 = Number(int, 0, CPU_REPLICAS._hi, hi_why=CPU_REPLICAS.hi_why)  # 0: none
+OBJECT_SIDE = Number(float, 1.0, 16384.0)  # an object's side, in pixels
 
 NAME = "benchmark"
 DESCRIPTION = ("Benchmarks that run their contenders side by side in one process and print a table, "
@@ -29,58 +47,59 @@ DESCRIPTION = ("Benchmarks that run their contenders side by side in one process
 
 
 def _data_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--annotations", help="annotation file, or a YOLO-layout image folder or list "
+    p.add_argument("--annotations", type=InputPath("any", text=True), help="annotation file, or a YOLO-layout image folder or list "
                    "(default: a temporary synthetic dataset)")
-    p.add_argument("--data", help="a data.yaml or obj.data: its --split images and class names")
+    p.add_argument("--data", type=InputPath(text=True), help="a data.yaml or obj.data: its --split images and class names")
     p.add_argument("--split", default="train", choices=("train", "val", "test"),
                    help="the split of --data (default %(default)s)")
-    p.add_argument("--classes", help="classes file")
-    p.add_argument("--num-images", type=positive_int, default=96, help="synthetic images to write")
-    p.add_argument("--batch-size", type=positive_int, default=16)
-    p.add_argument("--size", type=positive_int, default=416)
-    p.add_argument("--batches", type=positive_int, default=15, help="timed batches per contender")
-    p.add_argument("--mosaic", type=fraction, default=0.0, help="the pipeline's mosaic probability "
+    p.add_argument("--classes", type=InputPath(text=True), help="classes file")
+    p.add_argument("--num-images", type=COUNT, default=96, help="synthetic images to write")
+    p.add_argument("--batch-size", type=BATCH, default=16)
+    p.add_argument("--size", type=INPUT_SIDE, default=416)
+    p.add_argument("--batches", type=COUNT, default=15, help="timed batches per contender")
+    p.add_argument("--mosaic", type=FRACTION, default=0.0, help="the pipeline's mosaic probability "
                    "(training's --mosaic; default 0, full augmentation otherwise)")
-    p.add_argument("--feed", type=positive_float, default=1000.0, metavar="IMG_S",
+    p.add_argument("--feed", type=POSITIVE, default=1000.0, metavar="IMG_S",
                    help="the training rate to feed: how many cores the pipeline needs for it "
                    "(default 1000 img/s, the YOLOv3-416 GPU target)")
-    p.add_argument("--warmup", type=non_negative_int, default=3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scale", type=non_negative_int, default=0, metavar="N", help="instead: training start-up "
+    p.add_argument("--warmup", type=COUNT0, default=3)
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--scale", type=COUNT0, default=0, metavar="N", help="instead: training start-up "
                    "on a YOLO-layout set of N images (first use and second run: seconds to the "
                    "first step, peak memory); COCO is 118287")
-    p.add_argument("--distinct", type=positive_int, default=256, help="with --scale: distinct JPEGs, the "
+    p.add_argument("--distinct", type=COUNT, default=256, help="with --scale: distinct JPEGs, the "
                    "rest hard links (default %(default)s)")
-    p.add_argument("--boxes", type=positive_float, default=7.3, help="with --scale: boxes per image on "
+    p.add_argument("--boxes", type=Number(float, 0.0, 1000.0, lo_open=True), default=7.3, help="with --scale: boxes per image on "
                    "average (COCO: 7.3)")
-    p.add_argument("--workdir", default=None, help="with --scale: where to write the set "
-                   "(default: the temporary folder)")
+    p.add_argument("--workdir", default=None, type=InputPath("folder"), help="with --scale: an "
+                   "existing folder to write the set in (default: the temporary folder)")
 
 
 def _training_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default=["yolov3", "tiny"], many=True,
                          help="variants (default: yolov3 tiny)")
-    p.add_argument("--size", type=positive_int, default=416, help="input size (multiple of 32)")
-    p.add_argument("--batch", type=positive_int, nargs="+", default=[8], help="global batch size(s)")
-    p.add_argument("--steps", type=positive_int, default=5, help="timed steps after two warm-up steps")
-    p.add_argument("--replicas", type=non_negative_int, default=2, help="replicas for the wrapper row (0: none)")
+    p.add_argument("--size", type=INPUT_SIDE, default=416, help="input size (multiple of 32)")
+    p.add_argument("--batch", type=BATCH, nargs="+", default=[8], help="global batch size(s)")
+    p.add_argument("--steps", type=COUNT, default=5, help="timed steps after two warm-up steps")
+    p.add_argument("--replicas", type=REPLICAS0, default=2, help="replicas for the wrapper row (0: none)")
     p.add_argument("--no-jit", action="store_true", help="skip the XLA rows")
     p.add_argument("--force-mixed", action="store_true", help="also time mixed_bfloat16 on a CPU "
                    "where auto trains float32 (bfloat16 emulated, or slower)")
     p.add_argument("--data-wait", action="store_true", help="also feed tiny from the real pipeline "
                    "and report the share of step time spent waiting for data")
-    p.add_argument("--data-images", type=positive_int, default=200, help="synthetic images for --data-wait")
-    p.add_argument("--loss-steps", type=non_negative_int, default=0, help="compare float32 and mixed precision "
+    p.add_argument("--data-images", type=COUNT, default=200, help="synthetic images for --data-wait")
+    p.add_argument("--loss-steps", type=COUNT0, default=0, help="compare float32 and mixed precision "
                    "losses after this many steps (0: no comparison)")
     p.add_argument("--loss-variant", "--loss-model", dest="loss_variant", default="tiny",
+                   choices=model_choices(),
                    help="variant for --loss-steps (default tiny)")
-    p.add_argument("--loss-size", type=positive_int, default=160, help="input size for --loss-steps")
+    p.add_argument("--loss-size", type=INPUT_SIDE, default=160, help="input size for --loss-steps")
     p.add_argument("--keras-batch-norm", action="store_true", help="also time each precision "
                    "with Keras's own batch norm instead of the fused one training uses")
     p.add_argument("--profile", action="store_true", help="also profile --steps steps of each "
                    "variant at the first --batch in float32 and mixed precision: op time per step "
                    "by group and op type, with the speed-up of each")
-    p.add_argument("--profile-ops", type=positive_int, default=10, help="op types listed in the profile "
+    p.add_argument("--profile-ops", type=Number(int, 1, 1000), default=10, help="op types listed in the profile "
                    "(default 10)")
 
 
@@ -90,37 +109,37 @@ def _backends_arguments(p: argparse.ArgumentParser) -> None:
                    help="Keras backends to compare (those not installed are skipped and named)")
     add_variant_argument(p, default=["yolov3", "tiny-af"], many=True,
                          help="variants (default: yolov3 tiny-af)")
-    p.add_argument("--size", type=positive_int, default=416, help="input size (multiple of 32)")
-    p.add_argument("--batch", type=positive_int, nargs="+", default=[16],
+    p.add_argument("--size", type=INPUT_SIDE, default=416, help="input size (multiple of 32)")
+    p.add_argument("--batch", type=BATCH, nargs="+", default=[16],
                    help="global batch size(s) (default 16; on a GPU: 16 32 64)")
-    p.add_argument("--steps", type=positive_int, default=5, help="timed steps after two warm-up steps")
+    p.add_argument("--steps", type=COUNT, default=5, help="timed steps after two warm-up steps")
     p.add_argument("--precision", choices=["float32", "mixed_bfloat16", "auto"], default="float32",
                    help="dtype policy of every contender (auto: mixed_bfloat16; default float32)")
     p.add_argument("--no-detect", action="store_true", help="training rows only")
     p.add_argument("--dry-run", action="store_true", help="the same script at 64 px, batch 2, one "
                    "step: check it on a CPU before a GPU machine runs it")
-    p.add_argument("--json", help="also write the rows to this JSON file")
+    p.add_argument("--json", type=OutputPath("file"), help="also write the rows to this JSON file")
 
 
 def _inference_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cfg", help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
+    p.add_argument("--cfg", type=InputPath(text=True), help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
                                  "of --variant, written from the registry)")
     add_variant_argument(p, default="yolov3", help="variant whose cfg to use without --cfg")
-    p.add_argument("--weights", help="Darknet weights of --cfg, e.g. ../shared/darknet/"
+    p.add_argument("--weights", type=InputPath(), help="Darknet weights of --cfg, e.g. ../shared/darknet/"
                                      "yolov3-tiny.weights (default: random weights; the NMS in the "
                                      "end-to-end rows costs more with the many boxes they find)")
-    p.add_argument("--image", help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
-    p.add_argument("--input-size", type=positive_int, default=416)
-    p.add_argument("--runs", type=positive_int, default=12, help="timed runs per contender and round")
-    p.add_argument("--rounds", type=positive_int, default=2, help="turns each contender takes")
-    p.add_argument("--warmup", type=non_negative_int, default=3)
-    p.add_argument("--score", type=fraction, default=0.3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="also write the figures to this JSON file")
+    p.add_argument("--image", type=InputPath(), help="a JPEG for the end-to-end time (default: a synthetic 640x480 JPEG)")
+    p.add_argument("--input-size", type=INPUT_SIDE, default=416)
+    p.add_argument("--runs", type=COUNT, default=12, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=COUNT, default=2, help="turns each contender takes")
+    p.add_argument("--warmup", type=COUNT0, default=3)
+    p.add_argument("--score", type=FRACTION, default=0.3)
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--json", type=OutputPath("file"), help="also write the figures to this JSON file")
 
 
 def _convert_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cfg", type=Path, help="Darknet cfg (default: the cfg of --variant, written "
+    p.add_argument("--cfg", type=InputPath(text=True), help="Darknet cfg (default: the cfg of --variant, written "
                                             "from the registry)")
     add_variant_argument(p, default="yolov3", help="variant whose cfg to use without --cfg "
                                                    "(default yolov3)")
@@ -129,18 +148,18 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
 
 def _recipe_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default="tiny", help="variant (default tiny)")
-    p.add_argument("--input-size", type=positive_int, default=160, help="input size (default 160)")
-    p.add_argument("--epochs", type=positive_int, default=16, help="epochs for both recipes (default 16)")
-    p.add_argument("--batch-size", type=positive_int, default=8, help="images per replica (default 8)")
-    p.add_argument("--num-images", type=positive_int, default=1000, help="training images (default 1000)")
-    p.add_argument("--val-images", type=positive_int, default=200, help="validation images (default 200)")
-    p.add_argument("--image-size", type=positive_int, default=224, help="synthetic image side (default 224)")
+    p.add_argument("--input-size", type=INPUT_SIDE, default=160, help="input size (default 160)")
+    p.add_argument("--epochs", type=EPOCHS, default=16, help="epochs for both recipes (default 16)")
+    p.add_argument("--batch-size", type=BATCH, default=8, help="images per replica (default 8)")
+    p.add_argument("--num-images", type=COUNT, default=1000, help="training images (default 1000)")
+    p.add_argument("--val-images", type=COUNT, default=200, help="validation images (default 200)")
+    p.add_argument("--image-size", type=IMAGE_SIDE, default=224, help="synthetic image side (default 224)")
     p.add_argument("--style", choices=["solid", "textured", "photo"], default="solid",
                    help="synthetic style: solid (the demo's), textured (harder) or photo "
                         "(realistic: yolo3 synth --style photo)")
-    p.add_argument("--photos", default=None, help="photo style: folder of photographs (default: "
-                   "scikit-image's)")
-    p.add_argument("--batch-sizes", type=positive_int, nargs="+", default=None, metavar="B",
+    p.add_argument("--photos", default=None, type=InputPath("folder"), help="photo style: folder "
+                   "of photographs (default: scikit-image's)")
+    p.add_argument("--batch-sizes", type=BATCH, nargs="+", default=None, metavar="B",
                    help="train each recipe at each of these per-replica batch sizes (default: "
                         "--batch-size)")
     p.add_argument("--anchors", choices=["default", "kmeans"], default="default",
@@ -148,98 +167,110 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                         "(as a user would compute them)")
     p.add_argument("--peer", choices=["ultralytics"], default=None,
                    help="also train the peer on the same data and score it alike")
-    p.add_argument("--peer-python", default=None,
+    p.add_argument("--peer-python", default=None, type=InputPath(),
                    help="the Python of an environment with ultralytics installed")
-    p.add_argument("--threads", type=positive_int, default=None,
+    p.add_argument("--threads", type=Number(int, 1, 1024), default=None,
                    help="CPU threads for the peer (default: the cores yolo3 uses)")
     p.add_argument("--augment", choices=["full", "light", "none"], default="light",
                    help="augmentation for both (default light, the 0.2 demo's)")
-    p.add_argument("--cpu-replicas", type=non_negative_int, default=2, help="logical CPU replicas through the "
+    p.add_argument("--cpu-replicas", type=REPLICAS0, default=2, help="logical CPU replicas through the "
                    "wrapper, as the demo (0: one device)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated data, the peer and "
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the generated data, the peer and "
                    "the training (default 0)")
-    p.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
+    p.add_argument("--seeds", type=SEED, nargs="+", default=None, metavar="S",
                    help="train each recipe once per training seed and print the spread of its "
                         "final mAP (default: --seed alone)")
-    p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
-                   "classes.txt) instead of generating one")
+    p.add_argument("--data", default=None, type=InputPath("folder"), help="an existing dataset "
+                   "folder (train.txt, val.txt, classes.txt) instead of generating one")
     p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
     p.add_argument("--extra", nargs="*", default=[], metavar="KEY=VALUE",
+                   type=Text(pattern=r"[a-z_]+=.*", pattern_words="KEY=VALUE, a setting of "
+                             "yolo3 train by name", example="lr=0.01"),
                    help="settings of yolo3 train by name for the new recipe, each read as its "
                         "type (e.g. lr=0.006 ema=false multi_scale=[160,224] weights=w.keras), "
                         "to measure one choice against the defaults")
-    p.add_argument("--plot", default=None, help="write mAP@0.5:0.95 over time to this PNG")
-    p.add_argument("--json", default=None, help="write the curves to this JSON file")
+    p.add_argument("--plot", default=None, type=OutputPath("file"), help="write mAP@0.5:0.95 over time to this PNG")
+    p.add_argument("--json", default=None, type=OutputPath("file"),
+                   help="write the curves to this JSON file")
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default=["yolov3", "tiny"], many=True, help="variants to time")
-    p.add_argument("--input-size", type=positive_int, default=416)
-    p.add_argument("--darknet-dir", default=os.path.join("..", "shared", "darknet"),
-                   help="folder with yolov3-tiny.cfg / .weights (real weights for tiny when there)")
-    p.add_argument("--calibration", default=None, help="int8 calibration images: annotation file "
-                   "or folder (default: synthetic images)")
-    p.add_argument("--calibration-images", type=positive_int, default=32)
-    p.add_argument("--runs", type=positive_int, default=10, help="timed runs per contender and round")
-    p.add_argument("--rounds", type=positive_int, default=2)
-    p.add_argument("--warmup", type=non_negative_int, default=3)
+    p.add_argument("--input-size", type=INPUT_SIDE, default=416)
+    p.add_argument("--darknet-dir", default=None, type=InputPath("folder"),
+                   help="folder with yolov3-tiny.cfg / .weights (real weights for tiny when there; "
+                   "default: ../shared/darknet, where it exists)")
+    p.add_argument("--calibration", default=None, type=InputPath("any"), help="int8 calibration "
+                   "images: annotation file or folder (default: synthetic images)")
+    p.add_argument("--calibration-images", type=COUNT, default=32)
+    p.add_argument("--runs", type=COUNT, default=10, help="timed runs per contender and round")
+    p.add_argument("--rounds", type=COUNT, default=2)
+    p.add_argument("--warmup", type=COUNT0, default=3)
     p.add_argument("--force-bf16", action="store_true", help="time Keras bfloat16 even where it "
                    "is emulated")
-    p.add_argument("--trained", default=None, help="a trained .keras model for the accuracy table")
-    p.add_argument("--annotations", default=None, help="held-out annotations for --trained (also "
+    p.add_argument("--trained", default=None, type=InputPath(), help="a trained .keras model for the accuracy table")
+    p.add_argument("--annotations", default=None, type=InputPath("any", text=True),
+                   help="held-out annotations for --trained (also "
                    "a YOLO-layout image folder or list)")
-    p.add_argument("--data", default=None, help="a data.yaml or obj.data: its val split is the "
+    p.add_argument("--data", default=None, type=InputPath(text=True),
+                   help="a data.yaml or obj.data: its val split is the "
                    "held-out set for --trained")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0)
 
 
 def _tiles_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default="tiny-af", help="variant (default tiny-af)")
-    p.add_argument("--input-size", type=positive_int, default=320, help="input size (default 320)")
-    p.add_argument("--epochs", type=positive_int, default=12, help="epochs of each contender")
-    p.add_argument("--batch-size", type=positive_int, default=8)
-    p.add_argument("--num-images", type=positive_int, default=160, help="training images")
-    p.add_argument("--val-images", type=positive_int, default=40, help="validation images")
-    p.add_argument("--image-size", type=positive_int, nargs=2, default=[1080, 1920],
+    p.add_argument("--input-size", type=INPUT_SIDE, default=320, help="input size (default 320)")
+    p.add_argument("--epochs", type=EPOCHS, default=12, help="epochs of each contender")
+    p.add_argument("--batch-size", type=BATCH, default=8)
+    p.add_argument("--num-images", type=COUNT, default=160, help="training images")
+    p.add_argument("--val-images", type=COUNT, default=40, help="validation images")
+    p.add_argument("--image-size", type=IMAGE_SIDE, nargs=2, default=[1080, 1920],
                    metavar=("H", "W"), help="image size (default 1080 1920)")
-    p.add_argument("--min-px", type=positive_float, default=8.0, help="smallest object side")
-    p.add_argument("--max-px", type=positive_float, default=40.0, help="largest object side")
-    p.add_argument("--max-objects", type=positive_int, default=12, help="objects per image at most")
-    p.add_argument("--class-shares", type=positive_float, nargs="+", default=None, metavar="W",
+    p.add_argument("--min-px", type=OBJECT_SIDE, default=8.0, help="smallest object side")
+    p.add_argument("--max-px", type=OBJECT_SIDE, default=40.0, help="largest object side")
+    p.add_argument("--max-objects", type=Number(int, 1, 1000), default=12,
+                   help="objects per image at most")
+    p.add_argument("--class-shares", type=WEIGHT, nargs="+", default=None, metavar="W",
                    help="how often each class is drawn (default: all alike)")
-    p.add_argument("--photos", default=None, help="folder of photographs (default: "
-                   "scikit-image's)")
-    p.add_argument("--data", default=None, help="an existing dataset folder (train.txt, val.txt, "
-                   "classes.txt) instead of generating one")
-    p.add_argument("--tile", default="auto", help="tile size in pixels, or auto (the size yolo3 "
-                   "check suggests; default)")
-    p.add_argument("--overlap", type=fraction, default=0.2, help="tile overlap (default 0.2)")
-    p.add_argument("--peer-python", default=None, help="the Python of an environment with "
-                   "ultralytics and sahi: the peer trains on whole images and slices with SAHI")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.add_argument("--photos", default=None, type=InputPath("folder"), help="folder of "
+                   "photographs (default: scikit-image's)")
+    p.add_argument("--data", default=None, type=InputPath("folder"), help="an existing dataset "
+                   "folder (train.txt, val.txt, classes.txt) instead of generating one")
+    p.add_argument("--tile", default="auto", type=TILE_OR_AUTO, help="tile size in pixels, or "
+                   "auto (the size yolo3 check suggests; default)")
+    p.add_argument("--overlap", type=OVERLAP, default=0.2, help="tile overlap (default 0.2)")
+    p.add_argument("--peer-python", default=None, type=InputPath(), help="the Python of an "
+                   "environment with ultralytics and sahi: the peer trains on whole images and "
+                   "slices with SAHI")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--json", default=None, type=OutputPath("file"),
+                   help="also write the figures to this JSON file")
 
 
 def _balance_arguments(p: argparse.ArgumentParser) -> None:
     add_variant_argument(p, default="tiny-af", help="variant (default tiny-af)")
-    p.add_argument("--input-size", type=positive_int, default=192, help="input size (default 192)")
-    p.add_argument("--epochs", type=positive_int, default=10)
-    p.add_argument("--batch-size", type=positive_int, default=16)
-    p.add_argument("--num-images", type=positive_int, default=600, help="training images per set")
-    p.add_argument("--val-images", type=positive_int, default=150, help="held-out images per set")
-    p.add_argument("--rare-share", type=fraction, default=0.05, help="the rare class's share of "
+    p.add_argument("--input-size", type=INPUT_SIDE, default=192, help="input size (default 192)")
+    p.add_argument("--epochs", type=EPOCHS, default=10)
+    p.add_argument("--batch-size", type=BATCH, default=16)
+    p.add_argument("--num-images", type=COUNT, default=600, help="training images per set")
+    p.add_argument("--val-images", type=COUNT, default=150, help="held-out images per set")
+    p.add_argument("--rare-share", type=Number(float, 0.0, 1.0, lo_open=True, hi_open=True),
+                   default=0.05, help="the rare class's share of "
                    "the objects (default 0.05)")
-    p.add_argument("--sets", type=positive_int, default=2, help="sets, seeds --seed, --seed+1 ...")
-    p.add_argument("--data", nargs="+", default=None, help="existing dataset folders (train.txt, "
+    p.add_argument("--sets", type=Number(int, 1, 100), default=2, help="sets, seeds --seed, --seed+1 ...")
+    p.add_argument("--data", nargs="+", default=None, type=InputPath("folder"),
+                   help="existing dataset folders (train.txt, "
                    "val.txt, classes.txt) instead of generated sets")
     p.add_argument("--contenders", nargs="+", default=["none", "weights", "repeat", "focal"],
                    choices=["none", "weights", "repeat", "focal"],
                    help="none, weights (--class-weights auto), repeat (--repeat-threshold 0.5), "
                    "focal (--focal-gamma 2)")
-    p.add_argument("--photos", default=None, help="folder of photographs (default: "
-                   "scikit-image's)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.add_argument("--photos", default=None, type=InputPath("folder"), help="folder of "
+                   "photographs (default: scikit-image's)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--json", default=None, type=OutputPath("file"),
+                   help="also write the figures to this JSON file")
 
 
 # name -> (the module whose run(args) runs it, its description, its arguments)
@@ -286,7 +317,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q = sub.add_parser(name, help=description)
         make_parser(f"{NAME} {name}", description, parser=q)
         arguments(q)
-        q.set_defaults(benchmark_module=module)
+        q.set_defaults(benchmark_module=module, command_parser=q)
 
 
 def _check_export(args: argparse.Namespace) -> None:

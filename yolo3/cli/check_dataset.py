@@ -19,10 +19,11 @@ from yolo3.cli.common import (
     add_input_size_argument,
     add_source_arguments,
     annotation_sources,
-    non_negative_int,
+    protect_inputs,
     run_command,
     show_progress,
 )
+from yolo3.cli.flags import SEED, InputPath, Number, OutputPath
 from yolo3.data.annotations import Record
 
 NAME = "check"
@@ -31,6 +32,7 @@ DESCRIPTION = ("Check a dataset: read every annotation and image header, print s
 
 
 DRAWN_PATTERN = "[0-9][0-9][0-9]_*.png"  # what --draw writes into --draw-dir
+DRAW_DIR = "dataset_check"  # --draw-dir's default
 
 
 def draw_records(records: Sequence[Record], names: Sequence[str], folder) -> List[str]:
@@ -117,13 +119,17 @@ def _stats(records: Sequence[Record], names: Sequence[str], input_hw=(416, 416))
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "text / VOC / COCO annotations", split=None)
-    p.add_argument("--classes", help="classes file (COCO and data files bring their own)")
-    p.add_argument("--images", help="image folder (COCO; default: guessed from the JSON path)")
+    p.add_argument("--classes", type=InputPath(text=True),
+                   help="classes file (COCO and data files bring their own)")
+    p.add_argument("--images", type=InputPath("folder"),
+                   help="image folder (COCO; default: guessed from the JSON path)")
     p.add_argument("--include-difficult", action="store_true")
     p.add_argument("--include-crowd", action="store_true")
-    p.add_argument("--draw", type=non_negative_int, default=0, help="draw the boxes of N random images")
-    p.add_argument("--draw-dir", default="dataset_check", help="folder for the drawn PNG files")
-    p.add_argument("--seed", type=int, default=0, help="seed choosing the images to draw")
+    p.add_argument("--draw", type=Number(int, 0, 100_000), default=0,
+                   help="draw the boxes of N random images")
+    p.add_argument("--draw-dir", type=OutputPath("folder"), default=None,
+                   help=f"folder for the drawn PNG files (default {DRAW_DIR})")
+    p.add_argument("--seed", type=SEED, default=0, help="seed choosing the images to draw")
     add_input_size_argument(p, 416, "the network input size the tile suggestion is for: one side "
                                     "or HEIGHT WIDTH (default 416)")
     add_exist_ok_argument(p)
@@ -137,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
     folder = None
     if args.draw:
         from yolo3.core.ownership import OutputFolder
-        from yolo3.core.paths import check_outputs
-        check_outputs(dirs=[("--draw-dir", args.draw_dir)], inputs=[args.annotations, args.data])
+        args.draw_dir = args.draw_dir or DRAW_DIR
+        protect_inputs(args)  # now that --draw-dir has its default
         folder = OutputFolder(args.draw_dir, "--draw-dir", args.exist_ok, [DRAWN_PATTERN])
     sources, names = annotation_sources(args)
     if args.classes:
@@ -162,15 +168,17 @@ def run(args: argparse.Namespace) -> int:
     if res.skipped_difficult or res.skipped_crowd:
         print(f"skipped: {res.skipped_difficult} difficult, {res.skipped_crowd} crowd boxes")
     if args.draw and res.records:
+        protect_inputs(args, [r.path for r in res.records])
         rng = np.random.default_rng(args.seed)
         pick = rng.choice(len(res.records), size=min(args.draw, len(res.records)), replace=False)
         with folder:
             files = draw_records([res.records[i] for i in sorted(pick)], names, folder)
         print(f"drew {len(files)} images into {args.draw_dir}")
-    for p in res.problems:
+    problems = res.problems + res.portability  # a list other tools cannot read is one too
+    for p in problems:
         print(f"problem: {p}", file=sys.stderr)
-    if res.problems:
-        raise CommandFailed(f"{len(res.problems)} problems")
+    if problems:
+        raise CommandFailed(f"{len(problems)} problems")
     print("no problems")
     return 0
 

@@ -10,29 +10,37 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import run_command
+from yolo3.cli.common import protect_inputs, run_command
+from yolo3.cli.flags import InputPath, OutputPath
 
 NAME = "coco"
 DESCRIPTION = "COCO instances JSON -> keras-yolo3 text annotations and a classes file."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--annotations", required=True, help="COCO instances_*.json")
-    p.add_argument("--images", required=True, help="folder holding the images")
-    p.add_argument("--out", required=True, help="text annotation file to write")
-    p.add_argument("--classes-out", help="classes file to write (names sorted by category id)")
+    p.add_argument("--annotations", required=True, type=InputPath(text=True),
+                   help="COCO instances_*.json")
+    p.add_argument("--images", required=True, type=InputPath("folder"),
+                   help="folder holding the images")
+    p.add_argument("--out", required=True, type=OutputPath("file"),
+                   help="text annotation file to write")
+    p.add_argument("--classes-out", type=OutputPath("file"),
+                   help="classes file to write (names sorted by category id)")
     p.add_argument("--include-crowd", action="store_true", help="keep iscrowd annotations")
     p.add_argument("--no-check-images", action="store_true", help="do not open the images")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.core.paths import check_outputs
-    from yolo3.data.annotations import coco_class_names, load_annotations, write_annotations
+    from yolo3.data.annotations import (
+        coco_class_names,
+        load_annotations,
+        write_annotations,
+    )
     from yolo3.data.class_names import write_classes
-    check_outputs([("--out", args.out), ("--classes-out", args.classes_out)], [args.annotations])
     names = coco_class_names(args.annotations)
     records = load_annotations(args.annotations, include_crowd=args.include_crowd,
                                check_images=not args.no_check_images, image_dir=args.images)
+    protect_inputs(args, [r.path for r in records])
     write_annotations(args.out, records)
     if args.classes_out:
         write_classes(args.classes_out, names)

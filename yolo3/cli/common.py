@@ -15,13 +15,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import math
 import os
 import signal
 import sys
 import threading
 from typing import Callable, Dict, Iterator, Optional, Sequence
 
+from yolo3.cli.flags import (
+    COUNT,
+    COUNT0,
+    FRACTION,
+    INPUT_SIDE,
+    OVERLAP,
+    POSITIVE,
+    TILE,
+    InputPath,
+    check_environment,
+    declared_paths,
+)
+from yolo3.cli.relations import check_distinct_outputs, check_relations, command_of
 from yolo3.core.errors import word_settings
 from yolo3.core.log import NOTICE
 
@@ -32,16 +44,26 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
-           "Terminated", "make_parser", "run_command", "execute", "error", "warn",
+           "Terminated", "Parser", "make_parser", "run_command", "execute", "error", "warn",
            "configure_logging", "add_model_arguments", "add_variant_argument",
            "add_precision_argument", "add_exist_ok_argument", "add_threshold_arguments",
            "model_choices", "fraction", "positive_int", "non_negative_int", "positive_float",
-           "MAX_MESSAGE", "capped", "terminate_as_interrupt"]
+           "MAX_MESSAGE", "capped", "terminate_as_interrupt", "check_arguments",
+           "protect_inputs", "SideOrHeightWidth", "parse_or_exit_code"]
 MAX_MESSAGE = 2000  # characters of an error message shown; the rest is counted, not printed
 
 
 def prog(name: str) -> str:
     return f"yolo3 {name}"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with yolo3's one error format: a refused argument is one line,
+    ``yolo3 <command>: error: argument --flag: reason`` (``--help`` shows the usage), exit 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {capped(message)} ({self.prog} --help "
+                                  "lists the flags)\n")
 
 
 def make_parser(name: str, description: str, epilog: Optional[str] = None,
@@ -50,7 +72,7 @@ def make_parser(name: str, description: str, epilog: Optional[str] = None,
     kwargs = dict(description=description, epilog=epilog,
                   formatter_class=argparse.RawDescriptionHelpFormatter)
     if parser is None:
-        parser = argparse.ArgumentParser(prog=prog(name), **kwargs)
+        parser = Parser(prog=prog(name), **kwargs)
     else:
         parser.description, parser.epilog = description, epilog
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -157,12 +179,15 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
             args: argparse.Namespace) -> int:
     """Run a command's ``run(args)`` and map what it raises to a message and an exit code."""
     from yolo3.core.errors import CommandFailed, Yolo3Error
+    if getattr(args, "parser", None) is not None:  # a benchmark's refusals name it whole
+        name = command_of(args.parser)
     configure_logging(name, getattr(args, "quiet", False), getattr(args, "verbose", False),
                       getattr(args, "parser", None))
     from yolo3.cli.quiet import quiet_tensorflow
     loud = getattr(args, "verbose", False) or getattr(args, "debug", False)
     try:
         with terminate_as_interrupt(), quiet_tensorflow(not loud):
+            check_arguments(args)
             code = run(args)
         return EXIT_OK if code is None else int(code)
     except CommandFailed as e:
@@ -188,6 +213,36 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
         return EXIT_FAILED
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Everything about a command's arguments refused before any work and before a backend is
+    imported, beside what argparse's declared types refused while parsing
+    (:mod:`yolo3.cli.flags`): the environment variables yolo3 reads, the relations between the
+    flags (:mod:`yolo3.cli.relations`), outputs that differ, and no output over an input
+    (:func:`protect_inputs`)."""
+    check_environment()
+    parser = getattr(args, "parser", None)
+    if parser is None:
+        return
+    check_relations(parser, args)
+    check_distinct_outputs(parser, args)
+    protect_inputs(args)
+
+
+def protect_inputs(args: argparse.Namespace, more: Sequence[Optional[str]] = ()) -> None:
+    """The one check of a command's outputs against what it reads: every declared output flag
+    of ``args`` against every declared input flag and ``more`` (the images an annotation file
+    lists, the files of an input folder): none may be an input, hold one, or (a folder) lie
+    inside an input folder (:func:`yolo3.core.paths.check_outputs`)."""
+    from yolo3.core.paths import check_outputs
+    parser = getattr(args, "parser", None)
+    if parser is None:
+        return
+    outputs, inputs = declared_paths(parser, args)
+    check_outputs(files=[(flag, path) for flag, path, kind in outputs if kind == "file"],
+                  dirs=[(flag, path) for flag, path, kind in outputs if kind == "folder"],
+                  inputs=inputs + [p for p in more if p is not None])
+
+
 def _worded(e: Exception, parser: Optional[argparse.ArgumentParser]) -> object:
     """A :class:`yolo3.core.errors.SettingError` worded with this command's flags (the setting
     ``batch_size`` is the flag whose destination it is, ``--batch-size``); other errors as they are."""
@@ -210,9 +265,20 @@ def run_command(name: str, description: str, add_arguments: Callable[[argparse.A
     """Parse ``argv`` for command ``name`` and :func:`execute` it (the console scripts' ``main``)."""
     parser = make_parser(name, description, epilog)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    args.parser = parser
+    args = parse_or_exit_code(parser, argv)
+    if isinstance(args, int):
+        return args
+    args.parser = getattr(args, "command_parser", None) or parser
     return execute(name, run, args)
+
+
+def parse_or_exit_code(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]):
+    """``parser.parse_args(argv)``, or the exit code argparse would exit with (2 for a value its
+    declaration refuses, 0 after ``--help``): ``main(argv)`` returns a code, never exits."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_BAD_INPUT)
 
 
 def model_choices() -> list:
@@ -256,11 +322,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, model_help: str,
                         required: bool = True) -> None:
     """``--model PATH`` and the overrides of what the model carries: ``--anchors``, ``--classes``,
     ``--variant`` (for ``.weights.h5``; ``--model-type`` is its old spelling), ``--input-size``."""
-    parser.add_argument("--model", required=required, help=model_help)
-    parser.add_argument("--anchors", help="anchors file (default: the anchors the model carries, "
-                                          "else the file beside it)")
-    parser.add_argument("--classes", help="classes file (default: the class names the model "
-                                          "carries, else classes.txt beside it)")
+    parser.add_argument("--model", required=required, type=InputPath("any"), help=model_help)
+    parser.add_argument("--anchors", type=InputPath(text=True),
+                        help="anchors file (default: the anchors the model carries, else the "
+                             "file beside it)")
+    parser.add_argument("--classes", type=InputPath(text=True),
+                        help="classes file (default: the class names the model carries, else "
+                             "classes.txt beside it)")
     add_variant_argument(parser, old="--model-type",
                          help="variant of a .weights.h5 file (default: from the anchor count)")
     add_input_size_argument(parser, None, "network input size: one side (square) or HEIGHT "
@@ -295,10 +363,12 @@ def add_source_arguments(parser: argparse.ArgumentParser, annotations_help: str,
     """``--annotations`` or ``--data`` (one of them), and ``--split``: which split of ``--data``
     (``split`` by default; None: every split)."""
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--annotations", help=annotations_help + "; also a YOLO-layout image folder "
-                       "or image-list file (labels in labels/ or beside the images)")
-    group.add_argument("--data", help="a data.yaml (Ultralytics) or obj.data (Darknet): its "
-                       "--split sources and its class names")
+    group.add_argument("--annotations", type=InputPath("any", text=True),
+                       help=annotations_help + "; also a YOLO-layout image folder or image-list "
+                       "file (labels in labels/ or beside the images)")
+    group.add_argument("--data", type=InputPath(text=True),
+                       help="a data.yaml (Ultralytics) or obj.data (Darknet): its --split "
+                       "sources and its class names")
     parser.add_argument("--split", choices=("train", "val", "test"), default=split,
                         help=f"the split of --data to read (default: {split or 'every split'})")
 
@@ -314,65 +384,30 @@ def annotation_sources(args: argparse.Namespace):
     return [s for split in dataset.splits for s in dataset.splits[split]], dataset.names
 
 
-class _InputSize(argparse.Action):
-    """``--input-size S`` (an int: square) or ``--input-size H W`` (a ``(h, w)`` tuple)."""
+class SideOrHeightWidth(argparse.Action):
+    """``--flag S`` (an int: square) or ``--flag H W`` (a ``(h, w)`` tuple)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         if len(values) not in (1, 2):
-            parser.error(f"{option_string}: give one side or HEIGHT WIDTH, got {len(values)} "
-                         "numbers")
+            parser.error(f"argument {option_string}: give one side or HEIGHT WIDTH, got "
+                         f"{len(values)} numbers")
         setattr(namespace, self.dest, values[0] if len(values) == 1 else tuple(values))
 
 
 def add_input_size_argument(parser: argparse.ArgumentParser, default, help: str) -> None:
-    """``--input-size SIZE`` or ``--input-size HEIGHT WIDTH`` (an int or an ``(h, w)`` tuple)."""
-    parser.add_argument("--input-size", type=int, nargs="+", action=_InputSize, default=default,
-                        metavar="SIZE", help=help)
+    """``--input-size SIZE`` or ``--input-size HEIGHT WIDTH`` (an int or an ``(h, w)`` tuple;
+    each side a multiple of 32, :data:`yolo3.cli.flags.INPUT_SIDE`)."""
+    parser.add_argument("--input-size", type=INPUT_SIDE, nargs="+", action=SideOrHeightWidth,
+                        default=default, metavar="SIZE", help=help)
 
 
-# ------------------------------------------------------------------------ checked numeric flags
+# ---------------------------------------------------- the old names of declared numeric types
 
-
-def _number(text: str, kind: type, what: str):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """An argparse type: a finite number from 0 to 1 (a score or IoU threshold, a share)."""
-    value = _number(text, float, "a number from 0 to 1")
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    value = _number(text, int, "a whole number >= 1")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: a whole number >= 0."""
-    value = _number(text, int, "a whole number >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    value = _number(text, float, "a number > 0")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
+fraction = FRACTION  # a finite number from 0 to 1 (a score or IoU threshold, a share)
+positive_int = COUNT  # a whole number from 1
+non_negative_int = COUNT0  # a whole number from 0
+positive_float = POSITIVE  # a finite number above 0
+tile_overlap = OVERLAP  # a tile overlap
 
 
 def add_threshold_arguments(parser: argparse.ArgumentParser, score: float = 0.3,
@@ -394,15 +429,7 @@ def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
                              "are replaced (default: such a folder is refused)")
 
 
-def tile_overlap(text: str) -> float:
-    """An argparse type: a tile overlap, a number from 0 up to (not including) 1."""
-    value = _number(text, float, "a number from 0 up to 1 (not 1)")
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 up to 1 (not 1), got {text}")
-    return value
-
-
-# the defaults of the flags that shape sliced inference (given without --tile, they are refused)
+# the defaults of the flags that shape sliced inference
 TILE_DEFAULTS = {"overlap": 0.2, "merge": "nms", "no_whole_image": False}
 
 
@@ -411,13 +438,14 @@ def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") ->
     inference (:class:`yolo3.inference.tiled.TiledDetector`)."""
     from yolo3.ops.tiles import MERGE_METHODS
     group = parser.add_argument_group("sliced inference (small objects in large images)")
-    group.add_argument("--tile", type=positive_int, default=None, metavar="SIZE",
+    group.add_argument("--tile", type=TILE, default=None, metavar="SIZE",
                        help=f"{what} on overlapping tiles of SIZE x SIZE pixels cut from each "
                             "image at its own resolution, plus the whole image, and merge "
                             "(default: the whole image only)")
-    group.add_argument("--overlap", type=tile_overlap, default=TILE_DEFAULTS["overlap"],
-                       help="with --tile: the share of a tile that neighbours overlap, 0 to <1 "
-                            "(default 0.2; objects up to that many pixels lie whole in a tile)")
+    group.add_argument("--overlap", type=OVERLAP, default=TILE_DEFAULTS["overlap"],
+                       help="with --tile: the share of a tile that neighbours overlap, 0 to "
+                            "0.75 (default 0.2; objects up to that many pixels lie whole in a "
+                            "tile)")
     group.add_argument("--merge", choices=list(MERGE_METHODS), default=TILE_DEFAULTS["merge"],
                        help="with --tile: how the views' boxes merge: nms (default; per class, at "
                             "--iou) or wbf (weighted box fusion: boxes averaged by score)")
@@ -426,21 +454,10 @@ def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") ->
                             "as pieces and merged)")
 
 
-def check_tile_arguments(args: argparse.Namespace) -> None:
-    """Refuses ``--overlap``, ``--merge`` or ``--no-whole-image`` without ``--tile``."""
-    if args.tile is not None:
-        return
-    given = ["--" + name.replace("_", "-") for name, default in TILE_DEFAULTS.items()
-             if getattr(args, name) != default]
-    if given:
-        from yolo3.core.errors import ArgumentError
-        raise ArgumentError(f"{', '.join(given)} set how tiles are cut and merged: give --tile SIZE")
-
-
 def tiled_detector(detector, args: argparse.Namespace):
     """``detector`` sliced as ``--tile``, ``--overlap``, ``--merge``, ``--no-whole-image`` say
-    (unchanged without ``--tile``)."""
-    check_tile_arguments(args)
+    (unchanged without ``--tile``; the flags that shape the tiles need it:
+    :mod:`yolo3.cli.relations`)."""
     if args.tile is None:
         return detector
     from yolo3.inference.tiled import TiledDetector

@@ -15,7 +15,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import add_variant_argument, positive_int, run_command, show_progress
+from yolo3.cli.common import add_variant_argument, run_command, show_progress
+from yolo3.cli.flags import INPUT_SIDE, InputPath, Number, OutputPath, Text
 
 NAME = "convert"
 DESCRIPTION = ("Convert Darknet cfg+weights to a Keras body (CFG WEIGHTS OUT.keras|OUT.weights.h5), "
@@ -24,26 +25,29 @@ DESCRIPTION = ("Convert Darknet cfg+weights to a Keras body (CFG WEIGHTS OUT.ker
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("src", help="Darknet .cfg (import), Keras .keras model (export) or keras-yolo3 "
+    p.add_argument("src", type=InputPath(), help="Darknet .cfg (import), Keras .keras model (export) or keras-yolo3 "
                                ".h5 (migrate)")
-    p.add_argument("second", help="Darknet .weights (import), output .cfg (export) or output "
+    p.add_argument("second", type=Text(4096), help="Darknet .weights (import), output .cfg (export) or output "
                                   ".keras (migrate)")
-    p.add_argument("out", nargs="?", help=".keras / .weights.h5 (import) or output .weights "
+    p.add_argument("out", nargs="?", type=OutputPath("file"), help=".keras / .weights.h5 (import) or output .weights "
                                           "(export)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar while reading")
-    p.add_argument("--classes", help="import / migrate: class names to store in the .keras model "
+    p.add_argument("--classes", type=InputPath(text=True), help="import / migrate: class names to store in the .keras model "
                                      "(one per line, as many as the model's classes)")
-    p.add_argument("--anchors", help="export / migrate: anchors file (default: what the model "
+    p.add_argument("--anchors", type=InputPath(text=True), help="export / migrate: anchors file (default: what the model "
                                      "carries, else the variant's COCO anchors)")
     add_variant_argument(p, old="--model-type", help="migrate: the variant of the .h5 (default: "
                          "from its layers)")
-    p.add_argument("--masks", help="export: masks per output, largest stride first, e.g. "
+    p.add_argument("--masks", type=Text(pattern=r"[0-9]+(,[0-9]+)*(/[0-9]+(,[0-9]+)*)*",
+                                        pattern_words="masks such as 6,7,8/3,4,5/0,1,2",
+                                        example="3,4,5/0,1,2"),
+                   help="export: masks per output, largest stride first, e.g. "
                                    "'3,4,5/0,1,2' (default: what the model carries, else the "
                                    "default masks)")
-    p.add_argument("--num-classes", type=positive_int, help="export: class count (default: from the model)")
-    p.add_argument("--width", type=positive_int, help="export: [net] width (default: the model's input "
+    p.add_argument("--num-classes", type=Number(int, 1, 100_000), help="export: class count (default: from the model)")
+    p.add_argument("--width", type=INPUT_SIDE, help="export: [net] width (default: the model's input "
                                              "size, else 416)")
-    p.add_argument("--height", type=positive_int, help="export: [net] height (default: as --width)")
+    p.add_argument("--height", type=INPUT_SIDE, help="export: [net] height (default: as --width)")
 
 
 def _import(args) -> int:
@@ -118,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.core.paths import check_outputs
     if args.src.endswith(".cfg"):
         check_outputs([("OUT", args.out)], [args.src, args.second, args.classes])
+        from yolo3.checkpoint.metadata import check_sidecars
+        check_sidecars(args.out, "OUT")  # OUT.anchors.txt, OUT.masks.json: written beside it
     else:
         check_outputs([("OUT.cfg", args.second), ("OUT.weights", args.out)],
                       [args.src, args.classes, args.anchors])

@@ -26,13 +26,12 @@ from yolo3.cli.common import (
     add_precision_argument,
     add_threshold_arguments,
     add_tile_arguments,
-    check_tile_arguments,
-    non_negative_int,
-    positive_int,
+    protect_inputs,
     run_command,
     show_progress,
     tiled_detector,
 )
+from yolo3.cli.flags import BATCH, COUNT0, MediaSource, OutputPath, Text
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -46,20 +45,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, "a .keras model (it carries its anchors and classes), .weights.h5 "
                            "template weights, a keras-yolo3 .h5, or an exported .tflite, .onnx, "
                            "OpenVINO IR (.xml or its folder) or SavedModel folder")
-    p.add_argument("--input", required=True,
+    p.add_argument("--input", required=True, type=MediaSource(),
                    help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
-    p.add_argument("--output", required=True, help="folder for annotated images / video")
-    p.add_argument("--json", help="write detections to this JSON file")
+    p.add_argument("--output", required=True, type=OutputPath("folder"),
+                   help="folder for annotated images / video")
+    p.add_argument("--json", type=OutputPath("file"), help="write detections to this JSON file")
     add_threshold_arguments(p)
-    p.add_argument("--batch-size", type=positive_int, default=1,
+    p.add_argument("--batch-size", type=BATCH, default=1,
                    help="images per forward pass (default 1; on OpenVINO several passes are in "
                         "flight at once)")
     add_precision_argument(p)
     add_engine_argument(p)
-    p.add_argument("--max-frames", type=non_negative_int, default=0, help="stop a video/webcam after N frames (0: all)")
-    p.add_argument("--fourcc", default="mp4v", help="OpenCV video codec for the annotated video")
+    p.add_argument("--max-frames", type=COUNT0, default=0,
+                   help="stop a video/webcam after N frames (0: all)")
+    p.add_argument("--fourcc", default="mp4v", type=Text(length=4, pattern=r"[ -~]{4}",
+                                                          pattern_words="a video codec's code",
+                                                          example="mp4v"),
+                   help="OpenCV video codec for the annotated video (four characters)")
     p.add_argument("--no-draw", action="store_true", help="only write the JSON / label files")
-    p.add_argument("--save-txt", metavar="DIR", help="also write a YOLO-layout label file per "
+    p.add_argument("--save-txt", metavar="DIR", type=OutputPath("folder"), help="also write a YOLO-layout label file per "
                    "image into DIR (class cx cy w h, normalised; an image without detections "
                    "gets an empty file; images sharing a name get NAME_1.txt ...); never the "
                    "input images' own label folder")
@@ -302,6 +306,19 @@ def _planned_outputs(args, kind: str, items: List[str]) -> List[tuple]:
     return planned
 
 
+def _check_tiles(args, image: str) -> None:
+    """Refuse ``--tile`` / ``--overlap`` that would cut ``image`` into too many tiles
+    (:data:`yolo3.ops.tiles.MAX_TILES`); an unreadable image is left to the detection loop."""
+    from yolo3.core.errors import AnnotationError
+    from yolo3.data.images import probe_image
+    from yolo3.ops.tiles import tile_windows
+    try:
+        hw, _ = probe_image(image)
+    except AnnotationError:  # reported, and skipped, where it is read
+        return
+    tile_windows(hw, args.tile, args.overlap)
+
+
 def _escaped(names: Sequence[str]) -> List[str]:
     """File names as ``fnmatch`` patterns matching only themselves."""
     import glob
@@ -310,21 +327,15 @@ def _escaped(names: Sequence[str]) -> List[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Detect; 0 when every input was processed, 1 when some failed (bad arguments raise: 2)."""
-    from yolo3.core.paths import check_outputs
-    check_tile_arguments(args)
     kind, items = classify_input(args.input)
     sources = [] if kind == "webcam" else items
-    input_dirs = [args.input] if kind == "images" and os.path.isdir(args.input) else []
     if args.save_txt and kind == "images":
         _refuse_label_folder_of_inputs(args.save_txt, sources)
     # annotated copies keep the inputs' names: the output folder must not hold any input, nor
     # lie inside an input folder (or the input images' label folder)
-    check_outputs(dirs=[("--output", args.output), ("--save-txt", args.save_txt)],
-                  inputs=sources + input_dirs)
-    check_outputs([("--json", args.json)], sources + [args.model, args.anchors, args.classes])
-    if args.save_conf and not args.save_txt:
-        from yolo3.core.errors import ArgumentError
-        raise ArgumentError("--save-conf adds scores to the --save-txt label files: give --save-txt")
+    protect_inputs(args, sources)
+    if args.tile and kind == "images":  # the first image's tiles, before any output is made
+        _check_tiles(args, sources[0])
     # output folders holding what yolo3 did not write are refused (unless --exist-ok, and never
     # one of the paths written here) before the model loads (yolo3.core.ownership)
     from yolo3.core.ownership import OutputFolder

@@ -25,14 +25,13 @@ from yolo3.cli.common import (
     add_tile_arguments,
     add_variant_argument,
     annotation_sources,
-    check_tile_arguments,
-    fraction,
-    positive_int,
+    protect_inputs,
     run_command,
     show_progress,
     tiled_detector,
     warn,
 )
+from yolo3.cli.flags import BATCH, FRACTION, InputPath, Number, OutputPath
 
 NAME = "evaluate"
 DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of a detection JSON, "
@@ -41,27 +40,27 @@ DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "ground truth: text rows, VOC XML or COCO JSON", split="val")
-    p.add_argument("--classes", help="classes file (default: the class names --model carries; "
+    p.add_argument("--classes", type=InputPath(text=True), help="classes file (default: the class names --model carries; "
                                      "required with --detections)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--detections", help="detection JSON written by yolo3 detect --json")
-    src.add_argument("--model", help="a model to run on the images: .keras, .weights.h5, keras-yolo3 "
+    src.add_argument("--detections", type=InputPath(text=True), help="detection JSON written by yolo3 detect --json")
+    src.add_argument("--model", type=InputPath("any"), help="a model to run on the images: .keras, .weights.h5, keras-yolo3 "
                                      ".h5, or an exported .tflite, .onnx, OpenVINO IR (.xml or its "
                                      "folder) or SavedModel folder")
-    p.add_argument("--anchors", help="anchors file for --model (default: what the model carries)")
+    p.add_argument("--anchors", type=InputPath(text=True), help="anchors file for --model (default: what the model carries)")
     add_input_size_argument(p, None, "network input size for --model: one side or HEIGHT WIDTH "
                                      "(default: the model's)")
     add_variant_argument(p, old="--model-type", help="variant of a .weights.h5 --model")
-    p.add_argument("--score", type=fraction, default=0.001, help="score threshold for --model")
-    p.add_argument("--iou", type=fraction, default=0.45, help="NMS IoU threshold for --model")
-    p.add_argument("--batch-size", type=positive_int, default=4, help="images per forward pass for --model")
+    p.add_argument("--score", type=FRACTION, default=0.001, help="score threshold for --model")
+    p.add_argument("--iou", type=FRACTION, default=0.45, help="NMS IoU threshold for --model")
+    p.add_argument("--batch-size", type=BATCH, default=4, help="images per forward pass for --model")
     add_precision_argument(p)
     add_engine_argument(p)
-    p.add_argument("--save-detections", help="with --model: also write the detection JSON here")
-    p.add_argument("--image-dir", help="image folder for VOC / COCO annotations")
-    p.add_argument("--max-dets", type=positive_int, default=100, help="COCO maxDets per image and class")
-    p.add_argument("--out", required=True, help="write the figures to this JSON file")
-    p.add_argument("--confusion-score", type=fraction, default=None, help="score threshold of the "
+    p.add_argument("--save-detections", type=OutputPath("file"), help="with --model: also write the detection JSON here")
+    p.add_argument("--image-dir", type=InputPath("folder"), help="image folder for VOC / COCO annotations")
+    p.add_argument("--max-dets", type=Number(int, 1, 10_000), default=100, help="COCO maxDets per image and class")
+    p.add_argument("--out", required=True, type=OutputPath("file"), help="write the figures to this JSON file")
+    p.add_argument("--confusion-score", type=FRACTION, default=None, help="score threshold of the "
                    "confusion matrix (default: the confidence of best F1)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots (precision-recall, "
                    "confusion matrix, precision / recall / F1 against confidence)")
@@ -128,19 +127,12 @@ def run(args: argparse.Namespace) -> int:
         load_detection_json,
         save_detection_json,
     )
-    outputs = [("--out", args.out), ("--save-detections", args.save_detections)]
-    if not args.no_plot:
-        stem = os.path.splitext(args.out)[0]
-        outputs += [("--out (its plot)", f"{stem}{suffix}") for suffix in PLOT_SUFFIXES]
-    check_outputs(outputs, [args.annotations, args.data, args.detections, args.model, args.classes,
-                            args.anchors])
     if not args.no_plot:  # plots beside --out: never over a file of the user's
         from yolo3.core.ownership import check_side_files
-        check_side_files([path for _, path in outputs[2:]], "--out", "give --no-plot")
-    check_tile_arguments(args)
-    if args.tile and not args.model:
-        raise ArgumentError("--tile slices the images a --model detects in: --detections are "
-                            "already made")
+        stem = os.path.splitext(args.out)[0]
+        plots = [f"{stem}{suffix}" for suffix in PLOT_SUFFIXES]
+        check_outputs([("--out (its plot)", path) for path in plots], [args.save_detections])
+        check_side_files(plots, "--out", "give --no-plot")
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
     if det is not None:
@@ -158,6 +150,11 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError("--classes (or --data) is required with --detections")
     records = load_annotations(sources, class_names, image_dir=args.image_dir,
                                check_images=det is not None)
+    protect_inputs(args, [r.path for r in records])  # the images read: never an output
+    sized = [r.image_hw for r in records if r.image_hw is not None]
+    if args.tile and sized:  # refused now if an image would need too many tiles
+        from yolo3.ops.tiles import tile_windows
+        tile_windows(max(sized, key=lambda hw: hw[0] * hw[1]), args.tile, args.overlap)
     gt: Dict[str, np.ndarray] = {}
     for r in records:
         boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)

@@ -18,11 +18,11 @@ from yolo3.cli.common import (
     add_exist_ok_argument,
     add_model_arguments,
     add_threshold_arguments,
-    non_negative_int,
-    positive_int,
+    protect_inputs,
     run_command,
     show_progress,
 )
+from yolo3.cli.flags import BATCH, InputPath, Number, OutputPath
 from yolo3.inference.conversion import ONNX_OPSET
 
 NAME = "export"
@@ -35,31 +35,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, "a .keras model, .weights.h5 template weights or a keras-yolo3 .h5")
     add_threshold_arguments(p, score_help="score threshold baked into the model",
                             iou_help="NMS IoU threshold baked into the model")
-    p.add_argument("--max-boxes", type=positive_int, default=100, help="detections per image")
-    p.add_argument("--saved-model", help="write a SavedModel to this folder")
-    p.add_argument("--tflite", help="write a TFLite model to this file")
+    p.add_argument("--max-boxes", type=Number(int, 1, 10_000), default=100,
+                   help="detections per image")
+    p.add_argument("--saved-model", type=OutputPath("folder"),
+                   help="write a SavedModel to this folder")
+    p.add_argument("--tflite", type=OutputPath("file"), help="write a TFLite model to this file")
     p.add_argument("--quantize", choices=["none", "float16", "int8"], default="none",
                    help="TFLite and OpenVINO weights: none (float32), float16, or int8 "
                         "(weights and activations, calibrated on --calibration; OpenVINO's by "
                         "NNCF)")
-    p.add_argument("--calibration", help="int8 calibration images: an annotation file (text, VOC, "
+    p.add_argument("--calibration", type=InputPath("any"), help="int8 calibration images: an annotation file (text, VOC, "
                                          "COCO) or a folder of images; also the export check's "
                                          "images")
-    p.add_argument("--calibration-images", type=positive_int, default=100,
+    p.add_argument("--calibration-images", type=Number(int, 1, 100_000), default=100,
                    help="at most this many calibration images (a seeded sample)")
     p.add_argument("--tflite-input", choices=["uint8", "int8", "float32"], default="uint8",
                    help="TFLite input type: uint8 RGB 0..255 (default), int8 (int8 models), "
                         "float32 RGB in [0, 1]")
-    p.add_argument("--tflite-batch", type=positive_int, default=1, help="fixed TFLite batch size")
-    p.add_argument("--onnx", help=f"write an ONNX model to this file (opset {ONNX_OPSET}, needs "
+    p.add_argument("--tflite-batch", type=BATCH, default=1, help="fixed TFLite batch size")
+    p.add_argument("--onnx", type=OutputPath("file"), help=f"write an ONNX model to this file (opset {ONNX_OPSET}, needs "
                                   "yolo3[export])")
     p.add_argument("--onnx-input", choices=["uint8", "float32"], default="uint8",
                    help="ONNX input type")
-    p.add_argument("--openvino", metavar="DIR", help="write an OpenVINO IR into this folder "
+    p.add_argument("--openvino", metavar="DIR", type=OutputPath("folder"), help="write an OpenVINO IR into this folder "
                    "(model.xml, model.bin; needs yolo3[openvino])")
     p.add_argument("--openvino-input", choices=["uint8", "float32"], default="uint8",
                    help="OpenVINO input type")
-    p.add_argument("--openvino-batch", type=non_negative_int, default=1, metavar="N",
+    p.add_argument("--openvino-batch", type=Number(int, 0, BATCH.hi), default=1, metavar="N",
                    help="fixed OpenVINO batch size (default 1); 0: any batch (with --raw)")
     p.add_argument("--raw", action="store_true", help="only the raw maps as outputs (no decoding)")
     add_exist_ok_argument(p)
@@ -68,7 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not (args.saved_model or args.tflite or args.onnx or args.openvino):
         args.parser.error("give --saved-model DIR, --tflite FILE, --onnx FILE and/or --openvino DIR")
-    from yolo3.core.errors import ArgumentError
+    from yolo3.checkpoint.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
+    from yolo3.core.ownership import check_output_folder
     from yolo3.export import (
         export_onnx,
         export_openvino,
@@ -76,28 +79,19 @@ def run(args: argparse.Namespace) -> int:
         export_tflite,
         verify_export,
     )
-    from yolo3.export.calibration import calibration_images, calibration_paths, sample_images
+    from yolo3.export.calibration import (
+        calibration_images,
+        calibration_paths,
+        sample_images,
+    )
     from yolo3.inference.detector import YOLO
-
-    if args.quantize == "int8" and not args.calibration:
-        raise ArgumentError("--quantize int8 needs --calibration FILE_OR_DIR (representative images)")
-    if args.quantize != "none" and not (args.tflite or args.openvino):
-        raise ArgumentError("--quantize applies to --tflite and --openvino")
-    if args.openvino_batch < 0 or (args.openvino_batch == 0 and not args.raw):
-        raise ArgumentError("--openvino-batch 0 (any batch) needs --raw: decoding and NMS inside "
-                            "need a fixed batch; give a batch of 1 or more")
-    from yolo3.core.ownership import check_output_folder
-    from yolo3.core.paths import check_outputs
-    check_outputs([("--tflite", args.tflite), ("--onnx", args.onnx)],
-                  [args.model, args.anchors, args.classes, args.calibration],
-                  dirs=[("--saved-model", args.saved_model), ("--openvino", args.openvino)])
-    from yolo3.checkpoint.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
     for flag, folder, entries in (("--saved-model", args.saved_model, SAVED_MODEL_ENTRIES),
                                   ("--openvino", args.openvino, OPENVINO_ENTRIES)):
         if folder:
             check_output_folder(folder, flag, args.exist_ok, entries)
     paths = (calibration_paths(args.calibration, args.calibration_images)
              if args.calibration else None)
+    protect_inputs(args, paths or [])  # the calibration images: never an output
     det = YOLO(args.model, args.anchors, args.classes, score=args.score, iou=args.iou,
                input_size=args.input_size, variant=args.variant, max_boxes=args.max_boxes,
                precision="float32")

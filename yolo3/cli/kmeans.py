@@ -13,10 +13,11 @@ from yolo3.cli.common import (
     add_input_size_argument,
     add_source_arguments,
     annotation_sources,
-    positive_int,
+    protect_inputs,
     run_command,
     show_progress,
 )
+from yolo3.cli.flags import SEED, InputPath, Number, OutputPath
 
 NAME = "kmeans"
 DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on the box sizes of an "
@@ -25,30 +26,33 @@ DESCRIPTION = ("Anchors by k-means (distance 1 - IoU, k-means++, restarts) on th
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "text / VOC / COCO annotations", split="train")
-    p.add_argument("--classes", help="classes file (bounds class ids; VOC names)")
-    p.add_argument("--clusters", type=positive_int, default=9, help="number of anchors (default 9)")
-    p.add_argument("--out", required=True, help="anchors file to write")
+    p.add_argument("--classes", type=InputPath(text=True),
+                   help="classes file (bounds class ids; VOC names)")
+    p.add_argument("--clusters", type=Number(int, 1, 1000), default=9,
+                   help="number of anchors (default 9)")
+    p.add_argument("--out", required=True, type=OutputPath("file"), help="anchors file to write")
     add_input_size_argument(p, None, "scale box sizes as letterboxed into this input: one side "
                             "or HEIGHT WIDTH (default: image pixels)")
-    p.add_argument("--restarts", type=positive_int, default=5, help="k-means runs, the best kept (default 5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--restarts", type=Number(int, 1, 1000), default=5,
+                   help="k-means runs, the best kept (default 5)")
+    p.add_argument("--seed", type=SEED, default=0)
 
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.config.specs import anchor_specs
     from yolo3.core.errors import ArgumentError
-    from yolo3.core.paths import check_outputs
     from yolo3.data.annotations import box_sizes, load_annotations
     from yolo3.data.class_names import read_classes
-    from yolo3.ops.anchors import average_best_iou, format_anchors, kmeans_anchors, write_anchors
-    if args.clusters < 1:
-        raise ArgumentError(f"--clusters must be at least 1, got {args.clusters}")
-    if args.restarts < 1:
-        raise ArgumentError(f"--restarts must be at least 1, got {args.restarts}")
-    check_outputs([("--out", args.out)], [args.annotations, args.data, args.classes])
+    from yolo3.ops.anchors import (
+        average_best_iou,
+        format_anchors,
+        kmeans_anchors,
+        write_anchors,
+    )
     sources, names = annotation_sources(args)
     names = read_classes(args.classes) if args.classes else names
     records = load_annotations(sources, names, check_images=args.input_size is not None)
+    protect_inputs(args, [r.path for r in records])
     hw = None if args.input_size is None else (
         (args.input_size,) * 2 if isinstance(args.input_size, int) else args.input_size)
     box_wh = box_sizes(records, hw)

@@ -10,12 +10,15 @@ import argparse
 import sys
 from typing import List, Optional
 
-from yolo3.cli.common import (
-    add_exist_ok_argument,
-    fraction,
-    positive_float,
-    positive_int,
-    run_command,
+from yolo3.cli.common import SideOrHeightWidth, add_exist_ok_argument, run_command
+from yolo3.cli.flags import (
+    IMAGE_SIDE,
+    SEED,
+    SHARE,
+    WEIGHT,
+    InputPath,
+    Number,
+    OutputPath,
 )
 from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.data.synthetic import SHAPES, STYLES
@@ -30,27 +33,28 @@ DESCRIPTION = ("Write a synthetic shapes dataset with exact boxes: images/, anno
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--num-images", type=positive_int, default=500)
-    p.add_argument("--size", type=int, nargs="+", default=None,
+    p.add_argument("--out", required=True, type=OutputPath("folder"), help="output folder")
+    p.add_argument("--num-images", type=Number(int, 1, 1_000_000), default=500)
+    p.add_argument("--size", type=IMAGE_SIDE, nargs="+", action=SideOrHeightWidth, default=None,
+                   metavar="SIDE",
                    help="image size: S or H W (default 256; photo: 240x320, 320x240 and 288x288, "
                         "one drawn per image)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--classes", nargs="+", default=None, choices=SHAPES,
                    help="shape classes (default circle square triangle; photo: and cross)")
     p.add_argument("--format", choices=["png", "jpg"], default="png",
                    help="image format (photo: always JPEG, quality 80 to 95)")
-    p.add_argument("--max-objects", type=positive_int, default=None,
+    p.add_argument("--max-objects", type=Number(int, 1, 1000), default=None,
                    help="objects per image at most (default: 4 solid, 6 textured)")
     p.add_argument("--style", choices=ALL_STYLES, default="solid",
                    help="solid: saturated solid shapes (the demo's); textured: harder (textured "
                         "shapes, busy backgrounds, smaller objects); photo: looks like real data")
-    p.add_argument("--photos", default=None,
+    p.add_argument("--photos", default=None, type=InputPath("folder"),
                    help="photo style: a folder of photographs for backgrounds and textures "
                         "(default: the ones scikit-image ships: pip install 'yolo3[bench]')")
-    p.add_argument("--min-size", type=fraction, default=None,
+    p.add_argument("--min-size", type=SHARE, default=None,
                    help="smallest object side as a fraction of the image (default: the style's)")
-    p.add_argument("--max-size", type=fraction, default=None,
+    p.add_argument("--max-size", type=SHARE, default=None,
                    help="largest object side as a fraction of the image (default: the style's)")
     p.add_argument("--size-distribution", choices=SIZE_DISTRIBUTIONS, default=None,
                    help="photo style: how object sides spread between --min-size and --max-size "
@@ -59,11 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-distractors", dest="distractors", action="store_false",
                    help="photo style: leave out the distractor blobs (photo-textured shapes of no "
                         "class); the same seed draws the same objects with and without them")
-    p.add_argument("--background-photos", default=None,
+    p.add_argument("--background-photos", default=None, type=InputPath("folder"),
                    help="photo style: a folder of photographs for the backgrounds alone "
                         "(default: --photos), so that no object is textured with a crop of its "
                         "own background")
-    p.add_argument("--background-zoom", type=fraction, nargs=2, default=None, metavar=("LOW", "HIGH"),
+    p.add_argument("--background-zoom", type=SHARE, nargs=2, default=None, metavar=("LOW", "HIGH"),
                    help="photo style: the share of a photograph's extent that a background crop "
                         "spans, drawn between LOW and HIGH (default 0.4 1: sharp, detailed "
                         "backgrounds; e.g. 0.1 0.25: enlarged details, smooth backgrounds, an "
@@ -71,32 +75,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boxes", choices=BOX_EXTENTS, default=None,
                    help="photo style: what a box spans: the visible pixels of its object (default) "
                         "or the full object, hidden parts included")
-    p.add_argument("--min-visible", type=fraction, default=None,
+    p.add_argument("--min-visible", type=SHARE, default=None,
                    help="photo style: the share of each object's pixels that later objects leave "
                         "in view (default 0.4; 1: no occlusion)")
     p.add_argument("--no-recolour", dest="recolour", action="store_false",
                    help="photo style: objects keep their photographs' own colours (the same seed "
                         "draws the same objects)")
-    p.add_argument("--class-shares", type=positive_float, nargs="+", default=None, metavar="W",
+    p.add_argument("--class-shares", type=WEIGHT, nargs="+", default=None, metavar="W",
                    help="photo style: how often each class is drawn, one weight per class in "
                         "--classes order (e.g. 1 1 1 0.15: the fourth class about 5%% of the "
                         "objects; default: all alike)")
-    p.add_argument("--val-fraction", type=fraction, default=0.0,
+    p.add_argument("--val-fraction", type=Number(float, 0.0, 1.0, hi_open=True), default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
     add_exist_ok_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.core.errors import ArgumentError
     from yolo3.core.ownership import check_output_folder
-    from yolo3.core.paths import check_outputs
     from yolo3.data.synthetic import dataset_entries
-    check_outputs(dirs=[("--out", args.out)], inputs=[args.photos, args.background_photos])
     check_output_folder(args.out, "--out", args.exist_ok, dataset_entries())
     size = None if args.size is None else (
-        (args.size[0], args.size[0]) if len(args.size) == 1 else tuple(args.size[:2]))
+        (args.size, args.size) if isinstance(args.size, int) else tuple(args.size))
     if args.style == "photo":
-        from yolo3.data.photo_synthetic import PHOTO_CLASSES, PHOTO_SIZES, make_photo_dataset
+        from yolo3.data.photo_synthetic import (
+            PHOTO_CLASSES,
+            PHOTO_SIZES,
+            make_photo_dataset,
+        )
         given = dict(max_objects=args.max_objects, min_frac=args.min_size, max_frac=args.max_size,
                      size_distribution=args.size_distribution,
                      distractors=None if args.distractors else False, boxes=args.boxes,
@@ -111,19 +116,7 @@ def run(args: argparse.Namespace) -> int:
             tuple(args.classes or PHOTO_CLASSES), (size,) if size else PHOTO_SIZES,
             val_fraction=args.val_fraction, exist_ok=args.exist_ok,
             **{k: v for k, v in given.items() if v is not None})
-    else:
-        photo_only = [flag for flag, given in (
-            ("--photos", args.photos is not None),
-            ("--size-distribution", args.size_distribution is not None),
-            ("--no-distractors", not args.distractors),
-            ("--background-photos", args.background_photos is not None),
-            ("--background-zoom", args.background_zoom is not None),
-            ("--boxes", args.boxes is not None), ("--min-visible", args.min_visible is not None),
-            ("--no-recolour", not args.recolour),
-            ("--class-shares", args.class_shares is not None)) if given]
-        if photo_only:
-            raise ArgumentError(f"{', '.join(photo_only)}: only for --style photo (photographs, "
-                                "their boxes and occlusion)")
+    else:  # the photo style's own flags need --style photo: yolo3.cli.relations
         from yolo3.data.synthetic import make_synthetic_dataset
         ann, classes = make_synthetic_dataset(
             args.out, args.num_images, size or (256, 256), args.seed,

@@ -10,6 +10,7 @@ import sys
 from typing import Optional, Sequence
 
 from yolo3.cli.common import run_command
+from yolo3.cli.flags import InputPath, OutputPath, Text
 from yolo3.training.history import read_history  # noqa: F401  (the one reader, re-exported)
 
 NAME = "plot"
@@ -53,14 +54,13 @@ def plot_history(history_path: str, out_path: str, title: Optional[str] = None) 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--history", required=True, help="CSV written by training (history.csv)")
-    p.add_argument("--out", required=True, help="PNG file to write")
-    p.add_argument("--title", default=None, help="plot title")
+    p.add_argument("--history", required=True, type=InputPath(text=True),
+                   help="CSV written by training (history.csv)")
+    p.add_argument("--out", required=True, type=OutputPath("file"), help="PNG file to write")
+    p.add_argument("--title", default=None, type=Text(200), help="plot title")
 
 
 def run(args: argparse.Namespace) -> int:
-    from yolo3.core.paths import check_outputs
-    check_outputs([("--out", args.out)], [args.history])
     plot_history(args.history, args.out, args.title)
     print(f"wrote {args.out}")
     return 0

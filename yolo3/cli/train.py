@@ -11,9 +11,31 @@ from yolo3.cli.common import (
     add_variant_argument,
     run_command,
 )
+from yolo3.cli.flags import (
+    BATCH,
+    COUNT,
+    COUNT0,
+    CPU_REPLICAS,
+    EPOCHS,
+    FRACTION,
+    GAIN,
+    GPUS,
+    INPUT_SIDE,
+    LEARNING_RATE,
+    MOMENTUM,
+    OVERLAP,
+    SEED,
+    SHARE,
+    TILE_OR_AUTO,
+    InputPath,
+    Number,
+    OutputPath,
+)
 from yolo3.config.choices import (
     AUGMENT_PRESETS,
+    AUTO_CLASS_WEIGHTS,
     BOX_LOSSES,
+    CLASS_WEIGHT_METHODS,
     JIT_CHOICES,
     OBJECTNESS_TARGETS,
     OPTIMIZERS,
@@ -40,58 +62,59 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from yolo3.config.train_config import default as d
     from yolo3.training.recipe import DEFAULT_LR
     a = p.add_argument
-    a("--data", dest="data_file", default=None, help="a data.yaml (Ultralytics, Roboflow, CVAT, "
+    a("--data", dest="data_file", default=None, type=InputPath(text=True), help="a data.yaml (Ultralytics, Roboflow, CVAT, "
       "Label Studio exports) or obj.data (Darknet): the train and val sources and the class names, "
       "in place of --annotations, --val-annotations and --classes")
-    a("--annotations", default="", help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
+    a("--annotations", default=None, type=InputPath("any", text=True), help="training annotations: text rows 'path x1,y1,x2,y2,c ...', "
       "a VOC folder/XML, a COCO JSON, or a YOLO-layout image folder or image-list file (labels in "
       "labels/ or beside the images)")
-    a("--val-annotations", default=None, help="validation annotations (default: split off --val-split)")
-    a("--val-split", type=float, default=d("val_split"), help="fraction of --annotations held out "
+    a("--val-annotations", default=None, type=InputPath("any", text=True), help="validation annotations (default: split off --val-split)")
+    a("--val-split", type=Number(float, 0.0, 1.0, hi_open=True), default=d("val_split"), help="fraction of --annotations held out "
       "for validation when --val-annotations is not given (default %(default)s)")
-    a("--classes", default="", help="class list file, one name per line (class id = line index); "
+    a("--classes", default=None, type=InputPath(text=True), help="class list file, one name per line (class id = line index); "
       "needed with --annotations, optional with --data")
-    a("--anchors", default=None, help="anchors file, or 'auto': k-means on the training boxes at "
+    a("--anchors", default=None, type=InputPath(text=True, words=("auto",)), help="anchors file, or 'auto': k-means on the training boxes at "
       "--input-size, written into the run and the model (default: Darknet's COCO anchors for "
       "--variant; training starts by printing how well the anchors fit the boxes)")
     add_variant_argument(p, default=d("variant"), help="architecture, a registered variant "
                          "(default %(default)s; --model is its old spelling)")
     add_input_size_argument(p, d("input_size"), "input size: one side (square) or HEIGHT WIDTH "
                             "(a 16:9 camera: 288 512), multiples of 32 (default %(default)s)")
-    a("--weights", default=None, help="initial weights: converted Darknet or a previous checkpoint "
+    a("--weights", default=None, type=InputPath(), help="initial weights: converted Darknet or a previous checkpoint "
       "(.keras / .weights.h5 / .h5); layers are matched by name; output layers of another class "
       "count take their box and objectness channels (see --head-transfer), others that differ "
       "are skipped and listed")
-    a("--freeze-epochs", type=int, default=d("freeze_epochs"), help="stage 1: epochs training only "
+    a("--freeze-epochs", type=Number(int, 0, EPOCHS.hi), default=d("freeze_epochs"), help="stage 1: epochs training only "
       "the heads, the backbone_* layers frozen (default %(default)s)")
-    a("--epochs", type=int, default=d("epochs"), help="total epochs including --freeze-epochs "
+    a("--epochs", type=EPOCHS, default=d("epochs"), help="total epochs including --freeze-epochs "
       "(default %(default)s)")
-    a("--batch-size", type=int, default=d("batch_size"), help="images per replica per step; the "
+    a("--batch-size", type=BATCH, default=d("batch_size"), help="images per replica per step; the "
       "global batch is this times the replicas (GPUs, CPU replicas or workers), and the start of "
       "training prints it (default %(default)s)")
-    a("--gpus", type=int, default=0, help="number of GPUs (/gpu:0..N-1) to train on (TensorFlow: "
+    a("--gpus", type=GPUS, default=0, help="number of GPUs (/gpu:0..N-1) to train on (TensorFlow: "
       "the replica wrapper; JAX: Keras's DataParallel)")
-    a("--cpu-replicas", type=int, default=0, help="split the CPU into N logical devices and use them as "
-      "replicas (machines without GPUs; same code path as --gpus; JAX too)")
+    a("--cpu-replicas", type=CPU_REPLICAS, default=None, metavar="N", help="split the CPU into N "
+      "logical devices (1 to 4 per core, at least 8 allowed) and use them as replicas (machines "
+      "without GPUs; same code path as --gpus; JAX too)")
     a("--strategy", choices=STRATEGIES, default=d("strategy"),
       help="wrapper: yolo3.training.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
       "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
     r = p.add_argument_group("recipe")
     r.add_argument("--optimizer", choices=OPTIMIZERS, default=d("optimizer"),
                    help="adam, or sgd (momentum 0.937, Nesterov) (default %(default)s)")
-    r.add_argument("--lr", type=float, default=d("lr"), help="peak learning rate (default: "
+    r.add_argument("--lr", type=LEARNING_RATE, default=d("lr"), help="peak learning rate (default: "
                    f"{DEFAULT_LR['adam']:g} for adam, {DEFAULT_LR['sgd']:g} for sgd)")
     r.add_argument("--schedule", choices=SCHEDULES, default=d("schedule"),
                    help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on "
                    "val_loss plateau (default %(default)s)")
-    r.add_argument("--warmup-epochs", type=float, default=d("warmup_epochs"),
+    r.add_argument("--warmup-epochs", type=Number(float, 0.0, EPOCHS.hi), default=d("warmup_epochs"),
                    help="warm-up length for --schedule cosine (default %(default)s)")
-    r.add_argument("--weight-decay", type=float, default=d("weight_decay"), help="decoupled weight "
+    r.add_argument("--weight-decay", type=Number(float, 0.0, 1.0), default=d("weight_decay"), help="decoupled weight "
                    "decay, not on batch-norm or biases; 0 turns it off (default %(default)s)")
     r.add_argument("--ema", action=argparse.BooleanOptionalAction, default=d("ema"),
                    help="keep an exponential moving average of the weights; evaluation, "
                    "checkpoints and final.keras use it (default %(default)s)")
-    r.add_argument("--ema-momentum", type=float, default=d("ema_momentum"), help="EMA momentum "
+    r.add_argument("--ema-momentum", type=MOMENTUM, default=d("ema_momentum"), help="EMA momentum "
                    "(default: from the run's length, averaging over about 5%% of its steps)")
     r.add_argument("--prior-bias", action=argparse.BooleanOptionalAction, default=d("prior_bias"),
                    help="start new output layers (training from scratch, or heads of another "
@@ -105,23 +128,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--box-loss", choices=BOX_LOSSES, default=d("box_loss"),
                    help="box regression loss: mse (keras-yolo3's), giou, diou or ciou "
                    "(default %(default)s)")
-    r.add_argument("--label-smoothing", type=float, default=d("label_smoothing"),
+    r.add_argument("--label-smoothing", type=Number(float, 0.0, 1.0, hi_open=True), default=d("label_smoothing"),
                    help="class label smoothing (default %(default)s)")
     r.add_argument("--objectness", choices=OBJECTNESS_TARGETS, default=d("objectness"),
                    help="confidence target of a positive: one (Darknet's, keras-yolo3's) or iou "
                    "(the IoU of its predicted box with the true box, YOLOv5's: scores rank "
                    "detections by how well they are placed) (default %(default)s)")
-    r.add_argument("--box-gain", type=float, default=d("box_gain"), metavar="G",
+    r.add_argument("--box-gain", type=GAIN, default=d("box_gain"), metavar="G",
                    help="weight of the box loss against the confidence loss (default "
                    "%(default)s)")
-    r.add_argument("--class-gain", type=float, default=d("class_gain"), metavar="G",
+    r.add_argument("--class-gain", type=GAIN, default=d("class_gain"), metavar="G",
                    help="weight of the class loss against the confidence loss (default "
                    "%(default)s)")
-    r.add_argument("--assign-iou", type=float, default=d("assign_iou"), metavar="T",
+    r.add_argument("--assign-iou", type=SHARE, default=d("assign_iou"), metavar="T",
                    help="a box is also a positive on every other anchor whose shape IoU with it "
                    "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
                    "(default %(default)s)")
-    r.add_argument("--ignore-iou", type=float, default=d("ignore_iou"), metavar="T",
+    r.add_argument("--ignore-iou", type=SHARE, default=d("ignore_iou"), metavar="T",
                    help="a prediction that is not a positive but overlaps a true box by more "
                    "than IoU T is left out of the confidence loss (Darknet's ignore_thresh) "
                    "(default %(default)s)")
@@ -131,40 +154,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "none (default %(default)s)")
     r.add_argument("--no-augment", dest="augment", action="store_const", const="none",
                    help="same as --augment none")
-    r.add_argument("--mosaic", type=float, default=d("mosaic"), help="probability of a 4-image "
+    r.add_argument("--mosaic", type=FRACTION, default=d("mosaic"), help="probability of a 4-image "
                    "mosaic per training image (default %(default)s)")
-    r.add_argument("--multi-scale", type=int, nargs=2, metavar=("MIN", "MAX"),
+    r.add_argument("--multi-scale", type=INPUT_SIDE, nargs=2, metavar=("MIN", "MAX"),
                    default=d("multi_scale"), help="multi-scale training: every --multi-scale-every "
                    "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
-    r.add_argument("--multi-scale-every", type=int, default=d("multi_scale_every"),
+    r.add_argument("--multi-scale-every", type=COUNT, default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
     b = p.add_argument_group("rare classes")
-    b.add_argument("--class-weights", default=d("class_weights"), metavar="auto|METHOD|FILE",
+    b.add_argument("--class-weights", default=d("class_weights"),
+                   type=InputPath(text=True, words=(AUTO_CLASS_WEIGHTS, *CLASS_WEIGHT_METHODS)), metavar="auto|METHOD|FILE",
                    help="weight each positive's loss by its class: auto (the effective number of "
                    "samples), inverse, sqrt (inverse square root of the box count), capped at "
                    "10x apart and averaging 1 over the boxes; or a file of weights, one per "
                    "class ('name weight' or in class order) (default: none)")
-    b.add_argument("--focal-gamma", type=float, default=d("focal_gamma"), metavar="G",
+    b.add_argument("--focal-gamma", type=Number(float, 0.0, 10.0), default=d("focal_gamma"), metavar="G",
                    help="focal loss on the class probabilities: each cross-entropy scaled by "
                    "|target - p|^G (Darknet's focal_loss: 2); 0: plain (default %(default)s)")
-    b.add_argument("--repeat-threshold", type=float, default=d("repeat_threshold"), metavar="T",
+    b.add_argument("--repeat-threshold", type=FRACTION, default=d("repeat_threshold"), metavar="T",
                    help="repeat-factor sampling (LVIS): an image repeats sqrt(T / f) times "
                    "where f is the share of images holding its rarest class, when f < T; 0: "
                    "every image once (default %(default)s)")
     t = p.add_argument_group("tiled training (small objects in large images)")
-    t.add_argument("--tile", type=_tile_size, default=d("tile"), metavar="SIZE|auto",
+    t.add_argument("--tile", type=TILE_OR_AUTO, default=d("tile"), metavar="SIZE|auto",
                    help="train on windows of SIZE x SIZE pixels cut from each image at its own "
                    "resolution, most around an object (the rest whole images and background), "
                    "and validate sliced (tiles plus the whole image, as detect --tile); auto: "
                    "the size yolo3 check suggests from the boxes (whole images when none is "
                    "needed) (default: whole images)")
-    t.add_argument("--tile-whole", type=float, default=d("tile_whole"), metavar="F",
+    t.add_argument("--tile-whole", type=FRACTION, default=d("tile_whole"), metavar="F",
                    help="with --tile: the share of training images kept whole (default "
                    "%(default)s)")
-    t.add_argument("--tile-background", type=float, default=d("tile_background"), metavar="F",
+    t.add_argument("--tile-background", type=FRACTION, default=d("tile_background"), metavar="F",
                    help="with --tile: the share of windows drawn anywhere rather than around "
                    "an object (default %(default)s)")
-    t.add_argument("--tile-overlap", "--overlap", dest="tile_overlap", type=float,
+    t.add_argument("--tile-overlap", "--overlap", dest="tile_overlap", type=OVERLAP,
                    default=d("tile_overlap"), metavar="F",
                    help="with --tile: sliced validation's overlap between neighbouring tiles "
                    "(default %(default)s)")
@@ -179,58 +203,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "inference mode (its statistics from --weights): replicas then match one device "
                    "exactly, but the network trains unnormalised, and with this recipe such runs "
                    "diverged or learned little (warned; README: frozen batch norm)")
-    r.add_argument("--bn-stats-images", type=int, default=d("bn_stats_images"), metavar="N",
+    r.add_argument("--bn-stats-images", type=COUNT0, default=d("bn_stats_images"), metavar="N",
                    help="recompute the batch-norm statistics with the weights being evaluated "
                         "and saved (the EMA's too) over N training images before each "
                         "validation and checkpoint, whatever the batch size and run length; 0: "
                         "Keras's moving averages (momentum 0.99) (default %(default)s)")
-    r.add_argument("--bn-momentum", type=float, default=d("bn_momentum"), metavar="M",
+    r.add_argument("--bn-momentum", type=MOMENTUM, default=d("bn_momentum"), metavar="M",
                    help="momentum of the batch norms' moving averages (default: Keras's 0.99); "
                         "they matter only with --bn-stats-images 0")
     e = p.add_argument_group("evaluation and output")
-    e.add_argument("--eval-every", type=int, default=d("eval_every"), help="epochs between two "
+    e.add_argument("--eval-every", type=Number(int, 0, EPOCHS.hi), default=d("eval_every"), help="epochs between two "
                    "validation mAP evaluations; best.* is then the best mAP@0.5:0.95 (0: no "
                    "evaluation, best by val_loss; default: every epoch up to 500 validation "
                    "images, else an interval keeping evaluation under about 10%% of training)")
-    e.add_argument("--patience", type=int, default=d("patience"), help="stop when mAP@0.5:0.95 has "
+    e.add_argument("--patience", type=Number(int, 0, EPOCHS.hi), default=d("patience"), help="stop when mAP@0.5:0.95 has "
                    "not improved for N evaluations (default 0: never)")
-    e.add_argument("--output", dest="output_dir", required=True, help="output folder: checkpoints, final.keras, "
+    e.add_argument("--output", dest="output_dir", required=True, type=OutputPath("folder"), help="output folder: checkpoints, final.keras, "
                    "final.weights.h5, history.csv, logs/ (TensorBoard)")
     e.add_argument("--resume", action="store_true", help="continue from the last completed epoch "
                    "in --output (template weights, optimiser state, epoch, best score)")
     add_exist_ok_argument(e)
-    e.add_argument("--seed", type=int, default=d("seed"), help="random seed (default %(default)s)")
-    e.add_argument("--steps-per-epoch", type=int, default=None, help="steps per epoch (default: "
+    e.add_argument("--seed", type=SEED, default=d("seed"), help="random seed (default %(default)s)")
+    e.add_argument("--steps-per-epoch", type=COUNT, default=None, help="steps per epoch (default: "
                    "one pass over the data)")
-    e.add_argument("--validation-steps", type=int, default=None, help="validation steps (default: all)")
+    e.add_argument("--validation-steps", type=COUNT, default=None, help="validation steps (default: all)")
     e.add_argument("--strict", action="store_true", help="refuse annotation files with invalid "
                    "boxes (no area, outside the image); by default such boxes are dropped with a "
                    "warning naming FILE:LINE")
-    e.add_argument("--max-boxes", type=int, default=d("max_boxes"), help="ground-truth boxes kept "
+    e.add_argument("--max-boxes", type=Number(int, 1, 10_000), default=d("max_boxes"), help="ground-truth boxes kept "
                    "per image (the loss's static padding; images with more are reported; "
                    "default %(default)s)")
-
-
-def _tile_size(text: str):
-    """``--tile``: ``auto`` or a whole number of pixels (its range is the config's check)."""
-    from yolo3.config.choices import AUTO_TILE
-    if text == AUTO_TILE:
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size in pixels or {AUTO_TILE}, "
-                                         f"got {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     """Train; 0 on success, 1 on a NaN stop (bad arguments raise, exit 2)."""
     from yolo3.config.specs import check_input_size
+    from yolo3.config.train_config import check
     from yolo3.core.errors import CommandFailed
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.cpu_replicas and args.gpus:
-        args.parser.error("give either --gpus or --cpu-replicas, not both")
     check_input_size(args.input_size)  # refused naming --input-size, before TensorFlow starts
+    config = config_from_args(args)
+    check(config)  # every setting's range and relation, before a backend is imported
     if args.cpu_replicas:  # first thing: before TensorFlow (or JAX) initialises its devices
         import keras
         if keras.config.backend() == "jax":
@@ -241,7 +254,6 @@ def run(args: argparse.Namespace) -> int:
             configure_logical_cpus(args.cpu_replicas)
     from yolo3.training.train import train
 
-    config = config_from_args(args)
     result = train(config)
     if result.stopped_on_nan:
         raise CommandFailed(result.message)
@@ -255,6 +267,9 @@ def config_from_args(args: argparse.Namespace):
     turns progress bars off. Plain Python: nothing here imports TensorFlow."""
     from yolo3.config.train_config import TrainConfig
     settings = {k: v for k, v in vars(args).items() if k != "verbose"}
+    settings["cpu_replicas"] = settings.get("cpu_replicas") or 0
+    for name in ("annotations", "classes"):  # not given: the settings' empty default
+        settings[name] = settings.get(name) or ""
     if settings.get("multi_scale"):
         settings["multi_scale"] = tuple(settings["multi_scale"])
     settings["verbose"] = 0 if args.quiet else 1

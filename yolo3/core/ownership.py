@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Sequence
 
@@ -54,6 +55,7 @@ from yolo3.core.manifest import (
     FileRecord,
     FolderContents,
     classify,
+    escape,
     fingerprint,
     matches,
     read_contents,
@@ -71,7 +73,7 @@ _SHOWN = 5  # paths a refusal lists
 __all__ = ["MARKER", "JOURNAL", "EXIST_OK", "FolderContents", "read_contents",
            "check_output_folder", "OutputFolder", "as_output_folder", "write_output_folder",
            "folder_files",
-           "written_by_yolo3", "check_side_files", "YOLO3_SOFTWARE"]
+           "written_by_yolo3", "check_side_files", "YOLO3_SOFTWARE", "claim"]
 YOLO3_SOFTWARE = "yolo3"  # the Software text of the PNG files yolo3 writes (yolo3.evaluation.visualize)
 
 
@@ -493,6 +495,22 @@ def folder_files(path: PathLike) -> List[str]:
                 continue
             out.append((Path(root) / name).relative_to(path).as_posix())
     return sorted(out)
+
+
+def claim(path: PathLike, names: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
+    """Deprecated (yolo3 0.4): record top-level ``names`` and ``patterns`` (``fnmatch``) as
+    yolo3's, whatever is under them. Write through :class:`OutputFolder`, which records each file
+    with its hash; this records patterns (files under them are yolo3's as library-written files
+    are, never hashed)."""
+    warnings.warn("yolo3.core.ownership.claim is deprecated: write through OutputFolder, which "
+                  "records each file it writes (claim will go in a later release)",
+                  DeprecationWarning, stacklevel=2)
+    os.makedirs(path, exist_ok=True)
+    remove_stale_temporaries(path)
+    manifest = read_manifest(path)
+    tops = [*(escape(n) for n in names), *patterns, *manifest.legacy]
+    write_manifest(path, {rel: versions[-1] for rel, versions in manifest.files.items()},
+                   [*manifest.patterns, *tops, *(f"{t}/*" for t in tops)])
 
 
 def written_by_yolo3(path: PathLike) -> bool:

@@ -68,16 +68,29 @@ def same_or_inside(inner: PathLike, outer: PathLike) -> bool:
 
 
 def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
-                              inputs: Sequence[PathLike]) -> None:
+                              inputs: Sequence[PathLike],
+                              files: Iterable[Tuple[str, Optional[PathLike]]] = ()) -> None:
     """Refuse an output (``(flag, path)`` pairs; None is skipped) that is an input, contains one,
-    or lies inside an input folder.
+    or, an output folder, lies inside an input folder; ``files``: output files, refused when
+    they are an input, or an existing file inside an input folder (a new one may go there).
 
     An output folder that holds an input (``detect --input photos --output photos``) could replace
     it with a written copy of the same name; an output file equal to an input would destroy it; an
-    output inside an input folder (``annotations --out images/train/copy``) would be read as input
-    the next time that folder is read.
+    output folder inside an input folder (``annotations --out images/train/copy``) would be read
+    as input the next time that folder is read.
     """
     inputs = [os.fspath(p) for p in inputs if p is not None]
+    for flag, out in files:
+        if out is None:
+            continue
+        for source in inputs:
+            if _real(source) == _real(out):
+                raise ArgumentError(f"{os.fspath(out)}: {flag} is the input {source}; "
+                                    "choose an output that is not an input")
+            if os.path.lexists(out) and os.path.isdir(source) and same_or_inside(out, source):
+                raise ArgumentError(f"{os.fspath(out)}: {flag} is a file inside the input "
+                                    f"folder {source}, which may be one of the files read; "
+                                    "choose an output outside it, or a new file")
     for flag, out in outputs:
         if out is None:
             continue
@@ -95,12 +108,14 @@ def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
 def check_outputs(files: Sequence[Tuple[str, Optional[PathLike]]] = (),
                   inputs: Sequence[Optional[PathLike]] = (),
                   dirs: Sequence[Tuple[str, Optional[PathLike]]] = ()) -> None:
-    """A command's outputs before it writes: each of ``files`` (``(flag, path)``; None skipped) a
-    file, each of ``dirs`` a folder, and none of them an input or holding one."""
+    """A command's outputs before it writes, the one check of them: each of ``files``
+    (``(flag, path)``; None skipped) a file, each of ``dirs`` a folder, no file an input, and no
+    folder an input, holding one or inside an input folder
+    (:func:`refuse_overwriting_inputs`)."""
     for flag, path in files:
         if path is not None:
             check_output_file(path, flag)
     for flag, path in dirs:
         if path is not None:
             check_output_dir(path, flag)
-    refuse_overwriting_inputs(list(files) + list(dirs), [p for p in inputs if p is not None])
+    refuse_overwriting_inputs(list(dirs), [p for p in inputs if p is not None], files=files)

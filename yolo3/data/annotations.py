@@ -100,6 +100,8 @@ class ScanResult:
     records: List[Record] = field(default_factory=list)
     problems: List[AnnotationError] = field(default_factory=list)
     dropped_boxes: List[InvalidBoxError] = field(default_factory=list)
+    # read by yolo3, but not by other tools on this system (an image list's Windows separators)
+    portability: List[AnnotationError] = field(default_factory=list)
     clipped_boxes: int = 0
     skipped_difficult: int = 0
     skipped_crowd: int = 0
@@ -474,6 +476,14 @@ def _yolo_rows(source: str, num_classes: Optional[int], sink: _Sink, result: "Sc
     """``(image, normalised boxes, label file or image, None)`` of a YOLO-layout source; refused
     rows go to ``sink`` (dropped with ``FILE:LINE`` or reported), clipped rows are logged."""
     images, skipped = yolo_layout.image_paths(source)
+    if os.path.isfile(source):
+        windows = yolo_layout.windows_separated(source)
+        if windows:
+            number, line = windows[0]
+            result.portability.append(AnnotationError(
+                source, f"{len(windows)} lines name their image with Windows separators (first: "
+                        f"{line}): yolo3 reads them as /, other tools on this system do not "
+                        "find them; write / instead", line=number))
     if skipped:
         logger.warning("%s: %d images skipped (first: %s): the training pipeline decodes JPEG, "
                        "PNG, BMP and GIF", source, len(skipped), skipped[0])

@@ -294,7 +294,8 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
     shares = None
     if class_shares is not None:
         shares = np.asarray(class_shares, np.float64)
-        if len(shares) != len(classes) or not np.all(np.isfinite(shares)) or np.any(shares <= 0):
+        if len(shares) != len(classes) or not np.all(np.isfinite(shares)) or \
+                np.any(shares <= 0) or not np.isfinite(shares.sum()):
             raise SettingError(f"class_shares: {len(classes)} positive weights needed (one per "
                                f"class: {', '.join(classes)}), got {list(class_shares)}",
                                "class_shares")

@@ -10,13 +10,14 @@ on a busy background with coloured blotches and shape-like distractors. Boxes ar
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from yolo3.core.ownership import write_output_folder
+from yolo3.core.ownership import check_output_folder, claim, write_output_folder
 from yolo3.data.annotations import Record, write_annotations
 from yolo3.data.class_names import write_classes
 
@@ -246,6 +247,19 @@ def write_generated_dataset(out_dir: str, render: Callable[[str], List[Record]],
                             annotation_name)
     write_output_folder(out_dir, fill, flag, exist_ok, dataset_entries(annotation_name))
     return os.path.join(out_dir, annotation_name), os.path.join(out_dir, "classes.txt")
+
+
+def claim_dataset_folder(out_dir: str, annotation_name: str = "annotations.txt",
+                         exist_ok: bool = False, flag: str = "out_dir") -> None:
+    """Deprecated (yolo3 0.4): check ``out_dir`` and claim a dataset's entries in it. Write the
+    dataset through :func:`write_generated_dataset`, which records each file it writes."""
+    warnings.warn("yolo3.data.synthetic.claim_dataset_folder is deprecated: use "
+                  "write_generated_dataset (it will go in a later release)", DeprecationWarning,
+                  stacklevel=2)
+    check_output_folder(out_dir, flag, exist_ok, dataset_entries(annotation_name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        claim(out_dir, ["images", annotation_name, "train.txt", "val.txt", "classes.txt"])
 
 
 def write_dataset_files(out_dir: str, records: Sequence[Record], classes: Sequence[str],

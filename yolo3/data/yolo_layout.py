@@ -29,6 +29,7 @@ from yolo3.data.class_names import check_class_names, shown_value
 from yolo3.data.images import DECODED_EXTENSIONS, is_image_file
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
+           "windows_separated",
            "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
            "read_label_file", "read_label_files", "label_rows", "write_yolo_layout",
            "data_yaml_text", "load_yaml_bounded", "MAX_YAML_VALUES", "input_folders"]
@@ -345,6 +346,23 @@ def _listed_images(list_file: str) -> List[str]:
         raise AnnotationError(list_file, f"none of the {len(out)} images it lists exists: {line} "
                                          f"is not at {path}{hint}", line=number)
     return out
+
+
+def windows_separated(list_file: PathLike) -> List[Tuple[int, str]]:
+    """``(line number, line)`` of the lines of an image list that name their image with Windows
+    separators (``obj\\0.jpg``) where only the ``/`` spelling exists on this system: yolo3 reads
+    them (:func:`image_paths`), other tools here do not."""
+    if os.sep != "/":
+        return []
+    here = os.path.dirname(os.fspath(list_file))
+    found = []
+    for number, line in enumerate(_read_utf8(os.fspath(list_file), "image list").splitlines(), 1):
+        line = line.strip()
+        if "\\" in line and not line.startswith("#") and \
+                not os.path.exists(_listed_path(line, here)) and \
+                os.path.exists(_listed_path(line.replace("\\", "/"), here)):
+            found.append((number, line))
+    return found
 
 
 def _listed_path(line: str, here: str) -> str:

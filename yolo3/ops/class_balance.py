@@ -20,11 +20,13 @@ import numpy as np
 
 from yolo3.config.choices import CLASS_WEIGHT_METHODS
 from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import read_text
 
-__all__ = ["WEIGHT_METHODS", "EFFECTIVE_BETA", "WEIGHT_CAP", "class_counts", "class_weights",
+__all__ = ["WEIGHT_METHODS", "MAX_FILE_WEIGHT", "EFFECTIVE_BETA", "WEIGHT_CAP", "class_counts", "class_weights",
            "read_class_weights", "repeat_factors", "repeated_indices", "format_weights"]
 
 WEIGHT_METHODS = CLASS_WEIGHT_METHODS
+MAX_FILE_WEIGHT = 1e6  # a file's weights, relative to each other: larger ones are refused
 EFFECTIVE_BETA = 0.999
 WEIGHT_CAP = 10.0
 
@@ -65,34 +67,33 @@ def read_class_weights(path: PathLike, class_names: Sequence[str]) -> np.ndarray
     """The ``(C,)`` weights a file gives (module docstring); every class once, positive."""
     weights: List[Optional[float]] = [None] * len(class_names)
     position = 0
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            text = line.split("#", 1)[0].strip()
-            if not text:
-                continue
-            parts = text.rsplit(None, 1)
-            where = f"line {line_no}"
-            try:
-                value = float(parts[-1])
-            except ValueError:
-                raise FileFormatError(path, f"{where}: {parts[-1]!r} is not a number") from None
-            if not np.isfinite(value) or value <= 0:
-                raise FileFormatError(path, f"{where}: a weight must be a positive number, "
-                                            f"got {parts[-1]}")
-            if len(parts) == 2:
-                if parts[0] not in class_names:
-                    raise FileFormatError(path, f"{where}: {parts[0]!r} is not a class "
-                                                f"({', '.join(class_names)})")
-                k = list(class_names).index(parts[0])
-            else:
-                k = position
-                if k >= len(class_names):
-                    raise FileFormatError(path, f"{where}: more weights than the "
-                                                f"{len(class_names)} classes")
-            if weights[k] is not None:
-                raise FileFormatError(path, f"{where}: class {class_names[k]!r} weighted twice")
-            weights[k] = value
-            position += 1
+    for line_no, line in enumerate(read_text(path, "class weights").splitlines(), start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.rsplit(None, 1)
+        where = f"line {line_no}"
+        try:
+            value = float(parts[-1])
+        except ValueError:
+            raise FileFormatError(path, f"{where}: {parts[-1]!r} is not a number") from None
+        if not np.isfinite(value) or not 0 < value <= MAX_FILE_WEIGHT:
+            raise FileFormatError(path, f"{where}: a weight must be a number above 0 and up to "
+                                        f"{MAX_FILE_WEIGHT:g}, got {parts[-1]}")
+        if len(parts) == 2:
+            if parts[0] not in class_names:
+                raise FileFormatError(path, f"{where}: {parts[0]!r} is not a class "
+                                            f"({', '.join(class_names)})")
+            k = list(class_names).index(parts[0])
+        else:
+            k = position
+            if k >= len(class_names):
+                raise FileFormatError(path, f"{where}: more weights than the "
+                                            f"{len(class_names)} classes")
+        if weights[k] is not None:
+            raise FileFormatError(path, f"{where}: class {class_names[k]!r} weighted twice")
+        weights[k] = value
+        position += 1
     missing = [name for name, w in zip(class_names, weights) if w is None]
     if missing:
         raise FileFormatError(path, f"no weight for {', '.join(missing)} "

@@ -21,12 +21,14 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from yolo3.core.errors import SettingError
 from yolo3.ops.boxes import iou_xyxy
 
-__all__ = ["MERGE_METHODS", "tile_windows", "cut_by_window", "nms_per_class", "fuse_per_class",
+__all__ = ["MERGE_METHODS", "MAX_TILES", "tile_windows", "cut_by_window", "nms_per_class", "fuse_per_class",
            "merge_detections", "TileSize", "TileSuggestion", "suggest_tile", "SMALL_AT_INPUT"]
 
 MERGE_METHODS = ("nms", "wbf")
+MAX_TILES = 1024  # tiles of one image at most: more would take hours per image
 
 TileSize = Union[int, Tuple[int, int]]
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -64,6 +66,11 @@ def tile_windows(image_hw: Sequence[int], tile: TileSize, overlap: float = 0.2) 
         raise ValueError(f"image size {tuple(image_hw)}: expected positive height and width")
     th, tw = _tile_hw(tile)
     ys, xs = _starts(h, th, overlap), _starts(w, tw, overlap)
+    if len(ys) * len(xs) > MAX_TILES:
+        raise SettingError(f"tile {tile} with overlap {overlap:g} would cut an image of {w}x{h} "
+                           f"pixels into {len(ys) * len(xs)} tiles, more than {MAX_TILES}: "
+                           "give a larger tile or a smaller overlap", "tile", "overlap",
+                           "tile_overlap")
     y1, x1 = np.meshgrid(ys, xs, indexing="ij")
     y1, x1 = y1.ravel(), x1.ravel()
     return np.stack([x1, y1, np.minimum(x1 + tw, w), np.minimum(y1 + th, h)], axis=1)

@@ -10,7 +10,12 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from yolo3.checkpoint.metadata import ModelInfo
-from yolo3.config.choices import AUTO_ANCHORS, AUTO_CLASS_WEIGHTS, AUTO_TILE, CLASS_WEIGHT_METHODS
+from yolo3.config.choices import (
+    AUTO_ANCHORS,
+    AUTO_CLASS_WEIGHTS,
+    AUTO_TILE,
+    CLASS_WEIGHT_METHODS,
+)
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.log import NOTICE
@@ -39,7 +44,7 @@ from yolo3.ops.class_balance import (
     repeat_factors,
     repeated_indices,
 )
-from yolo3.ops.tiles import suggest_tile
+from yolo3.ops.tiles import suggest_tile, tile_windows
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +128,9 @@ def prepare_data(config: TrainConfig) -> TrainData:
     if not spec.anchor_free:
         anchors = anchors_for(records, anchors, auto, hw, config.seed)
     tile = tile_for(records, settings.tile, hw)
+    sized = [r.image_hw for r in val_records if r.image_hw is not None]
+    if tile and sized:  # sliced validation: refused now if an image would need too many tiles
+        tile_windows(max(sized, key=lambda hw_: hw_[0] * hw_[1]), tile, settings.tile_overlap)
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records, hw, tile, weights)

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.config.train_config import TrainConfig
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
 from yolo3.data.tiling import TileSampling
@@ -47,12 +47,8 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
                              data.masks or None, config.recipe.assign_iou, true_boxes=True)
     # JAX splits every batch evenly over the wrapper's devices: validation's last partial batch
     # is left out of val_loss there (the mAP evaluation sees every image)
+    # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
     whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
-    if whole_batches and len(data.val_records) < placement.global_batch:
-        raise ConfigError(f"the {len(data.val_records)} validation images are fewer than one "
-                          f"global batch ({placement.global_batch}): on JAX the replicas take "
-                          "whole batches; give more validation images or a smaller batch_size",
-                          "batch_size", "val_split")
     validation = DatasetConfig(hw, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,

@@ -50,14 +50,15 @@ class Placement:
         return strategy if self.strategy is not None or self.uses_wrapper else "one device"
 
 
-def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterTask] = None
-                  ) -> Placement:
+def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterTask] = None,
+                  num_val_records: Optional[int] = None) -> Placement:
     """Replica devices and strategy; the global batch (per-replica batch x replicas) and the steps
     per epoch. With ``cpu_replicas`` the logical CPU devices must already exist (the CLI makes them
     first thing: :func:`yolo3.training.distribute.configure_logical_cpus`, or on JAX
     :func:`yolo3.training.jax_parallel.force_host_devices`). On JAX the wrapper runs through
     Keras's distribution API; on PyTorch training runs on one device (several are refused,
-    naming the settings)."""
+    naming the settings). ``num_val_records``: the validation images, which on JAX must fill one
+    global batch (refused before anything is written)."""
     refuse_devices_off_tensorflow(config)
     if keras.backend.backend() == "jax":
         devices = jax_replica_devices(config)
@@ -75,7 +76,16 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     steps = config.schedule.steps_per_epoch or num_records // global_batch
     if config.hardware.strategy != "wrapper":
         devices = []
-    return Placement(strategy, devices, replicas, global_batch, steps, task or cluster_task())
+    placement = Placement(strategy, devices, replicas, global_batch, steps,
+                          task or cluster_task())
+    # JAX splits every batch evenly over the wrapper's devices: validation takes whole batches
+    if (num_val_records is not None and placement.uses_wrapper
+            and keras.backend.backend() == "jax" and num_val_records < global_batch):
+        raise ConfigError(f"the {num_val_records} validation images are fewer than one global "
+                          f"batch ({global_batch}): on JAX the replicas take whole batches; give "
+                          "more validation images or a smaller batch_size", "batch_size",
+                          "val_split")
+    return placement
 
 
 def jax_replica_devices(config: TrainConfig) -> List[str]:

@@ -68,20 +68,24 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
     unreadable, its classes, anchors or variant different). Without saved state, ``resume`` says
     that it starts from the beginning."""
     out = Path(check_output_dir(config.output.output_dir, "output_dir"))
+    if config.output.resume:  # first: a damaged state is named as such
+        check_resume_state(out, data)
     check_output_folder(out, "output_dir", config.output.exist_ok, RUN_FOLDER_WRITES,
                         own_patterns=RUN_FOLDER_ENTRIES)
-    if not config.output.resume:
-        return
+
+
+def check_resume_state(out: Path, data: TrainData) -> None:
+    """Refuse a run's saved state that cannot be resumed: ``resume.json`` unreadable, a state
+    file damaged, or the classes, anchors or variant different from the ones given now."""
     try:
         state = load_resume_state(out)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{out / 'resume.json'}: cannot resume: {e}", "resume") from None
-    if state is not None:
-        check_resume_files(state)
     if state is None:
         logger.warning("resume: %s has no saved state (resume.json): training starts at epoch 1",
                        out)
         return
+    check_resume_files(state)
     expected = {"classes.txt": (read_classes, data.class_names, "class list"),
                 "anchors.txt": (read_anchors, data.anchors, "anchors")}
     for name, (reader, ours, what) in expected.items():

@@ -52,7 +52,12 @@ from yolo3.training.data_step import (
 from yolo3.training.datasets import batch_norm_images, make_datasets
 from yolo3.training.history import completed_epochs
 from yolo3.training.models import build_models
-from yolo3.training.placement import Placement, pick_strategy, sharing, training_precision
+from yolo3.training.placement import (
+    Placement,
+    pick_strategy,
+    sharing,
+    training_precision,
+)
 from yolo3.training.recipe import (
     dtype_policy,
 )
@@ -106,7 +111,7 @@ def _train(config: TrainConfig) -> TrainResult:
     keras.utils.set_random_seed(config.seed)
     data = prepare_data(config)
     check_run_folder(config, data)
-    placement = pick_strategy(config, len(data.records))
+    placement = pick_strategy(config, len(data.records), num_val_records=len(data.val_records))
     # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
     # its collectives before TensorFlow's runtime starts
     check_images_up_front([r.path for r in data.records + data.val_records],
