@@ -25,5 +25,5 @@ def test_python_m_yolo3_passes_arguments_and_exit_codes_on(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "s" / "annotations.txt").read_text().count("\n") == 2
     bad = _run("synth", "--out", str(tmp_path / "s" / "annotations.txt"), "--num-images", "1")
-    assert bad.returncode == 2 and "must be a folder" in bad.stderr
+    assert bad.returncode == 2 and "expected a folder to write" in bad.stderr
     assert "Traceback" not in bad.stderr

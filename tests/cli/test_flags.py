@@ -105,3 +105,20 @@ def test_declared_paths_are_read_off_the_parser(tmp_path):
     outputs, inputs = declared_paths(parser, args)
     assert outputs == [("--json", "a.json", "file"), ("--out", "o", "folder")]
     assert inputs == [str(tmp_path / "in.txt")]  # the word auto is no path
+
+
+def test_a_named_output_that_exists_must_be_of_the_kind_written(tmp_path):
+    model, rows, old = tmp_path / "final.keras", tmp_path / "train.txt", tmp_path / "old.json"
+    model.write_bytes(b"PK\x03\x04\x14\x00\x00\x00 a zip")
+    rows.write_text("img.jpg 1,2,3,4,0\n")
+    old.write_text('[{"image": "a.jpg"}]')
+    as_json = OutputPath("file", format="json")
+    assert as_json(str(old)) == str(old)  # a JSON file of the kind written: replaced
+    assert as_json(str(tmp_path / "new.json")) == str(tmp_path / "new.json")
+    for other in (model, rows):
+        assert "is not a JSON file" in _refused(as_json, str(other))
+    (tmp_path / "empty").write_bytes(b"")
+    assert as_json(str(tmp_path / "empty"))  # nothing in it to lose
+    assert "not a text file" in _refused(OutputPath("file", format="text"), str(model))
+    with pytest.raises(ValueError):
+        OutputPath("folder", format="json")

@@ -153,9 +153,10 @@ def test_saved_model_carries_its_info(setup, tmp_path):
     (["--tflite", "{tmp}/x.tflite", "--quantize", "int8", "--calibration", "{tmp}/empty"],
      "folder has no images"),
     (["--tflite", "{tmp}/x.tflite", "--quantize", "int8"], "needs --calibration"),
-    (["--onnx", "{tmp}/x.onnx", "--quantize", "float16"], "--quantize applies to --tflite"),
+    (["--onnx", "{tmp}/x.onnx", "--quantize", "float16"], "--quantize needs --tflite or "
+                                                          "--openvino"),
     (["--tflite", "{tmp}/x.tflite", "--quantize", "int8", "--calibration", "{tmp}/missing.txt"],
-     "calibration source not found"),
+     "argument --calibration: expected an existing file or folder"),
 ])
 def test_bad_export_input(setup, tmp_path, capsys, argv, message):
     from yolo3.cli.export import main

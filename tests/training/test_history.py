@@ -42,3 +42,13 @@ def test_a_history_file_the_user_wrote_is_never_replaced(tmp_path):
         with pytest.raises(SettingError, match="never replaces"):
             write_history(folder, ["epoch", "loss"], [{"epoch": 0, "loss": 1.0}])
     assert (run / "history.csv").read_text() == "epoch,loss\n0,9.0\n"
+
+
+def test_the_history_files_own_path_still_works(tmp_path):
+    path = tmp_path / "run" / "history.csv"
+    with OutputFolder(path.parent, "--output") as folder:
+        write_history(folder, ["epoch", "loss"], [{"epoch": 0, "loss": 2.0},
+                                                  {"epoch": 1, "loss": 1.0}])
+    truncate_history(path, 1)  # yolo3 0.4's form
+    assert path.read_text().splitlines() == ["epoch,loss", "0,2.0"]
+    truncate_history(tmp_path / "none.csv", 1)  # no file: nothing to do

@@ -24,11 +24,12 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import SHOWN_FLAGS, cores, cpu_flags, cpu_model
+from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.config.specs import get_spec
+from yolo3.core.fileio import write_text_atomic
 from yolo3.inference.detector import YOLO
 from yolo3.modeling.anchor_free_loss import anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
@@ -176,8 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(result)
                 _print_row(result)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=1)
+        write_text_atomic(args.json, json.dumps(rows, indent=1))
     return 0 if all(r["loss_finite"] for r in rows) else 1
 
 

@@ -51,7 +51,7 @@ from yolo3.benchmarks.isolated import interleaved, median
 from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
 from yolo3.checkpoint.darknet_convert import convert
 from yolo3.config.precision import resolve_precision
-from yolo3.core.errors import ArgumentError
+from yolo3.core.fileio import write_text_atomic
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.layout import layout_cfg_text
 from yolo3.darknet.random_weights import write_random_weights
@@ -121,10 +121,7 @@ def _openvino_irs(model_path: str, size: int, folder: str) -> tuple:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import cv2
-
-    if args.weights is not None and args.cfg is None:
-        raise ArgumentError("--weights needs the --cfg they belong to")
+    import cv2  # --weights without --cfg is refused before: yolo3.cli.relations
 
     size = args.input_size
     peak = matmul_peak_gflops()
@@ -252,6 +249,5 @@ def run(args: argparse.Namespace) -> int:
           f"{agreement['body']:.1e} (converted body), {agreement['folded']:.1e} (folded copy)"
           + (f", {agreement['bf16']:.1e} (bfloat16)" if with_bf16 else ""))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+        write_text_atomic(args.json, json.dumps(result, indent=1))
     return 0

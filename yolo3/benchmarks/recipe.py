@@ -44,6 +44,7 @@ from yolo3.benchmarks.peer import peer_data, run_peer, score_peer_detections
 from yolo3.config.specs import get_spec
 from yolo3.config.train_config import TrainConfig, check, parse_setting
 from yolo3.core.errors import ArgumentError, SettingError
+from yolo3.core.fileio import write_text_atomic
 from yolo3.data.annotations import box_sizes, load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.photo_synthetic import make_photo_dataset
@@ -320,8 +321,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}")
     if args.json:
         import json
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"machine": machine_line(peak), "curves": curves, "peer": peer}, f, indent=1)
+        write_text_atomic(args.json, json.dumps({"machine": machine_line(peak), "curves": curves,
+                                                 "peer": peer}, indent=1))
     return 0
 
 

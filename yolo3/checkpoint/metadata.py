@@ -42,7 +42,8 @@ logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
 # the paths an export writes into its folder (yolo3.core.ownership refuses a user's file there)
-SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables/*", "assets/*", INFO_NAME)
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables/variables.index",
+                       "variables/variables.data-*", INFO_NAME)
 OPENVINO_ENTRIES = ("model.xml", "model.bin")
 OPENVINO_INFO_KEY = "yolo3"  # the IR's <rt_info> entry holding the info JSON
 FORMAT = "yolo3-model-info"

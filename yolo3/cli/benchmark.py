@@ -118,7 +118,7 @@ def _backends_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-detect", action="store_true", help="training rows only")
     p.add_argument("--dry-run", action="store_true", help="the same script at 64 px, batch 2, one "
                    "step: check it on a CPU before a GPU machine runs it")
-    p.add_argument("--json", type=OutputPath("file"), help="also write the rows to this JSON file")
+    p.add_argument("--json", type=OutputPath("file", format="json"), help="also write the rows to this JSON file")
 
 
 def _inference_arguments(p: argparse.ArgumentParser) -> None:
@@ -135,7 +135,7 @@ def _inference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=COUNT0, default=3)
     p.add_argument("--score", type=FRACTION, default=0.3)
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--json", type=OutputPath("file"), help="also write the figures to this JSON file")
+    p.add_argument("--json", type=OutputPath("file", format="json"), help="also write the figures to this JSON file")
 
 
 def _convert_arguments(p: argparse.ArgumentParser) -> None:
@@ -189,8 +189,8 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                    help="settings of yolo3 train by name for the new recipe, each read as its "
                         "type (e.g. lr=0.006 ema=false multi_scale=[160,224] weights=w.keras), "
                         "to measure one choice against the defaults")
-    p.add_argument("--plot", default=None, type=OutputPath("file"), help="write mAP@0.5:0.95 over time to this PNG")
-    p.add_argument("--json", default=None, type=OutputPath("file"),
+    p.add_argument("--plot", default=None, type=OutputPath("file", format="png"), help="write mAP@0.5:0.95 over time to this PNG")
+    p.add_argument("--json", default=None, type=OutputPath("file", format="json"),
                    help="write the curves to this JSON file")
 
 
@@ -244,7 +244,7 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
                    "environment with ultralytics and sahi: the peer trains on whole images and "
                    "slices with SAHI")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--json", default=None, type=OutputPath("file"),
+    p.add_argument("--json", default=None, type=OutputPath("file", format="json"),
                    help="also write the figures to this JSON file")
 
 
@@ -269,7 +269,7 @@ def _balance_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--photos", default=None, type=InputPath("folder"), help="folder of "
                    "photographs (default: scikit-image's)")
     p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--json", default=None, type=OutputPath("file"),
+    p.add_argument("--json", default=None, type=OutputPath("file", format="json"),
                    help="also write the figures to this JSON file")
 
 

@@ -22,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="COCO instances_*.json")
     p.add_argument("--images", required=True, type=InputPath("folder"),
                    help="folder holding the images")
-    p.add_argument("--out", required=True, type=OutputPath("file"),
+    p.add_argument("--out", required=True, type=OutputPath("file", format="text"),
                    help="text annotation file to write")
-    p.add_argument("--classes-out", type=OutputPath("file"),
+    p.add_argument("--classes-out", type=OutputPath("file", format="text"),
                    help="classes file to write (names sorted by category id)")
     p.add_argument("--include-crowd", action="store_true", help="keep iscrowd annotations")
     p.add_argument("--no-check-images", action="store_true", help="do not open the images")

@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an image, a folder, a glob ('imgs/*.jpg'), a video file or a webcam index")
     p.add_argument("--output", required=True, type=OutputPath("folder"),
                    help="folder for annotated images / video")
-    p.add_argument("--json", type=OutputPath("file"), help="write detections to this JSON file")
+    p.add_argument("--json", type=OutputPath("file", format="json"), help="write detections to this JSON file")
     add_threshold_arguments(p)
     p.add_argument("--batch-size", type=BATCH, default=1,
                    help="images per forward pass (default 1; on OpenVINO several passes are in "

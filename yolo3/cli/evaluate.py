@@ -56,10 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=BATCH, default=4, help="images per forward pass for --model")
     add_precision_argument(p)
     add_engine_argument(p)
-    p.add_argument("--save-detections", type=OutputPath("file"), help="with --model: also write the detection JSON here")
+    p.add_argument("--save-detections", type=OutputPath("file", format="json"), help="with --model: also write the detection JSON here")
     p.add_argument("--image-dir", type=InputPath("folder"), help="image folder for VOC / COCO annotations")
     p.add_argument("--max-dets", type=Number(int, 1, 10_000), default=100, help="COCO maxDets per image and class")
-    p.add_argument("--out", required=True, type=OutputPath("file"), help="write the figures to this JSON file")
+    p.add_argument("--out", required=True, type=OutputPath("file", format="json"), help="write the figures to this JSON file")
     p.add_argument("--confusion-score", type=FRACTION, default=None, help="score threshold of the "
                    "confusion matrix (default: the confidence of best F1)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots (precision-recall, "

@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="detections per image")
     p.add_argument("--saved-model", type=OutputPath("folder"),
                    help="write a SavedModel to this folder")
-    p.add_argument("--tflite", type=OutputPath("file"), help="write a TFLite model to this file")
+    p.add_argument("--tflite", type=OutputPath("file", format="tflite"), help="write a TFLite model to this file")
     p.add_argument("--quantize", choices=["none", "float16", "int8"], default="none",
                    help="TFLite and OpenVINO weights: none (float32), float16, or int8 "
                         "(weights and activations, calibrated on --calibration; OpenVINO's by "
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="TFLite input type: uint8 RGB 0..255 (default), int8 (int8 models), "
                         "float32 RGB in [0, 1]")
     p.add_argument("--tflite-batch", type=BATCH, default=1, help="fixed TFLite batch size")
-    p.add_argument("--onnx", type=OutputPath("file"), help=f"write an ONNX model to this file (opset {ONNX_OPSET}, needs "
+    p.add_argument("--onnx", type=OutputPath("file", format="onnx"), help=f"write an ONNX model to this file (opset {ONNX_OPSET}, needs "
                                   "yolo3[export])")
     p.add_argument("--onnx-input", choices=["uint8", "float32"], default="uint8",
                    help="ONNX input type")

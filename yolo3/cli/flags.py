@@ -23,7 +23,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 
 from yolo3.core.errors import ArgumentError
 
-__all__ = ["Declared", "Number", "InputPath", "MediaSource", "OutputPath", "Text", "ENVIRONMENT",
+__all__ = ["Declared", "Number", "InputPath", "MediaSource", "OutputPath", "Text", "FORMATS",
+           "ENVIRONMENT",
            "check_environment", "declared_paths", "declared_actions", "given",
            "TEXT_PROBE_BYTES", "MAX_CPU_REPLICAS_PER_CORE",
            "SEED", "FRACTION", "SHARE", "POSITIVE", "COUNT", "COUNT0", "BATCH", "EPOCHS",
@@ -137,17 +138,22 @@ def _nearest_existing(path: str) -> str:
     return current
 
 
-def is_text_file(path: str) -> bool:
-    """Whether the start of the file ``path`` reads as UTF-8 text (no NUL byte)."""
-    with open(path, "rb") as f:
-        head = f.read(TEXT_PROBE_BYTES)
-    if b"\x00" in head:
+def looks_like_text(head: bytes) -> bool:
+    """Whether ``head``, the start of a file, reads as UTF-8 text: it decodes, and NUL bytes are
+    rare in it (a file of zeros is no text; a class named NUL is, in a file of names)."""
+    if head.count(b"\x00") > max(1, len(head) // 10):
         return False
     try:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:
         return False
     return True
+
+
+def is_text_file(path: str) -> bool:
+    """Whether the start of the file ``path`` reads as UTF-8 text (:func:`looks_like_text`)."""
+    with open(path, "rb") as f:
+        return looks_like_text(f.read(TEXT_PROBE_BYTES))
 
 
 class InputPath(Declared):
@@ -218,19 +224,42 @@ class MediaSource(InputPath):
         return super().__call__(text)
 
 
+def _sniff_json(head: bytes) -> bool:
+    return head.lstrip()[:1] in (b"[", b"{")
+
+
+# what a file of each format a command writes starts with: a named output that exists and is not
+# of its format (a model given as --json) is someone's other file, never replaced
+FORMATS: Dict[str, Tuple[str, Callable[[bytes], bool]]] = {
+    "json": ("a JSON file", _sniff_json),
+    "text": ("a text file", looks_like_text),
+    "png": ("a PNG image", lambda head: head.startswith(b"\x89PNG\r\n\x1a\n")),
+    "keras": ("a .keras model (a zip archive)", lambda head: head.startswith(b"PK\x03\x04")),
+    "h5": ("an HDF5 weights file", lambda head: head.startswith(b"\x89HDF\r\n\x1a\n")),
+    "tflite": ("a TFLite model", lambda head: head[4:8] == b"TFL3"),
+    "onnx": ("an ONNX model", lambda head: head[:1] == b"\x08"),
+    "darknet": ("Darknet weights", lambda head: len(head) >= 12 and not _sniff_json(head)),
+}
+
+
 class OutputPath(Declared):
     """A path the command writes: a ``kind`` (file or folder) or nothing yet, its folder one that
-    exists or can be made under a writable folder."""
+    exists or can be made under a writable folder; a file that exists already must be of the
+    ``format`` the command writes (:data:`FORMATS`; empty files too), or it is refused."""
 
     role = "output"
 
-    def __init__(self, kind: str = "file", what: str = ""):
+    def __init__(self, kind: str = "file", what: str = "", format: Optional[str] = None):
         if kind not in ("file", "folder"):
             raise ValueError("kind must be file or folder")
-        self.kind, self.what = kind, what
+        if format is not None and (kind != "file" or format not in FORMATS):
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, for a file")
+        self.kind, self.what, self.format = kind, what, format
 
     def describe(self) -> str:
         text = f"a {self.kind} to write"
+        if self.format:
+            text += f" ({FORMATS[self.format][0]}; an existing file must be one)"
         return text + (f" ({self.what})" if self.what else "")
 
     def __call__(self, text: str):
@@ -242,6 +271,16 @@ class OutputPath(Declared):
             raise self._refuse(text, "a folder")
         if self.kind == "folder" and os.path.lexists(text) and not os.path.isdir(text):
             raise self._refuse(text, "a file")
+        if self.format and os.path.isfile(text) and os.path.getsize(text):
+            noun, looks = FORMATS[self.format]
+            try:
+                with open(text, "rb") as f:
+                    head = f.read(TEXT_PROBE_BYTES)
+            except OSError as e:
+                raise self._refuse(text, e.strerror or str(e)) from None
+            if not looks(head):
+                raise self._refuse(text, f"it exists and is not {noun}: yolo3 replaces only a "
+                                         "file of the kind it writes")
         start = text if self.kind == "folder" else os.path.dirname(os.path.abspath(text))
         existing = _nearest_existing(start)
         if not os.path.isdir(existing):

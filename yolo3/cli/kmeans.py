@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="classes file (bounds class ids; VOC names)")
     p.add_argument("--clusters", type=Number(int, 1, 1000), default=9,
                    help="number of anchors (default 9)")
-    p.add_argument("--out", required=True, type=OutputPath("file"), help="anchors file to write")
+    p.add_argument("--out", required=True, type=OutputPath("file", format="text"), help="anchors file to write")
     add_input_size_argument(p, None, "scale box sizes as letterboxed into this input: one side "
                             "or HEIGHT WIDTH (default: image pixels)")
     p.add_argument("--restarts", type=Number(int, 1, 1000), default=5,

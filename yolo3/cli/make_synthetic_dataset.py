@@ -92,8 +92,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.ownership import check_output_folder
-    from yolo3.data.synthetic import dataset_entries
-    check_output_folder(args.out, "--out", args.exist_ok, dataset_entries())
+    from yolo3.data.synthetic import dataset_entries, image_names
+    image_format = "jpg" if args.style == "photo" else args.format
+    check_output_folder(args.out, "--out", args.exist_ok,
+                        dataset_entries(images=image_names(args.num_images, image_format)))
     size = None if args.size is None else (
         (args.size, args.size) if isinstance(args.size, int) else tuple(args.size))
     if args.style == "photo":

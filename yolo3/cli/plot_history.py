@@ -56,7 +56,7 @@ def plot_history(history_path: str, out_path: str, title: Optional[str] = None) 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", required=True, type=InputPath(text=True),
                    help="CSV written by training (history.csv)")
-    p.add_argument("--out", required=True, type=OutputPath("file"), help="PNG file to write")
+    p.add_argument("--out", required=True, type=OutputPath("file", format="png"), help="PNG file to write")
     p.add_argument("--title", default=None, type=Text(200), help="plot title")
 
 

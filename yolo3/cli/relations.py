@@ -118,6 +118,9 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
         Needs("--peer-python", ("--peer",), "it runs the peer"),
         Needs("--threads", ("--peer",), "it sets the peer's threads"),
     ),
+    "benchmark inference": (
+        Needs("--weights", ("--cfg",), "Darknet weights are read by their cfg"),
+    ),
     "benchmark tiles": (
         AtMost("--min-px", "--max-px"),
     ),

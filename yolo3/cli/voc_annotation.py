@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        pattern=r"[^/\\]{1,200}", pattern_words="an image set's name",
                        example="train"),
                    help="ImageSets/Main/<name>.txt (train, val, test...)")
-    p.add_argument("--out", required=True, type=OutputPath("file"),
+    p.add_argument("--out", required=True, type=OutputPath("file", format="text"),
                    help="text annotation file to write")
     p.add_argument("--classes", type=InputPath(text=True),
                    help="classes file (default: the 20 VOC classes)")

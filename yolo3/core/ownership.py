@@ -82,19 +82,25 @@ def _listed(paths: Sequence[str]) -> str:
     return shown + (f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else "")
 
 
-def _with_parents(patterns: Iterable[str]) -> List[str]:
-    """``patterns`` and the folders they lie in (``a/b/*`` also ``a`` and ``a/b``): a user's
-    file where yolo3 needs a folder is in the way too."""
+def _parents(patterns: Iterable[str]) -> List[str]:
+    """The folders ``patterns`` lie in (``a/b/*``: ``a`` and ``a/b``): a user's file where yolo3
+    needs a folder is in the way too."""
     out = []
     for pattern in patterns:
         parts = pattern.split("/")
-        out += ["/".join(parts[:k]) for k in range(1, len(parts) + 1)]
+        out += ["/".join(parts[:k]) for k in range(1, len(parts))]
     return out
 
 
 def _collisions(foreign: Sequence[str], writes: Sequence[str]) -> List[str]:
-    patterns = _with_parents(writes)
-    return [rel for rel in foreign if matches(rel, patterns)]
+    """The paths of ``foreign`` that ``writes`` name (``*`` in a pattern spans folders: ``a/*``
+    is everything under ``a``), or that lie where a folder of theirs goes (one level each).
+    Literal paths are looked up, patterns matched (a writer may list a million images)."""
+    literal = {p for p in writes if not any(c in p for c in "*?[")}
+    globs = [p for p in writes if p not in literal]
+    folders = _parents(writes)
+    return [rel for rel in foreign if rel in literal or matches(rel, globs) or
+            any(rel.count("/") == f.count("/") and matches(rel, [f]) for f in folders)]
 
 
 def _refuse_foreign(contents: FolderContents, flag: str, exist_ok: bool,

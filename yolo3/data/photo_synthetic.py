@@ -33,7 +33,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from yolo3.config.choices import BOX_EXTENTS, SIZE_DISTRIBUTIONS
 from yolo3.core.errors import SettingError
 from yolo3.data.annotations import Record
-from yolo3.data.synthetic import SHAPES, _draw_shape, write_generated_dataset
+from yolo3.data.synthetic import SHAPES, _draw_shape, image_name, write_generated_dataset
 
 PHOTO_CLASSES = ("circle", "square", "triangle", "cross")
 PHOTO_SIZES = ((240, 320), (320, 240), (288, 288))  # (h, w)
@@ -318,12 +318,15 @@ def make_photo_dataset(out_dir: str, num_images: int, photos: Optional[str] = No
                                               backgrounds=backgrounds,
                                               background_zoom=background_zoom,
                                               class_shares=shares)
-            path = os.path.join(images, f"{i:06d}.jpg")
+            path = os.path.join(images, image_name(i, PHOTO_FORMAT))
             Image.fromarray(image).save(path, quality=int(rng.integers(80, 96)))
             records.append(Record(path, found, size, 1))
         return records
     return write_generated_dataset(out_dir, render, classes, val_fraction, annotation_name,
                                    exist_ok)
+
+
+PHOTO_FORMAT = "jpg"  # the photo style's images are JPEGs
 
 
 def _photos_of(folder: Optional[str], setting: str) -> List[np.ndarray]:

@@ -213,7 +213,7 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
         for i in range(num_images):
             img, boxes = render_image(rng, tuple(image_size), classes, max_objects=max_objects,
                                       min_frac=min_frac, max_frac=max_frac, style=style)
-            path = os.path.join(images, f"{i:06d}.{image_format}")
+            path = os.path.join(images, image_name(i, image_format))
             if image_format == "jpg":
                 Image.fromarray(img).save(path, quality=95)
             else:
@@ -224,11 +224,22 @@ def make_synthetic_dataset(out_dir: str, num_images: int, image_size: Tuple[int,
                                    exist_ok)
 
 
-def dataset_entries(annotation_name: str = "annotations.txt") -> List[str]:
-    """The paths a generated dataset's folder holds (``fnmatch`` patterns): its images
-    (``images/000000.png`` ...) and text files."""
-    return ["images/[0-9][0-9][0-9][0-9][0-9][0-9].*", annotation_name, "train.txt", "val.txt",
-            "classes.txt"]
+def image_name(index: int, image_format: str) -> str:
+    """The name of a generated dataset's image ``index``: ``000000.png`` ..."""
+    return f"{index:06d}.{image_format}"
+
+
+def image_names(count: int, image_format: str) -> List[str]:
+    """The names of a generated dataset's ``count`` images (:func:`image_name`)."""
+    return [image_name(i, image_format) for i in range(count)]
+
+
+def dataset_entries(annotation_name: str = "annotations.txt",
+                    images: Sequence[str] = ()) -> List[str]:
+    """The paths a generated dataset's folder holds: its text files and, where given, its
+    ``images`` (:func:`image_names`) in ``images/``."""
+    return [annotation_name, "train.txt", "val.txt", "classes.txt",
+            *(f"images/{name}" for name in images)]
 
 
 def write_generated_dataset(out_dir: str, render: Callable[[str], List[Record]],
@@ -259,7 +270,7 @@ def claim_dataset_folder(out_dir: str, annotation_name: str = "annotations.txt",
     check_output_folder(out_dir, flag, exist_ok, dataset_entries(annotation_name))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        claim(out_dir, ["images", annotation_name, "train.txt", "val.txt", "classes.txt"])
+        claim(out_dir, ["images", *dataset_entries(annotation_name)])
 
 
 def write_dataset_files(out_dir: str, records: Sequence[Record], classes: Sequence[str],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.core.ownership import OutputFolder
@@ -73,14 +73,22 @@ def completed_epochs(path: PathLike) -> int:
     return sum(1 for r in rows if _row_epoch(r) is not None and None not in r.values())
 
 
-def truncate_history(folder: OutputFolder, epochs: int, name: str = HISTORY) -> None:
+def truncate_history(folder: Union[OutputFolder, PathLike], epochs: int,
+                     name: str = HISTORY) -> None:
     """Keep only the rows of epochs ``0 .. epochs - 1`` of the history file ``name`` in the run's
-    ``folder`` (:class:`yolo3.core.ownership.OutputFolder`; atomically).
+    ``folder`` (:class:`yolo3.core.ownership.OutputFolder`; atomically). yolo3 0.4's form, the
+    history file's own path, still works: its folder is opened under the ownership rule.
 
     On resume the epochs after the restored state are trained again, so their rows (written before a
     crash lost the matching checkpoint) must go: history.csv then lists every epoch exactly once.
     Malformed rows (a line cut by a crash) are dropped too.
     """
+    if not isinstance(folder, OutputFolder):
+        path = Path(folder)
+        if not path.exists():
+            return
+        with OutputFolder(path.parent, "output_dir", exist_ok=True) as opened:
+            return truncate_history(opened, epochs, path.name)
     fields, rows = read_rows(folder.path / name)
     if not fields:
         return
