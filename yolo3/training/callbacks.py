@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Union
@@ -114,8 +115,8 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         """``stem.*`` as byte copies of the ``source.*`` files just written (no second
         serialisation of the same weights), each atomically."""
         for src, dst in zip(self._names(source), self._names(stem)):
-            data = (self.folder.path / src).read_bytes()
-            self.folder.write_bytes(dst, data)
+            self.folder.write(dst, lambda tmp, src=src: shutil.copyfile(self.folder.path / src,
+                                                                          tmp))
 
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self._owns_folder:
