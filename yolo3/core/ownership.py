@@ -30,12 +30,13 @@ yolo3's, and are recorded file by file when the folder is next written. No Tenso
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Sequence
 
 from yolo3.core.errors import PathLike, SettingError
 from yolo3.core.fileio import (
@@ -388,12 +389,7 @@ class OutputFolder:
         if rel:
             self.open()
             target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(target.parent)
-        tmp = make_temporary_folder(target.parent, target.name)
-        try:
-            os.chmod(tmp, 0o777 & ~_umask())  # a temporary folder is private; the output is not
-            writer(tmp)
-            fsync_tree(tmp)
+        with _filled(target.parent, target.name, writer) as tmp:
             written = _files_under(tmp)
             for inner in written:
                 self._refuse_unless_free(prefix + inner)
@@ -415,10 +411,23 @@ class OutputFolder:
                 replace_entry(tmp / inner, destination)
             for folder in {(target / inner).parent for inner in written}:
                 fsync_dir(folder)
-        finally:
-            if tmp.exists():
-                remove_entry(tmp)
         return target
+
+
+@contextlib.contextmanager
+def _filled(parent: Path, name: str, writer: Callable[[Path], None]) -> Iterator[Path]:
+    """A temporary folder in ``parent`` for the destination ``name``, filled by ``writer`` and
+    flushed; removed on leaving when it is still there (not moved into place)."""
+    remove_stale_temporaries(parent)
+    tmp = make_temporary_folder(parent, name)
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # a temporary folder is private; the output is not
+        writer(tmp)
+        fsync_tree(tmp)
+        yield tmp
+    finally:
+        if tmp.exists():
+            remove_entry(tmp)
 
 
 def as_output_folder(folder: "OutputFolder | PathLike", flag: str = "output_dir"
@@ -469,12 +478,7 @@ def write_output_folder(path: PathLike, writer: Callable[[Path], None], flag: st
             folder.write_tree("", writer)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(path.parent)
-    tmp = make_temporary_folder(path.parent, path.name)
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())  # a temporary folder is private; the output is not
-        writer(tmp)
-        fsync_tree(tmp)
+    with _filled(path.parent, path.name, writer) as tmp:
         write_manifest(tmp, {rel: fingerprint(tmp / rel) for rel in _files_under(tmp)}, [])
         fsync_file(tmp / MARKER)
         if os.path.lexists(path):
@@ -482,9 +486,6 @@ def write_output_folder(path: PathLike, writer: Callable[[Path], None], flag: st
                                "it; nothing was written: run again", flag)
         replace_entry(tmp, path)
         fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            remove_entry(tmp)
     return path
 
 
