@@ -294,17 +294,40 @@ def test_train_into_a_folder_of_the_users_files_is_refused_and_its_own_run_folde
     code, err = run_cli(argv, capsys)
     assert_refused(code, err, folder, "--output", "--exist-ok", "report.pdf")
     assert snapshot(tmp_path) == before
-    # a run folder written by an earlier release (no marker) is still the run's own
+    # a run folder written by an earlier release (no manifest) is the run's own when resumed:
+    # the user's word that it is a run folder; without --resume its files are the user's
     run = tmp_path / "old_run"
     shutil.copytree(trained_world["run"], run)
     (run / MARKER).unlink()
     argv[argv.index("--output") + 1] = run
+    argv[argv.index("--epochs") + 1] = "2"
+    before = snapshot(run)
     code, err = run_cli(argv, capsys)
+    assert_refused(code, err, run, "--exist-ok", "final.keras")
+    assert snapshot(run) == before
+    code, err = run_cli(argv + ["--resume"], capsys)
     assert code == 0, err
     from yolo3.core.ownership import read_contents
-    from yolo3.training.run_folder import RUN_FOLDER_ENTRIES
-    assert read_contents(run).foreign == ()  # every entry training wrote is claimed
-    assert read_contents(trained_world["run"], RUN_FOLDER_ENTRIES).foreign == ()
+    assert read_contents(run).foreign == ()  # every file training wrote is recorded
+
+
+def test_files_named_like_a_runs_in_a_folder_without_a_manifest_are_the_users(trained_world,
+                                                                             tmp_path, capsys):
+    """A folder of the user's holding final.keras, classes.txt and history.csv of their own is
+    no old run folder: train refuses it, --exist-ok too (it would write those paths)."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("final.keras", "classes.txt", "history.csv"):
+        (folder / name).write_text(f"the user's own {name}\n")
+    d = trained_world["data"]
+    argv = ["train", "--annotations", d / "train.txt", "--val-annotations", d / "val.txt",
+            "--classes", d / "classes.txt", "--variant", "tiny", "--input-size", "64",
+            "--batch-size", "2", "--epochs", "1", "--output", folder, "--quiet"]
+    before = snapshot(tmp_path)
+    for extra in ([], ["--exist-ok"]):
+        code, err = run_cli(argv + extra, capsys)
+        assert_refused(code, err, folder, "final.keras")
+        assert snapshot(tmp_path) == before
 
 
 # ------------------------------------------------------------------------------ interruption

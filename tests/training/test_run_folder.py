@@ -17,12 +17,34 @@ def test_prepare_output_chief_and_worker(dataset, tmp_path, step_config):
     config = step_config()
     data = prepare_data(config)
     out = Path(config.output.output_dir)
-    out.mkdir(parents=True)
-    (out / ".tmp-last.keras-x").write_text("half written")
     run = prepare_output(config, data, ClusterTask())
-    assert run.chief and run.write_dir == out and not (out / ".tmp-last.keras-x").exists()
+    assert run.chief and run.write_dir == out and run.folder.is_open
     assert read_classes(out / "classes.txt") == data.class_names
     np.testing.assert_array_equal(read_anchors(out / "anchors.txt"), data.anchors)
     worker = prepare_output(config, data, ClusterTask(num_workers=2, task_type="worker", index=1,
                                                       is_chief=False))
     assert not worker.chief and worker.write_dir == out / ".worker-1"
+
+
+def test_an_old_run_folder_is_the_runs_own_only_when_resumed(dataset, tmp_path, step_config):
+    """A folder without a manifest holding a run's files (yolo3 0.3): resumed, they and its
+    ownerless temporaries are the run's (the temporary swept); not resumed, they are the user's."""
+    import pytest
+
+    from yolo3.core.errors import SettingError
+    from yolo3.core.ownership import read_contents
+    from yolo3.training.run_folder import check_run_folder, old_run_entries
+    config = step_config()
+    out = Path(config.output.output_dir)
+    out.mkdir(parents=True)
+    (out / "final.keras").write_text("a run's")
+    (out / "resume.json").write_text("{}")
+    (out / ".tmp-last.keras-x").write_text("half written")
+    assert old_run_entries(config) == ()
+    with pytest.raises(SettingError, match="final.keras"):
+        check_run_folder(config, prepare_data(config))
+    resumed = step_config(resume=True)
+    assert "final.keras" in old_run_entries(resumed)
+    prepare_output(resumed, prepare_data(resumed), ClusterTask()).folder.close()
+    assert not (out / ".tmp-last.keras-x").exists()
+    assert "final.keras" in read_contents(out).ours  # recorded with its hash now

@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     for p in problems:
         print(f"problem: {p}", file=sys.stderr)
     if problems:
-        raise CommandFailed(f"{len(problems)} problems")
+        raise CommandFailed(f"{len(problems)} problem{'' if len(problems) == 1 else 's'}")
     print("no problems")
     return 0
 

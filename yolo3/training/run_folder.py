@@ -32,8 +32,8 @@ from yolo3.training.resume import check_resume_files, load_resume_state
 logger = logging.getLogger(__name__)
 
 
-# the top-level entries of a run folder (fnmatch patterns), recognised as yolo3's in the run
-# folders of yolo3 0.3 and earlier, which had no manifest
+# the top-level entries of a run folder (fnmatch patterns): in a folder without a manifest (the
+# run folders of yolo3 0.3 and earlier) they are yolo3's only when the user resumes it
 RUN_FOLDER_ENTRIES = ("anchors.txt", "classes.txt", "history.csv", "logs", "resume.json",
                       "resume-[0-9]*", "final.keras", "final.weights.h5", "best.keras",
                       "best.weights.h5", "last.keras", "last.weights.h5", "backup", ".worker-*",
@@ -47,7 +47,8 @@ RUN_FOLDER_WRITES = ("anchors.txt", "classes.txt", "history.csv", "resume.json",
                      "diagnostics/confusion.png", "diagnostics/confidence.png",
                      "diagnostics/pr.png")
 # files other libraries write into a run as they go: TensorBoard's events, Keras's backup
-LIBRARY_WRITES = ("logs/*/events.out.tfevents.*", "backup/*")
+LIBRARY_WRITES = ("logs/*/events.out.tfevents.*", "backup/latest.weights.h5*",
+                  "backup/training_metadata.json*")
 
 
 @dataclass
@@ -71,7 +72,16 @@ def check_run_folder(config: TrainConfig, data: TrainData) -> None:
     if config.output.resume:  # first: a damaged state is named as such
         check_resume_state(out, data)
     check_output_folder(out, "output_dir", config.output.exist_ok, RUN_FOLDER_WRITES,
-                        own_patterns=RUN_FOLDER_ENTRIES)
+                        own_patterns=old_run_entries(config))
+
+
+def old_run_entries(config: TrainConfig) -> Tuple[str, ...]:
+    """The entries counted as yolo3's in an output folder without a manifest: a run's
+    (:data:`RUN_FOLDER_ENTRIES`) when the user resumes the run saved there (a run folder of
+    yolo3 0.3 and earlier), else none: files named like a run's in a folder of the user's are the
+    user's."""
+    out = Path(config.output.output_dir)
+    return RUN_FOLDER_ENTRIES if config.output.resume and (out / "resume.json").is_file() else ()
 
 
 def check_resume_state(out: Path, data: TrainData) -> None:
@@ -111,7 +121,7 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
     out = Path(config.output.output_dir)
     write_dir = out if task.is_chief else out / f".worker-{task.index}"
     folder = OutputFolder(write_dir, "output_dir", config.output.exist_ok, RUN_FOLDER_WRITES,
-                          own_patterns=RUN_FOLDER_ENTRIES).open()
+                          own_patterns=old_run_entries(config)).open()
     folder.own_patterns(LIBRARY_WRITES)
     if task.is_chief:
         if not data.spec.anchor_free:
