@@ -329,3 +329,24 @@ def test_check_reports_an_image_list_written_with_windows_separators(world, tmp_
     code, err = run_cli(["check", "--annotations", root / "train.txt", "--classes",
                          world["data"] / "classes.txt", "--quiet"], capsys)
     assert code == 0, err
+
+
+def test_an_output_that_is_an_input_of_its_own_kind_is_refused(world, tmp_path, capsys):
+    """The input check itself (not the format's): a COCO JSON named as both the ground truth and
+    evaluate's --out, and an annotation text file as kmeans' --out."""
+    code, err = run_cli(["annotations", "--annotations", world["data"] / "val.txt", "--classes",
+                         world["data"] / "classes.txt", "--to", "coco", "--out",
+                         tmp_path / "coco", "--quiet"], capsys)
+    assert code == 0, err
+    truth = tmp_path / "coco" / "train.json"  # the split name --annotations gets
+    rows = tmp_path / "train.txt"
+    rows.write_text((world["data"] / "train.txt").read_text().replace(
+        "images/", f"{world['data']}/images/"))
+    before = snapshot(tmp_path)
+    code, err = run_cli(["evaluate", "--model", world["run"] / "final.keras", "--annotations",
+                         truth, "--out", truth, "--quiet"], capsys)
+    assert_refused(code, err, truth, "--out", "is the input")
+    code, err = run_cli(["kmeans", "--annotations", rows, "--clusters", "3", "--out", rows,
+                         "--quiet"], capsys)
+    assert_refused(code, err, rows, "--out", "is the input")
+    assert snapshot(tmp_path) == before
