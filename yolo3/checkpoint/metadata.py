@@ -55,9 +55,8 @@ TRAINING_CLASSES = "classes.txt"
 
 __all__ = ["ModelInfo", "read_info", "embed_info", "resolve_info", "read_side_files",
            "sidecar_paths", "check_sidecars", "write_sidecars", "read_sidecars", "INFO_NAME",
-           "info_json",
-           "ONNX_METADATA_KEY", "OPENVINO_INFO_KEY", "openvino_xml", "SAVED_MODEL_ENTRIES",
-           "OPENVINO_ENTRIES"]
+           "info_json", "ONNX_METADATA_KEY", "OPENVINO_INFO_KEY", "openvino_xml",
+           "SAVED_MODEL_ENTRIES", "OPENVINO_ENTRIES"]
 
 ONNX_METADATA_KEY = "yolo3"
 

@@ -30,8 +30,9 @@ from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.graph_surgery import keras_batch_norms  # also registers FoldedBatchNorm
 from yolo3.modeling.keras_compat import all_layers
 
-__all__ = ["weights_writer", "model_writer", "atomic_save_weights", "atomic_save_model", "load_keras_model", "build_from_weights",
-           "output_channels", "read_layer_weights", "layers_with_weights", "keras_refusal"]
+__all__ = ["weights_writer", "model_writer", "atomic_save_weights", "atomic_save_model",
+           "load_keras_model", "build_from_weights", "output_channels", "read_layer_weights",
+           "layers_with_weights", "keras_refusal"]
 
 
 def weights_writer(model) -> Callable[[str], None]:

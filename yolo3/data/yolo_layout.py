@@ -29,10 +29,10 @@ from yolo3.data.class_names import check_class_names, shown_value
 from yolo3.data.images import DECODED_EXTENSIONS, is_image_file
 
 __all__ = ["DataFile", "LabelRows", "read_data_file", "is_data_file", "is_image_list",
-           "windows_separated",
-           "image_paths", "label_file", "link_image", "expected_labels", "parse_label_rows",
-           "read_label_file", "read_label_files", "label_rows", "write_yolo_layout",
-           "data_yaml_text", "load_yaml_bounded", "MAX_YAML_VALUES", "input_folders"]
+           "windows_separated", "image_paths", "label_file", "link_image", "expected_labels",
+           "parse_label_rows", "read_label_file", "read_label_files", "label_rows",
+           "write_yolo_layout", "data_yaml_text", "load_yaml_bounded", "MAX_YAML_VALUES",
+           "input_folders"]
 
 _OTHER_IMAGES = (".webp", ".tif", ".tiff", ".dng", ".mpo", ".pfm", ".heic")
 _ROUNDING = 1e-5  # an edge this far outside 0..1 is clipped without a warning

@@ -22,8 +22,9 @@ from yolo3.config.choices import CLASS_WEIGHT_METHODS
 from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.core.fileio import read_text
 
-__all__ = ["WEIGHT_METHODS", "MAX_FILE_WEIGHT", "EFFECTIVE_BETA", "WEIGHT_CAP", "class_counts", "class_weights",
-           "read_class_weights", "repeat_factors", "repeated_indices", "format_weights"]
+__all__ = ["WEIGHT_METHODS", "MAX_FILE_WEIGHT", "EFFECTIVE_BETA", "WEIGHT_CAP", "class_counts",
+           "class_weights", "read_class_weights", "repeat_factors", "repeated_indices",
+           "format_weights"]
 
 WEIGHT_METHODS = CLASS_WEIGHT_METHODS
 MAX_FILE_WEIGHT = 1e6  # a file's weights, relative to each other: larger ones are refused

@@ -24,8 +24,9 @@ import numpy as np
 from yolo3.core.errors import SettingError
 from yolo3.ops.boxes import iou_xyxy
 
-__all__ = ["MERGE_METHODS", "MAX_TILES", "tile_windows", "cut_by_window", "nms_per_class", "fuse_per_class",
-           "merge_detections", "TileSize", "TileSuggestion", "suggest_tile", "SMALL_AT_INPUT"]
+__all__ = ["MERGE_METHODS", "MAX_TILES", "tile_windows", "cut_by_window", "nms_per_class",
+           "fuse_per_class", "merge_detections", "TileSize", "TileSuggestion", "suggest_tile",
+           "SMALL_AT_INPUT"]
 
 MERGE_METHODS = ("nms", "wbf")
 MAX_TILES = 1024  # tiles of one image at most: more would take hours per image
