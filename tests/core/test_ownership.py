@@ -183,7 +183,7 @@ def test_output_folder_writes_records_and_replaces_only_its_own_files(tmp_path):
     out = tmp_path / "run"
     with OutputFolder(out, "--output") as folder:
         folder.write_text("a/b/c.txt", "one")
-        folder.write_bytes("top.bin", b"\x00")
+        folder.write("top.bin", lambda tmp: Path(tmp).write_bytes(b"\x00"))
     assert read_contents(out).ours == ("a/b/c.txt", "top.bin")
     (out / "a" / "b" / "mine.txt").write_text("the user's")
     with pytest.raises(SettingError, match="a/b/mine.txt"):

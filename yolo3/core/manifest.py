@@ -116,6 +116,29 @@ class Manifest:
     legacy: List[str] = field(default_factory=list)
     exists: bool = False
 
+    def claims(self, rel: str, path: PathLike, st: os.stat_result) -> bool:
+        """Whether the entry ``rel`` (at ``path``; ``st``: its ``lstat``) is yolo3's: recorded
+        and unchanged, a library's file by pattern, or under an entry an old marker claims."""
+        versions = self.files.get(rel)
+        return bool(versions and unchanged(path, st, versions)) or \
+            matches(rel, self.patterns) or matches(rel.split("/", 1)[0], self.legacy)
+
+    def settled(self, folder: PathLike) -> Dict[str, FileRecord]:
+        """The one version of each recorded file of ``folder`` that is there now (the last, or
+        an earlier one a cut-off rename left); files gone or changed are left out."""
+        out: Dict[str, FileRecord] = {}
+        for rel, versions in self.files.items():
+            full = os.path.join(folder, rel)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if unchanged(full, st, versions[-1:]):
+                out[rel] = versions[-1]
+            elif len(versions) > 1 and unchanged(full, st, versions):
+                out[rel] = fingerprint(full)
+        return out
+
 
 def read_manifest(folder: PathLike, own_patterns: Sequence[str] = ()) -> Manifest:
     """The manifest of ``folder`` with its journal replayed. A manifest that cannot be read claims
@@ -244,13 +267,7 @@ def classify(root: str, own_patterns: Sequence[str] = ()) -> Tuple[List[str], Li
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            versions = manifest.files.get(rel)
-            if (versions and unchanged(entry.path, st, versions)) or \
-                    matches(rel, manifest.patterns) or \
-                    matches(rel.split("/", 1)[0], manifest.legacy):
-                ours.append(rel)
-            else:
-                foreign.append(rel)
+            (ours if manifest.claims(rel, entry.path, st) else foreign).append(rel)
     visit(root, "")
     return ours, foreign
 

@@ -36,7 +36,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Sequence
+from typing import Callable, Iterable, Iterator, List, Sequence
 
 from yolo3.core.errors import PathLike, SettingError
 from yolo3.core.fileio import (
@@ -55,13 +55,13 @@ from yolo3.core.manifest import (
     MARKER,
     FileRecord,
     FolderContents,
+    Manifest,
     classify,
     escape,
     fingerprint,
     matches,
     read_contents,
     read_manifest,
-    unchanged,
     write_manifest,
 )
 from yolo3.core.paths import check_output_dir
@@ -73,8 +73,7 @@ _SHOWN = 5  # paths a refusal lists
 
 __all__ = ["MARKER", "JOURNAL", "EXIST_OK", "FolderContents", "read_contents",
            "check_output_folder", "OutputFolder", "as_output_folder", "write_output_folder",
-           "folder_files",
-           "written_by_yolo3", "check_side_files", "YOLO3_SOFTWARE", "claim"]
+           "folder_files", "written_by_yolo3", "check_side_files", "YOLO3_SOFTWARE", "claim"]
 YOLO3_SOFTWARE = "yolo3"  # the Software text of the PNG files yolo3 writes (yolo3.evaluation.visualize)
 
 
@@ -162,8 +161,7 @@ class OutputFolder:
         self.exist_ok = exist_ok
         self._own_patterns = tuple(own_patterns)
         check_output_folder(self.path, flag, exist_ok, writes, own_patterns)
-        self._files: Dict[str, List[FileRecord]] = {}
-        self._patterns: List[str] = []
+        self._manifest = Manifest()  # what is yolo3's, once open (journal included)
         self._journal = None
         self._swept: set = set()
 
@@ -183,25 +181,16 @@ class OutputFolder:
         # an old run folder (no manifest) also loses the ownerless temporaries of yolo3 0.3
         remove_stale_temporaries(self.path, legacy=bool(manifest.legacy) and not manifest.exists)
         self._swept.add(self.path)
-        settled: Dict[str, FileRecord] = {}
-        for rel, versions in manifest.files.items():
-            full = self.path / rel
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue  # gone: nothing to own
-            if unchanged(full, st, versions):
-                settled[rel] = versions[-1] if len(versions) == 1 else fingerprint(full)
+        settled = manifest.settled(self.path)
         if manifest.legacy:
             ours, _ = classify(str(self.path), self._own_patterns)
             for rel in ours:
                 if rel not in settled and matches(rel.split("/", 1)[0], manifest.legacy):
                     settled[rel] = fingerprint(self.path / rel)
-        self._files = {rel: [record] for rel, record in settled.items()}
-        self._patterns = list(manifest.patterns)
-        write_manifest(self.path, settled, self._patterns)
-        journal = self.path / JOURNAL
-        self._journal = open(journal, "w", encoding="utf-8")
+        self._manifest = Manifest({rel: [record] for rel, record in settled.items()},
+                                  list(manifest.patterns), exists=True)
+        write_manifest(self.path, settled, self._manifest.patterns)
+        self._journal = open(self.path / JOURNAL, "w", encoding="utf-8")
         return self
 
     def close(self) -> None:
@@ -210,18 +199,7 @@ class OutputFolder:
             return
         journal, self._journal = self._journal, None
         journal.close()
-        settled = {}
-        for rel, versions in self._files.items():
-            full = self.path / rel
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            if unchanged(full, st, versions[-1:]):
-                settled[rel] = versions[-1]
-            elif len(versions) > 1 and unchanged(full, st, versions):
-                settled[rel] = fingerprint(full)
-        write_manifest(self.path, settled, self._patterns)
+        write_manifest(self.path, self._manifest.settled(self.path), self._manifest.patterns)
         try:
             os.unlink(self.path / JOURNAL)
         except OSError:
@@ -250,27 +228,19 @@ class OutputFolder:
             st = os.lstat(full)
         except OSError:
             return False
-        if self.is_open:
-            versions, patterns = self._files.get(rel), self._patterns
-        else:
-            manifest = read_manifest(self.path, self._own_patterns)
-            versions, patterns = manifest.files.get(rel), manifest.patterns
-            if matches(rel.split("/", 1)[0], manifest.legacy):
-                return True
-        return bool(versions and unchanged(full, st, versions)) or matches(rel, patterns)
+        manifest = self._manifest if self.is_open else read_manifest(self.path,
+                                                                      self._own_patterns)
+        return manifest.claims(rel, full, st)
 
     def own_patterns(self, patterns: Iterable[str]) -> None:
         """Record ``patterns`` (of relative paths) as the files another library writes here on
         yolo3's behalf as it goes (TensorBoard's event files): yolo3's, never replaced by it."""
         self.open()
-        new = [p for p in patterns if p not in self._patterns]
+        new = [p for p in patterns if p not in self._manifest.patterns]
         if new:
-            self._patterns += new
-            self._flush()
-
-    def _flush(self) -> None:
-        latest = {rel: versions[-1] for rel, versions in self._files.items()}
-        write_manifest(self.path, latest, self._patterns)
+            self._manifest.patterns += new
+            latest = {rel: versions[-1] for rel, versions in self._manifest.files.items()}
+            write_manifest(self.path, latest, self._manifest.patterns)
 
     def _refuse_unless_free(self, rel: str) -> None:
         """A path to write must be free, or a file of yolo3's: never a file of the user's, and
@@ -295,7 +265,7 @@ class OutputFolder:
             parent = parent.parent
 
     def _record(self, rel: str, record: FileRecord) -> None:
-        self._files.setdefault(rel, []).append(record)
+        self._manifest.files.setdefault(rel, []).append(record)
         self._journal.write(json.dumps({"path": rel, **record.as_json()},
                                        ensure_ascii=False) + "\n")
         self._journal.flush()
@@ -329,13 +299,6 @@ class OutputFolder:
                 f.write(text)
         return self.write(rel, write)
 
-    def write_bytes(self, rel: PathLike, data: bytes) -> Path:
-        """Write ``data`` as the file ``rel``."""
-        def write(tmp: str) -> None:
-            with open(tmp, "wb") as f:
-                f.write(data)
-        return self.write(rel, write)
-
     def remove(self, rel: PathLike) -> bool:
         """Remove the file ``rel`` when it is yolo3's and unchanged (then its empty folders too);
         returns whether it was removed. A file of the user's is kept."""
@@ -345,7 +308,7 @@ class OutputFolder:
         self.open()
         full = self.path / rel
         full.unlink()
-        self._files.pop(rel, None)
+        self._manifest.files.pop(rel, None)
         self._prune(full.parent)
         return True
 
@@ -390,7 +353,7 @@ class OutputFolder:
             self.open()
             target.parent.mkdir(parents=True, exist_ok=True)
         with _filled(target.parent, target.name, writer) as tmp:
-            written = _files_under(tmp)
+            written = folder_files(tmp)
             for inner in written:
                 self._refuse_unless_free(prefix + inner)
             self.open()  # the output folder itself: untouched until nothing stands in the way
@@ -437,16 +400,6 @@ def as_output_folder(folder: "OutputFolder | PathLike", flag: str = "output_dir"
     return folder if isinstance(folder, OutputFolder) else OutputFolder(folder, flag)
 
 
-def _files_under(folder: Path) -> List[str]:
-    """Relative paths (``/`` separated) of the files and links under ``folder``."""
-    out = []
-    for root, dirs, files in os.walk(folder):
-        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        for name in files + links:
-            out.append((Path(root) / name).relative_to(folder).as_posix())
-    return sorted(out)
-
-
 def _umask() -> int:
     try:
         with open("/proc/self/status", encoding="ascii") as f:
@@ -472,14 +425,14 @@ def write_output_folder(path: PathLike, writer: Callable[[Path], None], flag: st
     has is refused before anything moves (``writes``: the paths known in advance, refused before
     any work). A failure or an interrupt before the moves leaves the folder as it was."""
     path = Path(path)
-    check_output_folder(path, flag, exist_ok, writes)
     if os.path.isdir(path):
-        with OutputFolder(path, flag, exist_ok, writes) as folder:
+        with OutputFolder(path, flag, exist_ok, writes) as folder:  # checks it first
             folder.write_tree("", writer)
         return path
+    check_output_dir(path, flag)  # a new folder: nothing of the user's in it
     path.parent.mkdir(parents=True, exist_ok=True)
     with _filled(path.parent, path.name, writer) as tmp:
-        write_manifest(tmp, {rel: fingerprint(tmp / rel) for rel in _files_under(tmp)}, [])
+        write_manifest(tmp, {rel: fingerprint(tmp / rel) for rel in folder_files(tmp)}, [])
         fsync_file(tmp / MARKER)
         if os.path.lexists(path):
             raise SettingError(f"{path}: {flag} was made by something else while yolo3 wrote "
