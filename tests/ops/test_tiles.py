@@ -191,3 +191,8 @@ def test_a_tiling_of_more_than_max_tiles_is_refused_with_the_figure():
         tile_windows((9000, 12000), 320, 0.9)
     assert "12000x9000" in str(caught.value) and f"more than {MAX_TILES}" in str(caught.value)
     assert {"tile", "overlap"} <= set(caught.value.settings)
+    from yolo3.ops.tiles import check_tile_count
+    check_tile_count([(1080, 1920), (480, 640)], 320, 0.75)
+    check_tile_count([(1080, 1920)], 128, 0.5)  # 464 tiles
+    with pytest.raises(SettingError, match="150000x100 pixels into 2343 tiles"):  # each size
+        check_tile_count([(1080, 1920), (100, 150000)], 128, 0.5)

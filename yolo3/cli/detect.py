@@ -311,12 +311,12 @@ def _check_tiles(args, image: str) -> None:
     (:data:`yolo3.ops.tiles.MAX_TILES`); an unreadable image is left to the detection loop."""
     from yolo3.core.errors import AnnotationError
     from yolo3.data.images import probe_image
-    from yolo3.ops.tiles import tile_windows
+    from yolo3.ops.tiles import check_tile_count
     try:
         hw, _ = probe_image(image)
     except AnnotationError:  # reported, and skipped, where it is read
         return
-    tile_windows(hw, args.tile, args.overlap)
+    check_tile_count([hw], args.tile, args.overlap)
 
 
 def _escaped(names: Sequence[str]) -> List[str]:

@@ -151,10 +151,10 @@ def run(args: argparse.Namespace) -> int:
     records = load_annotations(sources, class_names, image_dir=args.image_dir,
                                check_images=det is not None)
     protect_inputs(args, [r.path for r in records])  # the images read: never an output
-    sized = [r.image_hw for r in records if r.image_hw is not None]
-    if args.tile and sized:  # refused now if an image would need too many tiles
-        from yolo3.ops.tiles import tile_windows
-        tile_windows(max(sized, key=lambda hw: hw[0] * hw[1]), args.tile, args.overlap)
+    if args.tile:  # refused now if an image would need too many tiles
+        from yolo3.ops.tiles import check_tile_count
+        check_tile_count([r.image_hw for r in records if r.image_hw is not None], args.tile,
+                         args.overlap)
     gt: Dict[str, np.ndarray] = {}
     for r in records:
         boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)

@@ -24,7 +24,7 @@ import numpy as np
 from yolo3.core.errors import SettingError
 from yolo3.ops.boxes import iou_xyxy
 
-__all__ = ["MERGE_METHODS", "MAX_TILES", "tile_windows", "cut_by_window", "nms_per_class",
+__all__ = ["MERGE_METHODS", "MAX_TILES", "check_tile_count", "tile_windows", "cut_by_window", "nms_per_class",
            "fuse_per_class", "merge_detections", "TileSize", "TileSuggestion", "suggest_tile",
            "SMALL_AT_INPUT"]
 
@@ -55,6 +55,21 @@ def _starts(size: int, tile: int, overlap: float) -> np.ndarray:
     return np.round(np.linspace(0, size - tile, count)).astype(np.int64)
 
 
+def check_tile_count(image_sizes: Sequence[Sequence[int]], tile: TileSize,
+                     overlap: float) -> None:
+    """Refuse (a :class:`~yolo3.core.errors.SettingError` naming ``tile`` and ``overlap``, with
+    the count) a tiling that would cut an image of one of ``image_sizes`` (``(height, width)``)
+    into more than :data:`MAX_TILES` tiles."""
+    th, tw = _tile_hw(tile)
+    for h, w in {(int(hw[0]), int(hw[1])) for hw in image_sizes}:
+        count = len(_starts(h, th, overlap)) * len(_starts(w, tw, overlap))
+        if count > MAX_TILES:
+            raise SettingError(f"tile {tile} with overlap {overlap:g} would cut an image of "
+                               f"{w}x{h} pixels into {count} tiles, more than {MAX_TILES}: give "
+                               "a larger tile or a smaller overlap", "tile", "overlap",
+                               "tile_overlap")
+
+
 def tile_windows(image_hw: Sequence[int], tile: TileSize, overlap: float = 0.2) -> np.ndarray:
     """The windows ``(T, 4)`` int64 ``(x1, y1, x2, y2)`` of ``tile`` pixels (one side, or
     ``(height, width)``) covering an image of ``image_hw``, rows first. Neighbours overlap by at
@@ -65,13 +80,9 @@ def tile_windows(image_hw: Sequence[int], tile: TileSize, overlap: float = 0.2) 
     h, w = int(image_hw[0]), int(image_hw[1])
     if h < 1 or w < 1:
         raise ValueError(f"image size {tuple(image_hw)}: expected positive height and width")
+    check_tile_count([(h, w)], tile, overlap)
     th, tw = _tile_hw(tile)
     ys, xs = _starts(h, th, overlap), _starts(w, tw, overlap)
-    if len(ys) * len(xs) > MAX_TILES:
-        raise SettingError(f"tile {tile} with overlap {overlap:g} would cut an image of {w}x{h} "
-                           f"pixels into {len(ys) * len(xs)} tiles, more than {MAX_TILES}: "
-                           "give a larger tile or a smaller overlap", "tile", "overlap",
-                           "tile_overlap")
     y1, x1 = np.meshgrid(ys, xs, indexing="ij")
     y1, x1 = y1.ravel(), x1.ravel()
     return np.stack([x1, y1, np.minimum(x1 + tw, w), np.minimum(y1 + th, h)], axis=1)

@@ -44,7 +44,7 @@ from yolo3.ops.class_balance import (
     repeat_factors,
     repeated_indices,
 )
-from yolo3.ops.tiles import suggest_tile, tile_windows
+from yolo3.ops.tiles import check_tile_count, suggest_tile
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +128,9 @@ def prepare_data(config: TrainConfig) -> TrainData:
     if not spec.anchor_free:
         anchors = anchors_for(records, anchors, auto, hw, config.seed)
     tile = tile_for(records, settings.tile, hw)
-    sized = [r.image_hw for r in val_records if r.image_hw is not None]
-    if tile and sized:  # sliced validation: refused now if an image would need too many tiles
-        tile_windows(max(sized, key=lambda hw_: hw_[0] * hw_[1]), tile, settings.tile_overlap)
+    if tile:  # sliced validation: refused now if an image would need too many tiles
+        check_tile_count([r.image_hw for r in val_records if r.image_hw is not None], tile,
+                         settings.tile_overlap)
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records, hw, tile, weights)
