@@ -105,6 +105,10 @@ def test_declared_paths_are_read_off_the_parser(tmp_path):
     outputs, inputs = declared_paths(parser, args)
     assert outputs == [("--json", "a.json", "file"), ("--out", "o", "folder")]
     assert inputs == [str(tmp_path / "in.txt")]  # the word auto is no path
+    parser.add_argument("--input", type=MediaSource())
+    for source in ("0", str(tmp_path / "*.txt")):  # a webcam index, a glob: no path of their own
+        outputs, inputs = declared_paths(parser, parser.parse_args(["--input", source]))
+        assert inputs == []
 
 
 def test_a_named_output_that_exists_must_be_of_the_kind_written(tmp_path):

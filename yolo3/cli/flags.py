@@ -405,8 +405,8 @@ def _values(value) -> List[str]:
 def declared_paths(parser: argparse.ArgumentParser, args: argparse.Namespace
                    ) -> Tuple[List[Tuple[str, str, str]], List[str]]:
     """``(outputs, inputs)`` that ``args`` names through ``parser``'s declared path flags:
-    outputs as ``(flag, path, kind)`` (kind file or folder), inputs as paths (words such as
-    ``auto`` left out)."""
+    outputs as ``(flag, path, kind)`` (kind file or folder), inputs as the paths that exist
+    (words such as ``auto``, a webcam index and a glob left out: a command expands its own)."""
     outputs: List[Tuple[str, str, str]] = []
     inputs: List[str] = []
     for action in declared_actions(parser):
@@ -414,6 +414,6 @@ def declared_paths(parser: argparse.ArgumentParser, args: argparse.Namespace
         for value in _values(getattr(args, action.dest, None)):
             if isinstance(action.type, OutputPath):
                 outputs.append((flag, value, action.type.kind))
-            elif isinstance(action.type, InputPath) and value not in action.type.words:
-                inputs.append(value)
+            elif isinstance(action.type, InputPath) and os.path.lexists(value):
+                inputs.append(value)  # not a word (auto), a webcam index or a glob: a path
     return outputs, inputs
