@@ -327,24 +327,31 @@ def _listed_images(list_file: str) -> List[str]:
     Windows separators (``data\\obj\\x.jpg``, as Darknet on Windows writes lists) are read as
     ``/`` where only that spelling exists. A list none of whose images exists is an
     AnnotationError naming its first line."""
+    listed = _list_entries(list_file)
+    out = [path for _, _, path, _ in listed]
+    if out and not any(os.path.exists(p) for p in out):  # none exists: the first is missing
+        number, line, path, _ = listed[0]
+        hint = (" (Windows separators were read as / too)" if "\\" in line else "")
+        raise AnnotationError(list_file, f"none of the {len(out)} images it lists exists: {line} "
+                                         f"is not at {path}{hint}", line=number)
+    return out
+
+
+def _list_entries(list_file: str) -> List[Tuple[int, str, str, bool]]:
+    """``(line number, line, image path, read with / for Windows separators)`` of each image a
+    list file names (:func:`_listed_images` says how a line is read)."""
     here = os.path.dirname(list_file)
-    out, first_missing = [], None
+    out = []
     for number, line in enumerate(_read_utf8(list_file, "image list").splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        path = _listed_path(line, here)
+        path, slashed = _listed_path(line, here), False
         if not os.path.exists(path) and "\\" in line and os.sep == "/":
-            slashed = _listed_path(line.replace("\\", "/"), here)
-            path = slashed if os.path.exists(slashed) else path
-        if first_missing is None and not os.path.exists(path):
-            first_missing = (number, line, path)
-        out.append(path)
-    if out and first_missing is not None and not any(os.path.exists(p) for p in out):
-        number, line, path = first_missing
-        hint = (" (Windows separators were read as / too)" if "\\" in line else "")
-        raise AnnotationError(list_file, f"none of the {len(out)} images it lists exists: {line} "
-                                         f"is not at {path}{hint}", line=number)
+            respelled = _listed_path(line.replace("\\", "/"), here)
+            if os.path.exists(respelled):
+                path, slashed = respelled, True
+        out.append((number, line, path, slashed))
     return out
 
 
@@ -352,17 +359,8 @@ def windows_separated(list_file: PathLike) -> List[Tuple[int, str]]:
     """``(line number, line)`` of the lines of an image list that name their image with Windows
     separators (``obj\\0.jpg``) where only the ``/`` spelling exists on this system: yolo3 reads
     them (:func:`image_paths`), other tools here do not."""
-    if os.sep != "/":
-        return []
-    here = os.path.dirname(os.fspath(list_file))
-    found = []
-    for number, line in enumerate(_read_utf8(os.fspath(list_file), "image list").splitlines(), 1):
-        line = line.strip()
-        if "\\" in line and not line.startswith("#") and \
-                not os.path.exists(_listed_path(line, here)) and \
-                os.path.exists(_listed_path(line.replace("\\", "/"), here)):
-            found.append((number, line))
-    return found
+    return [(number, line) for number, line, _, slashed in _list_entries(os.fspath(list_file))
+            if slashed]
 
 
 def _listed_path(line: str, here: str) -> str:
