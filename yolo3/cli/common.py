@@ -429,10 +429,6 @@ def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
                              "are replaced (default: such a folder is refused)")
 
 
-# the defaults of the flags that shape sliced inference
-TILE_DEFAULTS = {"overlap": 0.2, "merge": "nms", "no_whole_image": False}
-
-
 def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") -> None:
     """``--tile SIZE``, ``--overlap F``, ``--merge {nms,wbf}``, ``--no-whole-image``: sliced
     inference (:class:`yolo3.inference.tiled.TiledDetector`)."""
@@ -442,11 +438,11 @@ def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") ->
                        help=f"{what} on overlapping tiles of SIZE x SIZE pixels cut from each "
                             "image at its own resolution, plus the whole image, and merge "
                             "(default: the whole image only)")
-    group.add_argument("--overlap", type=OVERLAP, default=TILE_DEFAULTS["overlap"],
+    group.add_argument("--overlap", type=OVERLAP, default=0.2,
                        help="with --tile: the share of a tile that neighbours overlap, 0 to "
-                            "0.75 (default 0.2; objects up to that many pixels lie whole in a "
-                            "tile)")
-    group.add_argument("--merge", choices=list(MERGE_METHODS), default=TILE_DEFAULTS["merge"],
+                            "0.75 (default %(default)s; objects up to that many pixels lie "
+                            "whole in a tile)")
+    group.add_argument("--merge", choices=list(MERGE_METHODS), default="nms",
                        help="with --tile: how the views' boxes merge: nms (default; per class, at "
                             "--iou) or wbf (weighted box fusion: boxes averaged by score)")
     group.add_argument("--no-whole-image", action="store_true",
