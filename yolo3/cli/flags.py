@@ -47,6 +47,13 @@ class Declared:
     def __call__(self, text: str):
         raise NotImplementedError
 
+    def _refuse_unnamed(self, text: str) -> None:
+        """A path is refused when it is empty or holds a NUL character (no file has that name)."""
+        if not text.strip():
+            raise self._refuse(text, "empty")
+        if "\x00" in text:
+            raise self._refuse(text, "a NUL character")
+
     def _refuse(self, text: str, why: str = "") -> argparse.ArgumentTypeError:
         return argparse.ArgumentTypeError(f"expected {self.describe()}, got {text!r}"
                                           + (f" ({why})" if why else ""))
@@ -160,8 +167,6 @@ class InputPath(Declared):
     """A path the command reads: it must exist and be a ``kind`` (file, folder or any); a file
     read as text (``text``) must be UTF-8 text; ``words`` are taken beside it (``auto``)."""
 
-    role = "input"
-
     def __init__(self, kind: str = "file", text: bool = False, words: Sequence[str] = (),
                  what: str = ""):
         if kind not in _KINDS:
@@ -178,10 +183,7 @@ class InputPath(Declared):
     def __call__(self, text: str):
         if text in self.words:
             return text
-        if not text.strip():
-            raise self._refuse(text, "empty")
-        if "\x00" in text:
-            raise self._refuse(text, "a NUL character")
+        self._refuse_unnamed(text)
         if not os.path.lexists(text):
             raise self._refuse(text, "no such file or folder")
         if not os.path.exists(text):
@@ -234,20 +236,15 @@ FORMATS: Dict[str, Tuple[str, Callable[[bytes], bool]]] = {
     "json": ("a JSON file", _sniff_json),
     "text": ("a text file", looks_like_text),
     "png": ("a PNG image", lambda head: head.startswith(b"\x89PNG\r\n\x1a\n")),
-    "keras": ("a .keras model (a zip archive)", lambda head: head.startswith(b"PK\x03\x04")),
-    "h5": ("an HDF5 weights file", lambda head: head.startswith(b"\x89HDF\r\n\x1a\n")),
     "tflite": ("a TFLite model", lambda head: head[4:8] == b"TFL3"),
     "onnx": ("an ONNX model", lambda head: head[:1] == b"\x08"),
-    "darknet": ("Darknet weights", lambda head: len(head) >= 12 and not _sniff_json(head)),
 }
 
 
 class OutputPath(Declared):
     """A path the command writes: a ``kind`` (file or folder) or nothing yet, its folder one that
-    exists or can be made under a writable folder; a file that exists already must be of the
-    ``format`` the command writes (:data:`FORMATS`; empty files too), or it is refused."""
-
-    role = "output"
+    exists or can be made under a writable folder; a file that exists already, unless empty,
+    must be of the ``format`` the command writes (:data:`FORMATS`), or it is refused."""
 
     def __init__(self, kind: str = "file", what: str = "", format: Optional[str] = None):
         if kind not in ("file", "folder"):
@@ -263,10 +260,7 @@ class OutputPath(Declared):
         return text + (f" ({self.what})" if self.what else "")
 
     def __call__(self, text: str):
-        if not text.strip():
-            raise self._refuse(text, "empty")
-        if "\x00" in text:
-            raise self._refuse(text, "a NUL character")
+        self._refuse_unnamed(text)
         if self.kind == "file" and (os.path.isdir(text) or text.endswith(("/", os.sep))):
             raise self._refuse(text, "a folder")
         if self.kind == "folder" and os.path.lexists(text) and not os.path.isdir(text):
