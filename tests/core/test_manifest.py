@@ -11,7 +11,6 @@ from yolo3.core.manifest import (
     MARKER,
     FileRecord,
     classify,
-    escape,
     fingerprint,
     matches,
     read_manifest,
@@ -63,7 +62,6 @@ def test_an_old_marker_claims_its_entries_names_literally(tmp_path):
     legacy = read_manifest(tmp_path).legacy
     assert matches("x[1].jpg", legacy) and not matches("x1.jpg", legacy)
     assert matches("resume-00003", legacy)
-    assert escape("a*b?") == "a[*]b[?]"
 
 
 def test_classify_sorts_every_depth_and_skips_bookkeeping(tmp_path):

@@ -15,6 +15,7 @@ else); the rule built on it is :mod:`yolo3.core.ownership`'s. No TensorFlow here
 from __future__ import annotations
 
 import fnmatch
+import glob
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ MANIFEST_VERSION = 2
 _CHUNK = 1 << 20
 
 __all__ = ["MARKER", "JOURNAL", "MANIFEST_VERSION", "FileRecord", "Manifest", "FolderContents",
-           "fingerprint", "unchanged", "read_manifest", "write_manifest", "escape", "matches",
+           "fingerprint", "unchanged", "read_manifest", "write_manifest", "matches",
            "is_bookkeeping", "classify", "read_contents"]
 
 
@@ -170,7 +171,7 @@ def read_manifest(folder: PathLike, own_patterns: Sequence[str] = ()) -> Manifes
     else:  # yolo3 0.4 and earlier: top-level names (exact) and patterns
         names, patterns = data.get("names", []), data.get("patterns", [])
         if isinstance(names, list):
-            manifest.legacy += [escape(n) for n in names if isinstance(n, str)]
+            manifest.legacy += [glob.escape(n) for n in names if isinstance(n, str)]
         if isinstance(patterns, list):
             manifest.legacy += [p for p in patterns if isinstance(p, str)]
         patterns = []
@@ -195,11 +196,6 @@ def _read_journal(folder: str) -> Iterator[Tuple[str, FileRecord]]:
         record = FileRecord.from_json(data)
         if isinstance(data, dict) and isinstance(data.get("path"), str) and record is not None:
             yield data["path"], record
-
-
-def escape(name: str) -> str:
-    """``name`` as an fnmatch pattern matching only itself."""
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
 
 
 def matches(rel: str, patterns: Iterable[str]) -> bool:

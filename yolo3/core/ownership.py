@@ -31,6 +31,7 @@ yolo3's, and are recorded file by file when the folder is next written. No Tenso
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -57,7 +58,6 @@ from yolo3.core.manifest import (
     FolderContents,
     Manifest,
     classify,
-    escape,
     fingerprint,
     matches,
     read_contents,
@@ -468,7 +468,7 @@ def claim(path: PathLike, names: Iterable[str] = (), patterns: Iterable[str] = (
     os.makedirs(path, exist_ok=True)
     remove_stale_temporaries(path)
     manifest = read_manifest(path)
-    tops = [*(escape(n) for n in names), *patterns, *manifest.legacy]
+    tops = [*(glob.escape(n) for n in names), *patterns, *manifest.legacy]
     write_manifest(path, {rel: versions[-1] for rel, versions in manifest.files.items()},
                    [*manifest.patterns, *tops, *(f"{t}/*" for t in tops)])
 
