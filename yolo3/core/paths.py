@@ -61,10 +61,14 @@ def _real(path: PathLike) -> str:
     return os.path.normcase(os.path.realpath(os.fspath(path)))
 
 
+def _within(a: str, b: str) -> bool:
+    """Whether the resolved path ``a`` is the resolved path ``b`` or lies inside it."""
+    return a == b or a.startswith(b.rstrip(os.sep) + os.sep)
+
+
 def same_or_inside(inner: PathLike, outer: PathLike) -> bool:
     """True when ``inner`` is ``outer`` or lies inside it (links resolved)."""
-    a, b = _real(inner), _real(outer)
-    return a == b or a.startswith(b.rstrip(os.sep) + os.sep)
+    return _within(_real(inner), _real(outer))
 
 
 def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
@@ -77,29 +81,32 @@ def refuse_overwriting_inputs(outputs: Iterable[Tuple[str, Optional[PathLike]]],
     An output folder that holds an input (``detect --input photos --output photos``) could replace
     it with a written copy of the same name; an output file equal to an input would destroy it; an
     output folder inside an input folder (``annotations --out images/train/copy``) would be read
-    as input the next time that folder is read.
+    as input the next time that folder is read. Each path is resolved once (an annotation file
+    may list a hundred thousand images).
     """
-    inputs = [os.fspath(p) for p in inputs if p is not None]
+    sources = [(os.fspath(p), _real(p), os.path.isdir(p)) for p in inputs if p is not None]
     for flag, out in files:
         if out is None:
             continue
-        for source in inputs:
-            if _real(source) == _real(out):
+        real, exists = _real(out), os.path.lexists(out)
+        for source, real_source, is_dir in sources:
+            if real_source == real:
                 raise ArgumentError(f"{os.fspath(out)}: {flag} is the input {source}; "
                                     "choose an output that is not an input")
-            if os.path.lexists(out) and os.path.isdir(source) and same_or_inside(out, source):
+            if exists and is_dir and _within(real, real_source):
                 raise ArgumentError(f"{os.fspath(out)}: {flag} is a file inside the input "
                                     f"folder {source}, which may be one of the files read; "
                                     "choose an output outside it, or a new file")
     for flag, out in outputs:
         if out is None:
             continue
-        for source in inputs:
-            if same_or_inside(source, out):
-                what = "is" if _real(source) == _real(out) else "contains"
+        real = _real(out)
+        for source, real_source, is_dir in sources:
+            if _within(real_source, real):
+                what = "is" if real_source == real else "contains"
                 raise ArgumentError(f"{os.fspath(out)}: {flag} {what} the input {source}; "
                                     "choose an output that does not hold any input")
-            if os.path.isdir(source) and same_or_inside(out, source):
+            if is_dir and _within(real, real_source):
                 raise ArgumentError(f"{os.fspath(out)}: {flag} lies inside the input folder "
                                     f"{source}, where what it writes would be read as input; "
                                     "choose an output outside it")
