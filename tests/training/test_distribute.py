@@ -5,9 +5,9 @@ import re
 import sys
 
 import pytest
-
 from locations import REPO
 from multidevice_helpers import result_of, run_cluster, run_with_devices, snippet_argv
+
 from yolo3.config.choices import STRATEGIES
 from yolo3.training.distribute import is_chief, make_strategy, num_workers
 

@@ -11,7 +11,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from locations import REPO, TESTS
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,

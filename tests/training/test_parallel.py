@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from multidevice_helpers import run_with_devices
+
 from yolo3.training.parallel import resolve_devices, split_sizes
 
 # A real tiny YOLOv3 training model (64 px, 2 classes); replicas compare against the template.

@@ -1,37 +1,41 @@
 """tf.data pipeline: records -> ``((image, *y_true), dummy)`` or ``(image, boxes)`` batches.
 
-Per element (parallel, deterministic order): read + decode JPEG/PNG (EXIF orientation applied),
-augment (training) or letterbox (validation), pad boxes to ``max_boxes``. Per batch: encode
-``y_true`` in the graph with :func:`yolo3.ops.targets.encode_targets`. Images are float32 RGB in
-``[0, 1]`` ``(batch, h, w, 3)``; boxes are float32 ``(batch, max_boxes, 5)`` pixel ``x1, y1, x2, y2,
-class`` in the network input, zero rows = padding.
+What each element is made of (sources, tile windows, augmentation draws, mosaic split, input size,
+final boxes) comes from :class:`yolo3.data.draws.Planner`, in NumPy, the same plans the
+NumPy/OpenCV pipeline (:mod:`yolo3.data.numpy_pipeline`) applies; a generator hands them to the
+graph, and only the image operations run in TensorFlow (parallel, deterministic order): read +
+decode JPEG/PNG (EXIF orientation applied), cut the tile window, augment (training) or letterbox
+(validation). Per batch: encode ``y_true`` in the graph with
+:func:`yolo3.ops.targets.encode_targets`. Images are float32 RGB in ``[0, 1]`` ``(batch, h, w,
+3)``; boxes are float32 ``(batch, max_boxes, 5)`` pixel ``x1, y1, x2, y2, class`` in the network
+input, zero rows = padding.
 
-Randomness: the shuffle order and a per-element random stream both come from ``seed`` and change every
-epoch (each new iteration of the dataset), and the same seed gives the same batches.
+Randomness: each new iteration of the dataset is the next epoch's plan (shuffle order and draws),
+and the same seed gives the same batches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
 from yolo3.data.annotations import Record
-from yolo3.data.augment import AugmentConfig, letterbox, mosaic, random_augment
-from yolo3.data.images import load_image, probe_images
-from yolo3.data.tiling import TileSampling, random_tile
+from yolo3.data.augment import AugmentConfig, augment_image, mosaic_images
+from yolo3.data.dataset_config import (
+    DatasetConfig,
+    TargetEncoding,
+    epoch_batches,
+    make_planner,
+    new_seed,
+    record_geometry,
+)
+from yolo3.data.draws import MultiScale, Planner, TileSampling, pad_boxes_np
+from yolo3.data.images import load_image
+from yolo3.ops.letterbox import letterbox_tf
 from yolo3.ops.targets import encode_targets
 
 AUTOTUNE = tf.data.AUTOTUNE
-
-
-@dataclass(frozen=True)
-class MultiScale:
-    """Multi-scale training: every ``every`` batches pick an input size ``(h, w)`` from ``sizes``."""
-
-    sizes: Tuple[Tuple[int, int], ...] = tuple((s, s) for s in range(320, 609, 32))
-    every: int = 10
 
 
 def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
@@ -70,147 +74,70 @@ def _no_autograph(fn):
     return tf.autograph.experimental.do_not_convert(fn)
 
 
-def _record_tensors(records: Sequence[Record]):
-    """Paths (N,), orientations (N,), ragged boxes (N, None, 5)."""
-    if not records:
-        raise ValueError("make_dataset needs at least one record")
-    missing = [i for i, r in enumerate(records) if r.orientation is None]
-    orient = [r.orientation for r in records]
-    if missing:
-        probes = probe_images([records[i].path for i in missing])
-        for i, (_, o) in zip(missing, probes):
-            orient[i] = o
-    paths = tf.constant([r.path for r in records])
-    lengths = [len(r.boxes) for r in records]
-    flat = np.concatenate([np.asarray(r.boxes, np.float32).reshape(-1, 5) for r in records], axis=0)
-    boxes = tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.float32),
-                                             tf.constant(lengths, tf.int64))
-    return paths, tf.constant(orient, tf.int32), boxes
+class EpochPlans:
+    """A generator function for ``tf.data.Dataset.from_generator``: each call yields the next
+    epoch's element plans (:meth:`yolo3.data.draws.ElementPlan.as_arrays`)."""
 
+    def __init__(self, planner: Planner, count: int, max_boxes: int):
+        self.planner = planner
+        self.count = count
+        self.max_boxes = max_boxes
+        self.epoch = 0
 
-@dataclass(frozen=True)
-class TargetEncoding:
-    """What the ``y_true`` targets encode (:func:`yolo3.ops.targets.encode_targets`): ``anchors``
-    ``(N, 2)`` pixels ``(w, h)`` at the network input, the class count, the masks (None: the
-    default split) and ``assign_iou``, the extra-anchor threshold (1: only the best anchor).
-    ``true_boxes``: the padded boxes ``(batch, max_boxes, 5)`` go last in the inputs too, for the
-    training model's static ``true_boxes`` input. ``anchors`` None: no ``y_true`` at all, the
-    inputs are ``(image, boxes)`` (an anchor-free head's training model)."""
+    def __call__(self):
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        for i in range(self.count):
+            yield self.planner.element(epoch, i).as_arrays(self.max_boxes)
 
-    anchors: Any
-    num_classes: int
-    masks: Optional[Sequence[Sequence[int]]] = None
-    assign_iou: float = 1.0
-    true_boxes: bool = False
-
-
-@dataclass(frozen=True)
-class DatasetConfig:
-    """How :func:`make_dataset` batches: the input size ``(h, w)``, images per batch, training
-    (augmentation, shuffling, dropping the last partial batch) or validation (letterbox), and the
-    targets to encode (None: ``(image, boxes)`` batches).
-
-    ``augment`` None: plain letterbox even when training. ``multi_scale``: the input size changes
-    every N batches (training only). ``shuffle`` / ``drop_remainder`` default to ``training``.
-    ``cache`` keeps decoded images in memory (uint8). ``seed`` None draws a fresh seed.
-    ``tiles``: tiled training (:mod:`yolo3.data.tiling`): each training image (each of a mosaic's
-    four) is first cut to a window at its own resolution, drawn with a bias toward objects.
-    """
-
-    input_shape: Tuple[int, int]
-    batch_size: int
-    training: bool
-    targets: Optional[TargetEncoding] = None
-    max_boxes: int = 100
-    seed: Optional[int] = None
-    augment: Optional[AugmentConfig] = AugmentConfig()
-    multi_scale: Optional[MultiScale] = None
-    shuffle: Optional[bool] = None
-    drop_remainder: Optional[bool] = None
-    cache: bool = False
-    num_parallel_calls: int = AUTOTUNE
-    tiles: Optional[TileSampling] = None
-
-    @classmethod
-    def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,
-                       training: bool, anchor_mask=None, targets: bool = True,
-                       true_boxes: bool = False, assign_iou: float = 1.0, **options
-                       ) -> "DatasetConfig":
-        """The config of :func:`make_dataset`'s earlier signature (``make_dataset(records,
-        input_shape, anchors, num_classes, batch_size, training=..., ...)``)."""
-        encoding = (TargetEncoding(anchors, num_classes, anchor_mask, assign_iou, true_boxes)
-                    if targets else None)
-        return cls(tuple(input_shape), batch_size, training, encoding, **options)
+    def signature(self) -> dict:
+        spec = tf.TensorSpec
+        return dict(sources=spec((4,), tf.int32), count=spec((), tf.int32),
+                    windows=spec((4, 4), tf.int32), new_hw=spec((4, 2), tf.int32),
+                    offset_hw=spec((4, 2), tf.int32), flip=spec((4,), tf.bool),
+                    hsv=spec((4, 3), tf.float32), split_yx=spec((2,), tf.int32),
+                    input_hw=spec((2,), tf.int32), boxes=spec((self.max_boxes, 5), tf.float32))
 
 
 class _Elements:
     """The per-element and per-batch functions of one :class:`DatasetConfig` (tf.data maps)."""
 
-    def __init__(self, config: DatasetConfig, seed: int):
+    def __init__(self, config: DatasetConfig, planner: Planner, paths, orientations):
         self.config = config
-        self.seed = seed
-        self.augment = config.augment if config.training else None
-        self.multi_scale = config.multi_scale if config.training else None
-        self.use_mosaic = self.augment is not None and self.augment.mosaic > 0
-        self.tiles = config.tiles if config.training else None
-        self.fixed_hw = tf.constant(config.input_shape, tf.int32)
-        self.sizes = (tf.constant(self.multi_scale.sizes, tf.int32)
-                      if self.multi_scale is not None else None)
+        self.planner = planner
+        self.paths = tf.constant(paths)
+        self.orientations = tf.constant(orientations, tf.int32)
+        self.augment = planner.augment
+        self.fixed_hw = tuple(config.input_shape) if planner.multi_scale is None else None
         if config.targets is not None and config.targets.anchors is not None:
             self.anchors = np.asarray(config.targets.anchors, np.float32).reshape(-1, 2)
 
-    def load(self, item, seed_pair=None, k: int = 0):
-        """A source element -> ``(image (h, w, 3) float32 in [0, 1], boxes (n, 5))``; training
-        tiled: the window drawn for it (the ``k``-th source of ``seed_pair``'s element)."""
-        if self.config.cache:
-            image, b = item
-            image = tf.cast(image, tf.float32) / 255.0
-        else:
-            p, o, b = item
-            image = decode_image(p, o)
-        if self.tiles is not None and seed_pair is not None:
-            seed = tf.random.experimental.stateless_fold_in(seed_pair, 7001 + k)
-            image, b = random_tile(image, b, seed, self.tiles)
-        return image, b
-
-    def input_hw(self, group_rand):
-        if group_rand is None:
-            return self.fixed_hw
-        # Dataset.random values are poor modulo small numbers: use one as a stateless seed.
-        idx = tf.random.stateless_uniform((), seed=tf.stack([group_rand, tf.constant(self.seed, tf.int64)]),
-                                          maxval=len(self.multi_scale.sizes), dtype=tf.int32)
-        return self.sizes[idx]
-
-    def process(self, srcs, rand, group_rand=None):
-        """One image: letterboxed, augmented or a mosaic of four; boxes padded to ``max_boxes``."""
-        input_hw = self.input_hw(group_rand)
-        seed_pair = tf.stack([rand, tf.constant(self.seed, tf.int64)])
-        image, b = self.load(srcs[0], seed_pair)
+    def source(self, plan, k: int, image=None) -> tf.Tensor:
+        """Source ``k`` of an element's plan, decoded (or ``image``, cached), cut to its window,
+        augmented or letterboxed."""
+        if image is None:
+            index = plan["sources"][k]
+            image = decode_image(tf.gather(self.paths, index), tf.gather(self.orientations, index))
+        if self.planner.tiles is not None:
+            w = plan["windows"][k]
+            image = image[w[1]:w[3], w[0]:w[2]]
+        input_hw = plan["input_hw"] if self.fixed_hw is None else tf.constant(self.fixed_hw)
         if self.augment is None:
-            image, b = letterbox(image, b, input_hw)
-        elif not self.use_mosaic:
-            image, b = random_augment(image, b, input_hw, seed_pair, self.augment)
+            return letterbox_tf(image, input_hw)
+        return augment_image(image, plan["new_hw"][k], plan["offset_hw"][k], plan["flip"][k],
+                             plan["hsv"][k], input_hw, self.augment.colours)
+
+    def process(self, plan, cached=None):
+        """One element: its image ``(h, w, 3)`` and its padded boxes from the plan."""
+        if self.augment is not None and self.planner.mosaic:
+            input_hw = plan["input_hw"] if self.fixed_hw is None else tf.constant(self.fixed_hw)
+            image = tf.cond(plan["count"] == 4,
+                            lambda: mosaic_images([self.source(plan, k) for k in range(4)],
+                                                  plan["split_yx"], input_hw),
+                            lambda: self.source(plan, 0))
         else:
-            image, b = self.maybe_mosaic(srcs, image, b, input_hw, seed_pair)
-        image = tf.ensure_shape(image, [None, None, 3])
-        return image, pad_boxes(b, self.config.max_boxes)
-
-    def maybe_mosaic(self, srcs, image, b, input_hw, seed_pair):
-        augment = self.augment
-        seeds = tf.random.experimental.stateless_split(seed_pair, num=6)
-        first = random_augment(image, b, input_hw, seeds[1], augment)
-
-        def four():
-            ims, bxs = [first[0]], [first[1]]
-            for k, src in enumerate(srcs[1:], start=2):
-                im_k, b_k = random_augment(*self.load(src, seed_pair, k), input_hw, seeds[k],
-                                           augment)
-                ims.append(im_k)
-                bxs.append(b_k)
-            return mosaic(ims, bxs, input_hw, seeds[5], augment.min_box_size)
-
-        use = tf.random.stateless_uniform((), seed=seeds[0]) < augment.mosaic
-        return tf.cond(use, four, lambda: first)
+            image = self.source(plan, 0, cached)
+        shape = [None, None, 3] if self.fixed_hw is None else [*self.fixed_hw, 3]
+        return tf.ensure_shape(image, shape), plan["boxes"]
 
     def encode(self, image, b):
         """A batch -> ``((image, *y_true[, boxes]), dummy)`` (no anchors: ``((image, boxes),
@@ -219,13 +146,13 @@ class _Elements:
         dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
         if targets.anchors is None:
             return (image, b), dummy
-        hw = tf.shape(image)[1:3] if self.multi_scale is not None else tuple(self.config.input_shape)
+        hw = tf.shape(image)[1:3] if self.fixed_hw is None else self.fixed_hw
         y_true = encode_targets(b, hw, self.anchors, targets.num_classes, targets.masks,
                                 targets.assign_iou)
         return ((image, *y_true, b) if targets.true_boxes else (image, *y_true)), dummy
 
 
-def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, Tuple[int, int]],
+def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, tuple],
                  *args, **kwargs) -> tf.data.Dataset:
     """Batches of ``records`` as ``config`` says (:class:`DatasetConfig`).
 
@@ -241,43 +168,32 @@ def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, Tuple[i
         config = DatasetConfig.from_arguments(config, *args, **kwargs)
     elif args or kwargs:
         raise TypeError("make_dataset(records, config) takes no other arguments")
-    seed = config.seed
-    if seed is None:
-        seed = int(np.random.default_rng().integers(2 ** 31 - 1))
-    shuffle = config.training if config.shuffle is None else config.shuffle
-    drop_remainder = config.training if config.drop_remainder is None else config.drop_remainder
-    elements = _Elements(config, seed)
-    calls = config.num_parallel_calls
+    seed = new_seed() if config.seed is None else config.seed
+    image_hws, orientations = record_geometry(records)
+    planner = make_planner(records, config, seed, image_hws)
+    elements = _Elements(config, planner, [r.path for r in records], orientations)
+    calls = AUTOTUNE if config.num_parallel_calls in (None, -1) else config.num_parallel_calls
 
-    paths, orient, boxes = _record_tensors(records)
-    n = len(records)
-    base = tf.data.Dataset.from_tensor_slices((paths, orient, boxes))
+    plans = EpochPlans(planner, len(records), config.max_boxes)
+    ds = tf.data.Dataset.from_generator(plans, output_signature=plans.signature())
     if config.cache:
-        base = base.map(_no_autograph(lambda p, o, b: (tf.cast(decode_image(p, o) * 255.0 + 0.5, tf.uint8), b)),
-                        num_parallel_calls=calls).cache()
-    streams = []
-    for k in range(4 if elements.use_mosaic else 1):
-        s = base
-        if shuffle or k > 0:
-            s = s.shuffle(n, seed=seed + 7919 * k, reshuffle_each_iteration=True)
-        streams.append(s)
-    parts = [tuple(streams), tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True)]
-    if elements.multi_scale is not None:
-        group = config.batch_size * elements.multi_scale.every
-        group_rand = tf.data.Dataset.random(seed=seed + 2, rerandomize_each_iteration=True).flat_map(
-            lambda r: tf.data.Dataset.from_tensors(r).repeat(group))
-        parts.append(group_rand)
-    ds = tf.data.Dataset.zip(tuple(parts))
-    # No Python control flow depends on tensors here: skipping autograph saves seconds of tracing.
-    ds = ds.map(_no_autograph(elements.process), num_parallel_calls=calls, deterministic=True)
-    ds = ds.batch(config.batch_size, drop_remainder=drop_remainder)
+        decoded = tf.data.Dataset.from_tensor_slices((elements.paths, elements.orientations))
+        decoded = decoded.map(_no_autograph(
+            lambda p, o: tf.cast(decode_image(p, o) * 255.0 + 0.5, tf.uint8)),
+            num_parallel_calls=calls).cache()
+        ds = tf.data.Dataset.zip((ds, decoded)).map(_no_autograph(
+            lambda plan, image: elements.process(plan, tf.cast(image, tf.float32) / 255.0)),
+            num_parallel_calls=calls, deterministic=True)
+    else:
+        # No Python control flow depends on tensors here: skipping autograph saves seconds of tracing.
+        ds = ds.map(_no_autograph(elements.process), num_parallel_calls=calls, deterministic=True)
+    ds = ds.batch(config.batch_size, drop_remainder=config.drops_remainder)
     if config.targets is not None:
         ds = ds.map(_no_autograph(elements.encode), num_parallel_calls=calls, deterministic=True)
-    if ds.cardinality() == tf.data.UNKNOWN_CARDINALITY:  # multi-scale's flat_map hides it
-        batches = n // config.batch_size if drop_remainder else -(-n // config.batch_size)
-        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+    ds = ds.apply(tf.data.experimental.assert_cardinality(epoch_batches(len(records), config)))
     return ds.prefetch(AUTOTUNE)
 
 
 __all__ = ["make_dataset", "DatasetConfig", "TargetEncoding", "MultiScale", "AugmentConfig", "load_image",
-           "decode_image", "apply_orientation", "pad_boxes", "TileSampling"]
+           "decode_image", "apply_orientation", "pad_boxes", "pad_boxes_np", "TileSampling",
+           "EpochPlans"]

@@ -1,0 +1,122 @@
+"""What a batch stream is, for either input pipeline: :class:`DatasetConfig` (input size, batch,
+training or validation, augmentation, multi-scale, tiles) and :class:`TargetEncoding` (the
+``y_true`` targets), and the :class:`~yolo3.data.draws.Planner` they make for a list of records.
+No TensorFlow: tf.data (:mod:`yolo3.data.pipeline`) and the NumPy/OpenCV pipeline
+(:mod:`yolo3.data.numpy_pipeline`) read the same objects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from yolo3.data.annotations import Record
+from yolo3.data.draws import AugmentConfig, MultiScale, Planner, TileSampling
+from yolo3.data.images import probe_images
+
+__all__ = ["DatasetConfig", "TargetEncoding", "record_geometry", "make_planner", "epoch_batches",
+           "new_seed"]
+
+
+@dataclass(frozen=True)
+class TargetEncoding:
+    """What the ``y_true`` targets encode (:func:`yolo3.ops.targets.encode_targets`): ``anchors``
+    ``(N, 2)`` pixels ``(w, h)`` at the network input, the class count, the masks (None: the
+    default split) and ``assign_iou``, the extra-anchor threshold (1: only the best anchor).
+    ``true_boxes``: the padded boxes ``(batch, max_boxes, 5)`` go last in the inputs too, for the
+    training model's static ``true_boxes`` input. ``anchors`` None: no ``y_true`` at all, the
+    inputs are ``(image, boxes)`` (an anchor-free head's training model)."""
+
+    anchors: Any
+    num_classes: int
+    masks: Optional[Sequence[Sequence[int]]] = None
+    assign_iou: float = 1.0
+    true_boxes: bool = False
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """How a pipeline batches: the input size ``(h, w)``, images per batch, training
+    (augmentation, shuffling, dropping the last partial batch) or validation (letterbox), and the
+    targets to encode (None: ``(image, boxes)`` batches).
+
+    ``augment`` None: plain letterbox even when training. ``multi_scale``: the input size changes
+    every N batches (training only). ``shuffle`` / ``drop_remainder`` default to ``training``.
+    ``cache`` keeps decoded images in memory (uint8; validation order only). ``seed`` None draws
+    a fresh seed. ``tiles``: tiled training (:mod:`yolo3.data.tiling`): each training image (each
+    of a mosaic's four) is first cut to a window at its own resolution, drawn with a bias toward
+    objects. ``num_parallel_calls``: tf.data's parallel calls (the NumPy pipeline has workers).
+    """
+
+    input_shape: Tuple[int, int]
+    batch_size: int
+    training: bool
+    targets: Optional[TargetEncoding] = None
+    max_boxes: int = 100
+    seed: Optional[int] = None
+    augment: Optional[AugmentConfig] = AugmentConfig()
+    multi_scale: Optional[MultiScale] = None
+    shuffle: Optional[bool] = None
+    drop_remainder: Optional[bool] = None
+    cache: bool = False
+    num_parallel_calls: int = -1
+    tiles: Optional[TileSampling] = None
+
+    @classmethod
+    def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,
+                       training: bool, anchor_mask=None, targets: bool = True,
+                       true_boxes: bool = False, assign_iou: float = 1.0, **options
+                       ) -> "DatasetConfig":
+        """The config of ``make_dataset``'s earlier signature (``make_dataset(records,
+        input_shape, anchors, num_classes, batch_size, training=..., ...)``)."""
+        encoding = (TargetEncoding(anchors, num_classes, anchor_mask, assign_iou, true_boxes)
+                    if targets else None)
+        return cls(tuple(input_shape), batch_size, training, encoding, **options)
+
+    @property
+    def shuffles(self) -> bool:
+        return self.training if self.shuffle is None else self.shuffle
+
+    @property
+    def drops_remainder(self) -> bool:
+        return self.training if self.drop_remainder is None else self.drop_remainder
+
+
+def new_seed() -> int:
+    """A fresh seed for a config whose ``seed`` is None."""
+    return int(np.random.default_rng().integers(2 ** 31 - 1))
+
+
+def record_geometry(records: Sequence[Record]) -> Tuple[List[Tuple[int, int]], List[int]]:
+    """Each record's displayed ``(h, w)`` and EXIF orientation, read from the image headers where
+    the record does not hold them (cached: :func:`yolo3.data.images.probe_images`)."""
+    if not records:
+        raise ValueError("a dataset needs at least one record")
+    missing = [i for i, r in enumerate(records) if r.image_hw is None or r.orientation is None]
+    hws = [r.image_hw for r in records]
+    orientations = [r.orientation for r in records]
+    if missing:
+        for i, (hw, o) in zip(missing, probe_images([records[i].path for i in missing])):
+            hws[i], orientations[i] = hw, o
+    return [(int(h), int(w)) for h, w in hws], [int(o) for o in orientations]
+
+
+def make_planner(records: Sequence[Record], config: DatasetConfig, seed: int,
+                 image_hws: Sequence[Tuple[int, int]]) -> Planner:
+    """The :class:`~yolo3.data.draws.Planner` of ``config`` over ``records``."""
+    if config.cache and (config.shuffles or (config.training and (
+            config.augment is not None or config.tiles is not None))):
+        raise ValueError("cache keeps decoded images in the records' order: only for "
+                         "unshuffled, unaugmented batches")
+    return Planner(image_hws, [r.boxes for r in records], config.input_shape, seed,
+                   training=config.training, shuffle=config.shuffles,
+                   batch_size=config.batch_size, augment=config.augment,
+                   multi_scale=config.multi_scale, tiles=config.tiles)
+
+
+def epoch_batches(count: int, config: DatasetConfig) -> int:
+    """Batches in one pass over ``count`` records."""
+    if config.drops_remainder:
+        return count // config.batch_size
+    return -(-count // config.batch_size)
