@@ -8,7 +8,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import pytest
-
 from locations import REPO as REPO_ROOT
 
 SHARED_DIR = REPO_ROOT.parent / "shared"

@@ -11,8 +11,8 @@ import sys
 import warnings
 
 import pytest
-
 from locations import FIXTURES, REPO
+
 from yolo3.moved import EVALUATION_MODULE, MOVED, new_home
 
 OLD = json.loads((FIXTURES / "release_0_2" / "public_names.json").read_text(encoding="utf-8"))

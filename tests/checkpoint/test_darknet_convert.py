@@ -7,7 +7,6 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-
 from darknet_helpers import (
     keras_forward,
     opencv_forward,
@@ -16,6 +15,7 @@ from darknet_helpers import (
     spp_cfg_text,
 )
 from locations import SHARED
+
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.metadata import read_sidecars, sidecar_paths
 from yolo3.cli.convert import main as cli_main

@@ -7,9 +7,9 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-
 from darknet_helpers import keras_forward, random_images, rel_err
 from locations import SHARED
+
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.weights import WeightsError, load_weights_by_name
 from yolo3.cli.train import main as train_main

@@ -10,8 +10,8 @@ import zipfile
 
 import numpy as np
 import pytest
-
 from locations import REPO
+
 from yolo3.checkpoint.metadata import (
     INFO_NAME,
     ModelInfo,

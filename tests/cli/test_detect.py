@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from locations import SHARED
 from PIL import Image, ImageOps
 
-from locations import SHARED
 from yolo3.data.class_names import write_classes
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
@@ -145,6 +145,7 @@ def test_precision_flag_reaches_the_detector(model_dir, tmp_path):
 def test_tiled_detection_equals_the_api_and_bad_tile_flags_are_refused(model_dir, tmp_path,
                                                                         capsys):
     from cli_harness import assert_refused, run_cli
+
     from yolo3.inference.detector import YOLO
     from yolo3.inference.tiled import TiledDetector
 

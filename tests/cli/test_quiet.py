@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from locations import REPO
+
 from yolo3.cli.quiet import start_up_lines_kept
 
 START = [

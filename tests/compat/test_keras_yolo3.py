@@ -10,8 +10,6 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image
-
 from keras_yolo3_reference import (
     layer_counts,
     outputs,
@@ -21,6 +19,8 @@ from keras_yolo3_reference import (
     write_keras2_h5,
 )
 from locations import SHARED
+from PIL import Image
+
 from yolo3.data.class_names import write_classes
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors

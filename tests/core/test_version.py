@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-import yolo3
 from locations import REPO
+
+import yolo3
 from yolo3.cli import main
 from yolo3.core.version import __version__
 

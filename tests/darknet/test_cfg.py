@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from darknet_helpers import spp_cfg_text
+
 from yolo3.core.errors import DarknetError
 from yolo3.darknet.cfg import (
     MaxpoolSpec,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from darknet_helpers import opencv_forward, random_images
+
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.random_weights import write_random_weights
 

@@ -6,8 +6,8 @@ import io
 
 import numpy as np
 import pytest
-
 from locations import SHARED
+
 from yolo3.core.errors import FileFormatError
 from yolo3.evaluation.metrics import (
     align_image_keys,
@@ -302,8 +302,8 @@ def test_evaluate_cli_sliced_scores_the_tiled_detections(tmp_path, capsys):
     import json as _json
 
     import keras
-
     from cli_harness import assert_refused, run_cli
+
     from yolo3.data.images import load_image
     from yolo3.inference.detector import YOLO
     from yolo3.inference.tiled import TiledDetector

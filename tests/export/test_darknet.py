@@ -4,7 +4,6 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-
 from darknet_helpers import (
     keras_forward,
     opencv_forward,
@@ -12,6 +11,7 @@ from darknet_helpers import (
     randomise_batch_norms,
     rel_err,
 )
+
 from yolo3.cli.convert import main as cli_main
 from yolo3.core.errors import DarknetError
 from yolo3.darknet.cfg import equivalent, parse_cfg

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from locations import SHARED
+
 from yolo3.data.class_names import write_classes
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 

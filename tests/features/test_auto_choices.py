@@ -8,8 +8,8 @@ compare numbers exactly pin ``float32`` instead (never ``auto``).
 from __future__ import annotations
 
 import pytest
-
 from cpu_profiles import PROFILES
+
 from yolo3.config import precision as precision_module
 from yolo3.core.errors import ArgumentError
 from yolo3.training.recipe import use_jit

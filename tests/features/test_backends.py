@@ -17,7 +17,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from locations import REPO, TESTS
 
 
@@ -26,9 +25,8 @@ def steps(tmp_path_factory):
     """``{backend: {key: array}}`` of every installed backend: TensorFlow in this process (the
     suite's backend), the others each in a process of its own (TensorFlow and JAX are the test
     extra's; PyTorch only where installed), started first so that they run beside it."""
-    import keras
-
     import backend_step
+    import keras
     out = tmp_path_factory.mktemp("backends")
     children = {}
     for backend, package in (("jax", "jax"), ("torch", "torch")):

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_DIR
-
 from locations import REPO
 
 

@@ -337,6 +337,7 @@ def test_the_tiles_set_has_small_objects_in_large_images(tmp_path):
     import argparse
 
     from locations import SHARED
+
     from yolo3.benchmarks.tiles import make_high_resolution_set
     from yolo3.data.annotations import load_annotations
     args = argparse.Namespace(image_size=[540, 960], num_images=6, val_images=2, photos=str(
@@ -352,6 +353,7 @@ def test_the_tiles_set_has_small_objects_in_large_images(tmp_path):
 
 def test_the_balance_contenders_are_valid_settings_and_unknown_ones_are_refused(capsys):
     from cli_harness import assert_refused, run_cli
+
     from yolo3.benchmarks.balance import CONTENDERS
     from yolo3.config.train_config import TrainConfig, check
     for settings in CONTENDERS.values():
@@ -364,6 +366,7 @@ def test_the_balance_set_makes_the_last_class_rare(tmp_path):
     import argparse
 
     from locations import SHARED
+
     from yolo3.benchmarks.balance import _make_set
     from yolo3.data.annotations import load_annotations
     args = argparse.Namespace(rare_share=0.05, num_images=100, val_images=10, photos=str(

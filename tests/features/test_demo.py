@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from locations import REPO
 from PIL import Image
 
-from locations import REPO
 from yolo3.data.annotations import load_annotations
 from yolo3.evaluation.metrics import evaluate_detections
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from locations import SHARED
+
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import pytest
-
 from cli_harness import assert_refused, run_cli, snapshot
 
 PLANTED = "planted-by-the-user.txt"

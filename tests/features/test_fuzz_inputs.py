@@ -11,10 +11,10 @@ import string
 import numpy as np
 import pytest
 import yaml
+from cli_harness import run_cli, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_harness import run_cli, snapshot
 from yolo3.core.errors import (
     AnnotationError,
     DarknetError,

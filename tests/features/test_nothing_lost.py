@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from PIL import Image
-
 from cli_harness import assert_refused, run_cli, snapshot
 from locations import REPO
+from PIL import Image
+
 from yolo3.core.fileio import TEMP_PREFIX, temporary_owner, temporary_prefix
 from yolo3.core.ownership import MARKER
 

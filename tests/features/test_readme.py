@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from locations import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-
 from locations import FIXTURES
+
 from yolo3.checkpoint.saving import load_keras_model
 
 DATA = FIXTURES / "release_0_2"

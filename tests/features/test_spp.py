@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-
 from darknet_helpers import (
     keras_forward,
     opencv_forward,
@@ -15,6 +14,7 @@ from darknet_helpers import (
     spp_cfg_text,
 )
 from locations import SHARED
+
 from yolo3.checkpoint.darknet_convert import convert
 from yolo3.checkpoint.weights import load_weights_by_name
 from yolo3.config.specs import get_spec

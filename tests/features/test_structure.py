@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import List
 
 import pytest
-
 from locations import REPO
+
 from yolo3.config.specs import SPECS, all_specs, get_spec, spec_names
 
 PACKAGE = REPO / "yolo3"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from locations import REPO
+
 from yolo3.cli.train import main
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.training.callbacks import StopOnNaN

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from locations import SHARED
+
 from yolo3.core.errors import ArgumentError
 from yolo3.inference.engines import engine_installed, resolve_engine
 

@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from locations import SHARED
 
 PHOTOS = sorted((SHARED / "images").glob("*.jpg"))

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from locations import REPO
 
 SCRIPT = r"""

@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from yolo3.ops.box_ops import box_iou, swap_last_pair
-from yolo3.ops.targets import wh_iou_tf
 from yolo3.ops.boxes import cxcywh_to_xyxy, iou_xyxy, wh_iou
+from yolo3.ops.targets import wh_iou_tf
 
 
 def _cxcywh(rng, shape):

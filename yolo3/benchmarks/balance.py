@@ -33,8 +33,8 @@ from yolo3.data.class_names import read_classes
 from yolo3.data.images import load_image
 from yolo3.data.photo_synthetic import PHOTO_CLASSES, make_photo_dataset
 from yolo3.evaluation.metrics import evaluate_detections
-from yolo3.ops.class_balance import class_counts
 from yolo3.inference.detector import YOLO
+from yolo3.ops.class_balance import class_counts
 
 __all__ = ["run", "score_child", "CONTENDERS"]
 

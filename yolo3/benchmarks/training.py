@@ -31,10 +31,10 @@ import tempfile
 import time
 from typing import List, Optional
 
-from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch  # noqa: F401  (forward_gflops re-exported)
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
+from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch  # noqa: F401  (forward_gflops re-exported)
 from yolo3.config.precision import resolve_training_precision
 from yolo3.config.specs import get_spec
 from yolo3.config.train_config import default
@@ -48,6 +48,7 @@ from yolo3.modeling.loss import identity_loss, yolo_training_model
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.parallel import multi_gpu_model
 from yolo3.training.recipe import dtype_policy
+
 
 def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit: bool,
            max_boxes: int, seed: int = 0, fused_batch_norm: bool = True):

@@ -70,6 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not (args.saved_model or args.tflite or args.onnx or args.openvino):
         args.parser.error("give --saved-model DIR, --tflite FILE, --onnx FILE and/or --openvino DIR")
+    from yolo3.core.extras import require
+    require("tensorflow", "yolo3 export (every format converts through TensorFlow)")
     from yolo3.checkpoint.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
     from yolo3.core.ownership import check_output_folder
     from yolo3.export import (

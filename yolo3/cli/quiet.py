@@ -78,7 +78,13 @@ class QuietTensorFlow(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "tensorflow":
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        spec = None
+        for finder in sys.meta_path:  # the others, in their order: one may refuse TensorFlow
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
         if spec is None or spec.loader is None:
             return None
         spec.loader = _QuietLoader(spec.loader)

@@ -39,6 +39,7 @@ from yolo3.config.choices import (
     JIT_CHOICES,
     OBJECTNESS_TARGETS,
     OPTIMIZERS,
+    PIPELINES,
     SCHEDULES,
     STRATEGIES,
     TRAINING_PRECISIONS,
@@ -161,6 +162,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
     r.add_argument("--multi-scale-every", type=COUNT, default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
+    r.add_argument("--pipeline", choices=PIPELINES, default=d("pipeline"),
+                   help="the input pipeline: tf (tf.data), numpy (NumPy and OpenCV in worker "
+                   "threads: no TensorFlow needed) or auto (tf where TensorFlow imports, else "
+                   "numpy) (default %(default)s)")
+    r.add_argument("--data-workers", type=Number(int, 0, 256), default=d("data_workers"),
+                   metavar="N", help="threads of the numpy pipeline; 0: one per core, at most "
+                   "32 (default %(default)s)")
     b = p.add_argument_group("rare classes")
     b.add_argument("--class-weights", default=d("class_weights"),
                    type=InputPath(text=True, words=(AUTO_CLASS_WEIGHTS, *CLASS_WEIGHT_METHODS)), metavar="auto|METHOD|FILE",

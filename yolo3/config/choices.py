@@ -14,6 +14,8 @@ JIT_CHOICES = ("auto", "on", "off")
 TRAINING_PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
+# the input pipeline: tf.data where TensorFlow imports, else NumPy/OpenCV (auto); or either
+PIPELINES = ("auto", "tf", "numpy")
 ANNOTATION_FORMATS = ("text", "coco", "voc", "yolo")  # the layouts yolo3 reads and writes
 ENGINES = ("auto", "keras", "openvino", "onnxruntime")  # what a .keras detector runs on
 SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spreads object sizes
@@ -27,5 +29,5 @@ AUTO_CLASS_WEIGHTS = "auto"  # class_weights: the effective number of samples, c
 CLASS_WEIGHT_METHODS = ("inverse", "sqrt", "effective")
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
+           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
            "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

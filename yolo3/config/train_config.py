@@ -27,11 +27,12 @@ from yolo3.config.choices import (
     AUTO_ANCHORS,
     AUTO_CLASS_WEIGHTS,
     AUTO_TILE,
-    CLASS_WEIGHT_METHODS,
     BOX_LOSSES,
+    CLASS_WEIGHT_METHODS,
     JIT_CHOICES,
     OBJECTNESS_TARGETS,
     OPTIMIZERS,
+    PIPELINES,
     SCHEDULES,
     STRATEGIES,
     TRAINING_PRECISIONS,
@@ -76,6 +77,11 @@ class DataSettings:
     # repeat-factor sampling (LVIS): images with a class present in fewer than this share of the
     # images repeat, by sqrt(threshold / share); 0: every image once
     repeat_threshold: float = 0.0
+    # the input pipeline (yolo3.training.datasets.pick_pipeline): auto (tf.data where TensorFlow
+    # imports, else NumPy/OpenCV), tf or numpy; data_workers: the NumPy pipeline's threads (0: one
+    # per core, at most 32)
+    pipeline: str = "auto"
+    data_workers: int = 0
 
 
 @dataclass
@@ -420,6 +426,10 @@ def _check_data(data: DataSettings) -> None:
           "mosaic")
     _need(not (data.mosaic and data.augment == "none"),
           "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
+    _one_of(data.pipeline, PIPELINES, "pipeline")
+    _need(isinstance(data.data_workers, int) and 0 <= data.data_workers <= 256,
+          f"data_workers must be a whole number in [0, 256] (0: one per core), got "
+          f"{data.data_workers!r}", "data_workers")
     _need(data.multi_scale_every >= 1,
           f"multi_scale_every must be >= 1, got {data.multi_scale_every}", "multi_scale_every")
     _need(data.tile is None or data.tile == AUTO_TILE

@@ -23,6 +23,8 @@ EXTRAS = {
     "matplotlib": ("plot", "matplotlib"),
     "skimage": ("bench", "scikit-image"),
     "tensorboard": (None, "tensorboard"),
+    # export, OpenVINO and tf.data: a JAX or PyTorch install trains and detects without it
+    "tensorflow": (None, "tensorflow"),
 }
 
 __all__ = ["EXTRAS", "install_hint", "installed", "require"]
@@ -38,7 +40,10 @@ def install_hint(package: str) -> str:
 
 def installed(package: str) -> bool:
     """Whether ``package`` (a top-level module name) can be imported, without importing it."""
-    return importlib.util.find_spec(package) is not None
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a module without a spec
+        return False
 
 
 def require(module: str, purpose: str) -> ModuleType:

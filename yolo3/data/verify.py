@@ -2,10 +2,12 @@
 
 A header read (:func:`yolo3.data.images.probe_image`) accepts a truncated JPEG or a TIFF that the
 pipeline (``tf.io.decode_image``) then fails on mid-epoch without naming the file. This module
-decodes every file once with exactly the pipeline's call and names each failure. Files that decoded
-are remembered by path, size and modification time (:class:`yolo3.core.file_cache.FileCache`, under
-``$YOLO3_CACHE_DIR``, else ``$XDG_CACHE_HOME/yolo3``, else ``~/.cache/yolo3``), so a second run
-does not decode them again.
+decodes every file once with exactly the pipeline's call and names each failure: tf.data's
+decoder where TensorFlow imports (the stricter one, so either pipeline then reads every file),
+the NumPy pipeline's (:func:`yolo3.data.image_ops.decode_image_np`) where it does not. Files that
+decoded are remembered by path, size and modification time, per decoder
+(:class:`yolo3.core.file_cache.FileCache`, under ``$YOLO3_CACHE_DIR``, else
+``$XDG_CACHE_HOME/yolo3``, else ``~/.cache/yolo3``), so a second run does not decode them again.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from yolo3.core.errors import AnnotationError, ArgumentError, PathLike
+from yolo3.core.extras import installed
 from yolo3.core.file_cache import FileCache
 
 __all__ = ["verify_images", "check_decodable", "unchecked", "listed", "cache_file",
@@ -24,15 +27,22 @@ PIPELINE_FORMATS = "JPEG, PNG, BMP or GIF"
 
 
 CACHE_NAME = "decoded-images.json"
+NUMPY_CACHE_NAME = "decoded-images-numpy.json"
+
+
+def _cache_name() -> str:
+    return CACHE_NAME if installed("tensorflow") else NUMPY_CACHE_NAME
 
 
 def cache_file() -> Path:
-    """The cache of files known to decode."""
-    return FileCache(CACHE_NAME, enabled=False).path
+    """The cache of files known to decode (by this machine's decoder)."""
+    return FileCache(_cache_name(), enabled=False).path
 
 
 def _decode(path: str) -> Optional[str]:
     """None when the pipeline's decoder reads ``path``, else the reason it does not."""
+    if not installed("tensorflow"):
+        return _decode_numpy(path)
     import tensorflow as tf
     try:
         data = tf.io.read_file(path)
@@ -49,6 +59,18 @@ def _decode(path: str) -> Optional[str]:
     return None
 
 
+def _decode_numpy(path: str) -> Optional[str]:
+    """:func:`_decode` with the NumPy pipeline's decoder (OpenCV, then PIL)."""
+    from yolo3.data.image_ops import decode_image_np
+    try:
+        image = decode_image_np(path, 1)
+    except AnnotationError as e:
+        return f"the training pipeline cannot decode it: {e.reason}"
+    if image.shape[0] < 1 or image.shape[1] < 1:
+        return "image has no pixels"
+    return None
+
+
 def verify_images(paths: Sequence[PathLike], progress: bool = True, use_cache: bool = True,
                   workers: int = 2) -> List[AnnotationError]:
     """Decode every file of ``paths`` with the pipeline's decoder (``workers`` threads; files that
@@ -56,7 +78,7 @@ def verify_images(paths: Sequence[PathLike], progress: bool = True, use_cache: b
     failure (an empty list when all decode). Shows a progress bar."""
     from tqdm import tqdm
     unique = list(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in paths))
-    known = FileCache(CACHE_NAME, enabled=use_cache)
+    known = FileCache(_cache_name(), enabled=use_cache)
     todo = [p for p in unique if not known.get(p)]
     failures: List[AnnotationError] = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
@@ -75,7 +97,7 @@ def verify_images(paths: Sequence[PathLike], progress: bool = True, use_cache: b
 
 def unchecked(paths: Sequence[PathLike]) -> List[str]:
     """The files of ``paths`` not known (from an earlier check, unchanged since) to decode."""
-    known = FileCache(CACHE_NAME)
+    known = FileCache(_cache_name())
     return [p for p in dict.fromkeys(os.path.abspath(os.fspath(p)) for p in paths)
             if not known.get(p)]
 

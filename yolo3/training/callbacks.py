@@ -32,6 +32,7 @@ import numpy as np
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.core.errors import PathLike
+from yolo3.core.extras import installed
 from yolo3.core.fileio import write_text_atomic
 from yolo3.core.ownership import OutputFolder, as_output_folder
 from yolo3.data.images import load_image
@@ -47,6 +48,7 @@ from yolo3.inference.detector import YOLO
 from yolo3.inference.tiled import TiledDetector
 from yolo3.modeling.graph_surgery import float32_body
 from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
+from yolo3.training.event_log import EventWriter
 from yolo3.training.history import append_epoch
 from yolo3.training.resume import save_resume_state
 
@@ -259,6 +261,9 @@ class MapEvaluation(keras.callbacks.Callback):
             self._tensorboard_images(epoch, figures["detections"])
 
     def _tensorboard_images(self, epoch: int, dets: dict) -> None:
+        if not installed("tensorflow"):
+            self._event_images(epoch, dets)
+            return
         import tensorflow as tf
 
         writer = tf.summary.create_file_writer(os.path.join(self.logs_dir, "validation_images"))
@@ -269,6 +274,22 @@ class MapEvaluation(keras.callbacks.Callback):
         with writer.as_default():
             tf.summary.image("detections", stack, step=epoch, max_outputs=len(stack))
         writer.flush()
+
+    def _event_images(self, epoch: int, dets: dict) -> None:
+        """:meth:`_tensorboard_images` without TensorFlow (the tensorboard package's writer)."""
+        import importlib.util
+        if importlib.util.find_spec("tensorboard") is None:
+            return
+        import cv2
+        writer = EventWriter(os.path.join(self.logs_dir, "validation_images"))
+        drawn = [draw_on_array(self._images[k], *dets[k], self.info.names())
+                 for k in range(min(self.draw, len(self._images)))]
+        size = min(min(d.shape[0] for d in drawn), 256)
+        for k, image in enumerate(drawn):
+            small = cv2.resize(np.asarray(image, np.uint8), (size, size),
+                               interpolation=cv2.INTER_LINEAR)
+            writer.image(f"detections/image/{k}", small, epoch)
+        writer.close()
 
 
 class EmaAfterBackupRestore(keras.callbacks.Callback):

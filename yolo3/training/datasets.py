@@ -1,42 +1,78 @@
-"""The input step of training: the tf.data training and validation batches of a run (augmented,
-mosaic, multi-scale, split by a tf.distribute strategy) and the images of the batch-norm
-statistics. TensorFlow-only: tf.data is the pipeline Keras feeds every backend from."""
+"""The input step of training: the training and validation batches of a run (augmented, mosaic,
+multi-scale, tiled, split by a tf.distribute strategy) and the images of the batch-norm
+statistics, from either pipeline: tf.data (:mod:`yolo3.data.pipeline`) or the NumPy/OpenCV one
+(:mod:`yolo3.data.numpy_pipeline`), both applying the same plans (:mod:`yolo3.data.draws`).
+:func:`pick_pipeline` chooses; TensorFlow is imported only for tf.data."""
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from yolo3.config.train_config import TrainConfig
-from yolo3.data.augment import AugmentConfig
-from yolo3.data.pipeline import DatasetConfig, MultiScale, TargetEncoding, make_dataset
-from yolo3.data.tiling import TileSampling
+from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.core.extras import installed
+from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
+from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["pick_pipeline", "make_datasets", "batch_norm_images", "shard_by_data"]
 
-def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
+
+def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
+    """``tf`` or ``numpy``: the run's ``pipeline`` setting, ``auto`` meaning tf.data where
+    TensorFlow imports and the NumPy pipeline where it does not. ``tf`` without TensorFlow, and
+    ``numpy`` under a tf.distribute strategy, are refused (ConfigError naming the setting)."""
+    choice = config.data.pipeline
+    has_tf = installed("tensorflow")
+    if choice == "auto":
+        choice = "tf" if has_tf else "numpy"
+    if choice == "tf" and not has_tf:
+        raise ConfigError("pipeline tf: TensorFlow is not installed here; use --pipeline numpy "
+                          "(or auto), or install tensorflow", "pipeline")
+    if choice == "numpy" and placement is not None and placement.strategy is not None:
+        raise ConfigError(f"pipeline numpy: the {config.hardware.strategy} strategy splits "
+                          "tf.data batches between its replicas; use --pipeline tf with it",
+                          "pipeline", "strategy")
+    return choice
+
+
+def shard_by_data(dataset):
     """Let a tf.distribute strategy split each global batch between workers and replicas.
 
     Every worker reads the same (seeded) stream; the DATA policy hands worker ``i`` its slice of
     each global batch, so N workers x B/N images see exactly the batches of one process x B.
     """
+    import tensorflow as tf
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)
 
 
+def _batches(records: Sequence, config: DatasetConfig, pipeline: str, workers: int,
+             repeat: bool = False) -> Any:
+    """``records`` batched as ``config`` says by ``pipeline``."""
+    if pipeline == "tf":
+        from yolo3.data.pipeline import make_dataset
+        dataset = make_dataset(records, config)
+        return dataset.repeat() if repeat else dataset
+    from yolo3.data.numpy_pipeline import NumpyBatches
+    return NumpyBatches(records, config, workers=workers or None, repeat=repeat)
+
+
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
-                  ) -> Tuple[tf.data.Dataset, tf.data.Dataset]:
+                  ) -> Tuple[Any, Any]:
     """Training (augmented, shuffled, mosaic, multi-scale and tiled as configured) and validation
-    (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last."""
+    (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last:
+    tf.data datasets or :class:`~yolo3.data.numpy_pipeline.NumpyBatches`
+    (:func:`pick_pipeline`)."""
     settings = config.data
+    pipeline = pick_pipeline(config, placement)
     hw = data.hw
     shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, hw) if settings.multi_scale
               else None)
@@ -57,24 +93,27 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
              if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
         MultiScale(shapes, settings.multi_scale_every) if shapes else None), tiles=tiles)
-    train_ds = make_dataset(data.records, training)
-    val_ds = make_dataset(data.val_records, validation)
-    if config.schedule.steps_per_epoch:
-        train_ds = train_ds.repeat()
+    workers = settings.data_workers
+    train_ds = _batches(data.records, training, pipeline, workers,
+                        repeat=bool(config.schedule.steps_per_epoch))
+    val_ds = _batches(data.val_records, validation, pipeline, workers)
+    logger.info("input pipeline: %s", "tf.data" if pipeline == "tf" else
+                f"NumPy/OpenCV, {train_ds.workers} worker thread(s)")
     if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
     return train_ds, val_ds
 
 
-def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[tf.data.Dataset]:
+def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[Any]:
     """The training images (``bn_stats_images`` of them, a seeded choice, letterboxed at the input
     size, no augmentation, decoded once and cached) over which the batch-norm statistics are
-    recomputed; None when ``bn_stats_images`` is 0."""
+    recomputed, from the run's pipeline; None when ``bn_stats_images`` is 0."""
     count = min(int(config.recipe.bn_stats_images), len(data.records))
     if count <= 0:
         return None
     order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
     records = [data.records[i] for i in sorted(order)]
-    return make_dataset(records, DatasetConfig(
-        data.hw, min(16, count), training=False,
-        max_boxes=config.data.max_boxes, seed=config.seed, augment=None, cache=True))
+    return _batches(records, DatasetConfig(
+        data.hw, min(16, count), training=False, max_boxes=config.data.max_boxes,
+        seed=config.seed, augment=None, cache=True), pick_pipeline(config),
+        config.data.data_workers)

@@ -15,14 +15,16 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from yolo3.config.choices import STRATEGIES
 from yolo3.core.errors import SettingError, Yolo3Error
 from yolo3.modeling.keras_compat import build_from_element_spec, replace_step
+
+if TYPE_CHECKING:  # each function below that runs TensorFlow imports it: the others serve every backend
+    import tensorflow as tf
 
 __all__ = ["configure_logical_cpus", "replica_devices", "make_strategy",
            "is_chief", "num_workers", "task_index", "cluster_task", "ClusterTask", "prepare_fit",
@@ -36,6 +38,7 @@ def configure_logical_cpus(n: int) -> List[str]:
     Returns the device names. Raises ``RuntimeError`` (with advice) when TensorFlow has already
     initialised its devices with another layout.
     """
+    import tensorflow as tf
     if n < 1:
         raise SettingError(f"cpu_replicas must be >= 1, got {n}", "cpu_replicas")
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -55,6 +58,7 @@ def replica_devices(gpus: Optional[int] = None, cpu_replicas: Optional[int] = No
     if gpus and cpu_replicas:
         raise SettingError("give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
     if gpus:
+        import tensorflow as tf
         found = len(tf.config.list_physical_devices("GPU"))
         if gpus > found:
             raise SettingError(f"gpus {gpus} asked for, but this machine has {found} GPU(s)", "gpus")
@@ -113,6 +117,7 @@ def make_strategy(name: str, devices: Optional[List[str]] = None) -> Optional[tf
         raise SettingError(f"unknown strategy {name!r}: expected one of {STRATEGIES}", "strategy")
     if name == "wrapper":
         return None
+    import tensorflow as tf
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=devices or None)
     if "TF_CONFIG" not in os.environ:
@@ -134,6 +139,9 @@ def prepare_fit(model, dataset: tf.data.Dataset, strategy: Optional[tf.distribut
 
     Nothing changes for other strategies. Call after ``compile``.
     """
+    if strategy is None:
+        return
+    import tensorflow as tf
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return
     with strategy.scope():
@@ -144,6 +152,7 @@ def prepare_fit(model, dataset: tf.data.Dataset, strategy: Optional[tf.distribut
 
 def _rank1_logs(step):
     """``step`` with every scalar tensor in its logs reshaped to ``(1,)``."""
+    import tensorflow as tf
     def wrapped(data):
         logs = step(data)
         return {k: tf.reshape(v, [1]) if tf.is_tensor(v) and v.shape.rank == 0 else v
@@ -155,6 +164,7 @@ def broadcast_from_chief(strategy: tf.distribute.Strategy, values: Sequence[floa
                          is_chief_worker: bool) -> List[float]:
     """The chief's ``values`` on every worker: a SUM all-reduce to which only the chief's first
     replica contributes (the others add zeros). Every worker must call it at the same point."""
+    import tensorflow as tf
     mine = np.asarray(values, np.float32) if is_chief_worker else np.zeros(len(values), np.float32)
 
     def contribution():

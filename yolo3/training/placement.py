@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import keras
-import tensorflow as tf
 
-from yolo3.config.precision import resolve_training_precision
+from yolo3.config.precision import gpu_capabilities, resolve_training_precision
 from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.training.distribute import (
     ClusterTask,
@@ -21,6 +20,9 @@ from yolo3.training.distribute import (
 from yolo3.training.recipe import (
     use_jit,
 )
+
+if TYPE_CHECKING:  # tf.distribute runs on the TensorFlow backend only
+    import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +143,7 @@ def training_precision(config: TrainConfig) -> str:
 def on_gpu(config: TrainConfig) -> bool:
     if config.hardware.cpu_replicas:
         return False
-    return bool(tf.config.list_physical_devices("GPU"))
+    return bool(gpu_capabilities())
 
 
 def use_xla(config: TrainConfig, placement: Placement) -> bool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import keras
-import tensorflow as tf
 
 from yolo3.config.train_config import TrainConfig
+from yolo3.core.extras import installed
 from yolo3.core.log import NOTICE
 from yolo3.modeling.keras_compat import ExactSwapEMAWeights
 from yolo3.modeling.loss import identity_loss
@@ -25,6 +25,7 @@ from yolo3.training.data_step import ImageDecodeFailed, TrainData
 from yolo3.training.distribute import (
     prepare_fit,
 )
+from yolo3.training.event_log import ScalarLog
 from yolo3.training.models import set_stage_trainable
 from yolo3.training.parallel import multi_gpu_model
 from yolo3.training.placement import Placement, use_xla
@@ -95,8 +96,10 @@ def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateChe
     callbacks += [HistoryLog(run.folder), checkpoint]
     if early_stop is not None:
         callbacks.append(early_stop)
-    if has_tensorboard():
+    if has_tensorboard() and installed("tensorflow"):
         callbacks.append(keras.callbacks.TensorBoard(str(run.write_dir / "logs")))
+    elif has_tensorboard():  # Keras's callback writes through tf.summary
+        callbacks.append(ScalarLog(str(run.write_dir / "logs")))
     elif config.output.verbose:
         logger.warning("TensorBoard is not installed (pip install tensorboard): no logs/ written")
     if config.schedule.schedule == "plateau":
@@ -111,7 +114,7 @@ def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateChe
 
 
 def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: keras.Model,
-              placement: Placement, datasets: Tuple[tf.data.Dataset, tf.data.Dataset],
+              placement: Placement, datasets: Tuple[Any, Any],
               callbacks: list, start_epoch: int = 0, state=None) -> Dict[str, List[float]]:
     """Compile and fit one stage (the wrapper over ``placement.devices``, a strategy, or the
     template itself); restores the optimiser of ``state`` when resuming inside this stage.
@@ -141,10 +144,12 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                             steps_per_epoch=(placement.steps if config.schedule.steps_per_epoch
                                              else None),
                             validation_steps=config.schedule.validation_steps, callbacks=callbacks,
-                            shuffle=False,  # the tf.data pipeline shuffles (seeded) itself
+                            shuffle=False,  # either pipeline shuffles (seeded) itself
                             verbose=config.output.verbose)
-    except tf.errors.InvalidArgumentError as e:
-        if not any(word in str(e) for word in ("image", "JPEG", "PNG", "decode", "Decode")):
+    except Exception as e:
+        # tf.data's decode failures (the NumPy pipeline names the file itself: AnnotationError)
+        if (type(e).__name__ != "InvalidArgumentError"
+                or not any(word in str(e) for word in ("image", "JPEG", "PNG", "decode", "Decode"))):
             raise
         reason = next((line for line in str(e).splitlines() if "image" in line or "JPEG" in line
                        or "PNG" in line), str(e).splitlines()[0])
