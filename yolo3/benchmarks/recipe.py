@@ -154,7 +154,7 @@ _OWN_SETTINGS = {"annotations": "--data", "val_annotations": "--data", "classes"
                  "variant": "--variant", "input_size": "--input-size", "epochs": "--epochs",
                  "batch_size": "--batch-sizes", "cpu_replicas": "--cpu-replicas",
                  "augment": "--augment", "seed": "--seed / --seeds", "eval_every": None,
-                 "verbose": None}
+                 "verbose": None, "pipeline": "--pipelines"}
 
 
 def _own_settings(args: argparse.Namespace, data: str, anchors: Optional[str], output: str,
@@ -245,23 +245,28 @@ def run(args: argparse.Namespace) -> int:
             anchors = _kmeans_anchors(data, args.input_size,
                                       len(get_spec(args.variant).default_anchors()),
                                       os.path.join(tmp, "anchors.txt"))
-        for batch in batches:
-            for name in args.recipes:
-                group = name if len(batches) == 1 else f"{name}@{batch * replicas}"
-                for seed in seeds:
-                    label = group if len(seeds) == 1 else f"{group}#{seed}"
-                    config = dict(_own_settings(args, data, anchors, os.path.join(tmp, label),
-                                                batch, seed),
-                                  **(OLD_RECIPE if name == "old" else extra))
-                    check(TrainConfig(**config))  # here, not in the child: a clear message
-                    print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
-                    history = run_child("yolo3.benchmarks.recipe:train_child",
-                                        dict(config=config, cpu_replicas=args.cpu_replicas),
-                                        timeout=6 * 3600)
-                    history["time"] = _cumulative(history["seconds"])
-                    history["global_batch"] = batch * replicas
-                    history["group"], history["seed"] = group, seed
-                    curves[label] = history
+        pipelines = getattr(args, "pipelines", None) or [None]
+        # one contender per batch size, recipe and input pipeline
+        for batch, name, pipeline in [(b, n, p) for b in batches for n in args.recipes
+                                      for p in pipelines]:
+            group = name if len(batches) == 1 else f"{name}@{batch * replicas}"
+            group = group if pipeline is None else f"{group}/{pipeline}"
+            for seed in seeds:
+                label = group if len(seeds) == 1 else f"{group}#{seed}"
+                config = dict(_own_settings(args, data, anchors, os.path.join(tmp, label),
+                                            batch, seed),
+                              **(OLD_RECIPE if name == "old" else extra))
+                if pipeline is not None:
+                    config["pipeline"] = pipeline
+                check(TrainConfig(**config))  # here, not in the child: a clear message
+                print(f"training {label} (global batch {batch * replicas}) ...", flush=True)
+                history = run_child("yolo3.benchmarks.recipe:train_child",
+                                    dict(config=config, cpu_replicas=args.cpu_replicas),
+                                    timeout=6 * 3600)
+                history["time"] = _cumulative(history["seconds"])
+                history["global_batch"] = batch * replicas
+                history["group"], history["seed"] = group, seed
+                curves[label] = history
         if args.peer:
             print(f"training the peer ({args.peer}, global batch {batches[0] * replicas}) ...",
                   flush=True)

@@ -183,6 +183,9 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, type=InputPath("folder"), help="an existing dataset "
                    "folder (train.txt, val.txt, classes.txt) instead of generating one")
     p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
+    p.add_argument("--pipelines", nargs="+", choices=["tf", "numpy"], default=None,
+                   help="train each recipe once per input pipeline, side by side (tf.data "
+                   "against the NumPy/OpenCV pipeline; default: the run's automatic choice)")
     p.add_argument("--extra", nargs="*", default=[], metavar="KEY=VALUE",
                    type=Text(pattern=r"[a-z_]+=.*", pattern_words="KEY=VALUE, a setting of "
                              "yolo3 train by name", example="lr=0.01"),

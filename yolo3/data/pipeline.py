@@ -56,9 +56,16 @@ def apply_orientation(image: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
 
 
 def decode_image(path: tf.Tensor, orientation: tf.Tensor) -> tf.Tensor:
-    """Read and decode a JPEG/PNG/BMP/GIF file -> ``(h, w, 3)`` float32 in ``[0, 1]``, EXIF-transposed."""
+    """Read and decode a JPEG/PNG/BMP/GIF file -> ``(h, w, 3)`` float32 in ``[0, 1]``, EXIF-transposed.
+
+    JPEGs with the accurate integer DCT (TensorFlow's default is the fast one): the pixels of
+    libjpeg-turbo's default, which PIL (inference, :func:`yolo3.data.images.load_image`) and
+    OpenCV (the NumPy pipeline) decode, exactly."""
     data = tf.io.read_file(path)
-    img = tf.io.decode_image(data, channels=3, expand_animations=False, dtype=tf.uint8)
+    img = tf.cond(
+        tf.io.is_jpeg(data),
+        lambda: tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE"),
+        lambda: tf.io.decode_image(data, channels=3, expand_animations=False, dtype=tf.uint8))
     img = apply_orientation(img, orientation)
     return tf.cast(img, tf.float32) / 255.0
 
