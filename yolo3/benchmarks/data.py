@@ -1,31 +1,42 @@
-"""Throughput of the tf.data pipeline vs the classic Python generator, on the same annotation file;
-with ``--scale N``, training start-up on N images instead (:mod:`yolo3.benchmarks.startup`).
+"""Throughput of the input pipelines side by side on the same annotation file: tf.data, the
+NumPy/OpenCV pipeline (as ``fit`` drives it: Keras's ``PyDataset`` with worker threads, and
+through Grain where it is installed) and keras-yolo3's classic Python generator; with ``--scale
+N``, training start-up on N images instead (:mod:`yolo3.benchmarks.startup`).
 
     yolo3 benchmark data [--annotations train.txt --classes classes.txt] [--batches 20]
+                         [--mosaic 0 1] [--workers 1 2 4 16] [--no-classic]
     yolo3 benchmark data --scale 118287
     (or python tools/benchmark_data.py ...)
 
-Both produce training batches (decode + augment + encode y_true) of ``--batch-size`` at ``--size``.
-The generator is keras-yolo3's recipe: per image PIL open, random resize, placement on a gray canvas,
-flip, HSV distortion (matplotlib), then NumPy ``preprocess_true_boxes`` per batch. Without
-``--annotations`` a synthetic JPEG dataset (640x480) is written to a temporary folder.
+Every contender produces training batches (decode + full augmentation + encode y_true) of
+``--batch-size`` at ``--size``, once per ``--mosaic`` probability (0: one image each; 1: a mosaic
+of four for every image). Printed: images/s, images/s per core used, and how many cores feed
+``--feed`` images/s at the NumPy pipeline's per-worker rate. The NumPy pipeline runs once per
+``--workers`` count (threads; the per-worker rate is its figure at one worker). Grain
+(``pip install grain``) maps the same batches, with threads and with processes. The generator is
+keras-yolo3's recipe: per image PIL open, random resize, placement on a gray canvas, flip, HSV
+distortion (matplotlib), then NumPy ``preprocess_true_boxes`` per batch. Without
+``--annotations`` a synthetic JPEG dataset (640x480) is written to a temporary folder. Each
+contender runs alone (the one before it stopped), in the same process.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import tempfile
 import time
-from typing import Iterator, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.startup import run_scale
+from yolo3.core.extras import installed
 from yolo3.data.annotations import load_annotations
-from yolo3.data.augment import AugmentConfig
 from yolo3.data.class_names import read_classes
-from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
+from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
+from yolo3.data.draws import AugmentConfig
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.data.yolo_layout import read_data_file
 from yolo3.ops.anchors import YOLO_ANCHORS
@@ -96,7 +107,7 @@ def classic_generator(records, input_hw: Tuple[int, int], anchors: np.ndarray, n
         yield [np.stack(images), *y_true], np.zeros(batch_size, np.float32)
 
 
-def _time(it, batches: int, warmup: int) -> float:
+def _time(it: Iterator, batches: int, warmup: int) -> float:
     for _ in range(warmup):
         next(it)
     t0 = time.perf_counter()
@@ -105,12 +116,59 @@ def _time(it, batches: int, warmup: int) -> float:
     return time.perf_counter() - t0
 
 
-def run(args: argparse.Namespace) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if getattr(args, "scale", 0):
-        return run_scale(args)
+class _Batch:
+    """Batch ``k`` of a NumPy pipeline (a picklable callable for Grain's workers)."""
 
-    tmp = None
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __call__(self, k: int):
+        return self.batches[k]
+
+
+def _tf_data(records, config) -> Tuple[Iterator, Callable[[], None]]:
+    from yolo3.data.pipeline import make_dataset
+    iterator = iter(make_dataset(records, config).repeat())
+    return iterator, lambda: None
+
+
+def _numpy(records, config, workers: int) -> Tuple[Iterator, Callable[[], None]]:
+    """The NumPy pipeline as ``fit`` reads it (Keras's adapter: its enqueuer's worker threads)."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    from yolo3.data.numpy_pipeline import NumpyBatches
+    batches = NumpyBatches(records, config, workers=workers, repeat=True)
+    if workers <= 1:
+        return iter(batches), lambda: None
+    adapter = PyDatasetAdapter(batches)
+    adapter.on_epoch_begin()
+    return iter(adapter.get_numpy_iterator()), adapter.on_epoch_end
+
+
+def _grain(records, config, workers: int, processes: bool) -> Tuple[Iterator, Callable[[], None]]:
+    import grain
+    from absl import flags
+    flags.FLAGS.mark_as_parsed()  # grain reads absl flags that no command line parsed here
+
+    from yolo3.data.numpy_pipeline import NumpyBatches
+    batches = NumpyBatches(records, config, workers=1, repeat=True)
+    dataset = grain.MapDataset.range(10 ** 9).map(_Batch(batches))
+    if processes:
+        stream = dataset.to_iter_dataset().mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=workers))
+    else:
+        stream = dataset.to_iter_dataset(grain.ReadOptions(num_threads=workers,
+                                                            prefetch_buffer_size=2 * workers))
+    iterator = iter(stream)
+    return iterator, getattr(iterator, "close", lambda: None)
+
+
+def _classic(records, config, num_classes) -> Tuple[Iterator, Callable[[], None]]:
+    return (classic_generator(records, config.input_shape, YOLO_ANCHORS, num_classes,
+                              config.batch_size, seed=config.seed), lambda: None)
+
+
+def _records(args: argparse.Namespace, folder: Optional[str]):
     if getattr(args, "data", None):
         dataset = read_data_file(args.data)
         ann, names = dataset.sources(args.split), dataset.names
@@ -118,34 +176,77 @@ def run(args: argparse.Namespace) -> int:
         ann = args.annotations
         names = read_classes(args.classes) if args.classes else None
     else:
-        tmp = tempfile.TemporaryDirectory(prefix="yolo3_bench_")
-        ann, cls = make_synthetic_dataset(tmp.name, args.num_images, (480, 640), seed=args.seed,
+        ann, cls = make_synthetic_dataset(folder, args.num_images, (480, 640), seed=args.seed,
                                           image_format="jpg")
         names = read_classes(cls)
     records = load_annotations(ann, names)
-    num_classes = len(names) if names else int(max(r.boxes[:, 4].max() for r in records if len(r.boxes))) + 1
-    hw = (args.size, args.size)
-    augment = AugmentConfig(mosaic=getattr(args, "mosaic", 0.0))
-    ds = make_dataset(records, DatasetConfig(hw, args.batch_size, training=True, targets=TargetEncoding(
-        YOLO_ANCHORS, num_classes), seed=args.seed, max_boxes=20, augment=augment)).repeat()
-    t_pipe = _time(iter(ds), args.batches, args.warmup)
-    gen = classic_generator(records, hw, YOLO_ANCHORS, num_classes, args.batch_size, seed=args.seed)
-    t_gen = _time(gen, args.batches, args.warmup)
-    n = args.batches * args.batch_size
-    ips_pipe, ips_gen = n / t_pipe, n / t_gen
-    print(machine_line(matmul_peak_gflops()))
-    print(f"{len(records)} images from {args.data or ann}; batches of {args.batch_size} at {args.size}x{args.size}; "
-          f"{args.batches} timed batches each")
-    print("| loader | images/s | s/batch |\n|---|---|---|")
-    print(f"| tf.data pipeline (yolo3.data.pipeline) | {ips_pipe:.1f} | {t_pipe / args.batches:.3f} |")
-    print(f"| classic Python generator (PIL + NumPy) | {ips_gen:.1f} | {t_gen / args.batches:.3f} |")
-    print(f"speed-up: {ips_pipe / ips_gen:.2f}x")
-    workers = cores()
-    per_core = ips_pipe / workers
-    feed = getattr(args, "feed", 1000.0)
-    print(f"tf.data pipeline, full augmentation (mosaic {augment.mosaic:g}): {per_core:.1f} "
-          f"images/s per core on {workers} cores; feeding {feed:g} images/s takes about "
-          f"{feed / per_core:.0f} such cores (if it scales with cores)")
-    if tmp is not None:
-        tmp.cleanup()
+    num_classes = (len(names) if names else
+                   int(max(r.boxes[:, 4].max() for r in records if len(r.boxes))) + 1)
+    return ann, records, num_classes
+
+
+def contenders(args: argparse.Namespace, records, num_classes: int, mosaic: float
+               ) -> List[Tuple[str, int, Callable]]:
+    """``(name, cores it may use, start)`` of every contender at one mosaic probability."""
+    config = DatasetConfig((args.size, args.size), args.batch_size, training=True,
+                           targets=TargetEncoding(YOLO_ANCHORS, num_classes), seed=args.seed,
+                           max_boxes=20, augment=AugmentConfig(mosaic=mosaic))
+    machine = cores()
+    out: List[Tuple[str, int, Callable]] = []
+    if installed("tensorflow"):
+        out.append(("tf.data (yolo3.data.pipeline)", machine, lambda: _tf_data(records, config)))
+    for w in args.workers or sorted({1, machine}):
+        out.append((f"NumPy pipeline, PyDataset, {w} thread(s)", min(w, machine),
+                    lambda w=w: _numpy(records, config, w)))
+    if installed("grain") and not args.no_grain:
+        w = machine
+        out.append((f"NumPy pipeline through Grain, {w} threads", w,
+                    lambda: _grain(records, config, w, False)))
+        out.append((f"NumPy pipeline through Grain, {w} processes", w,
+                    lambda: _grain(records, config, w, True)))
+    if not args.no_classic and mosaic == 0:
+        out.append(("classic Python generator (PIL + NumPy)", 1,
+                    lambda: _classic(records, config, num_classes)))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if getattr(args, "scale", 0):
+        return run_scale(args)
+    peak = matmul_peak_gflops()
+    with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
+        ann, records, num_classes = _records(args, tmp)
+        n = args.batches * args.batch_size
+        rows: Dict[float, List[Tuple[str, int, float]]] = {}
+        for mosaic in args.mosaic:
+            rows[mosaic] = []
+            for name, used, start in contenders(args, records, num_classes, mosaic):
+                iterator, stop = start()
+                seconds = _time(iterator, args.batches, args.warmup)
+                stop()
+                del iterator
+                gc.collect()
+                time.sleep(0.5)  # let the stopped contender's threads leave the cores
+                rows[mosaic].append((name, used, n / seconds))
+                print(f"  mosaic {mosaic:g}: {name}: {n / seconds:.1f} images/s", flush=True)
+    print(machine_line(peak))
+    print(f"{len(records)} images from {args.data or ann}; batches of {args.batch_size} at "
+          f"{args.size}x{args.size}, full augmentation; {args.batches} timed batches each")
+    for mosaic, table in rows.items():
+        print(f"\nmosaic {mosaic:g} ({'every image a mosaic of four' if mosaic >= 1 else 'none' if mosaic == 0 else f'{mosaic:g} of the images'})")
+        print("| loader | cores | images/s | images/s per core |\n|---|---|---|---|")
+        for name, used, rate in table:
+            print(f"| {name} | {used} | {rate:.1f} | {rate / used:.1f} |")
+        tf_rate = next((r / u for name, u, r in table if name.startswith("tf.data")), None)
+        one = next((r for name, u, r in table if name.startswith("NumPy pipeline, PyDataset, 1 ")),
+                   None)
+        best = max(((r / u, name) for name, u, r in table if name.startswith("NumPy")),
+                   default=None)
+        if tf_rate and best:
+            print(f"NumPy pipeline / tf.data, images/s per core: {best[0] / tf_rate:.2f}x "
+                  f"({best[1]})")
+        if one:
+            print(f"feeding {args.feed:g} images/s takes about {args.feed / one:.0f} cores at the "
+                  f"NumPy pipeline's rate per worker ({one:.1f} images/s)")
     return 0

@@ -57,8 +57,13 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=BATCH, default=16)
     p.add_argument("--size", type=INPUT_SIDE, default=416)
     p.add_argument("--batches", type=COUNT, default=15, help="timed batches per contender")
-    p.add_argument("--mosaic", type=FRACTION, default=0.0, help="the pipeline's mosaic probability "
-                   "(training's --mosaic; default 0, full augmentation otherwise)")
+    p.add_argument("--mosaic", type=FRACTION, nargs="+", default=[0.0, 1.0], help="mosaic "
+                   "probabilities to measure, each with full augmentation otherwise (training's "
+                   "--mosaic; default: 0 and 1)")
+    p.add_argument("--workers", type=Number(int, 1, 256), nargs="+", default=None,
+                   help="the NumPy pipeline's thread counts to measure (default: 1 and every core)")
+    p.add_argument("--no-classic", action="store_true", help="leave out keras-yolo3's generator")
+    p.add_argument("--no-grain", action="store_true", help="leave out Grain (where installed)")
     p.add_argument("--feed", type=POSITIVE, default=1000.0, metavar="IMG_S",
                    help="the training rate to feed: how many cores the pipeline needs for it "
                    "(default 1000 img/s, the YOLOv3-416 GPU target)")
@@ -279,8 +284,9 @@ def _balance_arguments(p: argparse.ArgumentParser) -> None:
 # name -> (the module whose run(args) runs it, its description, its arguments)
 BENCHMARKS = {
     "data": ("yolo3.benchmarks.data",
-             "Throughput of the tf.data pipeline vs the classic Python generator (decode, augment, "
-             "encode y_true) on the same annotation file.", _data_arguments),
+             "Throughput of the input pipelines side by side (tf.data, the NumPy pipeline through "
+             "PyDataset and Grain, the classic Python generator: decode, augment, encode y_true) "
+             "on the same annotation file.", _data_arguments),
     "training": ("yolo3.benchmarks.training",
                  "Training throughput: images/s for each variant in float32, mixed precision and "
                  "XLA, the replica wrapper, the data-wait share and mixed precision's loss, each "
