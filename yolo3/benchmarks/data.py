@@ -17,12 +17,11 @@ of four for every image). Printed: images/s, images/s per core used, and how man
 keras-yolo3's recipe: per image PIL open, random resize, placement on a gray canvas, flip, HSV
 distortion (matplotlib), then NumPy ``preprocess_true_boxes`` per batch. Without
 ``--annotations`` a synthetic JPEG dataset (640x480) is written to a temporary folder. Each
-contender runs alone (the one before it stopped), in the same process.
+contender runs alone, in its own process (two runtimes in one process disturb each other).
 """
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import tempfile
 import time
@@ -30,6 +29,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.startup import run_scale
 from yolo3.core.extras import installed
@@ -126,34 +126,30 @@ class _Batch:
         return self.batches[k]
 
 
-def _tf_data(records, config) -> Tuple[Iterator, Callable[[], None]]:
-    from yolo3.data.pipeline import make_dataset
-    iterator = iter(make_dataset(records, config).repeat())
-    return iterator, lambda: None
-
-
-def _numpy(records, config, workers: int) -> Tuple[Iterator, Callable[[], None]]:
-    """The NumPy pipeline as ``fit`` reads it (Keras's adapter: its enqueuer's worker threads)."""
-    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
-
+def _stream(kind: str, records, config, workers: int, num_classes: int
+            ) -> Tuple[Iterator, Callable[[], None]]:
+    """An endless iterator of training batches of one contender, and how to stop it."""
+    if kind == "tf":
+        from yolo3.data.pipeline import make_dataset
+        return iter(make_dataset(records, config).repeat()), lambda: None
+    if kind == "classic":
+        return (classic_generator(records, config.input_shape, YOLO_ANCHORS, num_classes,
+                                  config.batch_size, seed=config.seed), lambda: None)
     from yolo3.data.numpy_pipeline import NumpyBatches
-    batches = NumpyBatches(records, config, workers=workers, repeat=True)
-    if workers <= 1:
-        return iter(batches), lambda: None
-    adapter = PyDatasetAdapter(batches)
-    adapter.on_epoch_begin()
-    return iter(adapter.get_numpy_iterator()), adapter.on_epoch_end
-
-
-def _grain(records, config, workers: int, processes: bool) -> Tuple[Iterator, Callable[[], None]]:
+    if kind == "numpy":  # as fit reads it: Keras's adapter, its enqueuer's worker threads
+        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+        batches = NumpyBatches(records, config, workers=workers, repeat=True)
+        if workers <= 1:
+            return iter(batches), lambda: None
+        adapter = PyDatasetAdapter(batches)
+        adapter.on_epoch_begin()
+        return iter(adapter.get_numpy_iterator()), adapter.on_epoch_end
     import grain
     from absl import flags
     flags.FLAGS.mark_as_parsed()  # grain reads absl flags that no command line parsed here
-
-    from yolo3.data.numpy_pipeline import NumpyBatches
-    batches = NumpyBatches(records, config, workers=1, repeat=True)
-    dataset = grain.MapDataset.range(10 ** 9).map(_Batch(batches))
-    if processes:
+    dataset = grain.MapDataset.range(10 ** 9).map(
+        _Batch(NumpyBatches(records, config, workers=1, repeat=True)))
+    if kind == "grain-processes":
         stream = dataset.to_iter_dataset().mp_prefetch(
             grain.MultiprocessingOptions(num_workers=workers))
     else:
@@ -163,9 +159,17 @@ def _grain(records, config, workers: int, processes: bool) -> Tuple[Iterator, Ca
     return iterator, getattr(iterator, "close", lambda: None)
 
 
-def _classic(records, config, num_classes) -> Tuple[Iterator, Callable[[], None]]:
-    return (classic_generator(records, config.input_shape, YOLO_ANCHORS, num_classes,
-                              config.batch_size, seed=config.seed), lambda: None)
+def time_contender(p: dict) -> dict:
+    """One contender in its own process (:func:`yolo3.benchmarks.isolated.run_child`): the images
+    per second of ``p['batches']`` batches after ``p['warmup']``."""
+    records = load_annotations(p["annotations"], p["names"])
+    config = DatasetConfig((p["size"], p["size"]), p["batch_size"], training=True,
+                           targets=TargetEncoding(YOLO_ANCHORS, p["num_classes"]), seed=p["seed"],
+                           max_boxes=20, augment=AugmentConfig(mosaic=p["mosaic"]))
+    iterator, stop = _stream(p["kind"], records, config, p["workers"], p["num_classes"])
+    seconds = _time(iterator, p["batches"], p["warmup"])
+    stop()
+    return {"images_per_s": p["batches"] * p["batch_size"] / seconds}
 
 
 def _records(args: argparse.Namespace, folder: Optional[str]):
@@ -182,31 +186,23 @@ def _records(args: argparse.Namespace, folder: Optional[str]):
     records = load_annotations(ann, names)
     num_classes = (len(names) if names else
                    int(max(r.boxes[:, 4].max() for r in records if len(r.boxes))) + 1)
-    return ann, records, num_classes
+    return ann, records, num_classes, (list(names) if names else None)
 
 
-def contenders(args: argparse.Namespace, records, num_classes: int, mosaic: float
-               ) -> List[Tuple[str, int, Callable]]:
-    """``(name, cores it may use, start)`` of every contender at one mosaic probability."""
-    config = DatasetConfig((args.size, args.size), args.batch_size, training=True,
-                           targets=TargetEncoding(YOLO_ANCHORS, num_classes), seed=args.seed,
-                           max_boxes=20, augment=AugmentConfig(mosaic=mosaic))
+def contenders(args: argparse.Namespace) -> List[Tuple[str, str, int]]:
+    """``(name, kind, workers)`` of every contender: each runs in its own process."""
     machine = cores()
-    out: List[Tuple[str, int, Callable]] = []
+    out: List[Tuple[str, str, int]] = []
     if installed("tensorflow"):
-        out.append(("tf.data (yolo3.data.pipeline)", machine, lambda: _tf_data(records, config)))
+        out.append(("tf.data (yolo3.data.pipeline)", "tf", machine))
     for w in args.workers or sorted({1, machine}):
-        out.append((f"NumPy pipeline, PyDataset, {w} thread(s)", min(w, machine),
-                    lambda w=w: _numpy(records, config, w)))
+        out.append((f"NumPy pipeline, PyDataset, {w} thread(s)", "numpy", w))
     if installed("grain") and not args.no_grain:
-        w = machine
-        out.append((f"NumPy pipeline through Grain, {w} threads", w,
-                    lambda: _grain(records, config, w, False)))
-        out.append((f"NumPy pipeline through Grain, {w} processes", w,
-                    lambda: _grain(records, config, w, True)))
-    if not args.no_classic and mosaic == 0:
-        out.append(("classic Python generator (PIL + NumPy)", 1,
-                    lambda: _classic(records, config, num_classes)))
+        out.append((f"NumPy pipeline through Grain, {machine} threads", "grain-threads", machine))
+        out.append((f"NumPy pipeline through Grain, {machine} processes", "grain-processes",
+                    machine))
+    if not args.no_classic:
+        out.append(("classic Python generator (PIL + NumPy)", "classic", 1))
     return out
 
 
@@ -215,26 +211,31 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "scale", 0):
         return run_scale(args)
     peak = matmul_peak_gflops()
+    machine = cores()
     with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
-        ann, records, num_classes = _records(args, tmp)
-        n = args.batches * args.batch_size
+        ann, records, num_classes, names = _records(args, tmp)
         rows: Dict[float, List[Tuple[str, int, float]]] = {}
         for mosaic in args.mosaic:
             rows[mosaic] = []
-            for name, used, start in contenders(args, records, num_classes, mosaic):
-                iterator, stop = start()
-                seconds = _time(iterator, args.batches, args.warmup)
-                stop()
-                del iterator
-                gc.collect()
-                time.sleep(0.5)  # let the stopped contender's threads leave the cores
-                rows[mosaic].append((name, used, n / seconds))
-                print(f"  mosaic {mosaic:g}: {name}: {n / seconds:.1f} images/s", flush=True)
+            for name, kind, workers in contenders(args):
+                if kind == "classic" and mosaic:
+                    continue  # keras-yolo3 has no mosaic
+                payload = dict(kind=kind, workers=workers, mosaic=mosaic, annotations=ann,
+                               names=names, num_classes=num_classes, size=args.size,
+                               batch_size=args.batch_size, seed=args.seed,
+                               batches=args.batches, warmup=args.warmup)
+                rate = run_child("yolo3.benchmarks.data:time_contender", payload)["images_per_s"]
+                used = min(workers, machine)
+                rows[mosaic].append((name, used, rate))
+                print(f"  mosaic {mosaic:g}: {name}: {rate:.1f} images/s", flush=True)
     print(machine_line(peak))
     print(f"{len(records)} images from {args.data or ann}; batches of {args.batch_size} at "
-          f"{args.size}x{args.size}, full augmentation; {args.batches} timed batches each")
+          f"{args.size}x{args.size}, full augmentation; {args.batches} timed batches each, "
+          "each loader in its own process")
     for mosaic, table in rows.items():
-        print(f"\nmosaic {mosaic:g} ({'every image a mosaic of four' if mosaic >= 1 else 'none' if mosaic == 0 else f'{mosaic:g} of the images'})")
+        what = ("every image a mosaic of four" if mosaic >= 1 else "none" if mosaic == 0
+                else f"{mosaic:g} of the images")
+        print(f"\nmosaic {mosaic:g} ({what})")
         print("| loader | cores | images/s | images/s per core |\n|---|---|---|---|")
         for name, used, rate in table:
             print(f"| {name} | {used} | {rate:.1f} | {rate / used:.1f} |")
