@@ -91,3 +91,18 @@ def test_nothing_above_the_threshold_gives_no_detection():
     got_boxes, got_scores, got_classes, valid = _numpy(batched_nms(boxes, scores, 10, 0.5, 1.0))
     assert valid.tolist() == [0, 0] and not got_boxes.any() and not got_scores.any()
     assert got_classes.dtype == np.int32
+
+
+def test_a_long_chain_of_suppressions_is_followed_to_its_end():
+    """Boxes in a row, each overlapping the next by IoU 0.6, scores falling along the row: the
+    greedy rule keeps every other one (the first drops the second, so the third survives ...),
+    a chain as long as the row, which the fixed-point rounds must walk to its end."""
+    n = 40
+    x = np.arange(n, dtype=np.float32) * 4.0
+    boxes = np.stack([x, np.zeros(n), x + 16.0, np.full(n, 10.0)], -1)[None].astype(np.float32)
+    scores = np.linspace(0.99, 0.5, n, dtype=np.float32)[None, :, None]
+    got_boxes, got_scores, _, valid = _numpy(batched_nms(boxes, scores, n, 0.5, 0.1))
+    kept = greedy_nms_reference(boxes, scores, n, 0.5, 0.1)[0]
+    assert int(valid[0]) == len(kept) == n // 2
+    np.testing.assert_allclose(got_scores[0, :len(kept)], [k[0] for k in kept], rtol=1e-6)
+    np.testing.assert_allclose(got_boxes[0, :len(kept)], boxes[0, [k[1] for k in kept]])

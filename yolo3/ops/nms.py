@@ -7,13 +7,15 @@ of its class by IoU > ``iou_threshold``; the first ``max_boxes`` kept are the de
 difference: only the ``candidates`` best-scoring (box, class) pairs of each image enter the
 suppression (fixed shapes need a bound; TensorFlow takes every pair above ``score_threshold``), so
 the two agree whenever at most ``candidates`` pairs pass the threshold, as they do at a detector's
-thresholds (0.3 by default; a mAP evaluation at 0.001 may pass more).
+thresholds (0.3 by default; a mAP evaluation at 0.001 may pass more). On PyTorch, which runs
+eagerly, only the pairs above the threshold enter (fewer when fewer pass: the same result).
 """
 from __future__ import annotations
 
+import keras
 from keras import ops
 
-__all__ = ["DEFAULT_CANDIDATES", "batched_nms", "pairwise_iou_xyxy"]
+__all__ = ["DEFAULT_CANDIDATES", "batched_nms", "pairwise_iou_xyxy", "greedy_keep"]
 
 DEFAULT_CANDIDATES = 1000
 
@@ -31,6 +33,26 @@ def pairwise_iou_xyxy(boxes):
     union = area[:, :, None] + area[:, None, :] - inter
     positive = union > 0
     return ops.where(positive, inter / ops.where(positive, union, ops.ones_like(union)), 0.0)
+
+
+def greedy_keep(candidates, suppresses):
+    """The candidates the greedy rule keeps: ``candidates`` ``(B, k)`` 1/0 in descending score,
+    ``suppresses`` ``(B, k, k)`` 1 where candidate ``j`` (row) would drop the later ``i``.
+
+    Computed as the fixed point of "kept = a candidate that no kept earlier one suppresses",
+    every candidate at once per round (a batched matrix product), rounds until nothing changes:
+    after round ``t`` every candidate whose chain of suppressors is at most ``t`` long is
+    final, so the fixed point is the greedy result exactly, in as many rounds as the longest
+    chain (a handful at a detector's thresholds) rather than one per candidate: one compiled
+    loop on JAX and TensorFlow, a few eager steps on PyTorch."""
+    def round_(keep, _):
+        hit = ops.squeeze(ops.matmul(ops.expand_dims(keep, 1), suppresses), 1)  # (B, k)
+        new = candidates * ops.cast(hit <= 0, candidates.dtype)
+        return new, ops.any(ops.not_equal(new, keep))
+
+    keep, _ = ops.while_loop(lambda keep, changed: changed, round_,
+                             (candidates, ops.convert_to_tensor(True)))
+    return keep
 
 
 def batched_nms(boxes, scores, max_boxes: int, iou_threshold: float, score_threshold: float,
@@ -51,7 +73,14 @@ def batched_nms(boxes, scores, max_boxes: int, iou_threshold: float, score_thres
         raise ValueError(f"batched_nms needs a static box count and class count, got {scores.shape}")
     batch = ops.shape(scores)[0]
     k = max(1, min(int(candidates), n * c))
-    top_scores, top_index = ops.top_k(ops.reshape(scores, (batch, n * c)), k)
+    flat = ops.reshape(scores, (batch, n * c))
+    if keras.backend.backend() == "torch":
+        # eager: shapes may follow the data, so only the pairs above the threshold enter (the
+        # others are never kept: the same detections, from a far smaller pairwise matrix)
+        above = int(ops.convert_to_numpy(ops.max(ops.sum(ops.cast(
+            flat > score_threshold, "int32"), axis=1))))
+        k = max(1, min(k, above))
+    top_scores, top_index = ops.top_k(flat, k)
     classes = top_index % c
     picked = ops.take_along_axis(boxes, ops.expand_dims(top_index // c, -1), axis=1)  # (B, k, 4)
     order = ops.arange(k)
@@ -59,13 +88,7 @@ def batched_nms(boxes, scores, max_boxes: int, iou_threshold: float, score_thres
     same_class = ops.expand_dims(classes, 2) == ops.expand_dims(classes, 1)
     suppresses = ops.cast(ops.logical_and(ops.logical_and(
         pairwise_iou_xyxy(picked) > iou_threshold, same_class), later), boxes.dtype)
-    keep = ops.cast(top_scores > score_threshold, boxes.dtype)  # (B, k), descending by score
-
-    def visit(i, keep):  # a kept candidate i drops the later ones of its class that it overlaps
-        kept_i = ops.expand_dims(ops.take(keep, i, axis=1), 1)
-        return keep * (1.0 - kept_i * ops.take(suppresses, i, axis=1))
-    # every candidate past the last one above the threshold is dropped already: stop there
-    keep = ops.fori_loop(0, ops.max(ops.sum(ops.cast(keep, "int32"), axis=1)), visit, keep)
+    keep = greedy_keep(ops.cast(top_scores > score_threshold, boxes.dtype), suppresses)
 
     out = min(max_boxes, k)
     ranked = ops.where(keep > 0, top_scores, -1.0)  # kept first, each in score order
