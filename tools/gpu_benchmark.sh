@@ -40,6 +40,8 @@ else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export TF_CPP_MIN_LOG_LEVEL=3
+# no TensorFlow there: Keras would default to it (each backends contender sets its own)
+export KERAS_BACKEND="${KERAS_BACKEND:-jax}"
 out="${OUT:-.}"
 failed=0
 
@@ -73,16 +75,16 @@ fi
 step "1 backends" "${limits[0]}" "$PY" -m yolo3 benchmark backends --backends jax torch \
     --variants yolov3 tiny-af --precision mixed_bfloat16 "${backends[@]}" \
     --json "$out/backends_gpu.json"
-step "2 data" "${limits[1]}" env KERAS_BACKEND=jax "$PY" -m yolo3 benchmark data \
+step "2 data" "${limits[1]}" "$PY" -m yolo3 benchmark data \
     --no-classic --mosaic 0 1 "${data[@]}"
 epochs_tiny=6
 epochs_v3=4
 [[ "${1:-}" == "--dry-run" ]] && epochs_tiny=1 && epochs_v3=1
-step "3 time to accuracy, tiny-af" "${limits[2]}" env KERAS_BACKEND=jax "$PY" -m yolo3 benchmark \
+step "3 time to accuracy, tiny-af" "${limits[2]}" "$PY" -m yolo3 benchmark \
     recipe --variant tiny-af --style photo --recipes new --cpu-replicas 0 "${tta[@]}" \
     --epochs "$epochs_tiny" --extra precision=mixed_bfloat16 --pipelines numpy \
     --json "$out/tta_tiny-af.json"
-step "3 time to accuracy, YOLOv3" "${limits[3]}" env KERAS_BACKEND=jax "$PY" -m yolo3 benchmark \
+step "3 time to accuracy, YOLOv3" "${limits[3]}" "$PY" -m yolo3 benchmark \
     recipe --variant yolov3 --style photo --recipes new --cpu-replicas 0 "${tta[@]}" \
     --epochs "$epochs_v3" --extra precision=mixed_bfloat16 --pipelines numpy \
     --json "$out/tta_yolov3.json"
