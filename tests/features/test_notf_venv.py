@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

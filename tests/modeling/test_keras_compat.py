@@ -143,3 +143,31 @@ def test_exact_swap_ema_weights_copies_values(strategy):
     stock._swap_variables()  # what the project no longer uses: the averages come back rounded
     assert any(not np.array_equal(v.numpy(), a)
                for v, a in zip(optimizer._trainable_variables, averages))
+
+
+class _Counting(keras.utils.PyDataset):
+    """Batch k of epoch e is ``[[e, k]]``; ``on_epoch_end`` moves to the next epoch."""
+
+    def __init__(self):
+        super().__init__(workers=2)
+        self.epoch = 0
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, k):
+        return np.array([[self.epoch, k]], np.float32), np.zeros((1,), np.float32)
+
+    def on_epoch_end(self):
+        self.epoch += 1
+
+
+def test_py_dataset_epoch_reads_as_fit_does_and_ends_the_epoch():
+    from yolo3.modeling.keras_compat import py_dataset_epoch
+    dataset = _Counting()
+    for epoch in range(2):
+        batches, end = py_dataset_epoch(dataset)
+        got = [x[0].tolist() for x, _ in batches]
+        end()
+        assert got == [[epoch, 0], [epoch, 1], [epoch, 2]]
+    assert dataset.epoch == 2

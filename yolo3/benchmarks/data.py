@@ -37,8 +37,10 @@ from yolo3.data.annotations import load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
 from yolo3.data.draws import AugmentConfig
+from yolo3.data.numpy_pipeline import NumpyBatches
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.data.yolo_layout import read_data_file
+from yolo3.modeling.keras_compat import py_dataset_epoch
 from yolo3.ops.anchors import YOLO_ANCHORS
 from yolo3.ops.targets import preprocess_true_boxes
 
@@ -130,20 +132,16 @@ def _stream(kind: str, records, config, workers: int, num_classes: int
             ) -> Tuple[Iterator, Callable[[], None]]:
     """An endless iterator of training batches of one contender, and how to stop it."""
     if kind == "tf":
-        from yolo3.data.pipeline import make_dataset
+        from yolo3.data.pipeline import make_dataset  # imports TensorFlow: its contender only
         return iter(make_dataset(records, config).repeat()), lambda: None
     if kind == "classic":
         return (classic_generator(records, config.input_shape, YOLO_ANCHORS, num_classes,
                                   config.batch_size, seed=config.seed), lambda: None)
-    from yolo3.data.numpy_pipeline import NumpyBatches
     if kind == "numpy":  # as fit reads it: Keras's adapter, its enqueuer's worker threads
-        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
         batches = NumpyBatches(records, config, workers=workers, repeat=True)
         if workers <= 1:
             return iter(batches), lambda: None
-        adapter = PyDatasetAdapter(batches)
-        adapter.on_epoch_begin()
-        return iter(adapter.get_numpy_iterator()), adapter.on_epoch_end
+        return py_dataset_epoch(batches)
     import grain
     from absl import flags
     flags.FLAGS.mark_as_parsed()  # grain reads absl flags that no command line parsed here

@@ -9,10 +9,19 @@ from __future__ import annotations
 
 from typing import Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
-from yolo3.data.draws import AugmentConfig
-from yolo3.ops.letterbox import PAD_VALUE
+from yolo3.data.draws import (
+    AugmentConfig,
+    AugmentDraw,
+    augment_boxes,
+    draw_augment,
+    keep_larger_than,
+    letterbox_boxes,
+    mosaic_boxes,
+)
+from yolo3.ops.letterbox import PAD_VALUE, letterbox_tf
 
 __all__ = ["AugmentConfig", "visible_part", "place_on_canvas", "distort_hsv", "augment_image",
            "mosaic_images"]
@@ -84,17 +93,13 @@ def mosaic_images(images: Sequence[tf.Tensor], split_yx: tf.Tensor, input_hw: tf
 
 # --- yolo3 0.2's names, kept for one more release: eager calls (NumPy draws under the hood) ---
 
-def _rng(seed) -> "np.random.Generator":
-    import numpy as np
+def _rng(seed) -> np.random.Generator:
     return np.random.default_rng([int(v) for v in np.asarray(seed).reshape(-1)])
 
 
 def sample_params(seed, image_hw, input_hw, cfg: AugmentConfig) -> dict:
     """Earlier API: :func:`yolo3.data.draws.draw_augment` seeded by the ``(2,)`` ``seed``, as
     tensors ``new_hw``, ``offset_hw`` (int32), ``flip`` (bool), ``hue``, ``sat``, ``val``."""
-    import numpy as np
-
-    from yolo3.data.draws import draw_augment
     d = draw_augment(_rng(seed), np.asarray(image_hw), np.asarray(input_hw), cfg)
     return dict(new_hw=tf.constant(d.new_hw, tf.int32), offset_hw=tf.constant(d.offset_hw, tf.int32),
                 flip=tf.constant(d.flip), hue=tf.constant(d.hue, tf.float32),
@@ -103,18 +108,12 @@ def sample_params(seed, image_hw, input_hw, cfg: AugmentConfig) -> dict:
 
 def clip_and_filter(boxes, min_size: float = 1.0) -> tf.Tensor:
     """Earlier API: :func:`yolo3.data.draws.keep_larger_than` on a tensor."""
-    import numpy as np
-
-    from yolo3.data.draws import keep_larger_than
     return tf.constant(keep_larger_than(np.asarray(boxes, np.float32), min_size))
 
 
 def transform_boxes(boxes, image_hw, new_hw, offset_hw, input_hw, flip=False,
                     min_size: float = 1.0) -> tf.Tensor:
     """Earlier API: :func:`yolo3.data.draws.augment_boxes` on tensors."""
-    import numpy as np
-
-    from yolo3.data.draws import AugmentDraw, augment_boxes
     draw = AugmentDraw(tuple(int(v) for v in np.asarray(new_hw)),
                        tuple(int(v) for v in np.asarray(offset_hw)), bool(np.asarray(flip)),
                        0.0, 1.0, 1.0)
@@ -135,9 +134,6 @@ def random_augment(image, boxes, input_hw, seed, cfg: AugmentConfig):
 
 def mosaic(images, boxes, input_hw, seed, min_size: float = 1.0):
     """Earlier API: four canvases in one, the split drawn from ``seed`` (middle half)."""
-    import numpy as np
-
-    from yolo3.data.draws import mosaic_boxes
     hw = np.asarray(input_hw)
     u = 0.25 + 0.5 * _rng(seed).random(2)
     split = (int(np.round(u[0] * hw[0])), int(np.round(u[1] * hw[1])))
@@ -148,9 +144,5 @@ def mosaic(images, boxes, input_hw, seed, min_size: float = 1.0):
 
 def letterbox(image, boxes, input_hw):
     """Earlier API: the validation letterbox of one image and its boxes."""
-    import numpy as np
-
-    from yolo3.data.draws import letterbox_boxes
-    from yolo3.ops.letterbox import letterbox_tf
     return letterbox_tf(image, input_hw), tf.constant(letterbox_boxes(
         np.asarray(boxes, np.float32), np.asarray(tf.shape(image)[:2]), np.asarray(input_hw)))

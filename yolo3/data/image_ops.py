@@ -12,7 +12,6 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-from yolo3.core.errors import AnnotationError
 from yolo3.data.draws import AugmentDraw
 from yolo3.data.images import load_image
 from yolo3.ops.letterbox import PAD_VALUE, geometry_np
@@ -43,15 +42,15 @@ def apply_orientation_np(image: np.ndarray, orientation: int) -> np.ndarray:
 def decode_image_np(path: str, orientation: int) -> np.ndarray:
     """An image file -> ``(h, w, 3)`` uint8 RGB, EXIF-transposed (OpenCV decodes; what it cannot
     read, such as a 16-bit grey PNG, PIL reads as :func:`yolo3.data.images.load_image` does)."""
-    data = np.fromfile(path, np.uint8)
+    try:
+        data = np.fromfile(path, np.uint8)
+    except OSError:  # missing or unreadable: PIL's reader names the file and the reason
+        data = np.zeros(0, np.uint8)
     image = None
     if data.size:
         image = cv2.imdecode(data, cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
     if image is None or image.dtype != np.uint8:
-        try:
-            return load_image(path)
-        except AnnotationError:
-            raise
+        return load_image(path)
     image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
     return np.ascontiguousarray(apply_orientation_np(image, orientation))
 

@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence
 from yolo3.core.errors import AnnotationError, ArgumentError, PathLike
 from yolo3.core.extras import installed
 from yolo3.core.file_cache import FileCache
+from yolo3.data.image_ops import decode_image_np
 
 __all__ = ["verify_images", "check_decodable", "unchecked", "listed", "cache_file",
            "PIPELINE_FORMATS"]
@@ -61,7 +62,6 @@ def _decode(path: str) -> Optional[str]:
 
 def _decode_numpy(path: str) -> Optional[str]:
     """:func:`_decode` with the NumPy pipeline's decoder (OpenCV, then PIL)."""
-    from yolo3.data.image_ops import decode_image_np
     try:
         image = decode_image_np(path, 1)
     except AnnotationError as e:

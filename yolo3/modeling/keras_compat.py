@@ -7,13 +7,14 @@ these internals, only this module (and its test, which then fails loudly) has to
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import keras
 
 __all__ = ["producing_layer", "inbound_tensors", "node_counts", "all_layers",
            "save_weights_without", "load_weights_without", "build_from_element_spec",
-           "replace_step", "swap_ema_weights", "uses_ema", "ExactSwapEMAWeights"]
+           "replace_step", "swap_ema_weights", "uses_ema", "ExactSwapEMAWeights",
+           "py_dataset_epoch"]
 
 
 def producing_layer(tensor) -> keras.layers.Layer:
@@ -91,3 +92,13 @@ class ExactSwapEMAWeights(keras.callbacks.SwapEMAWeights):
 
     def _tf_swap_variables(self, optimizer):
         swap_ema_weights(optimizer)
+
+
+def py_dataset_epoch(dataset: "keras.utils.PyDataset") -> Tuple[Iterator, Callable[[], None]]:
+    """One epoch of a ``PyDataset`` as ``fit`` reads it (Keras's adapter: its enqueuer's worker
+    threads or processes): the batches' iterator and the call that ends the epoch (it stops the
+    workers and calls the dataset's ``on_epoch_end``)."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+    adapter = PyDatasetAdapter(dataset)
+    adapter.on_epoch_begin()
+    return iter(adapter.get_numpy_iterator()), adapter.on_epoch_end

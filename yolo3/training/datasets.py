@@ -16,6 +16,7 @@ from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.core.extras import installed
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
 from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
+from yolo3.data.numpy_pipeline import NumpyBatches
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement
 
@@ -58,10 +59,9 @@ def _batches(records: Sequence, config: DatasetConfig, pipeline: str, workers: i
              repeat: bool = False) -> Any:
     """``records`` batched as ``config`` says by ``pipeline``."""
     if pipeline == "tf":
-        from yolo3.data.pipeline import make_dataset
+        from yolo3.data.pipeline import make_dataset  # imports TensorFlow: tf.data only
         dataset = make_dataset(records, config)
         return dataset.repeat() if repeat else dataset
-    from yolo3.data.numpy_pipeline import NumpyBatches
     return NumpyBatches(records, config, workers=workers or None, repeat=repeat)
 
 

@@ -1,0 +1,64 @@
+"""yolo3.data.dataset_config: the earlier call's config, the defaults that follow ``training``,
+the image sizes read from headers (EXIF-rotated displayed sizes), the batch count, the cache
+rule."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from yolo3.data.annotations import Record
+from yolo3.data.dataset_config import (
+    DatasetConfig,
+    TargetEncoding,
+    epoch_batches,
+    make_planner,
+    record_geometry,
+)
+from yolo3.data.draws import AugmentConfig
+
+
+def test_the_earlier_call_and_the_defaults_that_follow_training():
+    config = DatasetConfig.from_arguments((64, 96), [[10, 13]], 3, 4, training=True,
+                                          anchor_mask=[[0]], assign_iou=0.3, true_boxes=True,
+                                          seed=2)
+    assert config.targets == TargetEncoding([[10, 13]], 3, [[0]], 0.3, True)
+    assert (config.input_shape, config.batch_size, config.seed) == ((64, 96), 4, 2)
+    assert config.shuffles and config.drops_remainder
+    assert DatasetConfig.from_arguments((64, 64), None, 3, 2, training=False,
+                                        targets=False).targets is None
+    validation = DatasetConfig((64, 64), 4, False)
+    assert not validation.shuffles and not validation.drops_remainder
+    assert DatasetConfig((64, 64), 4, True, shuffle=False, drop_remainder=False).shuffles is False
+
+
+@pytest.mark.parametrize("count, batch, drop, want", [(10, 4, True, 2), (10, 4, False, 3),
+                                                      (8, 4, False, 2), (3, 4, True, 0)])
+def test_batches_per_pass(count, batch, drop, want):
+    assert epoch_batches(count, DatasetConfig((32, 32), batch, True, drop_remainder=drop)) == want
+
+
+def test_sizes_come_from_the_records_or_their_headers(tmp_path):
+    plain = tmp_path / "plain.png"
+    Image.new("RGB", (50, 30)).save(plain)
+    rotated = tmp_path / "rotated.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # displayed turned 90 degrees: 30 wide, 50 high
+    Image.new("RGB", (50, 30)).save(rotated, exif=exif.tobytes())
+    records = [Record(str(plain), np.zeros((0, 5))), Record(str(rotated), np.zeros((0, 5))),
+               Record(str(tmp_path / "not read.png"), np.zeros((0, 5)), (7, 9), 1)]
+    hws, orientations = record_geometry(records)
+    assert hws == [(30, 50), (50, 30), (7, 9)] and orientations == [1, 6, 1]
+    with pytest.raises(ValueError, match="at least one record"):
+        record_geometry([])
+
+
+def test_the_cache_is_only_for_batches_in_the_records_order(tmp_path):
+    records = [Record("x.png", np.zeros((0, 5)), (10, 10), 1)]
+    make_planner(records, DatasetConfig((32, 32), 1, False, cache=True), 0, [(10, 10)])
+    for config in (DatasetConfig((32, 32), 1, True, cache=True),
+                   DatasetConfig((32, 32), 1, False, cache=True, shuffle=True),
+                   DatasetConfig((32, 32), 1, True, cache=True, augment=AugmentConfig(),
+                                 shuffle=False)):
+        with pytest.raises(ValueError, match="cache keeps decoded images"):
+            make_planner(records, config, 0, [(10, 10)])

@@ -1,0 +1,137 @@
+"""yolo3.data.image_ops (NumPy and OpenCV) against TensorFlow's twins (yolo3.data.augment, the
+letterbox) for the same draws, and its decoding against PIL's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from yolo3.core.errors import AnnotationError
+from yolo3.data.augment import augment_image, distort_hsv, mosaic_images
+from yolo3.data.draws import AugmentDraw
+from yolo3.data.image_ops import (
+    apply_orientation_np,
+    augment_image_np,
+    decode_image_np,
+    distort_hsv_np,
+    letterbox_image_np,
+    mosaic_images_np,
+    resize_bilinear,
+)
+from yolo3.data.images import load_image
+from yolo3.ops.letterbox import letterbox_tf
+
+MEAN_LIMIT, MAX_LIMIT = 2 / 255, 8 / 255
+
+
+def _scene(rng, h, w, n):
+    """A textured image (smooth gradient, noise and solid boxes)."""
+    yy, xx = np.mgrid[0:h, 0:w]
+    image = np.stack([xx * 255 / w, yy * 255 / h, (xx + yy) * 127 / (h + w)], -1)
+    image = image + rng.normal(0, 12, image.shape)
+    for _ in range(n):
+        bw, bh = rng.uniform(8, w / 2), rng.uniform(8, h / 2)
+        x1, y1 = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
+        image[int(y1):int(y1 + bh), int(x1):int(x1 + bw)] = rng.uniform(0, 255, 3)
+    return np.clip(image, 0, 255).astype(np.uint8), None
+
+
+def test_hsv_and_resize_are_tensorflows():
+    rng = np.random.default_rng(0)
+    image = rng.uniform(size=(40, 50, 3)).astype(np.float32)
+    for hue, sat, val in [(0.07, 1.3, 0.8), (-0.1, 0.6, 1.5), (0.0, 1.0, 1.0)]:
+        np.testing.assert_allclose(distort_hsv_np(image, hue, sat, val),
+                                   distort_hsv(tf.constant(image), hue, sat, val).numpy(),
+                                   atol=2e-6)
+    u8 = (rng.uniform(size=(48, 64, 3)) * 255).astype(np.uint8)
+    for hw in [(20, 30), (48, 64), (100, 90)]:
+        ref = tf.image.resize(tf.constant(u8, tf.float32), hw).numpy()
+        np.testing.assert_allclose(resize_bilinear(u8.astype(np.float32), hw), ref, rtol=2e-5,
+                                   atol=1e-3)
+        # uint8 in, uint8 out: the rounding only
+        assert np.abs(resize_bilinear(u8, hw).astype(np.float32) - ref).max() <= 1.0
+
+
+@pytest.mark.parametrize("draw", [
+    AugmentDraw((50, 70), (5, -3), False, 0.05, 1.3, 0.8),
+    AugmentDraw((120, 40), (-30, 10), True, -0.08, 0.7, 1.4),
+    AugmentDraw((20, 20), (60, 60), True, 0.0, 1.0, 1.0),   # off the canvas
+    AugmentDraw((64, 96), (0, 0), False, 0.099, 1.5, 1.5),
+], ids=["inside", "cropped and flipped", "off the canvas", "fills it"])
+def test_the_image_operations_are_tensorflows(draw):
+    rng = np.random.default_rng(1)
+    image, _ = _scene(rng, 45, 60, 2)
+    ours = augment_image_np(image, draw, (64, 96))
+    theirs = augment_image(tf.constant(image, tf.float32) / 255, tf.constant(draw.new_hw),
+                           tf.constant(draw.offset_hw), tf.constant(draw.flip),
+                           tf.constant([draw.hue, draw.sat, draw.val], tf.float32),
+                           tf.constant([64, 96])).numpy()
+    assert ours.shape == theirs.shape == (64, 96, 3)
+    diff = np.abs(ours - theirs)
+    assert diff.mean() <= MEAN_LIMIT and diff.max() <= MAX_LIMIT
+    # without the colour step: only the resize's rounding to uint8 differs
+    plain = augment_image_np(image.astype(np.float32) / 255, draw, (64, 96), colours=False)
+    ref = augment_image(tf.constant(image, tf.float32) / 255, tf.constant(draw.new_hw),
+                        tf.constant(draw.offset_hw), tf.constant(draw.flip),
+                        tf.constant([0.0, 1.0, 1.0]), tf.constant([64, 96]), colours=False)
+    np.testing.assert_allclose(plain, ref.numpy(), atol=1e-5)
+
+
+def test_mosaic_and_letterbox_are_tensorflows():
+    rng = np.random.default_rng(2)
+    canvases = [rng.uniform(size=(40, 60, 3)).astype(np.float32) for _ in range(4)]
+    for split in [(10, 45), (30, 15), (20, 30)]:
+        np.testing.assert_array_equal(
+            mosaic_images_np(canvases, split),
+            mosaic_images([tf.constant(c) for c in canvases], tf.constant(split),
+                          tf.constant([40, 60])).numpy())
+    image, _ = _scene(rng, 70, 130, 1)
+    np.testing.assert_allclose(letterbox_image_np(image.astype(np.float32) / 255, (96, 96)),
+                               letterbox_tf(image, (96, 96)).numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_decoding_applies_the_exif_orientation_as_pil_does(tmp_path, orientation):
+    rng = np.random.default_rng(orientation)
+    raw = np.kron(rng.integers(0, 255, (3, 5, 3)), np.ones((8, 8, 1))).astype(np.uint8)
+    path = tmp_path / "rot.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    Image.fromarray(raw).save(path, quality=100, subsampling=0, exif=exif.tobytes())
+    ours = decode_image_np(str(path), orientation)
+    theirs = load_image(path)
+    assert ours.shape == theirs.shape and ours.dtype == np.uint8
+    assert np.abs(ours.astype(int) - theirs).mean() < 1.0
+
+
+def test_grey_palette_and_16_bit_images_decode_as_pil_reads_them(tmp_path):
+    rng = np.random.default_rng(3)
+    grey = rng.integers(0, 255, (20, 30)).astype(np.uint8)
+    Image.fromarray(grey).save(tmp_path / "grey.png")
+    Image.fromarray(grey).convert("P").save(tmp_path / "palette.png")
+    Image.fromarray((grey.astype(np.uint16) * 257)).save(tmp_path / "deep.png")
+    for name in ("grey.png", "palette.png", "deep.png"):
+        path = str(tmp_path / name)
+        np.testing.assert_array_equal(decode_image_np(path, 1), load_image(path))
+
+
+def test_orientations_are_pils():
+    image = np.arange(2 * 3 * 3).reshape(2, 3, 3).astype(np.uint8)
+    for orientation in range(1, 9):
+        with_exif = Image.fromarray(image)
+        exif = with_exif.getexif()
+        exif[0x0112] = orientation
+        from PIL import ImageOps
+        with_exif.info["exif"] = exif.tobytes()
+        want = np.asarray(ImageOps.exif_transpose(with_exif))
+        np.testing.assert_array_equal(apply_orientation_np(image, orientation), want)
+
+
+def test_a_file_that_does_not_decode_is_named(tmp_path):
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    with pytest.raises(AnnotationError, match="broken.jpg"):
+        decode_image_np(str(bad), 1)
+    with pytest.raises(AnnotationError, match="not found"):
+        decode_image_np(str(tmp_path / "missing.png"), 1)
