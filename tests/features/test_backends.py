@@ -95,7 +95,7 @@ def without_tensorflow(backend: str) -> dict:
 def test_tensorflow_really_is_unimportable_there():
     proc = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True,
                           text=True, env=without_tensorflow("jax"), timeout=120)
-    assert proc.returncode != 0 and "made unimportable" in proc.stderr
+    assert proc.returncode != 0 and "No module named 'tensorflow'" in proc.stderr
 
 
 @pytest.mark.slow  # CI runs it (.ci/run); about 30 s on 2 cores, kept out of the default suite
