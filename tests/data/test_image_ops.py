@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+from scenes import textured_scene
 
 from yolo3.core.errors import AnnotationError
 from yolo3.data.augment import augment_image, distort_hsv, mosaic_images
@@ -23,18 +24,6 @@ from yolo3.data.images import load_image
 from yolo3.ops.letterbox import letterbox_tf
 
 MEAN_LIMIT, MAX_LIMIT = 2 / 255, 8 / 255
-
-
-def _scene(rng, h, w, n):
-    """A textured image (smooth gradient, noise and solid boxes)."""
-    yy, xx = np.mgrid[0:h, 0:w]
-    image = np.stack([xx * 255 / w, yy * 255 / h, (xx + yy) * 127 / (h + w)], -1)
-    image = image + rng.normal(0, 12, image.shape)
-    for _ in range(n):
-        bw, bh = rng.uniform(8, w / 2), rng.uniform(8, h / 2)
-        x1, y1 = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
-        image[int(y1):int(y1 + bh), int(x1):int(x1 + bw)] = rng.uniform(0, 255, 3)
-    return np.clip(image, 0, 255).astype(np.uint8), None
 
 
 def test_hsv_and_resize_are_tensorflows():
@@ -61,7 +50,7 @@ def test_hsv_and_resize_are_tensorflows():
 ], ids=["inside", "cropped and flipped", "off the canvas", "fills it"])
 def test_the_image_operations_are_tensorflows(draw):
     rng = np.random.default_rng(1)
-    image, _ = _scene(rng, 45, 60, 2)
+    image, _ = textured_scene(rng, 45, 60, 2)
     ours = augment_image_np(image, draw, (64, 96))
     theirs = augment_image(tf.constant(image, tf.float32) / 255, tf.constant(draw.new_hw),
                            tf.constant(draw.offset_hw), tf.constant(draw.flip),
@@ -86,7 +75,7 @@ def test_mosaic_and_letterbox_are_tensorflows():
             mosaic_images_np(canvases, split),
             mosaic_images([tf.constant(c) for c in canvases], tf.constant(split),
                           tf.constant([40, 60])).numpy())
-    image, _ = _scene(rng, 70, 130, 1)
+    image, _ = textured_scene(rng, 70, 130, 1)
     np.testing.assert_allclose(letterbox_image_np(image.astype(np.float32) / 255, (96, 96)),
                                letterbox_tf(image, (96, 96)).numpy(), atol=1e-5)
 

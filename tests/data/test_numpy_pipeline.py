@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from PIL import Image
+from scenes import textured_scene
 
 from yolo3.core.errors import AnnotationError
 from yolo3.data.annotations import Record
@@ -24,20 +25,6 @@ from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 MEAN_LIMIT, MAX_LIMIT = 2 / 255, 8 / 255
 
 
-def _scene(rng, h, w, n):
-    """A textured image (smooth gradient, noise and solid boxes) and its boxes."""
-    yy, xx = np.mgrid[0:h, 0:w]
-    image = np.stack([xx * 255 / w, yy * 255 / h, (xx + yy) * 127 / (h + w)], -1)
-    image = image + rng.normal(0, 12, image.shape)
-    boxes = []
-    for _ in range(n):
-        bw, bh = rng.uniform(8, w / 2), rng.uniform(8, h / 2)
-        x1, y1 = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
-        image[int(y1):int(y1 + bh), int(x1):int(x1 + bw)] = rng.uniform(0, 255, 3)
-        boxes.append([x1, y1, x1 + bw, y1 + bh, rng.integers(3)])
-    return np.clip(image, 0, 255).astype(np.uint8), np.array(boxes, np.float32).reshape(-1, 5)
-
-
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
     folder = tmp_path_factory.mktemp("numpy_pipeline")
@@ -45,7 +32,7 @@ def records(tmp_path_factory):
     out = []
     for i, (h, w) in enumerate([(96, 128), (120, 90), (200, 160), (64, 64), (150, 220), (80, 100),
                                 (128, 128), (90, 170)]):
-        image, boxes = _scene(rng, h, w, int(rng.integers(1, 5)))
+        image, boxes = textured_scene(rng, h, w, int(rng.integers(1, 5)))
         path = folder / f"{i}.{'jpg' if i % 2 else 'png'}"
         Image.fromarray(image).save(path, **({"quality": 95} if i % 2 else {}))
         out.append(Record(str(path), boxes))
