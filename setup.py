@@ -59,6 +59,9 @@ setup(
             # the same training step on JAX as on TensorFlow (tests/features/test_backends.py);
             # PyTorch's wheel pulls gigabytes of CUDA libraries: its tests run where it is installed
             "jax>=0.4.30",
+            # photographs for yolo3 synth --style photo, run with TensorFlow unimportable
+            # (tests/features/test_without_tensorflow.py)
+            "scikit-image",
             *EXPORT,
         ],
         "plot": ["matplotlib"],
