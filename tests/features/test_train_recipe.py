@@ -202,13 +202,14 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
     assert float(optimizer.learning_rate) == pytest.approx(1e-2 / 3)
     seen = {}
     import yolo3.training.datasets
-    real = yolo3.training.datasets.make_dataset
+    real = yolo3.training.datasets._batches
 
-    def spy(records, dataset_config):
+    def spy(records, dataset_config, pipeline, *args, **kwargs):
         seen[dataset_config.training] = vars(dataset_config)
-        return real(records, dataset_config)
+        assert pipeline == "tf"  # auto, where TensorFlow is installed
+        return real(records, dataset_config, pipeline, *args, **kwargs)
 
-    monkeypatch.setattr(yolo3.training.datasets, "make_dataset", spy)
+    monkeypatch.setattr(yolo3.training.datasets, "_batches", spy)
     train_ds, _ = make_datasets(config, data, placement)
     assert seen[True]["augment"].mosaic == 0.5 and seen[True]["augment"].jitter == 0.1  # light
     assert seen[True]["multi_scale"].sizes == ((64, 64), (96, 96))
