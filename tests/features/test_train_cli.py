@@ -320,7 +320,7 @@ def test_tiled_training_through_the_cli_validates_sliced(dataset, tmp_path, monk
     def spy(records, config, *a, **kw):
         seen["tiles"].append(config.tiles)
         return original(records, config, *a, **kw)
-    monkeypatch.setattr("yolo3.training.datasets.make_dataset", spy)
+    monkeypatch.setattr("yolo3.data.pipeline.make_dataset", spy)  # tf.data, imported when used
     real_stream = TiledDetector.detect_stream
 
     def counted(self, images, batch_size=0):

@@ -63,7 +63,7 @@ def _evaluate(model: Path, d: Path, tmp_path: Path) -> float:
 def test_map_while_training_picks_best_and_matches_a_fresh_evaluation(dataset, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="yolo3")
     out = tmp_path / "run"
-    result = train(_config(dataset, out, epochs=3, eval_every=2, lr=3e-3, verbose=1))
+    result = train(_config(dataset, out, epochs=3, eval_every=2, lr=5e-3, verbose=1))
     rows = _rows(out)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
     first, second, last = (float(r["mAP50_95"]) for r in rows)
