@@ -308,16 +308,18 @@ class Planner:
 
     def orders(self, epoch: int) -> List[np.ndarray]:
         """The epoch's source order of each stream (one, four with mosaic)."""
-        if epoch not in self._orders:
-            n = len(self.boxes)
-            streams = []
-            for k in range(4 if self.mosaic else 1):
-                if self.shuffle or k > 0:
-                    streams.append(np.random.default_rng([self.seed, epoch, 0, k]).permutation(n))
-                else:
-                    streams.append(np.arange(n))
-            self._orders = {epoch: streams}  # one epoch at a time
-        return self._orders[epoch]
+        cached = self._orders  # worker threads may replace it meanwhile: read it once
+        if epoch in cached:
+            return cached[epoch]
+        n = len(self.boxes)
+        streams = []
+        for k in range(4 if self.mosaic else 1):
+            if self.shuffle or k > 0:
+                streams.append(np.random.default_rng([self.seed, epoch, 0, k]).permutation(n))
+            else:
+                streams.append(np.arange(n))
+        self._orders = {epoch: streams}  # one epoch at a time
+        return streams
 
     def input_size(self, epoch: int, index: int) -> Tuple[int, int]:
         if self.multi_scale is None:

@@ -18,7 +18,7 @@ plan; ``repeat`` makes one endless stream (``steps_per_epoch``) whose batch ``k`
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterator, Optional, Sequence, Union
+from typing import Dict, Iterator, Optional, Sequence
 
 import keras
 import numpy as np
@@ -40,7 +40,7 @@ from yolo3.data.image_ops import (
 )
 from yolo3.ops.targets import preprocess_true_boxes
 
-__all__ = ["NumpyBatches", "make_numpy_batches", "default_workers"]
+__all__ = ["NumpyBatches", "default_workers"]
 
 
 def default_workers() -> int:
@@ -153,9 +153,3 @@ class NumpyBatches(keras.utils.PyDataset):
         inputs = (images, *y_true, boxes) if targets.true_boxes else (images, *y_true)
         return inputs, dummy
 
-
-def make_numpy_batches(records: Sequence[Record], config: DatasetConfig,
-                       **options: Union[int, bool]) -> NumpyBatches:
-    """:class:`NumpyBatches` of ``records`` (``options``: ``workers``, ``use_multiprocessing``,
-    ``max_queue_size``, ``repeat``)."""
-    return NumpyBatches(records, config, **options)
