@@ -374,3 +374,12 @@ def test_the_balance_set_makes_the_last_class_rare(tmp_path):
     folder = _make_set(str(tmp_path / "rare"), args, seed=3)
     boxes = np.concatenate([r.boxes for r in load_annotations(f"{folder}/annotations.txt")])
     assert np.mean(boxes[:, 4] == 3) == pytest.approx(0.05, abs=0.03)
+
+
+def test_the_data_benchmark_times_past_the_first_burst_of_every_worker():
+    """16 threads finish their first batches together: 10 timed batches after 2 would read that
+    burst from the queue (5,676 images/s on an H200's 16 cores, against 882 on 8 threads)."""
+    from yolo3.benchmarks.data import steady_batches
+    assert steady_batches(2, 10, 16) == (32, 64)
+    assert steady_batches(2, 10, 1) == (2, 10)  # what was asked, where it is already enough
+    assert steady_batches(50, 200, 4) == (50, 200)

@@ -165,9 +165,17 @@ def time_contender(p: dict) -> dict:
                            targets=TargetEncoding(YOLO_ANCHORS, p["num_classes"]), seed=p["seed"],
                            max_boxes=20, augment=AugmentConfig(mosaic=p["mosaic"]))
     iterator, stop = _stream(p["kind"], records, config, p["workers"], p["num_classes"])
-    seconds = _time(iterator, p["batches"], p["warmup"])
+    warmup, batches = steady_batches(p["warmup"], p["batches"], p["workers"])
+    seconds = _time(iterator, batches, warmup)
     stop()
-    return {"images_per_s": p["batches"] * p["batch_size"] / seconds}
+    return {"images_per_s": batches * p["batch_size"] / seconds}
+
+
+def steady_batches(warmup: int, batches: int, workers: int) -> Tuple[int, int]:
+    """The warm-up and timed batch counts that measure a loader's steady rate: ``workers``
+    threads finish their first batches together, so the warm-up drains that burst (2 per worker)
+    and the timed run (at least 4 per worker) outlasts what the queue can hold ahead."""
+    return max(warmup, 2 * workers), max(batches, 4 * workers)
 
 
 def _records(args: argparse.Namespace, folder: Optional[str]):
@@ -228,8 +236,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  mosaic {mosaic:g}: {name}: {rate:.1f} images/s", flush=True)
     print(machine_line(peak))
     print(f"{len(records)} images from {args.data or ann}; batches of {args.batch_size} at "
-          f"{args.size}x{args.size}, full augmentation; {args.batches} timed batches each, "
-          "each loader in its own process")
+          f"{args.size}x{args.size}, full augmentation; {args.batches} timed batches each (at least "
+          "4 per worker, after 2 per worker), each loader in its own process")
     for mosaic, table in rows.items():
         what = ("every image a mosaic of four" if mosaic >= 1 else "none" if mosaic == 0
                 else f"{mosaic:g} of the images")
