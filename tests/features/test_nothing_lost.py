@@ -333,10 +333,6 @@ def test_files_named_like_a_runs_in_a_folder_without_a_manifest_are_the_users(tr
 # ------------------------------------------------------------------------------ interruption
 
 
-def _yolo3(*args) -> list:
-    return [sys.executable, "-m", "yolo3", *[str(a) for a in args]]
-
-
 def _big_annotation_file(trained_world, tmp_path, rows: int) -> Path:
     """``rows`` rows naming the same image: a conversion long enough to interrupt."""
     first = (trained_world["data"] / "train.txt").read_text().splitlines()[0].split()
@@ -355,29 +351,29 @@ def _wait_for_temporary(folder: Path, process: subprocess.Popen, timeout: float 
     return False
 
 
+# the child starts with SIGINT as an interactive shell leaves it: Python's handler, unblocked.
+# A child inherits an ignored or blocked signal from its parent, and the suite's process is not
+# always clean (three full-suite runs exited 0 here, the conversion never interrupted, while the
+# test alone passed); yolo3 itself rightly keeps an ignored SIGINT ignored, as `nohup` and `&` ask
+_WITH_SIGINT = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); "
+                "sys.argv[0] = 'yolo3'; runpy.run_module('yolo3', run_name='__main__')")
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_an_interrupted_conversion_leaves_nothing_behind(trained_world, tmp_path, sig, code):
-    # a loaded machine can deliver the signal only after the conversion finished (exit 0, its
-    # folder complete): then it runs again over a file four times as long
-    for attempt, rows in enumerate((20000, 80000)):
-        folder = tmp_path / f"attempt{attempt}"
-        folder.mkdir()
-        annotations = _big_annotation_file(trained_world, folder, rows)
-        parent = folder / "outputs"
-        parent.mkdir()
-        (parent / "keep.txt").write_text("the user's")
-        before = snapshot(parent, annotations)
-        process = subprocess.Popen(
-            _yolo3("annotations", "--annotations", annotations, "--classes",
-                   trained_world["data"] / "classes.txt", "--to", "voc", "--out", parent / "voc",
-                   "--quiet"), cwd=REPO, stderr=subprocess.PIPE, text=True)
-        assert _wait_for_temporary(parent, process), "the conversion ended before it could be stopped"
-        process.send_signal(sig)
-        _, err = process.communicate(timeout=300)
-        if process.returncode != 0 or attempt == 1:
-            break
-        assert not any(p.name.startswith(TEMP_PREFIX) for p in parent.iterdir())
-        assert (parent / "keep.txt").read_text() == "the user's"
+    annotations = _big_annotation_file(trained_world, tmp_path, 40000)
+    parent = tmp_path / "outputs"
+    parent.mkdir()
+    (parent / "keep.txt").write_text("the user's")
+    before = snapshot(parent, annotations)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WITH_SIGINT, "annotations", "--annotations", str(annotations),
+         "--classes", str(trained_world["data"] / "classes.txt"), "--to", "voc",
+         "--out", str(parent / "voc"), "--quiet"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    assert _wait_for_temporary(parent, process), "the conversion ended before it could be stopped"
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=300)
     assert process.returncode == code, err
     assert ("terminated" if sig == signal.SIGTERM else "interrupted") in err
     assert "Traceback" not in err
