@@ -147,3 +147,21 @@ def test_yolo_eval_decodes_and_suppresses(rng):
     _, _, classes_all, valid_all = yolo_eval(outputs, anchors, num_classes, image_hw, max_boxes=5,
                                              score_threshold=0.5, iou_threshold=1.0)
     assert valid_all.numpy().tolist() == [3, 1]
+
+
+def test_an_anchor_head_decodes_as_its_anchors_and_masks(rng):
+    """``head=AnchorHead`` reads the maps as ``anchors`` + ``anchor_mask`` do (the arguments it
+    replaces are then unused)."""
+    from yolo3.config.heads import AnchorHead
+    from yolo3.ops.decode import raw_boxes_and_scores
+    masks = [[3, 4, 5], [1, 2, 3]]  # keras-yolo3's tiny masks, not the default split
+    outputs = [rng.normal(size=(1, 2, 2, 24)).astype(np.float32),
+               rng.normal(size=(1, 4, 4, 24)).astype(np.float32)]
+    image_hw = np.array([[100, 200]])
+    by_args = raw_boxes_and_scores(outputs, TINY_YOLO_ANCHORS, 3, image_hw, masks, (64, 64))
+    by_head = raw_boxes_and_scores(outputs, None, 3, image_hw, None, (64, 64),
+                                   head=AnchorHead.of(TINY_YOLO_ANCHORS, masks))
+    for a, b in zip(by_args, by_head):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    default = raw_boxes_and_scores(outputs, TINY_YOLO_ANCHORS, 3, image_hw, None, (64, 64))
+    assert not np.allclose(np.asarray(default[0]), np.asarray(by_head[0]))  # the masks mattered

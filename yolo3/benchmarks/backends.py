@@ -31,9 +31,9 @@ from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.config.specs import get_spec
 from yolo3.core.fileio import write_text_atomic
 from yolo3.inference.detector import YOLO
-from yolo3.modeling.anchor_free_loss import anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.loss import identity_loss, yolo_training_model
+from yolo3.modeling.heads import training_model
+from yolo3.modeling.loss import identity_loss
 
 BACKENDS = ("tensorflow", "jax", "torch")
 MAX_BOXES = 20
@@ -92,11 +92,9 @@ def child(p: dict) -> dict:
     keras.utils.set_random_seed(0)
     spec = get_spec(p["variant"])
     size, batch = p["size"], p["batch"]
-    body = build_spec_body(spec, NUM_CLASSES, None if spec.anchor_free else 3, (size, size))
-    if spec.anchor_free:
-        model = anchor_free_training_model(body, spec.head, NUM_CLASSES, MAX_BOXES)
-    else:
-        model = yolo_training_model(body, spec.default_anchors(), NUM_CLASSES, max_boxes=MAX_BOXES)
+    head = spec.default_head()
+    body = build_spec_body(spec, NUM_CLASSES, head.anchors_per_scale, (size, size))
+    model = training_model(body, head, NUM_CLASSES, MAX_BOXES)
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=identity_loss)
     inputs, target = random_training_batch(spec, size, batch, MAX_BOXES)
     data = list(inputs)
@@ -111,9 +109,7 @@ def child(p: dict) -> dict:
            "train_img_s": p["steps"] * batch / seconds, "first_loss": losses[0],
            "loss_finite": bool(np.isfinite(losses).all() and np.isfinite(float(np.asarray(loss))))}
     if p.get("detect", True):
-        anchor_free = spec.anchor_free
-        info = ModelInfo(np.zeros((0, 2)) if anchor_free else spec.default_anchors(),
-                         [] if anchor_free else spec.default_masks(), NUM_CLASSES, None,
+        info = ModelInfo(head.anchor_array(), head.mask_lists(), NUM_CLASSES, None,
                          p["variant"], (size, size), head=spec.head)
         precision = "bfloat16" if "bfloat16" in p["precision"] else "float32"
         detector = YOLO.from_body(body, info, precision=precision)

@@ -36,15 +36,16 @@ from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gf
 from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
 from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch  # noqa: F401  (forward_gflops re-exported)
 from yolo3.config.precision import resolve_training_precision
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.specs import get_spec
 from yolo3.config.train_config import default
 from yolo3.data.annotations import load_annotations
 from yolo3.data.augment import AugmentConfig
 from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
-from yolo3.modeling.anchor_free_loss import anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.loss import identity_loss, yolo_training_model
+from yolo3.modeling.heads import training_model
+from yolo3.modeling.loss import identity_loss
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.parallel import multi_gpu_model
 from yolo3.training.recipe import dtype_policy
@@ -59,11 +60,8 @@ def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit:
     with dtype_policy(policy):
         body = build_spec_body(spec, NUM_CLASSES, input_shape=(size, size),
                                fused_batch_norm=fused_batch_norm)  # yolo3 train: fused
-        if spec.anchor_free:
-            model = anchor_free_training_model(body, spec.head, NUM_CLASSES, max_boxes)
-        else:
-            model = yolo_training_model(body, spec.default_anchors(), NUM_CLASSES,
-                                        box_loss=default("box_loss"), max_boxes=max_boxes)
+        model = training_model(body, spec.default_head(), NUM_CLASSES, max_boxes,
+                               LossOptions(box_loss=default("box_loss")))
         if replicas > 1:
             import tensorflow as tf
             kind = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
@@ -104,9 +102,7 @@ def throughput_child(p: dict) -> dict:
 def _pipeline(p: dict, spec, max_boxes: int):
     classes = [line.strip() for line in open(p["classes"], encoding="utf-8") if line.strip()]
     records = load_annotations(p["data"], classes)
-    targets = (TargetEncoding(None, NUM_CLASSES, true_boxes=True) if spec.anchor_free else
-               TargetEncoding(spec.default_anchors(), NUM_CLASSES, spec.default_masks(),
-                              true_boxes=True))
+    targets = TargetEncoding.for_head(spec.default_head(), NUM_CLASSES)
     ds = make_dataset(records, DatasetConfig((p["size"], p["size"]), p["batch"], training=True,
                                              targets=targets, max_boxes=max_boxes, seed=0,
                                              augment=AugmentConfig.preset("full")))

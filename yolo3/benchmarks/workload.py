@@ -40,9 +40,9 @@ def random_training_batch(spec, size: int, batch: int, max_boxes: int, seed: int
             x1, y1 = rng.uniform(0, 0.6 * size, 2)
             w, h = rng.uniform(0.1 * size, 0.4 * size, 2)
             boxes[i, k] = [x1, y1, x1 + w, y1 + h, rng.integers(NUM_CLASSES)]
-    if spec.anchor_free:
+    head = spec.default_head()
+    if head.anchor_free:  # its training model takes the boxes alone
         return (x, boxes), np.zeros(batch, "float32")
-    anchors = spec.default_anchors()
-    masks = spec.default_masks(len(anchors))
-    ys = preprocess_true_boxes(boxes, (size, size), anchors, NUM_CLASSES, anchor_mask=masks)
+    ys = preprocess_true_boxes(boxes, (size, size), head.anchor_array(), NUM_CLASSES,
+                               anchor_mask=head.mask_lists())
     return (x, *[y.astype("float32") for y in ys], boxes), np.zeros(batch, "float32")

@@ -28,8 +28,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.heads import Head, head_of
 from yolo3.config.masks import default_masks, validate_masks
-from yolo3.config.specs import strides_for
 from yolo3.core.errors import FileFormatError, PathLike, SettingError
 from yolo3.core.extras import require
 from yolo3.core.fileio import atomic_write, write_text_atomic
@@ -103,9 +103,15 @@ class ModelInfo:
             self.input_size = (int(self.input_size[0]), int(self.input_size[1]))
 
     @property
+    def detection_head(self) -> Head:
+        """The model's head as one interface (:mod:`yolo3.config.heads`): ``head`` when the model
+        has an anchor-free one, else the anchor head of ``anchors`` and ``masks``."""
+        return head_of(self.anchors, self.masks, self.head)
+
+    @property
     def strides(self) -> List[int]:
         """The output strides, largest first (the body's output order)."""
-        return list(self.head.strides) if self.head is not None else strides_for(len(self.masks))
+        return list(self.detection_head.strides)
 
     def names(self) -> List[str]:
         """Class names, or ``'0'``, ``'1'``, ... when unknown."""
@@ -117,7 +123,7 @@ class ModelInfo:
                 "num_classes": self.num_classes, "class_names": self.class_names,
                 "input_size": None if self.input_size is None else list(self.input_size),
                 "darknet_header": self.darknet_header, "export": self.export,
-                "head": None if self.head is None else self.head.to_dict()}
+                "head": self.detection_head.record()}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], path: Optional[PathLike] = None) -> "ModelInfo":

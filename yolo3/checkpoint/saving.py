@@ -98,8 +98,8 @@ def build_from_weights(path: PathLike, num_classes: int, candidates: Sequence, n
     takes the ``.weights.h5`` file ``path``; FileFormatError listing every refusal otherwise."""
     errors = []
     for spec in candidates:
-        body = build_spec_body(spec, num_classes, None if spec.anchor_free else
-                               anchors_per_scale or num_anchors // spec.num_scales)
+        # an anchor-free spec ignores the anchor count
+        body = build_spec_body(spec, num_classes, anchors_per_scale or num_anchors // spec.num_scales)
         try:
             with warnings.catch_warnings():  # Keras warns on its way to the error reported below
                 warnings.simplefilter("ignore")

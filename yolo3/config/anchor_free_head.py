@@ -16,7 +16,9 @@ No TensorFlow here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, ClassVar, Dict, List, Tuple
+
+import numpy as np
 
 __all__ = ["ANCHOR_FREE", "AnchorFreeHead"]
 
@@ -30,6 +32,8 @@ class AnchorFreeHead:
 
     strides: Tuple[int, ...]
     reg_max: int
+    anchor_free: ClassVar[bool] = True
+    anchors_per_scale: ClassVar[None] = None  # no anchors
 
     def __post_init__(self):
         strides = tuple(int(s) for s in self.strides)
@@ -60,6 +64,17 @@ class AnchorFreeHead:
             raise ValueError(f"{channels} output channels leave no class after the "
                              f"{self.box_channels} distance logits of reg_max {self.reg_max}")
         return classes
+
+    def anchor_array(self) -> np.ndarray:
+        """No anchors: ``(0, 2)``."""
+        return np.zeros((0, 2), np.float32)
+
+    def mask_lists(self) -> List[List[int]]:
+        return []
+
+    def record(self) -> Dict[str, Any]:
+        """What a model file records of the head (:meth:`to_dict`)."""
+        return self.to_dict()
 
     def to_dict(self) -> Dict[str, Any]:
         return {"kind": ANCHOR_FREE, "strides": list(self.strides), "reg_max": self.reg_max}

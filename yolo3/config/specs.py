@@ -24,6 +24,7 @@ import numpy as np
 
 from yolo3.config import architectures
 from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.heads import AnchorHead, Head
 from yolo3.config.masks import default_masks
 from yolo3.core.errors import ArgumentError, SettingError
 
@@ -161,6 +162,13 @@ class ModelSpec:
     @property
     def max_stride(self) -> int:
         return max(self.strides)
+
+    def default_head(self) -> Head:
+        """The variant's head (:mod:`yolo3.config.heads`): its anchor-free head, or the anchor head
+        of Darknet's COCO anchors and the default masks."""
+        if self.head is not None:
+            return self.head
+        return AnchorHead.of(self.default_anchors(), self.default_masks())
 
     def default_anchors(self) -> np.ndarray:
         """Darknet's COCO anchors, ``(N, 2)`` float32 ``(w, h)`` pixels (a fresh copy)."""

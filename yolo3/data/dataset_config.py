@@ -11,6 +11,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from yolo3.config.heads import Head
 from yolo3.data.annotations import Record
 from yolo3.data.draws import AugmentConfig, MultiScale, Planner, TileSampling
 from yolo3.data.images import probe_images
@@ -33,6 +34,17 @@ class TargetEncoding:
     masks: Optional[Sequence[Sequence[int]]] = None
     assign_iou: float = 1.0
     true_boxes: bool = False
+
+    @classmethod
+    def for_head(cls, head: Head, num_classes: int, assign_iou: float = 1.0,
+                 true_boxes: bool = True) -> "TargetEncoding":
+        """What ``head``'s training model takes (:func:`yolo3.modeling.heads.training_model`):
+        the anchor head's ``y_true`` maps (then the padded boxes with ``true_boxes``), or the
+        anchor-free head's padded boxes alone."""
+        if head.anchor_free:
+            return cls(None, num_classes, true_boxes=True)
+        return cls(head.anchor_array(), num_classes, head.mask_lists(), assign_iou,
+                   true_boxes=true_boxes)
 
 
 @dataclass(frozen=True)

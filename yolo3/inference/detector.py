@@ -206,7 +206,7 @@ class YOLO:
             return [out[n].numpy() for n in names]
         facts = {"variant": self.info.variant, "num_classes": self.num_classes,
                  "masks": self.anchor_mask, "input_hw": list(self.input_hw),
-                 "head": None if self.head is None else self.head.to_dict()}
+                 "head": self.info.detection_head.record()}
         try:
             runner, self.engine = engine_runner(chosen, function, reference, self.model_path,
                                                 facts, self.input_hw, self.precision, num_threads)

@@ -6,7 +6,7 @@ the exported models run). keras-yolo3's one-image, y-first versions under its ow
 Raw output of one scale: ``(batch, gh, gw, A * (5 + C))`` logits ``tx, ty, tw, th, to, classes...``
 per anchor. Decoded box centres are ``(sigmoid(t_xy) + cell) / grid`` and sizes
 ``exp(t_wh) * anchor / input_wh``, both relative to the network input. An anchor-free head's maps
-(``head``, :mod:`yolo3.config.anchor_free_head`) are decoded by
+(``head``, :mod:`yolo3.config.heads`) are decoded by
 :func:`yolo3.ops.anchor_free.decode_outputs`; both then go through the same letterbox correction and
 NMS. Everything here is ``keras.ops`` (any backend, inside ``tf.function`` or ``jax.jit``) but
 the NMS on TensorFlow (its own kernel; :mod:`yolo3.ops.nms` elsewhere).
@@ -16,11 +16,9 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Tuple
 
 import keras
-import numpy as np
 from keras import ops
 
-from yolo3.config.anchor_free_head import AnchorFreeHead
-from yolo3.config.masks import default_masks
+from yolo3.config.heads import Head, head_of
 from yolo3.ops import anchor_free
 from yolo3.ops.box_ops import corners_to_cxcywh, swap_last_pair
 from yolo3.ops.letterbox import geometry_ops
@@ -97,22 +95,22 @@ def _input_hw(first, input_shape):
 
 def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
                          anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None,
-                         head: Optional[AnchorFreeHead] = None):
+                         head: Optional[Head] = None):
     """Every scale's boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` pixels of the original images
     (unclipped) and scores ``(batch, N, C)`` (objectness x class, or an anchor-free head's class
     scores), before any threshold. Arguments as :func:`decode_detections`."""
     first = ops.convert_to_tensor(yolo_outputs[0])
     input_shape = _input_hw(first, input_shape)
-    if head is not None:
+    head = head_of(anchors, anchor_mask, None) if head is None else head
+    if head.anchor_free:
         corners, scores = anchor_free.decode_outputs(yolo_outputs, head, num_classes)
         input_wh = ops.cast(swap_last_pair(ops.cast(input_shape, "float32")), "float32")
         boxes = corners_to_cxcywh(corners) / ops.tile(input_wh, [2])
         return correct_boxes(boxes[..., :2], boxes[..., 2:], input_shape, image_shape), scores
-    anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
-    masks = anchor_mask if anchor_mask is not None else default_masks(len(anchors))
+    anchors = head.anchor_array()
     boxes_all: List = []
     scores_all: List = []
-    for feats, mask in zip(yolo_outputs, masks):
+    for feats, mask in zip(yolo_outputs, head.mask_lists()):
         feats = ops.cast(feats, "float32")
         b, s = boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
         boxes_all.append(b)
@@ -123,13 +121,14 @@ def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, imag
 def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
                       max_boxes: int = 20, score_threshold: float = .6, iou_threshold: float = .5,
                       anchor_mask: Optional[Sequence[Sequence[int]]] = None, input_shape=None,
-                      head: Optional[AnchorFreeHead] = None) -> Tuple:
+                      head: Optional[Head] = None) -> Tuple:
     """Raw outputs of a batch -> detections after score threshold and per-class NMS.
 
     yolo_outputs: list of ``(batch, gh, gw, A * (5 + C))`` tensors, largest stride first;
     anchors: ``(N, 2)`` pixels; image_shape: ``(h, w)`` of the original images, shared or
     ``(batch, 2)``; input_shape defaults to the first output's grid times 32. ``head``: the
-    outputs are an anchor-free head's (``anchors`` and ``anchor_mask`` unused).
+    head of the outputs (:mod:`yolo3.config.heads`; then ``anchors`` and ``anchor_mask`` are
+    unused), None: the anchor head of ``anchors`` and ``anchor_mask``.
     Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
     to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
     ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to

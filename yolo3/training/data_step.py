@@ -16,6 +16,7 @@ from yolo3.config.choices import (
     AUTO_TILE,
     CLASS_WEIGHT_METHODS,
 )
+from yolo3.config.heads import Head, head_of
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.log import NOTICE
@@ -66,6 +67,12 @@ class TrainData:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def head(self) -> Head:
+        """The run's detection head (:mod:`yolo3.config.heads`): the variant's anchor-free head,
+        or the anchor head of the run's anchors and masks."""
+        return head_of(self.anchors, self.masks, self.spec.head)
 
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""

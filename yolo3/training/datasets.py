@@ -79,8 +79,7 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
-    targets = TargetEncoding(None if data.spec.anchor_free else data.anchors, data.num_classes,
-                             data.masks or None, config.recipe.assign_iou, true_boxes=True)
+    targets = TargetEncoding.for_head(data.head, data.num_classes, config.recipe.assign_iou)
     # JAX splits every batch evenly over the wrapper's devices: validation's last partial batch
     # is left out of val_loss there (the mAP evaluation sees every image)
     # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)

@@ -10,16 +10,14 @@ import numpy as np
 
 from yolo3.checkpoint.weights import load_weights_by_name
 from yolo3.config.architectures import BACKBONE_PREFIX
+from yolo3.config.heads import Head
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.train_config import TrainConfig
-from yolo3.modeling.anchor_free_loss import anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body, output_layer_names, prediction_layer_names
-from yolo3.modeling.loss import yolo_training_model
+from yolo3.modeling.heads import training_model as head_training_model
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement
-from yolo3.training.recipe import (
-    anchor_free_bias_priors,
-    output_bias_priors,
-)
+from yolo3.training.recipe import head_bias_priors
 
 logger = logging.getLogger(__name__)
 
@@ -32,17 +30,15 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ``multi_scale`` the body takes any input size."""
     shape = (None, None) if config.data.multi_scale else data.hw
     with placement.scope():
-        body = build_spec_body(data.spec, data.num_classes,
-                               len(data.masks[0]) if data.masks else None, shape,
+        body = build_spec_body(data.spec, data.num_classes, data.head.anchors_per_scale, shape,
                                fused_batch_norm=True)
         template = training_model(config, data, body)
     skipped: List[Tuple[str, str]] = []
     loaded = set()
     if config.model.weights:
-        transfer = config.model.head_transfer and not data.spec.anchor_free
         report = load_weights_by_name(
             body, config.model.weights, variant=data.spec.name,
-            head_anchors=len(data.masks[0]) if transfer else None)
+            head_anchors=data.head.anchors_per_scale if config.model.head_transfer else None)
         skipped, loaded = report.skipped, set(report.loaded)
     if config.model.prior_bias:
         initialise_output_priors(body, data, data.hw, keep=loaded)
@@ -56,53 +52,32 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
 def training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> keras.Model:
     """The training model of ``body``: its loss is its output; ground truth padded to
     ``max_boxes``."""
-    recipe = config.recipe
-    if data.spec.anchor_free:
-        return anchor_free_training_model(body, data.spec.head, data.num_classes,
-                                          config.data.max_boxes, box_gain=recipe.box_gain,
-                                          class_gain=recipe.class_gain,
-                                          class_weights=data.class_weights,
-                                          focal_gamma=recipe.focal_gamma)
-    return yolo_training_model(body, data.anchors, data.num_classes,
-                               ignore_thresh=recipe.ignore_iou, anchor_mask=data.masks,
-                               box_loss=recipe.box_loss, label_smoothing=recipe.label_smoothing,
-                               max_boxes=config.data.max_boxes, objectness=recipe.objectness,
-                               box_gain=recipe.box_gain, class_gain=recipe.class_gain,
-                               class_weights=data.class_weights,
-                               focal_gamma=recipe.focal_gamma)
+    return head_training_model(body, data.head, data.num_classes, config.data.max_boxes,
+                               LossOptions.from_recipe(config.recipe, data.class_weights))
 
 
 def initialise_output_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
                               keep=()) -> None:
-    """Set the bias of every output convolution not in ``keep`` (loaded from weights) to the
-    priors of :func:`yolo3.training.recipe.output_bias_priors` (objects per image from the training
-    set); an anchor-free head's predictions to
-    :func:`yolo3.training.recipe.anchor_free_bias_priors`."""
+    """Set the bias of every convolution that ends an output and is not in ``keep`` (loaded from
+    weights) to the head's priors (:func:`yolo3.training.recipe.head_bias_priors`; objects per
+    image from the training set)."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
-    if data.spec.anchor_free:
-        initialise_anchor_free_priors(body, data, hw, per_image, keep)
-        return
-    for name, stride, mask in zip(output_layer_names(body), data.spec.strides, data.masks):
-        if name in keep:
-            continue
-        layer = body.get_layer(name)
-        kernel, _ = layer.get_weights()
-        bias = output_bias_priors(len(mask), data.num_classes, (hw[0] // stride) * (hw[1] // stride),
-                                  len(data.masks), per_image)
-        layer.set_weights([kernel, bias])
-
-
-def initialise_anchor_free_priors(body: keras.Model, data: TrainData, hw: Tuple[int, int],
-                                   per_image: float, keep=()) -> None:
-    head = data.spec.head
-    for stride in head.strides:
+    head = data.head
+    for stride, names in zip(head.strides, output_layer_groups(body, head)):
         cells = (hw[0] // stride) * (hw[1] // stride)
-        biases = anchor_free_bias_priors(head.reg_max, data.num_classes, cells, per_image)
-        for name, bias in zip(prediction_layer_names(stride), biases):
-            if name in keep:
-                continue
-            layer = body.get_layer(name)
-            layer.set_weights([layer.get_weights()[0], bias])
+        biases = head_bias_priors(head, data.num_classes, cells, per_image)
+        for name, bias in zip(names, biases):
+            if name not in keep:
+                layer = body.get_layer(name)
+                layer.set_weights([layer.get_weights()[0], bias])
+
+
+def output_layer_groups(body: keras.Model, head: Head) -> List[Tuple[str, ...]]:
+    """The convolutions that end each output of ``body``, largest stride first: the output
+    convolution of an anchor head, ``(distances, classes)`` of an anchor-free head."""
+    if head.anchor_free:
+        return [prediction_layer_names(stride) for stride in head.strides]
+    return [(name,) for name in output_layer_names(body)]
 
 
 def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple
 
 from yolo3.config.choices import JIT_CHOICES, OPTIMIZERS
+from yolo3.config.heads import Head
 
 # Adam's 3e-3 (keras-yolo3 used 1e-3): measured better from scratch and fine-tuning alike with
 # warm-up, cosine decay, EMA and decoupled weight decay (README, measured figures)
@@ -27,7 +28,8 @@ AF_PRIOR_DISTANCE = 1.5
 
 __all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "AF_PRIOR_DISTANCE",
            "learning_rate", "auto_ema_momentum", "make_optimizer", "auto_eval_every",
-           "use_jit", "dtype_policy", "output_bias_priors", "anchor_free_bias_priors"]
+           "use_jit", "dtype_policy", "head_bias_priors", "output_bias_priors",
+           "anchor_free_bias_priors"]
 
 
 def learning_rate(optimizer: str, lr: Optional[float] = None) -> float:
@@ -114,6 +116,18 @@ def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scale
     per_anchor[4] = objectness
     per_anchor[5:] = math.log(p_class / (1 - p_class))
     return np.tile(per_anchor, num_anchors)
+
+
+def head_bias_priors(head: Head, num_classes: int, cells: int, objects_per_image: float
+                     ) -> Tuple:
+    """The initial biases of the convolutions that end one output of ``head`` with ``cells``
+    cells, in :func:`yolo3.training.models.output_layer_groups` order: ``(output bias,)`` of an
+    anchor head (:func:`output_bias_priors`), ``(distance biases, class biases)`` of an
+    anchor-free head (:func:`anchor_free_bias_priors`)."""
+    if head.anchor_free:
+        return anchor_free_bias_priors(head.reg_max, num_classes, cells, objects_per_image)
+    return (output_bias_priors(head.anchors_per_scale, num_classes, cells, head.num_scales,
+                               objects_per_image),)
 
 
 def anchor_free_bias_priors(reg_max: int, num_classes: int, cells: int,

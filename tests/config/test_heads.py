@@ -1,0 +1,72 @@
+"""yolo3.config.heads: both heads answer the same questions, the anchor head's answers equal the
+rules it replaces (default masks, strides_for, A x (5 + C)), and model files keep recording it as
+before (no head entry)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from yolo3.checkpoint.metadata import ModelInfo
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.heads import ANCHOR_HEAD_STRIDES, AnchorHead, head_of
+from yolo3.config.masks import default_masks
+from yolo3.config.specs import SPECS, get_spec, strides_for
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
+
+INTERFACE = ("anchor_free", "strides", "num_scales", "anchors_per_scale", "channels",
+             "num_classes", "anchor_array", "mask_lists", "record")
+
+
+@pytest.mark.parametrize("head", [AnchorHead.of(YOLO_ANCHORS), AnchorFreeHead((32, 16, 8), 16)],
+                         ids=["anchors", "anchor-free"])
+def test_both_heads_answer_every_question_of_the_interface(head):
+    missing = [name for name in INTERFACE if not hasattr(head, name)]
+    assert not missing
+    assert len(head.strides) == head.num_scales
+    assert head.num_classes(head.channels(7)) == 7
+    assert head.anchor_array().shape[1] == 2 and head.anchor_array().dtype == np.float32
+
+
+def test_the_anchor_head_is_the_anchors_and_masks_it_replaces():
+    head = AnchorHead.of(YOLO_ANCHORS)
+    assert head.mask_lists() == default_masks(9) == [[6, 7, 8], [3, 4, 5], [0, 1, 2]]
+    np.testing.assert_array_equal(head.anchor_array(), np.asarray(YOLO_ANCHORS, np.float32))
+    assert head.channels(80) == 3 * 85 == 255 and head.anchors_per_scale == 3
+    assert not head.anchor_free and head.record() is None
+    tiny = AnchorHead.of(TINY_YOLO_ANCHORS, [[3, 4, 5], [1, 2, 3]])  # keras-yolo3's tiny masks
+    assert tiny.strides == (32, 16) and tiny.mask_lists() == [[3, 4, 5], [1, 2, 3]]
+
+
+@pytest.mark.parametrize("scales", [1, 2, 3])
+def test_anchor_head_strides_are_the_registered_bodies(scales):
+    assert list(ANCHOR_HEAD_STRIDES[:scales]) == strides_for(scales)
+
+
+def test_every_variant_has_a_default_head_whose_outputs_fit_its_body():
+    for spec in SPECS.values():
+        head = spec.default_head()
+        assert head.anchor_free == spec.anchor_free
+        assert head.strides == spec.strides
+        assert head.channels(5) == spec.output_filters(5)
+
+
+def test_the_anchor_head_refuses_what_no_body_has():
+    with pytest.raises(ValueError, match="outside the 6 anchors"):
+        AnchorHead.of(TINY_YOLO_ANCHORS, [[3, 4, 6], [0, 1, 2]])
+    with pytest.raises(ValueError, match="1 to 3 outputs"):
+        AnchorHead.of(np.ones((12, 2)), [[0, 1, 2]] * 4)
+    with pytest.raises(ValueError, match="not 3 anchors"):
+        AnchorHead.of(YOLO_ANCHORS).num_classes(256)
+
+
+def test_head_of_prefers_the_anchor_free_head_and_model_files_record_as_before():
+    free = get_spec("tiny-af").head
+    assert head_of(np.zeros((0, 2)), [], free) is free
+    assert head_of(YOLO_ANCHORS, None, None) == AnchorHead.of(YOLO_ANCHORS)
+    anchor_info = ModelInfo(YOLO_ANCHORS, default_masks(9), 3)
+    assert anchor_info.to_dict()["head"] is None  # what yolo3 0.5 wrote and reads
+    assert anchor_info.detection_head == AnchorHead.of(YOLO_ANCHORS)
+    assert anchor_info.strides == [32, 16, 8]
+    free_info = ModelInfo(np.zeros((0, 2)), [], 3, head=free)
+    assert free_info.to_dict()["head"] == free.to_dict()
+    assert ModelInfo.from_dict(free_info.to_dict()).detection_head == free

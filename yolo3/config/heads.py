@@ -1,0 +1,106 @@
+"""The detection head as one interface: what a body's raw maps mean, asked of the head.
+
+Two heads, the same questions (:data:`Head`):
+
+- :class:`AnchorHead`, Darknet's and keras-yolo3's: per cell of each output, ``A`` anchors x
+  ``(tx, ty, tw, th, objectness, C class logits)``; its anchors ``(N, 2)`` pixels ``(w, h)`` and
+  masks (anchor indices per output, largest stride first) say how to read them;
+- :class:`~yolo3.config.anchor_free_head.AnchorFreeHead`, YOLOv8's decoupled head: per cell,
+  ``4 x reg_max`` distance logits, then ``C`` class logits.
+
+Each answers ``anchor_free``, ``strides``, ``num_scales``, ``anchors_per_scale`` (None without
+anchors), ``channels(num_classes)`` (of every output), ``num_classes(channels)``, ``anchor_array()``, ``mask_lists()`` and ``record()`` (what a
+model file keeps of it: None for the anchor head, whose anchors and masks are fields of their own).
+The layers above ask the head through one function each: the training model
+(:func:`yolo3.modeling.heads.training_model`), the targets
+(:meth:`yolo3.data.dataset_config.TargetEncoding.for_head`), decoding
+(:func:`yolo3.ops.decode.raw_boxes_and_scores`) and the output priors
+(:func:`yolo3.training.recipe.head_bias_priors`). No TensorFlow here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.masks import default_masks, validate_masks
+
+__all__ = ["ANCHOR_HEAD_STRIDES", "AnchorHead", "Head", "head_of"]
+
+# the strides of an anchor head's outputs, largest first: a body with n outputs has the first n
+ANCHOR_HEAD_STRIDES = (32, 16, 8)
+
+
+@dataclass(frozen=True)
+class AnchorHead:
+    """Darknet's anchor head: ``anchors`` ``((w, h), ...)`` input pixels sorted by area, and
+    ``masks``, the anchor indices of each output, largest stride first."""
+
+    anchors: Tuple[Tuple[float, float], ...]
+    masks: Tuple[Tuple[int, ...], ...]
+    anchor_free: ClassVar[bool] = False
+
+    def __post_init__(self):
+        anchors = np.asarray(self.anchors, dtype=np.float32).reshape(-1, 2)
+        masks = validate_masks(self.masks, len(anchors))
+        if len(masks) > len(ANCHOR_HEAD_STRIDES):
+            raise ValueError(f"an anchor head has 1 to {len(ANCHOR_HEAD_STRIDES)} outputs, the "
+                             f"masks {masks} describe {len(masks)}")
+        object.__setattr__(self, "anchors", tuple((float(w), float(h)) for w, h in anchors))
+        object.__setattr__(self, "masks", tuple(tuple(m) for m in masks))
+
+    @classmethod
+    def of(cls, anchors, masks: Optional[Sequence[Sequence[int]]] = None) -> "AnchorHead":
+        """The head of ``anchors`` ``(N, 2)`` and ``masks`` (None: the default split,
+        :func:`yolo3.config.masks.default_masks`)."""
+        anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
+        return cls(anchors, default_masks(len(anchors)) if masks is None else masks)
+
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        return ANCHOR_HEAD_STRIDES[:len(self.masks)]
+
+    @property
+    def num_scales(self) -> int:
+        return len(self.masks)
+
+    def anchor_array(self) -> np.ndarray:
+        """The anchors, ``(N, 2)`` float32 ``(w, h)`` pixels (a fresh copy)."""
+        return np.asarray(self.anchors, dtype=np.float32).reshape(-1, 2)
+
+    def mask_lists(self) -> List[List[int]]:
+        return [list(m) for m in self.masks]
+
+    @property
+    def anchors_per_scale(self) -> int:
+        return len(self.masks[0])
+
+    def channels(self, num_classes: int) -> int:
+        """Channels of each output for ``num_classes`` classes: ``A x (5 + C)`` (a body's outputs
+        have as many anchors each)."""
+        return self.anchors_per_scale * (5 + int(num_classes))
+
+    def num_classes(self, channels: int) -> int:
+        """The class count of outputs with ``channels`` channels (the first output's anchors;
+        ValueError when none fits)."""
+        per = self.anchors_per_scale
+        if channels % per or channels // per < 6:
+            raise ValueError(f"{channels} output channels are not {per} anchors x (5 + classes)")
+        return channels // per - 5
+
+    def record(self) -> Optional[Dict[str, Any]]:
+        """What a model file records of the head: nothing (the anchors and masks are fields of
+        their own, as every yolo3 model file has them)."""
+        return None
+
+
+Head = Union[AnchorHead, AnchorFreeHead]
+
+
+def head_of(anchors, masks: Optional[Sequence[Sequence[int]]],
+            anchor_free: Optional[AnchorFreeHead]) -> Head:
+    """The one head of a model's facts as they are stored: ``anchor_free`` when there is one,
+    else the anchor head of ``anchors`` and ``masks``."""
+    return anchor_free if anchor_free is not None else AnchorHead.of(anchors, masks)
