@@ -102,3 +102,77 @@ def test_another_compute_dtype_keeps_the_values(policy, compute):
     tolerance = 5e-2 if compute == "bfloat16" else 1e-6
     np.testing.assert_allclose(np.asarray(copy(x, training=False), np.float32),
                                body(x, training=False).numpy(), rtol=tolerance, atol=tolerance)
+
+
+# ------------------------------------------------------------------- the channels-first twin
+
+
+def _conv_reference(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray, stride: int) -> np.ndarray:
+    """float64 'valid' convolution of NHWC ``x`` with a ``(kh, kw, in, out)`` kernel."""
+    kh, kw = kernel.shape[:2]
+    h = (x.shape[1] - kh) // stride + 1
+    w = (x.shape[2] - kw) // stride + 1
+    out = np.zeros((x.shape[0], h, w, kernel.shape[3]))
+    for i in range(h):
+        for j in range(w):
+            patch = x[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :]
+            out[:, i, j, :] = np.einsum("bhwc,hwco->bo", patch, kernel)
+    return out + bias
+
+
+def test_the_channels_first_convolution_is_a_convolution():
+    from yolo3.modeling.graph_surgery import ChannelsFirstConv2D
+    rng = np.random.default_rng(0)
+    conv = keras.layers.Conv2D(5, 3, strides=2, padding="valid", name="c")
+    x = rng.normal(size=(2, 9, 11, 4)).astype(np.float32)
+    conv(x)
+    conv.set_weights([rng.normal(size=(3, 3, 4, 5)).astype(np.float32),
+                      rng.normal(size=5).astype(np.float32)])
+    twin = ChannelsFirstConv2D.from_conv_config(conv.get_config())
+    twin.build((None, 4, 9, 11))
+    twin.load(conv)
+    assert tuple(twin.kernel.shape) == (5, 4, 3, 3)  # PyTorch's layout
+    out = np.transpose(np.asarray(twin(np.transpose(x, (0, 3, 1, 2)))), (0, 2, 3, 1))
+    expected = _conv_reference(x.astype(np.float64), *[w.astype(np.float64)
+                                                       for w in conv.get_weights()], 2)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="linear convolutions"):
+        ChannelsFirstConv2D.from_conv_config(keras.layers.Conv2D(2, 1, activation="relu",
+                                                                 name="r").get_config())
+
+
+@pytest.mark.parametrize("variant, shape", [("tiny", (None, None)), ("tiny-af", (64, 96)),
+                                            ("yolov3-spp", (None, None))])
+def test_the_channels_first_twin_gives_the_folded_bodys_maps(variant, shape):
+    from yolo3.config.specs import get_spec
+    from yolo3.modeling.bodies import build_spec_body
+    from yolo3.modeling.graph_surgery import channels_first_twin, copy_weights
+    keras.utils.set_random_seed(1)
+    spec = get_spec(variant)
+    folded = fold_batch_norms(build_spec_body(spec, 3, spec.default_head().anchors_per_scale,
+                                              shape))
+    twin = channels_first_twin(folded)
+    x = np.random.default_rng(2).uniform(0, 1, (2, 64, 96, 3)).astype(np.float32)
+
+    def maps(model):
+        return [np.asarray(keras.ops.convert_to_numpy(o)) for o in model(x, training=False)]
+    for a, b in zip(maps(folded), maps(twin)):
+        assert a.shape == b.shape  # channels-last maps out
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+    for layer in folded.layers:  # new weights reach the twin through copy_weights
+        if layer.weights:
+            layer.set_weights([w * 0.5 for w in layer.get_weights()])
+    copy_weights(folded, twin)
+    for a, b in zip(maps(folded), maps(twin)):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)
+
+
+def test_the_twin_refuses_a_layer_it_cannot_lay_out_naming_it():
+    from yolo3.modeling.graph_surgery import channels_first_twin
+    image = keras.Input((8, 8, 3))
+    flat = keras.layers.Flatten(name="flat")(keras.layers.Conv2D(2, 1, name="c")(image))
+    with pytest.raises(ValueError, match="'flat' \\(Flatten\\)"):
+        channels_first_twin(keras.Model(image, flat))
+    joined = keras.layers.Concatenate(axis=1, name="rows")([image, image])
+    with pytest.raises(ValueError, match="'rows': it works on axis 1"):
+        channels_first_twin(keras.Model(image, joined))

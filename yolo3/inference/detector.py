@@ -39,7 +39,13 @@ from yolo3.inference.exported import ExportedDetector
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 from yolo3.inference.portable import compiled_call, float_maps
 from yolo3.inference.runners import batched, is_exported
-from yolo3.modeling.graph_surgery import fold_batch_norms, refold_batch_norms, with_compute_dtype  # noqa: F401  (re-exported)
+from yolo3.modeling.graph_surgery import (  # noqa: F401  (fold_batch_norms re-exported)
+    channels_first_twin,
+    copy_weights,
+    fold_batch_norms,
+    refold_batch_norms,
+    with_compute_dtype,
+)
 from yolo3.ops.decode import decode_detections
 from yolo3.ops.letterbox import letterbox, letterbox_np, letterbox_tf
 
@@ -164,6 +170,7 @@ class YOLO:
         if precision == "bfloat16":
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
         self._fns: Dict[tuple, object] = {}  # compiled functions by what they take
+        self._twin: Optional[keras.Model] = None  # PyTorch: the inference body in channels-first
         self.backend = keras.backend.backend()
         self.engine = EngineChoice("keras", precision)
         self._engine: Optional[ExportedDetector] = None
@@ -246,8 +253,25 @@ class YOLO:
         if self.precision == "bfloat16":
             self.inference_body = with_compute_dtype(fold_batch_norms(self.body), "mixed_bfloat16")
             self._fns.clear()
+            self._twin = None
         else:
             refold_batch_norms(self.body, self.inference_body)
+            if self._twin is not None:
+                copy_weights(self.inference_body, self._twin)
+
+    def _compiled_body(self) -> keras.Model:
+        """What the compiled calls run: the inference body, or on PyTorch its channels-first twin
+        (:func:`yolo3.modeling.graph_surgery.channels_first_twin`: Keras's PyTorch convolutions
+        copy each channels-last tensor to channels-first and back; the same maps, bit for bit)."""
+        if self.backend != "torch":
+            return self.inference_body
+        if self._twin is None:
+            try:
+                self._twin = channels_first_twin(self.inference_body)
+            except ValueError as e:  # a layer it cannot lay out: the channels-last body runs
+                log.debug("PyTorch runs the channels-last body: %s", e)
+                self._twin = self.inference_body
+        return self._twin
 
     # -- compiled pieces -------------------------------------------------------------------------
     def raw_outputs(self, x) -> List:
@@ -271,7 +295,7 @@ class YOLO:
         key = ("portable", input_hw, self.score, self.iou, self.max_boxes)
         if key not in self._fns:
             self._fns[key] = compiled_call(
-                self.inference_body, lambda maps, sizes: self._decode_maps(maps, sizes, input_hw))
+                self._compiled_body(), lambda maps, sizes: self._decode_maps(maps, sizes, input_hw))
         return self._fns[key]
 
     def _detect_letterboxed(self, x: np.ndarray, sizes: np.ndarray, input_hw) -> List[Detections]:
@@ -338,7 +362,7 @@ class YOLO:
         if self.backend != "tensorflow":
             key = ("forward", "portable")
             if key not in self._fns:
-                self._fns[key] = compiled_call(self.inference_body, lambda maps: maps)
+                self._fns[key] = compiled_call(self._compiled_body(), lambda maps: maps)
             return [np.asarray(keras.ops.convert_to_numpy(o)) for o in self._fns[key](x)]
         import tensorflow as tf
         key = ("forward", True)

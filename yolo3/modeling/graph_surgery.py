@@ -1,5 +1,5 @@
 """Copies of a body: batch norms folded into convolutions, another compute dtype, Keras's own
-batch norms in place of yolo3's fused ones.
+batch norms in place of yolo3's fused ones, a channels-first twin.
 
 Both return new functional models with the same weights values; the body itself is not changed.
 """
@@ -14,7 +14,9 @@ from yolo3.modeling.batch_norm import BatchNormalization, has_fused_batch_norms
 from yolo3.modeling.keras_compat import inbound_tensors, node_counts, producing_layer
 
 __all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype",
-           "keras_batch_norms", "float32_body"]
+           "keras_batch_norms", "float32_body", "ChannelsFirstConv2D", "channels_first_twin",
+           "copy_weights"]
+
 
 
 @keras.saving.register_keras_serializable(package="yolo3")
@@ -26,6 +28,15 @@ class FoldedBatchNorm(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+
+# layers that compute the same whatever the channel axis (elementwise, or an identity)
+_LAYOUT_FREE = (keras.layers.InputLayer, keras.layers.Identity, keras.layers.Add,
+                keras.layers.LeakyReLU, keras.layers.Activation, FoldedBatchNorm)
+# layers that take a data_format or a channel axis
+_LAYOUT_BOUND = (keras.layers.Conv2D, keras.layers.ZeroPadding2D, keras.layers.UpSampling2D,
+                 keras.layers.MaxPooling2D, keras.layers.Concatenate,
+                 keras.layers.BatchNormalization)
 
 
 def _foldable_pairs(body: keras.Model) -> Dict[str, keras.layers.BatchNormalization]:
@@ -132,3 +143,129 @@ def float32_body(body: keras.Model) -> keras.Model:
     if all(layer.dtype_policy.name == "float32" for layer in body.layers):
         return body
     return with_compute_dtype(body, "float32")
+
+
+@keras.saving.register_keras_serializable(package="yolo3")
+class ChannelsFirstConv2D(keras.layers.Layer):
+    """A 2-D convolution of channels-first data ``(B, c, h, w)`` whose kernel is kept as ``(out,
+    in, kh, kw)``: the layout PyTorch's convolution takes, so that Keras's re-laying of a
+    ``(kh, kw, in, out)`` kernel on every call (a strided copy: 16 of the 33 ms of tiny-af's
+    forward on a CPU) becomes a view. Built from a Keras ``Conv2D``'s config (linear, one group);
+    :meth:`load` takes that layer's weights."""
+
+    def __init__(self, filters: int, kernel_size, strides=(1, 1), padding: str = "valid",
+                 use_bias: bool = True, dilation_rate=(1, 1), **kwargs):
+        super().__init__(**kwargs)
+        self.filters = int(filters)
+        self.kernel_size = tuple(int(k) for k in kernel_size)
+        self.strides = tuple(int(k) for k in strides)
+        self.padding = padding
+        self.use_bias = bool(use_bias)
+        self.dilation_rate = tuple(int(k) for k in dilation_rate)
+
+    @classmethod
+    def from_conv_config(cls, config: dict) -> "ChannelsFirstConv2D":
+        """The layer standing in for a ``Conv2D`` of ``config`` (ValueError for what it lacks:
+        an activation, groups)."""
+        activation = config.get("activation", "linear")
+        if activation not in ("linear", None) or int(config.get("groups", 1)) != 1:
+            raise ValueError(f"convolution {config.get('name')!r}: a channels-first twin takes "
+                             f"linear convolutions of one group")
+        return cls(config["filters"], config["kernel_size"], config["strides"], config["padding"],
+                   config["use_bias"], config["dilation_rate"], name=config["name"],
+                   dtype=config.get("dtype"))
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(self.filters, int(input_shape[1]), *self.kernel_size),
+                                      initializer="zeros", name="kernel")
+        self.bias = (self.add_weight(shape=(self.filters,), initializer="zeros", name="bias")
+                     if self.use_bias else None)
+
+    def load(self, conv: keras.layers.Conv2D) -> None:
+        """Take ``conv``'s weights (kernel ``(kh, kw, in, out)``, bias)."""
+        weights = conv.get_weights()
+        self.kernel.assign(np.transpose(weights[0], (3, 2, 0, 1)))
+        if self.use_bias:
+            self.bias.assign(weights[1])
+
+    def call(self, inputs):
+        kernel = keras.ops.transpose(keras.ops.cast(self.kernel, self.compute_dtype), (2, 3, 1, 0))
+        out = keras.ops.conv(inputs, kernel, self.strides, self.padding, "channels_first",
+                             self.dilation_rate)
+        if self.use_bias:
+            out = out + keras.ops.reshape(keras.ops.cast(self.bias, self.compute_dtype),
+                                          (1, self.filters, 1, 1))
+        return out
+
+    def compute_output_shape(self, input_shape):
+        conv = keras.layers.Conv2D(self.filters, self.kernel_size, self.strides, self.padding,
+                                   "channels_first", self.dilation_rate)
+        return conv.compute_output_shape(input_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(filters=self.filters, kernel_size=list(self.kernel_size),
+                      strides=list(self.strides), padding=self.padding, use_bias=self.use_bias,
+                      dilation_rate=list(self.dilation_rate))
+        return config
+
+
+def channels_first_twin(model: keras.Model) -> keras.Model:
+    """A copy of functional ``model`` (channels-last ``(B, h, w, 3)`` in, channels-last maps out)
+    that computes in channels-first inside: one transpose of the input, every convolution
+    (:class:`ChannelsFirstConv2D`, its kernel kept in PyTorch's layout), padding, pooling,
+    upsampling, concatenation and batch norm on ``(B, c, h, w)``, one transpose of each output;
+    the same weight values.
+
+    For PyTorch, where Keras's convolution copies every channels-last tensor to channels-first and
+    back and re-lays every kernel on every call. Not for TensorFlow's CPU kernels, which have no
+    channels-first convolution. ValueError naming the first layer it cannot lay out."""
+    for layer in model.layers:
+        if isinstance(layer, BatchNormalization) or not isinstance(layer,
+                                                                   _LAYOUT_FREE + _LAYOUT_BOUND):
+            raise ValueError(f"no channels-first twin for layer {layer.name!r} "
+                             f"({type(layer).__name__})")
+        if isinstance(layer, (keras.layers.Concatenate, keras.layers.BatchNormalization)):
+            axis = layer.axis if isinstance(layer.axis, int) else list(layer.axis)[0]
+            if axis not in (-1, 3):
+                raise ValueError(f"no channels-first twin for layer {layer.name!r}: it works on "
+                                 f"axis {axis}, not the channels")
+
+    def rebuild(layer):
+        config = layer.get_config()
+        if isinstance(layer, keras.layers.Conv2D):
+            return ChannelsFirstConv2D.from_conv_config(config)
+        if "data_format" in config:
+            config["data_format"] = "channels_first"
+        if isinstance(layer, (keras.layers.Concatenate, keras.layers.BatchNormalization)):
+            config["axis"] = 1
+        return layer.__class__.from_config(config)
+
+    h, w, channels = model.input_shape[1:]
+    inner = keras.models.clone_model(model, clone_function=rebuild,
+                                     input_tensors=keras.Input((channels, h, w)))
+    copy_weights(model, inner)
+    image = keras.Input((h, w, channels), name="image")
+    outputs = inner(keras.layers.Permute((3, 1, 2), name="to_channels_first")(image))
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    back = [keras.layers.Permute((2, 3, 1), name=f"to_channels_last_{i}")(o)
+            for i, o in enumerate(outputs)]
+    return keras.Model(image, back if len(back) > 1 else back[0], name=f"{model.name}_nchw")
+
+
+def copy_weights(source: keras.Model, target: keras.Model) -> None:
+    """Set each layer of ``target`` (or of a model nested in it) that has weights to the values of
+    ``source``'s layer of the same name (a :class:`ChannelsFirstConv2D` re-lays its kernel)."""
+    layers = {layer.name: layer for layer in _all_layers(target)}
+    for layer in source.layers:
+        if isinstance(layers.get(layer.name), ChannelsFirstConv2D):
+            layers[layer.name].load(layer)
+        elif layer.weights:
+            layers[layer.name].set_weights(layer.get_weights())
+
+
+def _all_layers(model: keras.Model):
+    for layer in model.layers:
+        yield layer
+        if isinstance(layer, keras.Model):
+            yield from _all_layers(layer)
