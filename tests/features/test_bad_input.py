@@ -110,6 +110,13 @@ def _output_is_file(world, tmp_path):
     return _train(world, out), [out], str(out)
 
 
+def _numpy_multi_scale_on_tensorflow(world, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()  # the new run's folder is never made
+    return (_train(world, runs / "new", "--pipeline", "numpy", "--multi-scale", "64", "128"),
+            [runs], "--pipeline numpy with --multi-scale on the TensorFlow backend")
+
+
 def _bad_image(kind: str) -> Builder:
     def build(world, tmp_path):
         data = tmp_path / "data"
@@ -291,6 +298,8 @@ CASES = [
     ("train: --weights is text", _weights_text, 2),
     ("train: --weights half-written", _weights_half_written, 2),
     ("train: --output is a file", _output_is_file, 2),
+    ("train: --pipeline numpy with --multi-scale on TensorFlow", _numpy_multi_scale_on_tensorflow,
+     2),
     ("train: truncated JPEG", _bad_image("truncated"), 2),
     ("train: TIFF image", _bad_image("tiff"), 2),
     ("detect: --output is the input folder", _detect_into_input_folder, 2),

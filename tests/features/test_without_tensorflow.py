@@ -62,6 +62,19 @@ def test_the_numpy_pipeline_under_a_tf_distribute_strategy_is_refused(tmp_path):
         check(_config(tmp_path, pipeline="grain"))
 
 
+def test_numpy_with_multi_scale_is_refused_on_tensorflow_only(tmp_path, monkeypatch):
+    """Keras's PyDataset adapter on TensorFlow fixes the batch shape from the first batches (a
+    later size failed with a bare InvalidArgumentError); JAX and PyTorch take every size."""
+    import yolo3.training.datasets as datasets
+    config = _config(tmp_path, pipeline="numpy", multi_scale=(64, 128))
+    with pytest.raises(ConfigError, match="TensorFlow backend") as e:
+        pick_pipeline(config)
+    assert set(e.value.settings) == {"pipeline", "multi_scale"}
+    assert pick_pipeline(_config(tmp_path, multi_scale=(64, 128))) == "tf"  # auto: tf.data
+    monkeypatch.setattr(datasets.keras.backend, "backend", lambda: "jax")
+    assert pick_pipeline(config) == "numpy"
+
+
 @pytest.mark.slow  # CI runs it (.ci/run); about 2 minutes on 2 cores
 def test_the_commands_run_end_to_end_with_tensorflow_unimportable(tmp_path):
     style = ["--style", "photo"] if importlib.util.find_spec("skimage") else []

@@ -27,8 +27,9 @@ __all__ = ["pick_pipeline", "make_datasets", "batch_norm_images", "shard_by_data
 
 def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
     """``tf`` or ``numpy``: the run's ``pipeline`` setting, ``auto`` meaning tf.data where
-    TensorFlow imports and the NumPy pipeline where it does not. ``tf`` without TensorFlow, and
-    ``numpy`` under a tf.distribute strategy, are refused (ConfigError naming the setting)."""
+    TensorFlow imports and the NumPy pipeline where it does not. ``tf`` without TensorFlow,
+    ``numpy`` under a tf.distribute strategy, and ``numpy`` with multi-scale on the TensorFlow
+    backend are refused (ConfigError naming the settings). Training asks before it writes."""
     choice = config.data.pipeline
     has_tf = installed("tensorflow")
     if choice == "auto":
@@ -40,6 +41,12 @@ def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) ->
         raise ConfigError(f"pipeline numpy: the {config.hardware.strategy} strategy splits "
                           "tf.data batches between its replicas; use --pipeline tf with it",
                           "pipeline", "strategy")
+    if (choice == "numpy" and config.data.multi_scale
+            and keras.backend.backend() == "tensorflow"):
+        raise ConfigError("pipeline numpy with multi_scale on the TensorFlow backend: Keras fixes "
+                          "the batch shape from the first batches it reads, so a later input "
+                          "size fails; use --pipeline tf (or auto) with TensorFlow",
+                          "pipeline", "multi_scale")
     return choice
 
 

@@ -49,7 +49,7 @@ from yolo3.training.data_step import (
     name_undecodable,
     prepare_data,
 )
-from yolo3.training.datasets import batch_norm_images, make_datasets
+from yolo3.training.datasets import batch_norm_images, make_datasets, pick_pipeline
 from yolo3.training.history import completed_epochs
 from yolo3.training.models import build_models
 from yolo3.training.placement import (
@@ -112,6 +112,7 @@ def _train(config: TrainConfig) -> TrainResult:
     data = prepare_data(config)
     check_run_folder(config, data)
     placement = pick_strategy(config, len(data.records), num_val_records=len(data.val_records))
+    pick_pipeline(config, placement)  # a pipeline that cannot feed this run: refused before writing
     # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
     # its collectives before TensorFlow's runtime starts
     check_images_up_front([r.path for r in data.records + data.val_records],
