@@ -1,12 +1,12 @@
 """What the benchmarks measure against: the machine's float32 matmul peak, its CPU and flags."""
 from __future__ import annotations
 
-import os
 import platform
 import time
 
 from yolo3.config import precision
 from yolo3.config.precision import cpu_flags, has_fast_bfloat16  # re-exported
+from yolo3.core.cpus import usable_cores
 from yolo3.core.extras import installed
 
 __all__ = ["matmul_peak_gflops", "cpu_model", "machine_line", "bfloat16_text", "cpu_flags",
@@ -43,7 +43,8 @@ def cpu_model() -> str:
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    """The cores the benchmark may use (:func:`yolo3.core.cpus.usable_cores`)."""
+    return usable_cores()
 
 
 def machine_line(peak_gflops: float) -> str:

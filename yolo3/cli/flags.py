@@ -22,6 +22,7 @@ import re
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from yolo3.core.errors import ArgumentError
+from yolo3.core.cpus import usable_cores
 
 __all__ = ["Declared", "Number", "InputPath", "MediaSource", "OutputPath", "Text", "FORMATS",
            "ENVIRONMENT",
@@ -313,7 +314,7 @@ class Text(Declared):
 
 
 def _cores() -> int:
-    return os.cpu_count() or 1
+    return usable_cores()
 
 
 def _max_cpu_replicas() -> int:

@@ -17,12 +17,12 @@ plan; ``repeat`` makes one endless stream (``steps_per_epoch``) whose batch ``k`
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, Iterator, Optional, Sequence
 
 import keras
 import numpy as np
 
+from yolo3.core.cpus import usable_cores
 from yolo3.data.annotations import Record
 from yolo3.data.dataset_config import (
     DatasetConfig,
@@ -45,11 +45,7 @@ __all__ = ["NumpyBatches", "default_workers"]
 
 def default_workers() -> int:
     """The cores this process may use (at most 32): the pipeline's default worker count."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 32))
+    return min(usable_cores(), 32)
 
 
 class NumpyBatches(keras.utils.PyDataset):
