@@ -14,7 +14,7 @@ from yolo3.config.specs import all_specs, get_spec
 from yolo3.modeling import batch_norm
 from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.graph_surgery import FoldedBatchNorm, fold_batch_norms
+from yolo3.modeling.graph_surgery import FoldedBatchNorm, channels_first_twin, fold_batch_norms
 from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.modeling.schedules import WarmupCosine
 from yolo3.ops.targets import preprocess_true_boxes
@@ -149,6 +149,20 @@ def _folded(tmp_path):
     _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
 
 
+def _channels_first(tmp_path):
+    spec = TINY
+    folded = fold_batch_norms(build_spec_body(spec, CLASSES, input_shape=HW))
+    twin = channels_first_twin(folded)
+    images, y_true = _batch(spec)
+    for a, b in zip(_outputs(folded, images), _outputs(twin, images)):
+        np.testing.assert_allclose(b, a, atol=1e-4 * max(1.0, np.abs(a).max()))
+    reloaded = _round_trip_model(twin, tmp_path)
+    for a, b in zip(_outputs(twin, images), _outputs(reloaded, images)):
+        np.testing.assert_array_equal(a, b)
+    template = yolo_training_model(reloaded, spec.default_anchors(), CLASSES)
+    _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
+
+
 def _fused_batch_norm(tmp_path):
     spec = TINY
     body = build_spec_body(spec, CLASSES, input_shape=HW, fused_batch_norm=True)
@@ -189,6 +203,7 @@ CASES = [*(_body_case(s) for s in all_specs()),
          Case("AnchorFreeLoss", _anchor_free_loss_layer, ("yolo3>AnchorFreeLoss",)),
          Case("WarmupCosine", _schedule, ("yolo3>WarmupCosine",)),
          Case("FoldedBatchNorm", _folded, ("yolo3>FoldedBatchNorm",)),
+         Case("ChannelsFirstConv2D", _channels_first, ("yolo3>ChannelsFirstConv2D",)),
          Case("BatchNormalization (fused)", _fused_batch_norm, ("yolo3>BatchNormalization",)),
          Case("identity_loss", _identity_loss, ("yolo3>identity_loss",)),
          Case("ReplicaWrapper", _replica_wrapper)]
