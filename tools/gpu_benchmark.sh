@@ -5,6 +5,9 @@
 #   bash tools/gpu_benchmark.sh --prepare    # here: Keras and what it needs that the GPU image
 #                                            # lacks, as Python 3.12 wheels in .whl/, and the
 #                                            # photo-style training set in .gpu_data/ (carry both)
+#   bash tools/gpu_benchmark.sh --prepare-peer  # here: Ultralytics and what it needs there
+#                                            # (57 MB in .whl_peer/): carry .whl and .whl_peer,
+#                                            # not .gpu_data (64 MiB in all); the set is made there
 #   bash tools/gpu_benchmark.sh --dry-run    # anywhere: every step at toy scale
 #   bash tools/gpu_benchmark.sh              # on the GPU machine: installs .whl/ into /tmp/site;
 #                                            # under 8 minutes in all
@@ -18,9 +21,12 @@
 #      (1,000 training and 200 validation images, made here by --prepare, or there when not
 #      carried), JAX, mixed bfloat16, fed by the NumPy pipeline from every core: each epoch's
 #      training seconds and mAP@0.5:0.95 ($OUT/tta_<variant>.csv, yolo3's history.csv);
+#      The peer, where Ultralytics imports (carried by --prepare-peer): yolov3-tinyu trained
+#      from scratch on the same set, size, batch and epochs as tiny-af, on the GPU in mixed
+#      precision, scored by the same COCO evaluation (`yolo3 benchmark recipe --peer-only`);
 #   3. backends: YOLOv3-416 and tiny-af training images/s at batch 32 in mixed bfloat16 on JAX
 #      (jit) and PyTorch, the FLOP utilisation against the GPU's dense bf16 peak, detection
-#      latency and throughput ($OUT/backends_gpu.json).
+#      latency and throughput ($OUT/backends_gpu.json); skipped when the peer ran (time).
 # PYTHON picks the interpreter (default python3). --fetch-wheels is --prepare's old name.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +37,17 @@ prepare_data() {  # prepare_data FOLDER COUNT: the photo-style set, 1/6 of it fo
     "$PY" -m yolo3 synth --style photo --out "$1" --num-images "$2" --val-fraction 0.1667 \
         --seed 0 --quiet
 }
+
+if [[ "${1:-}" == "--prepare-peer" ]]; then
+    mkdir -p .whl_peer
+    grep -qx '/.whl_peer/' .git/info/exclude 2>/dev/null || echo '/.whl_peer/' >> .git/info/exclude
+    "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d .whl_peer ultralytics ultralytics-thop \
+        ultralytics-platform polars polars-runtime-32 || exit 1
+    du -sh .whl_peer
+    exit 0
+fi
 
 if [[ "${1:-}" == "--prepare" || "${1:-}" == "--fetch-wheels" ]]; then
     mkdir -p .whl
@@ -46,8 +63,10 @@ if [[ "${1:-}" == "--prepare" || "${1:-}" == "--fetch-wheels" ]]; then
 fi
 
 if [[ -d .whl ]] && ! "$PY" -c "import keras" 2>/dev/null; then
+    wheels=(.whl/*.whl)
+    [[ -d .whl_peer ]] && wheels+=(.whl_peer/*.whl)
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl
+        --target /tmp/site "${wheels[@]}"
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -79,7 +98,8 @@ if [[ "${1:-}" == "--dry-run" ]]; then
     backends=(--size 64 --batch 2 --steps 1)
     tta=(--input-size 64 --batch-size 2)
     epochs=(1 1)
-    limits=(300 600 600 600)
+    limits=(300 600 600 600 600)
+    peer_device=cpu
     DATA="$work/data"
     prepare_data "$DATA" 12 || exit 1
 else
@@ -87,7 +107,8 @@ else
     backends=(--size 416 --batch 32 --steps 10)
     tta=(--input-size 416 --batch-size 32)
     epochs=(20 10)
-    limits=(75 150 150 100)
+    limits=(75 120 120 150 100)
+    peer_device=0
     if [[ ! -f "$DATA/train.txt" ]]; then  # not carried: made here (about a minute)
         DATA="$work/data"
         prepare_data "$DATA" 1200 || exit 1
@@ -108,9 +129,23 @@ tta() {  # tta VARIANT EPOCHS LIMIT: train from scratch, then keep and print its
     fi
 }
 tta tiny-af "${epochs[0]}" "${limits[1]}"
+peer=0
+if "$PY" -c "import ultralytics" 2>/dev/null; then
+    peer=1
+    step "2 the peer, yolov3-tinyu" "${limits[3]}" "$PY" -m yolo3 benchmark recipe \
+        --variant tiny-af --data "$DATA" "${tta[@]}" --epochs "${epochs[0]}" --cpu-replicas 0 \
+        --peer ultralytics --peer-only --peer-python "$(command -v "$PY")" \
+        --peer-device "$peer_device" --threads 8 --json "$out/peer_tiny-af.json"
+else
+    echo "== 2 the peer: Ultralytics does not import here (--prepare-peer, then carry .whl_peer)"
+fi
 tta yolov3 "${epochs[1]}" "${limits[2]}"
 
-step "3 backends" "${limits[3]}" "$PY" -m yolo3 benchmark backends --backends jax torch \
-    --variants yolov3 tiny-af --precision mixed_bfloat16 "${backends[@]}" \
-    --json "$out/backends_gpu.json"
+if [[ $peer == 1 && "${1:-}" != "--dry-run" ]]; then
+    echo "== 3 backends: skipped (the peer ran; measured on 2026-11-27, docs/benchmarks.md)"
+else
+    step "3 backends" "${limits[4]}" "$PY" -m yolo3 benchmark backends --backends jax torch \
+        --variants yolov3 tiny-af --precision mixed_bfloat16 "${backends[@]}" \
+        --json "$out/backends_gpu.json"
+fi
 exit $failed

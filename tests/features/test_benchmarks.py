@@ -113,7 +113,8 @@ for image in open(args["--val-list"]).read().split():
     dets.append({"image": image, "boxes": boxes, "scores": [0.9] * len(boxes), "classes": classes})
 os.makedirs(args["--out"], exist_ok=True)
 json.dump(dets, open(os.path.join(args["--out"], "detections.json"), "w"))
-json.dump({"training_seconds": 1.5, "ultralytics": "fake", "torch": "none", "model": args.get("--model", "yolov3-tinyu.yaml")},
+json.dump({"training_seconds": 1.5, "ultralytics": "fake", "torch": "none", "model": args.get("--model", "yolov3-tinyu.yaml"),
+           "device": args.get("--device")},
           open(os.path.join(args["--out"], "peer.json"), "w"))
 assert args["--batch"] == "16" and args["--imgsz"] == "96" and args["--epochs"] == "3", args
 '''
@@ -139,6 +140,32 @@ def test_peer_is_exported_in_the_yolo_layout_and_scored_like_ours(tmp_path):
     assert result["mAP50"] == pytest.approx(1.0) and result["mAP50_95"] == pytest.approx(1.0)
     assert result["seconds"] == 1.5 and result["global_batch"] == 16
     assert len(os.listdir(work / "yolo" / "labels" / "val")) == 6
+    assert result["facts"]["device"] == "cpu"  # the default
+    args.peer_device = "0"
+    work = tmp_path / "work0"
+    work.mkdir()
+    assert peer_run(args, str(tmp_path / "d"), str(work), 16)["facts"]["device"] == "0"
+
+
+def test_peer_only_trains_the_peer_and_nothing_of_yolo3(tmp_path, monkeypatch, capsys):
+    from yolo3.benchmarks import recipe
+    from yolo3.cli import build_parser
+
+    def never(*a, **k):
+        raise AssertionError("yolo3 trained with --peer-only")
+    peer = {"seconds": 3.0, "mAP50": 0.5, "mAP50_95": 0.25, "global_batch": 4, "threads": 2,
+            "facts": {"ultralytics": "fake", "model": "yolov3-tinyu.yaml", "torch": "none"}}
+    monkeypatch.setattr(recipe, "run_child", never)
+    monkeypatch.setattr(recipe, "peer_run", lambda *a: peer)
+    monkeypatch.setattr(recipe, "check_peer_python", lambda args: None)
+    monkeypatch.setattr(recipe, "matmul_peak_gflops", lambda: 100.0)
+    args = build_parser().parse_args([
+        "benchmark", "recipe", "--peer", "ultralytics", "--peer-only", "--peer-device", "0",
+        "--num-images", "4", "--val-images", "2", "--image-size", "64", "--input-size", "64",
+        "--batch-size", "4", "--cpu-replicas", "0", "--epochs", "1"])
+    assert args.peer_device == "0"
+    assert recipe.run(args) == 0
+    assert "| ultralytics fake yolov3-tinyu.yaml" in capsys.readouterr().out
 
 
 def test_peer_needs_its_own_python(tmp_path):

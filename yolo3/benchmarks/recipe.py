@@ -219,7 +219,8 @@ def peer_run(args: argparse.Namespace, data: str, folder: str, global_batch: int
     out = os.path.join(folder, "peer")
     facts = run_peer(args.peer_python, prepared, out, threads, [
         "--imgsz", str(args.input_size), "--epochs", str(args.epochs), "--batch",
-        str(global_batch), "--seed", str(args.seed), "--score", "0.001", "--iou", "0.45"], folder)
+        str(global_batch), "--seed", str(args.seed), "--score", "0.001", "--iou", "0.45",
+        "--device", getattr(args, "peer_device", "cpu")], folder)
     figures = score_peer_detections(os.path.join(out, "detections.json"), prepared)
     return {"seconds": facts["training_seconds"], "mAP50": figures["mAP50"] or 0.0,
             "mAP50_95": figures["mAP50_95"] or 0.0, "facts": facts, "global_batch": global_batch,
@@ -247,7 +248,8 @@ def run(args: argparse.Namespace) -> int:
                                       os.path.join(tmp, "anchors.txt"))
         pipelines = getattr(args, "pipelines", None) or [None]
         # one contender per batch size, recipe and input pipeline
-        for batch, name, pipeline in [(b, n, p) for b in batches for n in args.recipes
+        recipes = [] if getattr(args, "peer_only", False) else args.recipes
+        for batch, name, pipeline in [(b, n, p) for b in batches for n in recipes
                                       for p in pipelines]:
             group = name if len(batches) == 1 else f"{name}@{batch * replicas}"
             group = group if pipeline is None else f"{group}/{pipeline}"

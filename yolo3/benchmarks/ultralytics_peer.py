@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     p.add_argument("--score", type=float, default=0.005)
     p.add_argument("--iou", type=float, default=0.45)
     p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cpu", help="cpu, or a CUDA device index (then mixed "
+                   "precision, and --threads data-loading workers)")
     p.add_argument("--sahi-tile", type=int, default=0)
     p.add_argument("--sahi-overlap", type=float, default=0.2)
     args = p.parse_args(argv)
@@ -46,19 +48,23 @@ def main(argv=None) -> int:
     from ultralytics import YOLO
 
     os.makedirs(args.out, exist_ok=True)
+    gpu = args.device != "cpu"
+    if gpu:  # its AMP check downloads a model, which offline fails: mixed precision as asked
+        from ultralytics.engine import trainer
+        trainer.check_amp = lambda model: True
     model = YOLO(args.model)
     start = time.perf_counter()
     model.train(data=args.data, imgsz=args.imgsz, epochs=args.epochs, batch=args.batch,
-                device="cpu", workers=0, seed=args.seed, deterministic=False, plots=False,
-                pretrained=False, amp=False, val=False, project=args.out, name="train",
-                exist_ok=True, verbose=False)
+                device=args.device, workers=args.threads if gpu else 0, seed=args.seed,
+                deterministic=False, plots=False, pretrained=False, amp=gpu, val=False,
+                project=args.out, name="train", exist_ok=True, verbose=False)
     seconds = time.perf_counter() - start
     with open(args.val_list, encoding="utf-8") as f:
         images = [line.strip() for line in f if line.strip()]
     detections = []
     for image in images:
         result = model.predict(image, imgsz=args.imgsz, conf=args.score, iou=args.iou,
-                               max_det=100, device="cpu", verbose=False)[0]
+                               max_det=100, device=args.device, verbose=False)[0]
         boxes = result.boxes
         detections.append({"image": image, "boxes": boxes.xyxy.tolist(),
                            "scores": boxes.conf.tolist(),
@@ -70,6 +76,7 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, "peer.json"), "w", encoding="utf-8") as f:
         json.dump({"training_seconds": seconds, "ultralytics": ultralytics.__version__,
                    "torch": torch.__version__, "threads": args.threads, "model": args.model,
+                   "device": args.device,
                    "python": sys.version.split()[0]}, f)
     return 0
 

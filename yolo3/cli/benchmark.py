@@ -176,6 +176,13 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Python of an environment with ultralytics installed")
     p.add_argument("--threads", type=Number(int, 1, 1024), default=None,
                    help="CPU threads for the peer (default: the cores yolo3 uses)")
+    p.add_argument("--peer-device", default="cpu",
+                   type=Text(max_length=3, pattern=r"cpu|[0-9]{1,2}", pattern_words="cpu or a "
+                             "CUDA device index", example="0"),
+                   help="where the peer trains and predicts: cpu (default) or a CUDA device index "
+                        "(then in mixed precision, with --threads data-loading workers)")
+    p.add_argument("--peer-only", action="store_true",
+                   help="train the peer alone (yolo3's own run made elsewhere on the same data)")
     p.add_argument("--augment", choices=["full", "light", "none"], default="light",
                    help="augmentation for both (default light, the 0.2 demo's)")
     p.add_argument("--cpu-replicas", type=REPLICAS0, default=2, help="logical CPU replicas through the "
@@ -187,7 +194,8 @@ def _recipe_arguments(p: argparse.ArgumentParser) -> None:
                         "final mAP (default: --seed alone)")
     p.add_argument("--data", default=None, type=InputPath("folder"), help="an existing dataset "
                    "folder (train.txt, val.txt, classes.txt) instead of generating one")
-    p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"])
+    p.add_argument("--recipes", nargs="+", choices=["old", "new"], default=["old", "new"],
+                   help="yolo3's recipes to train: old (keras-yolo3's), new (the defaults)")
     p.add_argument("--pipelines", nargs="+", choices=["tf", "numpy"], default=None,
                    help="train each recipe once per input pipeline, side by side (tf.data "
                    "against the NumPy/OpenCV pipeline; default: the run's automatic choice)")

@@ -117,6 +117,8 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
         Needs("--photos", ("--style",), _PHOTO, values=("photo",)),
         Needs("--peer-python", ("--peer",), "it runs the peer"),
         Needs("--threads", ("--peer",), "it sets the peer's threads"),
+        Needs("--peer-device", ("--peer",), "it places the peer"),
+        Needs("--peer-only", ("--peer",), "it trains the peer alone"),
     ),
     "benchmark inference": (
         Needs("--weights", ("--cfg",), "Darknet weights are read by their cfg"),
