@@ -165,7 +165,28 @@ def test_peer_only_trains_the_peer_and_nothing_of_yolo3(tmp_path, monkeypatch, c
         "--batch-size", "4", "--cpu-replicas", "0", "--epochs", "1"])
     assert args.peer_device == "0"
     assert recipe.run(args) == 0
-    assert "| ultralytics fake yolov3-tinyu.yaml" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| ultralytics fake yolov3-tinyu.yaml" in out
+    assert "  the peer: 3 s, mAP@0.5 0.500, mAP@0.5:0.95 0.250" in out  # printed as it ends
+
+
+def test_each_run_is_printed_as_it_ends(tmp_path, monkeypatch, capsys):
+    """A benchmark stopped at its time limit (the GPU script's steps) still shows its finished
+    runs: each run's line comes before the tables."""
+    from yolo3.benchmarks import recipe
+    from yolo3.cli import build_parser
+    history = {"seconds": [2.0, 3.0], "mAP50": [0.1, 0.4], "mAP50_95": [0.05, 0.2],
+               "loss": [9.0, 5.0]}
+    monkeypatch.setattr(recipe, "run_child", lambda *a, **k: dict(history))
+    monkeypatch.setattr(recipe, "matmul_peak_gflops", lambda: 100.0)
+    args = build_parser().parse_args([
+        "benchmark", "recipe", "--recipes", "new", "--num-images", "4", "--val-images", "2",
+        "--image-size", "64", "--input-size", "64", "--batch-size", "4", "--cpu-replicas", "0",
+        "--epochs", "2"])
+    assert recipe.run(args) == 0
+    out = capsys.readouterr().out
+    line = "  new: 2 epochs in 5 s, mAP@0.5 0.400, mAP@0.5:0.95 0.200"
+    assert line in out and out.index(line) < out.index("| epoch |")
 
 
 def test_peer_needs_its_own_python(tmp_path):

@@ -269,10 +269,15 @@ def run(args: argparse.Namespace) -> int:
                 history["global_batch"] = batch * replicas
                 history["group"], history["seed"] = group, seed
                 curves[label] = history
+                print(f"  {label}: {len(history['time'])} epochs in {history['time'][-1]:.0f} s, "
+                      f"mAP@0.5 {history['mAP50'][-1]:.3f}, mAP@0.5:0.95 "
+                      f"{history['mAP50_95'][-1]:.3f}", flush=True)
         if args.peer:
             print(f"training the peer ({args.peer}, global batch {batches[0] * replicas}) ...",
                   flush=True)
             peer = peer_run(args, data, tmp, batches[0] * replicas)
+            print(f"  the peer: {peer['seconds']:.0f} s, mAP@0.5 {peer['mAP50']:.3f}, "
+                  f"mAP@0.5:0.95 {peer['mAP50_95']:.3f}", flush=True)
     print(machine_line(peak))
     anchor_text = ("an anchor-free head" if get_spec(args.variant).anchor_free
                    else f"{args.anchors} anchors")
