@@ -23,7 +23,8 @@ def test_the_earlier_call_and_the_defaults_that_follow_training():
                                           anchor_mask=[[0]], assign_iou=0.3, true_boxes=True,
                                           seed=2)
     assert config.targets == TargetEncoding([[10, 13]], 3, [[0]], 0.3, True)
-    assert (config.input_shape, config.batch_size, config.seed) == ((64, 96), 4, 2)
+    assert (config.input_size, config.batch_size, config.seed) == ((64, 96), 4, 2)
+    assert config.input_shape == config.input_size  # the 0.5 name, read-only
     assert config.shuffles and config.drops_remainder
     assert DatasetConfig.from_arguments((64, 64), None, 3, 2, training=False,
                                         targets=False).targets is None

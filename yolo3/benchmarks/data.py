@@ -135,7 +135,7 @@ def _stream(kind: str, records, config, workers: int, num_classes: int
         from yolo3.data.pipeline import make_dataset  # imports TensorFlow: its contender only
         return iter(make_dataset(records, config).repeat()), lambda: None
     if kind == "classic":
-        return (classic_generator(records, config.input_shape, YOLO_ANCHORS, num_classes,
+        return (classic_generator(records, config.input_size, YOLO_ANCHORS, num_classes,
                                   config.batch_size, seed=config.seed), lambda: None)
     if kind == "numpy":  # as fit reads it: Keras's adapter, its enqueuer's worker threads
         batches = NumpyBatches(records, config, workers=workers, repeat=True)

@@ -61,7 +61,7 @@ class DatasetConfig:
     objects. ``num_parallel_calls``: tf.data's parallel calls (the NumPy pipeline has workers).
     """
 
-    input_shape: Tuple[int, int]
+    input_size: Tuple[int, int]
     batch_size: int
     training: bool
     targets: Optional[TargetEncoding] = None
@@ -85,6 +85,11 @@ class DatasetConfig:
         encoding = (TargetEncoding(anchors, num_classes, anchor_mask, assign_iou, true_boxes)
                     if targets else None)
         return cls(tuple(input_shape), batch_size, training, encoding, **options)
+
+    @property
+    def input_shape(self) -> Tuple[int, int]:
+        """``input_size``'s name before yolo3 0.6 (read-only)."""
+        return self.input_size
 
     @property
     def shuffles(self) -> bool:
@@ -121,7 +126,7 @@ def make_planner(records: Sequence[Record], config: DatasetConfig, seed: int,
             config.augment is not None or config.tiles is not None))):
         raise ValueError("cache keeps decoded images in the records' order: only for "
                          "unshuffled, unaugmented batches")
-    return Planner(image_hws, [r.boxes for r in records], config.input_shape, seed,
+    return Planner(image_hws, [r.boxes for r in records], config.input_size, seed,
                    training=config.training, shuffle=config.shuffles,
                    batch_size=config.batch_size, augment=config.augment,
                    multi_scale=config.multi_scale, tiles=config.tiles)

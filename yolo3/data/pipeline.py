@@ -114,7 +114,7 @@ class _Elements:
         self.paths = tf.constant(paths)
         self.orientations = tf.constant(orientations, tf.int32)
         self.augment = planner.augment
-        self.fixed_hw = tuple(config.input_shape) if planner.multi_scale is None else None
+        self.fixed_hw = tuple(config.input_size) if planner.multi_scale is None else None
         if config.targets is not None and config.targets.anchors is not None:
             self.anchors = np.asarray(config.targets.anchors, np.float32).reshape(-1, 2)
 

@@ -60,7 +60,7 @@ class TrainData:
     masks: List[List[int]]
     records: list
     val_records: list
-    hw: Tuple[int, int]
+    input_size: Tuple[int, int]  # (h, w), checked against the variant's strides
     tile: Optional[int] = None  # tiled training and sliced validation: the tile size in pixels
     class_weights: Optional[np.ndarray] = None  # (C,) each positive's loss weight by its class
 
@@ -77,7 +77,7 @@ class TrainData:
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
-                         class_names=self.class_names, variant=self.spec.name, input_size=self.hw,
+                         class_names=self.class_names, variant=self.spec.name, input_size=self.input_size,
                          head=self.spec.head)
 
 
@@ -131,16 +131,17 @@ def prepare_data(config: TrainConfig) -> TrainData:
                        "uses the first %d of each", len(crowded), settings.max_boxes,
                        crowded[0][0].path, crowded[0][1], settings.max_boxes,
                        extra={"settings": ("max_boxes",)})
-    hw = spec.check_input_size(config.model.input_size)
+    input_size = spec.check_input_size(config.model.input_size)  # the one check
     if not spec.anchor_free:
-        anchors = anchors_for(records, anchors, auto, hw, config.seed)
-    tile = tile_for(records, settings.tile, hw)
+        anchors = anchors_for(records, anchors, auto, input_size, config.seed)
+    tile = tile_for(records, settings.tile, input_size)
     if tile:  # sliced validation: refused now if an image would need too many tiles
         check_tile_count([r.image_hw for r in val_records if r.image_hw is not None], tile,
                          settings.tile_overlap)
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
-    return TrainData(spec, class_names, anchors, masks, records, val_records, hw, tile, weights)
+    return TrainData(spec, class_names, anchors, masks, records, val_records, input_size, tile,
+                     weights)
 
 
 def repeated_records(records: list, threshold: float, num_classes: int, seed: int) -> list:

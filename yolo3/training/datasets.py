@@ -80,9 +80,9 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     (:func:`pick_pipeline`)."""
     settings = config.data
     pipeline = pick_pipeline(config, placement)
-    hw = data.hw
-    shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, hw) if settings.multi_scale
-              else None)
+    input_size = data.input_size
+    shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, input_size)
+              if settings.multi_scale else None)
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
@@ -91,7 +91,7 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     # is left out of val_loss there (the mAP evaluation sees every image)
     # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
     whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
-    validation = DatasetConfig(hw, placement.global_batch,
+    validation = DatasetConfig(input_size, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
                                drop_remainder=True if whole_batches else None)
@@ -120,6 +120,6 @@ def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[Any]:
     order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
     records = [data.records[i] for i in sorted(order)]
     return _batches(records, DatasetConfig(
-        data.hw, min(16, count), training=False, max_boxes=config.data.max_boxes,
+        data.input_size, min(16, count), training=False, max_boxes=config.data.max_boxes,
         seed=config.seed, augment=None, cache=True), pick_pipeline(config),
         config.data.data_workers)
