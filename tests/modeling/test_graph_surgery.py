@@ -153,6 +153,11 @@ def test_the_channels_first_twin_gives_the_folded_bodys_maps(variant, shape):
                                               shape))
     twin = channels_first_twin(folded)
     x = np.random.default_rng(2).uniform(0, 1, (2, 64, 96, 3)).astype(np.float32)
+    kinds = [type(layer).__name__ for layer in twin.layers]
+    assert "LeakyReLU" not in kinds and "FoldedBatchNorm" not in kinds  # fused, left out
+    assert kinds.count("ChannelsFirstConv2D") == sum(
+        isinstance(layer, keras.layers.Conv2D) for layer in folded.layers)
+    assert len(twin.layers) < len(folded.layers) * 0.6
 
     def maps(model):
         return [np.asarray(keras.ops.convert_to_numpy(o)) for o in model(x, training=False)]

@@ -171,3 +171,23 @@ def test_py_dataset_epoch_reads_as_fit_does_and_ends_the_epoch():
         end()
         assert got == [[epoch, 0], [epoch, 1], [epoch, 2]]
     assert dataset.epoch == 2
+
+
+def test_call_graph_lists_this_models_calls_in_order_even_of_shared_layers():
+    image = keras.Input((4, 4, 3), name="image")
+    conv = keras.layers.Conv2D(2, 1, name="conv")
+    relu = keras.layers.ReLU(name="relu")
+    first = keras.Model(image, relu(conv(image)))
+    other = keras.Input((4, 4, 3), name="other")
+    added = keras.layers.Add(name="add")([relu(conv(other)), conv(other)])  # conv called twice
+    second = keras.Model(other, added)
+    calls = keras_compat.call_graph(second)
+    names = [layer.name for layer, _, _ in calls]
+    assert names.count("conv") == 2 and names[0] == "other" and names[-1] == "add"
+    assert "image" not in names  # the first model's input is not this graph's
+    produced = set()
+    for layer, inputs, outputs in calls:  # every input made before it is used
+        assert all(id(t) in produced for t in inputs), layer.name
+        produced.update(id(t) for t in outputs)
+    assert [layer.name for layer, _, _ in keras_compat.call_graph(first)] == ["image", "conv",
+                                                                               "relu"]

@@ -5,13 +5,19 @@ Both return new functional models with the same weights values; the body itself 
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, List, Optional
 
 import keras
 import numpy as np
 
 from yolo3.modeling.batch_norm import BatchNormalization, has_fused_batch_norms
-from yolo3.modeling.keras_compat import inbound_tensors, node_counts, producing_layer
+from yolo3.modeling.keras_compat import (
+    all_layers,
+    call_graph,
+    inbound_tensors,
+    node_counts,
+    producing_layer,
+)
 
 __all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_compute_dtype",
            "keras_batch_norms", "float32_body", "ChannelsFirstConv2D", "channels_first_twin",
@@ -33,6 +39,8 @@ class FoldedBatchNorm(keras.layers.Layer):
 # layers that compute the same whatever the channel axis (elementwise, or an identity)
 _LAYOUT_FREE = (keras.layers.InputLayer, keras.layers.Identity, keras.layers.Add,
                 keras.layers.LeakyReLU, keras.layers.Activation, FoldedBatchNorm)
+# layers a channels-first twin leaves out (their output is their input)
+_PASS_THROUGH = (keras.layers.Identity, FoldedBatchNorm)
 # layers that take a data_format or a channel axis
 _LAYOUT_BOUND = (keras.layers.Conv2D, keras.layers.ZeroPadding2D, keras.layers.UpSampling2D,
                  keras.layers.MaxPooling2D, keras.layers.Concatenate,
@@ -150,12 +158,15 @@ class ChannelsFirstConv2D(keras.layers.Layer):
     """A 2-D convolution of channels-first data ``(B, c, h, w)`` whose kernel is kept as ``(out,
     in, kh, kw)``: the layout PyTorch's convolution takes, so that Keras's re-laying of a
     ``(kh, kw, in, out)`` kernel on every call (a strided copy: 16 of the 33 ms of tiny-af's
-    forward on a CPU) becomes a view. Built from a Keras ``Conv2D``'s config (linear, one group);
-    :meth:`load` takes that layer's weights."""
+    forward on a CPU) becomes a view. Built from a Keras ``Conv2D``'s config (linear, one group),
+    with the ``LeakyReLU`` that follows it fused in (``leaky_alpha``; None: none); :meth:`load`
+    takes that layer's weights."""
 
     def __init__(self, filters: int, kernel_size, strides=(1, 1), padding: str = "valid",
-                 use_bias: bool = True, dilation_rate=(1, 1), **kwargs):
+                 use_bias: bool = True, dilation_rate=(1, 1), leaky_alpha: Optional[float] = None,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.leaky_alpha = None if leaky_alpha is None else float(leaky_alpha)
         self.filters = int(filters)
         self.kernel_size = tuple(int(k) for k in kernel_size)
         self.strides = tuple(int(k) for k in strides)
@@ -164,15 +175,16 @@ class ChannelsFirstConv2D(keras.layers.Layer):
         self.dilation_rate = tuple(int(k) for k in dilation_rate)
 
     @classmethod
-    def from_conv_config(cls, config: dict) -> "ChannelsFirstConv2D":
-        """The layer standing in for a ``Conv2D`` of ``config`` (ValueError for what it lacks:
-        an activation, groups)."""
+    def from_conv_config(cls, config: dict, leaky_alpha: Optional[float] = None
+                         ) -> "ChannelsFirstConv2D":
+        """The layer standing in for a ``Conv2D`` of ``config`` and the ``LeakyReLU`` of
+        ``leaky_alpha`` after it (ValueError for what it lacks: an activation, groups)."""
         activation = config.get("activation", "linear")
         if activation not in ("linear", None) or int(config.get("groups", 1)) != 1:
             raise ValueError(f"convolution {config.get('name')!r}: a channels-first twin takes "
                              f"linear convolutions of one group")
         return cls(config["filters"], config["kernel_size"], config["strides"], config["padding"],
-                   config["use_bias"], config["dilation_rate"], name=config["name"],
+                   config["use_bias"], config["dilation_rate"], leaky_alpha, name=config["name"],
                    dtype=config.get("dtype"))
 
     def build(self, input_shape):
@@ -195,6 +207,8 @@ class ChannelsFirstConv2D(keras.layers.Layer):
         if self.use_bias:
             out = out + keras.ops.reshape(keras.ops.cast(self.bias, self.compute_dtype),
                                           (1, self.filters, 1, 1))
+        if self.leaky_alpha is not None:
+            out = keras.ops.leaky_relu(out, negative_slope=self.leaky_alpha)
         return out
 
     def compute_output_shape(self, input_shape):
@@ -206,20 +220,56 @@ class ChannelsFirstConv2D(keras.layers.Layer):
         config = super().get_config()
         config.update(filters=self.filters, kernel_size=list(self.kernel_size),
                       strides=list(self.strides), padding=self.padding, use_bias=self.use_bias,
-                      dilation_rate=list(self.dilation_rate))
+                      dilation_rate=list(self.dilation_rate), leaky_alpha=self.leaky_alpha)
         return config
 
 
 def channels_first_twin(model: keras.Model) -> keras.Model:
     """A copy of functional ``model`` (channels-last ``(B, h, w, 3)`` in, channels-last maps out)
-    that computes in channels-first inside: one transpose of the input, every convolution
-    (:class:`ChannelsFirstConv2D`, its kernel kept in PyTorch's layout), padding, pooling,
-    upsampling, concatenation and batch norm on ``(B, c, h, w)``, one transpose of each output;
-    the same weight values.
+    that computes in channels-first inside and calls fewer layers: one transpose of the input;
+    every convolution a :class:`ChannelsFirstConv2D` (its kernel kept in PyTorch's layout, the
+    ``LeakyReLU`` after it fused in); padding, pooling, upsampling, concatenation and batch norm
+    on ``(B, c, h, w)``; identities (folded batch norms, taps) left out; one transpose of each
+    output. The same weight values, the same maps.
 
     For PyTorch, where Keras's convolution copies every channels-last tensor to channels-first and
-    back and re-lays every kernel on every call. Not for TensorFlow's CPU kernels, which have no
-    channels-first convolution. ValueError naming the first layer it cannot lay out."""
+    back and re-lays every kernel on every call, and every layer call costs Python time. Not for
+    TensorFlow's CPU kernels, which have no channels-first convolution. ValueError naming the first
+    layer it cannot lay out."""
+    _check_twinnable(model)
+    calls = call_graph(model)
+    consumers: Dict[int, List[tuple]] = {}
+    for call in calls:
+        for tensor in call[1]:
+            consumers.setdefault(id(tensor), []).append(call)
+    image = keras.Input(model.input_shape[1:], name="image")
+    twin = {id(model.inputs[0]): keras.layers.Permute((3, 1, 2), name="to_channels_first")(image)}
+    fused = set()
+    for layer, inputs, outputs in calls:
+        if isinstance(layer, keras.layers.InputLayer) or id(outputs[0]) in fused:
+            continue
+        inputs = [twin[id(t)] for t in inputs]
+        if isinstance(layer, _PASS_THROUGH):
+            twin[id(outputs[0])] = inputs[0]
+        elif isinstance(layer, keras.layers.Conv2D):
+            chain = _leaky_chain(outputs[0], consumers)
+            leaky = chain[-1][0].negative_slope if chain else None
+            out = ChannelsFirstConv2D.from_conv_config(layer.get_config(), leaky)(inputs[0])
+            for tensor in [outputs[0], *(link[2][0] for link in chain)]:
+                twin[id(tensor)] = out
+                fused.add(id(tensor))
+        else:
+            twin[id(outputs[0])] = _channels_first_layer(layer)(
+                inputs if len(inputs) > 1 else inputs[0])
+    outputs = [keras.layers.Permute((2, 3, 1), name=f"to_channels_last_{i}")(twin[id(o)])
+               for i, o in enumerate(model.outputs)]
+    copy = keras.Model(image, outputs if len(outputs) > 1 else outputs[0],
+                       name=f"{model.name}_nchw")
+    copy_weights(model, copy)
+    return copy
+
+
+def _check_twinnable(model: keras.Model) -> None:
     for layer in model.layers:
         if isinstance(layer, BatchNormalization) or not isinstance(layer,
                                                                    _LAYOUT_FREE + _LAYOUT_BOUND):
@@ -231,41 +281,38 @@ def channels_first_twin(model: keras.Model) -> keras.Model:
                 raise ValueError(f"no channels-first twin for layer {layer.name!r}: it works on "
                                  f"axis {axis}, not the channels")
 
-    def rebuild(layer):
-        config = layer.get_config()
-        if isinstance(layer, keras.layers.Conv2D):
-            return ChannelsFirstConv2D.from_conv_config(config)
-        if "data_format" in config:
-            config["data_format"] = "channels_first"
-        if isinstance(layer, (keras.layers.Concatenate, keras.layers.BatchNormalization)):
-            config["axis"] = 1
-        return layer.__class__.from_config(config)
 
-    h, w, channels = model.input_shape[1:]
-    inner = keras.models.clone_model(model, clone_function=rebuild,
-                                     input_tensors=keras.Input((channels, h, w)))
-    copy_weights(model, inner)
-    image = keras.Input((h, w, channels), name="image")
-    outputs = inner(keras.layers.Permute((3, 1, 2), name="to_channels_first")(image))
-    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-    back = [keras.layers.Permute((2, 3, 1), name=f"to_channels_last_{i}")(o)
-            for i, o in enumerate(outputs)]
-    return keras.Model(image, back if len(back) > 1 else back[0], name=f"{model.name}_nchw")
+def _leaky_chain(tensor, consumers: Dict[int, List[tuple]]) -> List[tuple]:
+    """The calls of identities and the ``LeakyReLU`` that take a convolution's output ``tensor``,
+    each alone, in order (empty unless the chain ends in a ``LeakyReLU``): what fuses into its
+    twin. Calls as :func:`yolo3.modeling.keras_compat.call_graph` gives them."""
+    chain = []
+    while len(consumers.get(id(tensor), ())) == 1:
+        (call,) = consumers[id(tensor)]
+        chain.append(call)
+        if isinstance(call[0], keras.layers.LeakyReLU):
+            return chain
+        if not isinstance(call[0], _PASS_THROUGH):
+            break
+        tensor = call[2][0]
+    return []
+
+
+def _channels_first_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
+    config = layer.get_config()
+    if "data_format" in config:
+        config["data_format"] = "channels_first"
+    if isinstance(layer, (keras.layers.Concatenate, keras.layers.BatchNormalization)):
+        config["axis"] = 1
+    return layer.__class__.from_config(config)
 
 
 def copy_weights(source: keras.Model, target: keras.Model) -> None:
     """Set each layer of ``target`` (or of a model nested in it) that has weights to the values of
     ``source``'s layer of the same name (a :class:`ChannelsFirstConv2D` re-lays its kernel)."""
-    layers = {layer.name: layer for layer in _all_layers(target)}
+    layers = {layer.name: layer for layer in all_layers(target)}
     for layer in source.layers:
         if isinstance(layers.get(layer.name), ChannelsFirstConv2D):
             layers[layer.name].load(layer)
         elif layer.weights:
             layers[layer.name].set_weights(layer.get_weights())
-
-
-def _all_layers(model: keras.Model):
-    for layer in model.layers:
-        yield layer
-        if isinstance(layer, keras.Model):
-            yield from _all_layers(layer)

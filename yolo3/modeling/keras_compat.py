@@ -27,6 +27,28 @@ def inbound_tensors(layer: keras.layers.Layer, node: int = 0) -> List:
     return list(layer._inbound_nodes[node].input_tensors)
 
 
+def call_graph(model: keras.Model) -> List[tuple]:
+    """Every layer call of functional ``model``'s own graph, each after the calls it takes from:
+    ``(layer, input tensors, output tensors)`` (``_keras_history`` and ``_inbound_nodes``; a layer
+    shared with another model appears with its call in this one)."""
+    order: List[tuple] = []
+    seen = set()
+    pending = [(tensor, False) for tensor in reversed(model.outputs)]
+    while pending:  # depth first, without recursion: a body is hundreds of layers deep
+        tensor, expanded = pending.pop()
+        layer, index, _ = tensor._keras_history
+        node = layer._inbound_nodes[index]
+        if (id(layer), index) in seen:
+            continue
+        if expanded:
+            seen.add((id(layer), index))
+            order.append((layer, list(node.input_tensors), list(node.output_tensors)))
+            continue
+        pending.append((tensor, True))
+        pending.extend((t, False) for t in reversed(list(node.input_tensors)))
+    return order
+
+
 def node_counts(layer: keras.layers.Layer) -> tuple:
     """``(times called, times its output was consumed)`` in the functional graphs it belongs to."""
     return len(layer._inbound_nodes), len(layer._outbound_nodes)
