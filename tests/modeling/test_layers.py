@@ -132,35 +132,30 @@ def _schedule(tmp_path):
     assert not np.array_equal(before, model.get_weights()[0])
 
 
+def _copy_keeps_maps_reloads_and_trains(original, copy, tmp_path) -> None:
+    """``copy`` of ``original`` (a tiny body) gives its maps, reloads to the same maps, and
+    trains as a body."""
+    images, y_true = _batch(TINY)
+    for a, b in zip(_outputs(original, images), _outputs(copy, images)):
+        np.testing.assert_allclose(b, a, atol=1e-4 * max(1.0, np.abs(a).max()))
+    reloaded = _round_trip_model(copy, tmp_path)
+    for a, b in zip(_outputs(copy, images), _outputs(reloaded, images)):
+        np.testing.assert_array_equal(a, b)
+    template = yolo_training_model(reloaded, TINY.default_anchors(), CLASSES)
+    _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
+
+
 def _folded(tmp_path):
-    spec = TINY
-    body = build_spec_body(spec, CLASSES, input_shape=HW)
+    body = build_spec_body(TINY, CLASSES, input_shape=HW)
     folded = fold_batch_norms(body)
     layers = [l for l in folded.layers if isinstance(l, FoldedBatchNorm)]
     assert layers and FoldedBatchNorm.from_config(layers[0].get_config()).name == layers[0].name
-    images, _ = _batch(spec)
-    for a, b in zip(_outputs(body, images), _outputs(folded, images)):
-        np.testing.assert_allclose(a, b, atol=1e-4 * max(1.0, np.abs(a).max()))
-    reloaded = _round_trip_model(folded, tmp_path)
-    for a, b in zip(_outputs(folded, images), _outputs(reloaded, images)):
-        np.testing.assert_array_equal(a, b)
-    template = yolo_training_model(reloaded, spec.default_anchors(), CLASSES)
-    _, y_true = _batch(spec)
-    _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
+    _copy_keeps_maps_reloads_and_trains(body, folded, tmp_path)
 
 
 def _channels_first(tmp_path):
-    spec = TINY
-    folded = fold_batch_norms(build_spec_body(spec, CLASSES, input_shape=HW))
-    twin = channels_first_twin(folded)
-    images, y_true = _batch(spec)
-    for a, b in zip(_outputs(folded, images), _outputs(twin, images)):
-        np.testing.assert_allclose(b, a, atol=1e-4 * max(1.0, np.abs(a).max()))
-    reloaded = _round_trip_model(twin, tmp_path)
-    for a, b in zip(_outputs(twin, images), _outputs(reloaded, images)):
-        np.testing.assert_array_equal(a, b)
-    template = yolo_training_model(reloaded, spec.default_anchors(), CLASSES)
-    _fit_one_step(template, (images, *y_true), np.zeros(len(images), np.float32))
+    folded = fold_batch_norms(build_spec_body(TINY, CLASSES, input_shape=HW))
+    _copy_keeps_maps_reloads_and_trains(folded, channels_first_twin(folded), tmp_path)
 
 
 def _fused_batch_norm(tmp_path):
