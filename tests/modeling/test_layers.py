@@ -14,7 +14,11 @@ from yolo3.config.specs import all_specs, get_spec
 from yolo3.modeling import batch_norm
 from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.graph_surgery import FoldedBatchNorm, channels_first_twin, fold_batch_norms
+from yolo3.modeling.graph_surgery import (
+    FoldedBatchNorm,
+    channels_first_twin,
+    fold_batch_norms,
+)
 from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.modeling.schedules import WarmupCosine
 from yolo3.ops.targets import preprocess_true_boxes

@@ -35,8 +35,8 @@ from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import bfloat16_text, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.op_profile import GROUPS, group, profile_steps
 from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_training_batch  # noqa: F401  (forward_gflops re-exported)
-from yolo3.config.precision import resolve_training_precision
 from yolo3.config.loss_options import LossOptions
+from yolo3.config.precision import resolve_training_precision
 from yolo3.config.specs import get_spec
 from yolo3.config.train_config import default
 from yolo3.data.annotations import load_annotations

@@ -99,7 +99,8 @@ def build_from_weights(path: PathLike, num_classes: int, candidates: Sequence, n
     errors = []
     for spec in candidates:
         # an anchor-free spec ignores the anchor count
-        body = build_spec_body(spec, num_classes, anchors_per_scale or num_anchors // spec.num_scales)
+        body = build_spec_body(spec, num_classes,
+                               anchors_per_scale or num_anchors // spec.num_scales)
         try:
             with warnings.catch_warnings():  # Keras warns on its way to the error reported below
                 warnings.simplefilter("ignore")

@@ -21,8 +21,8 @@ import os
 import re
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from yolo3.core.errors import ArgumentError
 from yolo3.core.cpus import usable_cores
+from yolo3.core.errors import ArgumentError
 
 __all__ = ["Declared", "Number", "InputPath", "MediaSource", "OutputPath", "Text", "FORMATS",
            "ENVIRONMENT",
@@ -313,12 +313,8 @@ class Text(Declared):
         return text
 
 
-def _cores() -> int:
-    return usable_cores()
-
-
 def _max_cpu_replicas() -> int:
-    return max(8, MAX_CPU_REPLICAS_PER_CORE * _cores())
+    return max(8, MAX_CPU_REPLICAS_PER_CORE * usable_cores())
 
 
 # the declarations the commands share
@@ -341,7 +337,7 @@ MOMENTUM = Number(float, 0.0, 1.0, hi_open=True)
 WEIGHT = Number(float, 0.0, 1e6, lo_open=True)  # a relative weight (class shares)
 CPU_REPLICAS = Number(int, 1, _max_cpu_replicas, hi_why=lambda: (
     f"at most {MAX_CPU_REPLICAS_PER_CORE} logical devices per CPU core, and at least 8: this "
-    f"machine has {_cores()} cores"))
+    f"machine has {usable_cores()} cores"))
 GPUS = Number(int, 0, 1024)
 
 

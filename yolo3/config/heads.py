@@ -9,8 +9,9 @@ Two heads, the same questions (:data:`Head`):
   ``4 x reg_max`` distance logits, then ``C`` class logits.
 
 Each answers ``anchor_free``, ``strides``, ``num_scales``, ``anchors_per_scale`` (None without
-anchors), ``channels(num_classes)`` (of every output), ``num_classes(channels)``, ``anchor_array()``, ``mask_lists()`` and ``record()`` (what a
-model file keeps of it: None for the anchor head, whose anchors and masks are fields of their own).
+anchors), ``channels(num_classes)`` (of every output), ``num_classes(channels)``,
+``anchor_array()``, ``mask_lists()`` and ``record()`` (what a model file keeps of it: None for
+the anchor head, whose anchors and masks are fields of their own).
 The layers above ask the head through one function each: the training model
 (:func:`yolo3.modeling.heads.training_model`), the targets
 (:meth:`yolo3.data.dataset_config.TargetEncoding.for_head`), decoding

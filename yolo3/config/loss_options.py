@@ -7,8 +7,8 @@ the one rule of its setting (:func:`yolo3.config.train_config.check_value`). No 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,9 +54,7 @@ class LossOptions:
         return cls(ignore_iou=recipe.ignore_iou, box_loss=recipe.box_loss,
                    label_smoothing=recipe.label_smoothing, objectness=recipe.objectness,
                    box_gain=recipe.box_gain, class_gain=recipe.class_gain,
-                   class_weights=None if class_weights is None else tuple(
-                       np.asarray(class_weights, np.float64).reshape(-1)),
-                   focal_gamma=recipe.focal_gamma)
+                   class_weights=class_weights, focal_gamma=recipe.focal_gamma)
 
     def for_classes(self, num_classes: int) -> "LossOptions":
         """These options, checked for ``num_classes`` classes (ValueError unless there is one
@@ -64,9 +62,3 @@ class LossOptions:
         if self.class_weights is not None and len(self.class_weights) != int(num_classes):
             raise ValueError(f"{len(self.class_weights)} class weights for {num_classes} classes")
         return self
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The options as plain values (a loss layer's config)."""
-        out = asdict(self)
-        out["class_weights"] = None if self.class_weights is None else list(self.class_weights)
-        return out

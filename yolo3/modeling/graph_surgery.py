@@ -1,7 +1,7 @@
 """Copies of a body: batch norms folded into convolutions, another compute dtype, Keras's own
 batch norms in place of yolo3's fused ones, a channels-first twin.
 
-Both return new functional models with the same weights values; the body itself is not changed.
+Each returns a new functional model with the same weight values; the body itself is not changed.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ __all__ = ["FoldedBatchNorm", "fold_batch_norms", "refold_batch_norms", "with_co
            "copy_weights"]
 
 
-
 @keras.saving.register_keras_serializable(package="yolo3")
 class FoldedBatchNorm(keras.layers.Layer):
     """Identity standing in for a BatchNormalization folded into the preceding convolution."""
@@ -36,11 +35,11 @@ class FoldedBatchNorm(keras.layers.Layer):
         return input_shape
 
 
-# layers that compute the same whatever the channel axis (elementwise, or an identity)
-_LAYOUT_FREE = (keras.layers.InputLayer, keras.layers.Identity, keras.layers.Add,
-                keras.layers.LeakyReLU, keras.layers.Activation, FoldedBatchNorm)
 # layers a channels-first twin leaves out (their output is their input)
 _PASS_THROUGH = (keras.layers.Identity, FoldedBatchNorm)
+# layers that compute the same whatever the channel axis (elementwise, or an identity)
+_LAYOUT_FREE = (keras.layers.InputLayer, keras.layers.Add, keras.layers.LeakyReLU,
+                keras.layers.Activation, *_PASS_THROUGH)
 # layers that take a data_format or a channel axis
 _LAYOUT_BOUND = (keras.layers.Conv2D, keras.layers.ZeroPadding2D, keras.layers.UpSampling2D,
                  keras.layers.MaxPooling2D, keras.layers.Concatenate,

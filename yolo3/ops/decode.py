@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 import keras
 from keras import ops
 
-from yolo3.config.heads import Head, head_of
+from yolo3.config.heads import AnchorHead, Head
 from yolo3.ops import anchor_free
 from yolo3.ops.box_ops import corners_to_cxcywh, swap_last_pair
 from yolo3.ops.letterbox import geometry_ops
@@ -101,7 +101,7 @@ def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, imag
     scores), before any threshold. Arguments as :func:`decode_detections`."""
     first = ops.convert_to_tensor(yolo_outputs[0])
     input_shape = _input_hw(first, input_shape)
-    head = head_of(anchors, anchor_mask, None) if head is None else head
+    head = AnchorHead.of(anchors, anchor_mask) if head is None else head
     if head.anchor_free:
         corners, scores = anchor_free.decode_outputs(yolo_outputs, head, num_classes)
         input_wh = ops.cast(swap_last_pair(ops.cast(input_shape, "float32")), "float32")

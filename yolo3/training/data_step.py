@@ -77,8 +77,8 @@ class TrainData:
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
-                         class_names=self.class_names, variant=self.spec.name, input_size=self.input_size,
-                         head=self.spec.head)
+                         class_names=self.class_names, variant=self.spec.name,
+                         input_size=self.input_size, head=self.spec.head)
 
 
 def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[Sources]]:
