@@ -9,24 +9,27 @@
 #                                            # (57 MB in .whl_peer/): carry .whl and .whl_peer,
 #                                            # not .gpu_data (64 MiB in all); the set is made there
 #   bash tools/gpu_benchmark.sh --dry-run    # anywhere: every step at toy scale
-#   bash tools/gpu_benchmark.sh              # on the GPU machine: installs .whl/ into /tmp/site;
-#                                            # under 8 minutes in all
+#   bash tools/gpu_benchmark.sh [STEP...]    # on the GPU machine: installs .whl/ into /tmp/site
 #
-# Steps, each with its own time limit (a step that fails or runs out is reported and the next
-# one runs; every figure is printed as it is measured, so a step cut short still leaves its
-# finished epochs):
-#   1. data: the NumPy input pipeline (what a machine without TensorFlow trains from) at 416 px
-#      with full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads;
-#   2. time to accuracy: tiny-af-416, then YOLOv3-416, from scratch on the photo-style set
-#      (1,000 training and 200 validation images, made here by --prepare, or there when not
-#      carried), JAX, mixed bfloat16, fed by the NumPy pipeline from every core: each epoch's
-#      training seconds and mAP@0.5:0.95 ($OUT/tta_<variant>.csv, yolo3's history.csv);
-#      The peer, where Ultralytics imports (carried by --prepare-peer): yolov3-tinyu trained
-#      from scratch on the same set, size, batch and epochs as tiny-af, on the GPU in mixed
+# Steps, in the order given (default: tta-yolov3 data peer tta-tiny-af backends, what was still
+# unmeasured first), each with its own time limit; a step that fails or runs out is reported and
+# the next one runs. Every figure is printed as it is measured, and each training run's
+# history.csv is copied to $OUT every 10 s, so a step (or a call) cut short keeps its finished
+# epochs:
+#   data: the NumPy input pipeline (what a machine without TensorFlow trains from) at 416 px with
+#      full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads (90 s);
+#   tta-yolov3, tta-tiny-af: time to accuracy, from scratch on the photo-style set (1,000
+#      training and 200 validation images, made by --prepare, or there when not carried), JAX,
+#      mixed bfloat16, fed by the NumPy pipeline from every core: each epoch's training seconds
+#      and mAP@0.5:0.95 ($OUT/tta_<variant>.csv, yolo3's history.csv); tiny-af 20 epochs (about
+#      260 s on an H200, 80 of them compiling), YOLOv3 10 epochs (330 s each at most);
+#   peer: where Ultralytics imports (carried by --prepare-peer), yolov3-tinyu trained from
+#      scratch on the same set, size, batch and epochs as tiny-af, on the GPU in mixed
 #      precision, scored by the same COCO evaluation (`yolo3 benchmark recipe --peer-only`);
-#   3. backends: YOLOv3-416 and tiny-af training images/s at batch 32 in mixed bfloat16 on JAX
+#   backends: YOLOv3-416 and tiny-af training images/s at batch 32 in mixed bfloat16 on JAX
 #      (jit) and PyTorch, the FLOP utilisation against the GPU's dense bf16 peak, detection
-#      latency and throughput ($OUT/backends_gpu.json); skipped when the peer ran (time).
+#      latency and throughput ($OUT/backends_gpu.json).
+# A call runs at most 10 minutes: name the steps that fit (e.g. `tta-yolov3 data`).
 # PYTHON picks the interpreter (default python3). --fetch-wheels is --prepare's old name.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -93,12 +96,15 @@ step() {  # step NAME SECONDS COMMAND...: run it within its time limit and repor
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 "$PY" -c "import os; print('cores:', len(os.sched_getaffinity(0)))"
 
+dry=0
 if [[ "${1:-}" == "--dry-run" ]]; then
+    dry=1
+    shift
     data=(--size 64 --batch-size 2 --batches 1 --warmup 0 --num-images 8 --workers 1 2)
     backends=(--size 64 --batch 2 --steps 1)
     tta=(--input-size 64 --batch-size 2)
-    epochs=(1 1)
-    limits=(300 600 600 600 600)
+    declare -A epochs=([tiny-af]=1 [yolov3]=1)
+    declare -A limits=([data]=300 [tta-tiny-af]=600 [tta-yolov3]=600 [peer]=600 [backends]=600)
     peer_device=cpu
     DATA="$work/data"
     prepare_data "$DATA" 12 || exit 1
@@ -106,46 +112,63 @@ else
     data=(--size 416 --batch-size 32 --batches 10 --warmup 2 --num-images 256 --workers 1 8 16)
     backends=(--size 416 --batch 32 --steps 10)
     tta=(--input-size 416 --batch-size 32)
-    epochs=(20 10)
-    limits=(75 120 120 150 100)
+    declare -A epochs=([tiny-af]=20 [yolov3]=10)
+    declare -A limits=([data]=90 [tta-tiny-af]=300 [tta-yolov3]=330 [peer]=300 [backends]=100)
     peer_device=0
     if [[ ! -f "$DATA/train.txt" ]]; then  # not carried: made here (about a minute)
         DATA="$work/data"
         prepare_data "$DATA" 1200 || exit 1
     fi
 fi
+steps=("$@")
+[[ ${#steps[@]} -gt 0 ]] || steps=(tta-yolov3 data peer tta-tiny-af backends)
+for name in "${steps[@]}"; do
+    [[ -v "limits[$name]" ]] || {
+        echo "gpu_benchmark.sh: unknown step '$name' (data, tta-tiny-af, tta-yolov3, peer," \
+            "backends)" >&2
+        exit 2
+    }
+done
 
-step "1 data" "${limits[0]}" "$PY" -m yolo3 benchmark data --no-classic --mosaic 0 1 "${data[@]}"
-
-tta() {  # tta VARIANT EPOCHS LIMIT: train from scratch, then keep and print its history.csv
-    local variant="$1"
-    step "2 time to accuracy, $variant" "$3" "$PY" -m yolo3 train --variant "$variant" \
-        --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" \
-        --classes "$DATA/classes.txt" "${tta[@]}" --epochs "$2" --precision mixed_bfloat16 \
-        --pipeline numpy --eval-every 1 --output "$work/$variant" --quiet
-    if [[ -f "$work/$variant/history.csv" ]]; then
-        cp "$work/$variant/history.csv" "$out/tta_$variant.csv"
-        cat "$work/$variant/history.csv"
+tta() {  # tta VARIANT: train from scratch; its history.csv is copied to $OUT as it grows
+    local variant="$1" history="$work/$1/history.csv"
+    (while sleep 10; do [[ -f "$history" ]] && cp "$history" "$out/tta_$variant.csv"; done) &
+    local copier=$!
+    step "time to accuracy, $variant" "${limits[tta-$variant]}" "$PY" -m yolo3 train \
+        --variant "$variant" --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" \
+        --classes "$DATA/classes.txt" "${tta[@]}" --epochs "${epochs[$variant]}" \
+        --precision mixed_bfloat16 --pipeline numpy --eval-every 1 --output "$work/$variant" \
+        --quiet
+    kill "$copier" 2>/dev/null
+    wait "$copier" 2>/dev/null
+    if [[ -f "$history" ]]; then
+        cp "$history" "$out/tta_$variant.csv"
+        cat "$history"
     fi
 }
-tta tiny-af "${epochs[0]}" "${limits[1]}"
-peer=0
-if "$PY" -c "import ultralytics" 2>/dev/null; then
-    peer=1
-    step "2 the peer, yolov3-tinyu" "${limits[3]}" "$PY" -m yolo3 benchmark recipe \
-        --variant tiny-af --data "$DATA" "${tta[@]}" --epochs "${epochs[0]}" --cpu-replicas 0 \
-        --peer ultralytics --peer-only --peer-python "$(command -v "$PY")" \
-        --peer-device "$peer_device" --threads 8 --json "$out/peer_tiny-af.json"
-else
-    echo "== 2 the peer: Ultralytics does not import here (--prepare-peer, then carry .whl_peer)"
-fi
-tta yolov3 "${epochs[1]}" "${limits[2]}"
 
-if [[ $peer == 1 && "${1:-}" != "--dry-run" ]]; then
-    echo "== 3 backends: skipped (the peer ran; measured on 2026-11-27, docs/benchmarks.md)"
-else
-    step "3 backends" "${limits[4]}" "$PY" -m yolo3 benchmark backends --backends jax torch \
-        --variants yolov3 tiny-af --precision mixed_bfloat16 "${backends[@]}" \
-        --json "$out/backends_gpu.json"
-fi
+for name in "${steps[@]}"; do
+    case "$name" in
+        data)
+            step data "${limits[data]}" "$PY" -m yolo3 benchmark data --no-classic --mosaic 0 1 \
+                "${data[@]}" ;;
+        tta-tiny-af|tta-yolov3)
+            tta "${name#tta-}" ;;
+        peer)
+            if "$PY" -c "import ultralytics" 2>/dev/null; then
+                step "the peer, yolov3-tinyu" "${limits[peer]}" "$PY" -m yolo3 benchmark recipe \
+                    --variant tiny-af --data "$DATA" "${tta[@]}" --epochs "${epochs[tiny-af]}" \
+                    --cpu-replicas 0 --peer ultralytics --peer-only \
+                    --peer-python "$(command -v "$PY")" --peer-device "$peer_device" --threads 8 \
+                    --json "$out/peer_tiny-af.json"
+            else
+                echo "== the peer: Ultralytics does not import here (--prepare-peer, then carry" \
+                    ".whl_peer)"
+            fi ;;
+        backends)
+            step backends "${limits[backends]}" "$PY" -m yolo3 benchmark backends \
+                --backends jax torch --variants yolov3 tiny-af --precision mixed_bfloat16 \
+                "${backends[@]}" --json "$out/backends_gpu.json" ;;
+    esac
+done
 exit $failed
