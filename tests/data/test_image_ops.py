@@ -18,6 +18,7 @@ from yolo3.data.image_ops import (
     distort_hsv_np,
     letterbox_image_np,
     mosaic_images_np,
+    mosaic_regions,
     resize_bilinear,
 )
 from yolo3.data.images import load_image
@@ -65,6 +66,44 @@ def test_the_image_operations_are_tensorflows(draw):
                         tf.constant(draw.offset_hw), tf.constant(draw.flip),
                         tf.constant([0.0, 1.0, 1.0]), tf.constant([64, 96]), colours=False)
     np.testing.assert_allclose(plain, ref.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("draw", [
+    AugmentDraw((50, 70), (5, -3), False, 0.05, 1.3, 0.8),
+    AugmentDraw((120, 40), (-30, 10), True, -0.08, 0.7, 1.4),
+    AugmentDraw((20, 20), (60, 60), True, 0.0, 1.0, 1.0),
+], ids=["inside", "cropped and flipped", "off the canvas"])
+@pytest.mark.parametrize("colours", [True, False])
+def test_a_region_is_the_whole_canvass_slice(draw, colours):
+    """What a mosaic asks of each source: a quarter of its canvas, the same pixels (to a float
+    ulp with colours: OpenCV's colour conversion takes its vector or its scalar path by where a
+    pixel falls in the row; without colours, bit for bit)."""
+    rng = np.random.default_rng(4)
+    image, _ = textured_scene(rng, 45, 60, 2)
+    whole = augment_image_np(image, draw, (64, 96), colours)
+    for split in [(20, 30), (0, 50), (64, 96), (33, 0)]:
+        for y1, y2, x1, x2 in mosaic_regions(split, (64, 96)):
+            part = augment_image_np(image, draw, (64, 96), colours, (y1, y2, x1, x2))
+            assert part.shape == (y2 - y1, x2 - x1, 3)
+            if colours:
+                np.testing.assert_allclose(part, whole[y1:y2, x1:x2], rtol=0, atol=1e-6)
+            else:
+                np.testing.assert_array_equal(part, whole[y1:y2, x1:x2])
+
+
+def test_the_hue_wraps_as_np_mod_does():
+    """The contiguous-channel HSV step against the plain formula (np.mod), hues at the wrap."""
+    import cv2
+    rng = np.random.default_rng(5)
+    image = rng.uniform(size=(30, 40, 3)).astype(np.float32)
+    image[0, :4] = [[1, 0, 0], [1, 0, 1e-6], [1, 1e-6, 0], [0, 0, 0]]  # hue 0, 359.99.., 0+, none
+    for hue, sat, val in [(0.099, 1.5, 0.7), (-0.099, 0.6, 1.4), (0.0, 1.0, 1.0), (0.5, 1, 1)]:
+        hsv = cv2.cvtColor(image, cv2.COLOR_RGB2HSV)
+        hsv[..., 0] = np.mod(hsv[..., 0] + np.float32(hue * 360.0), np.float32(360.0))
+        hsv[..., 1] = np.clip(hsv[..., 1] * np.float32(sat), 0.0, 1.0)
+        hsv[..., 2] = np.clip(hsv[..., 2] * np.float32(val), 0.0, 1.0)
+        np.testing.assert_array_equal(distort_hsv_np(image, hue, sat, val),
+                                      cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB))
 
 
 def test_mosaic_and_letterbox_are_tensorflows():

@@ -36,7 +36,7 @@ from yolo3.data.image_ops import (
     augment_image_np,
     decode_image_np,
     letterbox_image_np,
-    mosaic_images_np,
+    mosaic_regions,
 )
 from yolo3.ops.targets import preprocess_true_boxes
 
@@ -101,21 +101,30 @@ class NumpyBatches(keras.utils.PyDataset):
         return image
 
     def image(self, plan: ElementPlan) -> np.ndarray:
-        """The float32 ``(h, w, 3)`` image of one element's plan."""
-        canvases = []
+        """The float32 ``(h, w, 3)`` image of one element's plan (a mosaic's sources augmented
+        only where they show)."""
+        H, W = plan.input_hw
+        regions = (None,) if plan.split_yx is None else mosaic_regions(plan.split_yx, (H, W))
+        out = np.empty((H, W, 3), np.float32) if plan.split_yx is not None else None
         for k, index in enumerate(plan.sources):
+            region = regions[k] if out is not None else None
+            if region is not None and (region[1] <= region[0] or region[3] <= region[2]):
+                continue  # this source does not show
             image = self.decoded(index)
             if plan.windows is not None:
                 x1, y1, x2, y2 = plan.windows[k]
                 image = image[y1:y2, x1:x2]
             if plan.draws is None:
-                canvases.append(letterbox_image_np(image, plan.input_hw))
+                canvas = letterbox_image_np(image, plan.input_hw)
+                if region is not None:
+                    canvas = canvas[region[0]:region[1], region[2]:region[3]]
             else:
                 colours = self.planner.augment.colours
-                canvases.append(augment_image_np(image, plan.draws[k], plan.input_hw, colours))
-        if plan.split_yx is not None:
-            return mosaic_images_np(canvases, plan.split_yx)
-        return canvases[0]
+                canvas = augment_image_np(image, plan.draws[k], plan.input_hw, colours, region)
+            if out is None:
+                return canvas
+            out[region[0]:region[1], region[2]:region[3]] = canvas
+        return out
 
     def element(self, epoch: int, index: int):
         """Element ``index`` of ``epoch``: ``(image, padded boxes)``."""
