@@ -53,6 +53,9 @@ def test_info_round_trips_through_a_keras_archive(tmp_path):
     (json.dumps({"format": "other"}), "not yolo3 model info"),
     (json.dumps({**_info().to_dict(), "version": 99}), "newer than this yolo3 reads"),
     (json.dumps({**_info().to_dict(), "masks": [[7]]}), "outside the 6 anchors"),
+    (json.dumps({**_info().to_dict(), "slicing": {"tile": 8}}), "tile must be .* >= 32"),
+    (json.dumps({**_info().to_dict(), "slicing": {"tile": 320, "merge": "mean"}}), "merge must"),
+    (json.dumps({**_info().to_dict(), "slicing": {"tile": 320, "zoom": 2}}), "unknown keys"),
 ])
 def test_bad_info_names_the_file(tmp_path, payload, reason):
     path = tmp_path / "bad.keras"
@@ -61,6 +64,23 @@ def test_bad_info_names_the_file(tmp_path, payload, reason):
     with pytest.raises(FileFormatError, match=reason) as e:
         read_info(path)
     assert str(path) in str(e.value)
+
+
+def test_a_tiled_models_slicing_round_trips_and_survives_resolution(tmp_path):
+    """What a model trained on tiles records (tile, overlap, merge, whole image) comes back from
+    the archive, and through resolve_info (which the detector loads by); none for the others."""
+    from yolo3.ops.tiles import Slicing
+    path = tmp_path / "m.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("config.json", "{}")
+    slicing = Slicing(320, 0.25, "wbf", whole_image=False)
+    embed_info(path, _info(slicing=slicing))
+    got = read_info(path)
+    assert got.slicing == slicing
+    resolved = resolve_info(path, [21, 21], embedded=got)
+    assert resolved.slicing == slicing
+    assert resolve_info(path, [21, 21], embedded=_info()).slicing is None
+    assert _info().to_dict()["slicing"] is None
 
 
 def test_info_checks_its_class_names():

@@ -164,9 +164,53 @@ def test_tiled_detection_equals_the_api_and_bad_tile_flags_are_refused(model_dir
     assert len(entry["boxes"]) == len(boxes) > 0
     np.testing.assert_allclose(entry["boxes"], boxes, atol=1e-3)
     np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)
-    for bad, named in (([ "--tile", 0], "--tile"), (["--tile", 200, "--overlap", 1], "--overlap"),
+    for bad, named in ((["--tile", 16], "--tile"), (["--tile", 200, "--overlap", 1], "--overlap"),
                        (["--overlap", 0.3], "--tile"), (["--merge", "wbf"], "--merge"),
                        (["--tile", 200, "--merge", "mean"], "--merge")):
         code, err = run_cli([*common, "--output", tmp_path / "bad", *bad], capsys)
         assert_refused(code, err, named)
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_model_trained_on_tiles_slices_by_default_and_tile_0_turns_it_off(model_dir, tmp_path,
+                                                                             capsys):
+    """The model file's slicing (ModelInfo.slicing, written by tiled training) is detect's
+    default, said on the first line; --tile 0 gives the whole image, as the API's plain detector;
+    an explicit --tile wins over the model's."""
+    from cli_harness import run_cli
+
+    from yolo3.checkpoint.metadata import ModelInfo, embed_info
+    from yolo3.config.masks import default_masks
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.tiled import TiledDetector
+    from yolo3.ops.tiles import Slicing
+
+    model = tmp_path / "tiled.keras"
+    shutil.copy(model_dir / "final.keras", model)
+    embed_info(model, ModelInfo(TINY_YOLO_ANCHORS, default_masks(6, 2), 2, ["thing", "other"],
+                                "tiny", (INPUT, INPUT), slicing=Slicing(200, 0.3, "wbf")))
+    image = SHARED_IMAGES / "dog.jpg"
+    common = ["detect", "--model", model, "--input", image, "--score", "0.2", "--precision",
+              "float32", "--engine", "keras"]
+    plain = YOLO(model, score=0.2, precision="float32", engine="keras")
+    runs = {"default": ([], TiledDetector(plain, 200, 0.3, "wbf")),
+            "--tile 0": (["--tile", 0], plain),
+            "--tile 160": (["--tile", 160], TiledDetector(plain, 160, 0.2, "nms"))}
+    for name, (flags, reference) in runs.items():
+        js = tmp_path / f"{name}.json"
+        code, err = run_cli([*common, "--output", tmp_path / name, "--json", js, *flags], capsys)
+        assert code == 0, err
+        first = err.strip().splitlines()[0]
+        if name == "default":
+            assert first == ("sliced: tiles of 200x200 px overlapping 0.3 plus the whole image, "
+                             "merged by wbf at IoU 0.45 (as the model was trained; --tile 0: the "
+                             "whole image only)"), first
+        elif name == "--tile 0":
+            assert "sliced" not in err
+        else:
+            assert first.startswith("sliced: tiles of 160x160 px") and "as the model" not in first
+        [entry] = json.loads(js.read_text())
+        boxes, scores, _ = reference.detect(pil_rgb(image))
+        assert len(entry["boxes"]) == len(boxes) > 0, name
+        np.testing.assert_allclose(entry["boxes"], boxes, atol=1e-3)
+        np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)

@@ -337,3 +337,7 @@ def test_tiled_training_through_the_cli_validates_sliced(dataset, tmp_path, monk
     assert seen["views"] == 3  # the three validation images, each sliced
     [row] = list(csv.DictReader(open(out / "history.csv")))
     assert math.isfinite(float(row["mAP50_95"]))
+    from yolo3.checkpoint.metadata import read_info
+    from yolo3.ops.tiles import Slicing
+    for model in ("final.keras", "best.keras"):  # detect slices as the run validated
+        assert read_info(out / model).slicing == Slicing(48, 0.3), model

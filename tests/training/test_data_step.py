@@ -53,7 +53,7 @@ def test_anchors_auto_are_kmeans_of_the_training_boxes_and_their_fit_is_reported
 
 def test_tile_auto_is_the_suggestion_for_the_training_boxes(step_config, caplog):
     from yolo3.data.annotations import box_sizes
-    from yolo3.ops.tiles import suggest_tile
+    from yolo3.ops.tiles import Slicing, suggest_tile
     caplog.set_level("INFO")
     data = prepare_data(step_config(tile="auto", val_split=0.2))
     box_wh = box_sizes(data.records)
@@ -62,8 +62,12 @@ def test_tile_auto_is_the_suggestion_for_the_training_boxes(step_config, caplog)
     assert data.tile == tip.size
     assert f"tile auto: {'whole images' if tip.size is None else f'{tip.size} px'} ({tip.reason})" \
         in caplog.text
-    assert prepare_data(step_config(tile=48, val_split=0.2)).tile == 48
-    assert prepare_data(step_config(val_split=0.2)).tile is None
+    tiled = prepare_data(step_config(tile=48, tile_overlap=0.3, val_split=0.2))
+    assert tiled.tile == 48
+    # what every saved model of the run records: detect slices so by default
+    assert tiled.info().slicing == Slicing(48, 0.3, "nms", whole_image=True)
+    untiled = prepare_data(step_config(val_split=0.2))
+    assert untiled.tile is None and untiled.info().slicing is None
 
 
 def test_class_weights_and_repeat_factors_come_from_the_training_boxes(step_config, tmp_path,

@@ -37,6 +37,7 @@ from yolo3.core.log import NOTICE
 from yolo3.data.annotations import well_known_classes
 from yolo3.data.class_names import read_classes
 from yolo3.ops.anchors import read_anchors, write_anchors
+from yolo3.ops.tiles import Slicing
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ class ModelInfo:
     ``(h, w)`` the model was trained or converted at (the detector's default), None if any size;
     darknet_header: ``[major, minor, revision, seen]`` of converted Darknet weights (kept for
     exporting back); head: an anchor-free head (:mod:`yolo3.config.anchor_free_head`; then there are
-    no anchors and no masks), None for Darknet's anchor head.
+    no anchors and no masks), None for Darknet's anchor head; slicing: how a model trained on tiles
+    detects by default (:class:`yolo3.ops.tiles.Slicing`), None for whole images.
     """
 
     anchors: np.ndarray
@@ -84,6 +86,7 @@ class ModelInfo:
     export: Optional[Dict[str, Any]] = None  # exported models: format, quantisation, input, ...
     sources: Dict[str, str] = field(default_factory=dict, compare=False)  # fact -> where it came from
     head: Optional[AnchorFreeHead] = None
+    slicing: Optional[Slicing] = None
 
     def __post_init__(self):
         self.anchors = np.asarray(self.anchors, dtype=np.float32).reshape(-1, 2)
@@ -123,7 +126,8 @@ class ModelInfo:
                 "num_classes": self.num_classes, "class_names": self.class_names,
                 "input_size": None if self.input_size is None else list(self.input_size),
                 "darknet_header": self.darknet_header, "export": self.export,
-                "head": self.detection_head.record()}
+                "head": self.detection_head.record(),
+                "slicing": None if self.slicing is None else self.slicing.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], path: Optional[PathLike] = None) -> "ModelInfo":
@@ -140,7 +144,8 @@ class ModelInfo:
                        darknet_header=data.get("darknet_header"), export=data.get("export"),
                        sources={k: f"{os.fspath(path)} ({INFO_NAME})" for k in
                                 ("anchors", "masks", "classes")} if path else {},
-                       head=AnchorFreeHead.from_dict(data["head"]) if data.get("head") else None)
+                       head=AnchorFreeHead.from_dict(data["head"]) if data.get("head") else None,
+                       slicing=Slicing.from_dict(data["slicing"]) if data.get("slicing") else None)
         except (KeyError, TypeError, ValueError) as e:
             raise FileFormatError(path, f"bad model info: {e}", where=where) from None
 
@@ -458,7 +463,8 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
         variant = embedded.variant
     return ModelInfo(anchors=anchors, masks=masks, num_classes=num_classes,
                      class_names=class_names, variant=variant, input_size=input_size,
-                     darknet_header=header, sources=sources)
+                     darknet_header=header, sources=sources,
+                     slicing=None if embedded is None else embedded.slicing)
 
 
 def _class_names(classes_path: Optional[PathLike], embedded: Optional[ModelInfo], side: dict,
@@ -495,4 +501,5 @@ def _anchor_free_info(model_path: str, output_channels: Sequence[int], head: Anc
     input_size = embedded.input_size if embedded is not None else side.get("input_size")
     return ModelInfo(anchors=np.zeros((0, 2), np.float32), masks=[], num_classes=num_classes,
                      class_names=class_names, variant=variant, input_size=input_size,
-                     sources=sources, head=head)
+                     sources=sources, head=head,
+                     slicing=None if embedded is None else embedded.slicing)

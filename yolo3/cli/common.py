@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Dict, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from yolo3.cli.flags import (
     COUNT,
@@ -28,7 +28,7 @@ from yolo3.cli.flags import (
     INPUT_SIDE,
     OVERLAP,
     POSITIVE,
-    TILE,
+    TILE_OR_OFF,
     InputPath,
     check_environment,
     declared_paths,
@@ -431,13 +431,16 @@ def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") -> None:
     """``--tile SIZE``, ``--overlap F``, ``--merge {nms,wbf}``, ``--no-whole-image``: sliced
-    inference (:class:`yolo3.inference.tiled.TiledDetector`)."""
+    inference (:class:`yolo3.inference.tiled.TiledDetector`); without ``--tile``, as the model
+    file records (a model trained on tiles); ``--tile 0``: the whole image only."""
     from yolo3.ops.tiles import MERGE_METHODS
     group = parser.add_argument_group("sliced inference (small objects in large images)")
-    group.add_argument("--tile", type=TILE, default=None, metavar="SIZE",
+    group.add_argument("--tile", type=TILE_OR_OFF, default=None, metavar="SIZE",
                        help=f"{what} on overlapping tiles of SIZE x SIZE pixels cut from each "
-                            "image at its own resolution, plus the whole image, and merge "
-                            "(default: the whole image only)")
+                            "image at its own resolution, plus the whole image, and merge; 0: "
+                            "the whole image only (default: as the model was trained: a model "
+                            "trained with --tile slices as its file records, others see the "
+                            "whole image)")
     group.add_argument("--overlap", type=OVERLAP, default=0.2,
                        help="with --tile: the share of a tile that neighbours overlap, 0 to "
                             "0.75 (default %(default)s; objects up to that many pixels lie "
@@ -450,13 +453,27 @@ def add_tile_arguments(parser: argparse.ArgumentParser, what: str = "detect") ->
                             "as pieces and merged)")
 
 
-def tiled_detector(detector, args: argparse.Namespace):
-    """``detector`` sliced as ``--tile``, ``--overlap``, ``--merge``, ``--no-whole-image`` say
-    (unchanged without ``--tile``; the flags that shape the tiles need it:
-    :mod:`yolo3.cli.relations`)."""
+def tiled_detector(detector, args: argparse.Namespace) -> Tuple[Any, Optional[str]]:
+    """``(detector, line)``: ``detector`` sliced as ``--tile``, ``--overlap``, ``--merge``,
+    ``--no-whole-image`` say (the flags that shape the tiles need ``--tile``:
+    :mod:`yolo3.cli.relations`), or, without ``--tile``, as the model file records
+    (``detector.info.slicing``, a model trained on tiles: ``args`` then take its settings);
+    unchanged with ``--tile 0`` or when neither slices. ``line``: the slicing, for the command's
+    first line (None when unsliced)."""
+    from_model = False
     if args.tile is None:
-        return detector
+        slicing = getattr(getattr(detector, "info", None), "slicing", None)
+        if slicing is not None:
+            args.tile, args.overlap, args.merge = slicing.tile, slicing.overlap, slicing.merge
+            args.no_whole_image = not slicing.whole_image
+            from_model = True
+    if not args.tile:
+        return detector, None
     from yolo3.inference.tiled import TiledDetector
-    return TiledDetector(detector, args.tile, args.overlap, args.merge,
-                         iou=getattr(args, "iou", None), whole_image=not args.no_whole_image,
-                         batch_size=max(8, getattr(args, "batch_size", 1)))
+    tiled = TiledDetector(detector, args.tile, args.overlap, args.merge,
+                          iou=getattr(args, "iou", None), whole_image=not args.no_whole_image,
+                          batch_size=max(8, getattr(args, "batch_size", 1)))
+    line = tiled.summary()
+    if from_model:
+        line += " (as the model was trained; --tile 0: the whole image only)"
+    return tiled, line

@@ -347,10 +347,14 @@ def run(args: argparse.Namespace) -> int:
     detector = load_detector(args.model, args.anchors, args.classes, score=args.score,
                              iou=args.iou, input_size=args.input_size, variant=args.variant,
                              precision=args.precision, engine=args.engine)
-    print(detector.engine.summary(), file=sys.stderr)
-    detector = tiled_detector(detector, args)
-    if args.tile:
-        print(detector.summary(), file=sys.stderr)
+    engine = detector.engine.summary()
+    given_tile = args.tile
+    detector, sliced = tiled_detector(detector, args)
+    if sliced:  # the first line: how each image is cut
+        print(sliced, file=sys.stderr)
+    print(engine, file=sys.stderr)
+    if sliced and given_tile is None and kind == "images":  # the model's tiles: checked now
+        _check_tiles(args, sources[0])
     entries: list = []
     try:
         if kind == "images":

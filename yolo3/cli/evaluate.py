@@ -136,10 +136,11 @@ def run(args: argparse.Namespace) -> int:
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
     if det is not None:
-        print(det.engine.summary(), file=sys.stderr)
-        det = tiled_detector(det, args)
-        if args.tile:
-            print(det.summary(), file=sys.stderr)
+        engine = det.engine.summary()
+        det, sliced = tiled_detector(det, args)
+        if sliced:  # the first line: how each image is cut
+            print(sliced, file=sys.stderr)
+        print(engine, file=sys.stderr)
     if args.classes:
         class_names = read_classes(args.classes)
     elif data_names is not None:

@@ -29,7 +29,8 @@ __all__ = ["Declared", "Number", "InputPath", "MediaSource", "OutputPath", "Text
            "check_environment", "declared_paths", "declared_actions", "given",
            "TEXT_PROBE_BYTES", "MAX_CPU_REPLICAS_PER_CORE",
            "SEED", "FRACTION", "SHARE", "POSITIVE", "COUNT", "COUNT0", "BATCH", "EPOCHS",
-           "INPUT_SIDE", "IMAGE_SIDE", "TILE", "TILE_OR_AUTO", "OVERLAP", "LEARNING_RATE",
+           "INPUT_SIDE", "IMAGE_SIDE", "TILE", "TILE_OR_AUTO", "TILE_OR_OFF", "OVERLAP",
+           "LEARNING_RATE",
            "GAIN", "MOMENTUM", "WEIGHT", "CPU_REPLICAS", "GPUS"]
 
 TEXT_PROBE_BYTES = 1 << 16  # how much of a text input is read to tell it is text
@@ -330,6 +331,17 @@ INPUT_SIDE = Number(int, 32, 4096, multiple=32)  # a network input side
 IMAGE_SIDE = Number(int, 8, 16384)  # an image side, in pixels
 TILE = Number(int, 32, 16384)  # a tile side, in pixels
 TILE_OR_AUTO = Number(int, 32, 16384, words=("auto",))
+
+
+class _TileOrOff(Number):
+    """A tile side, or 0 (the word): no tiles."""
+
+    def __call__(self, text: str):
+        value = super().__call__(text)
+        return 0 if value == "0" else value
+
+
+TILE_OR_OFF = _TileOrOff(int, 32, 16384, words=("0",))  # detect's --tile: 0 turns slicing off
 OVERLAP = Number(float, 0.0, 0.75)  # each pixel in at most 16 tiles
 LEARNING_RATE = Number(float, 0.0, 10.0, lo_open=True)
 GAIN = Number(float, 0.0, 1000.0)

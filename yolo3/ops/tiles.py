@@ -13,6 +13,7 @@ letterboxes it to its input size like any image, so small objects keep their pix
   detections in image pixels.
 - :func:`suggest_tile`: the tile size that brings a data set's small objects to a size the
   network sees (``yolo3 check`` prints it; ``train --tile auto`` uses it).
+- :class:`Slicing`: how a model trained on tiles detects by default (its model file records it).
 """
 from __future__ import annotations
 
@@ -26,13 +27,53 @@ from yolo3.ops.boxes import iou_xyxy
 
 __all__ = ["MERGE_METHODS", "MAX_TILES", "check_tile_count", "tile_windows", "cut_by_window", "nms_per_class",
            "fuse_per_class", "merge_detections", "TileSize", "TileSuggestion", "suggest_tile",
-           "SMALL_AT_INPUT"]
+           "SMALL_AT_INPUT", "Slicing"]
 
 MERGE_METHODS = ("nms", "wbf")
 MAX_TILES = 1024  # tiles of one image at most: more would take hours per image
 
 TileSize = Union[int, Tuple[int, int]]
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """Sliced detection as a model trained on tiles does it by default: tiles of ``tile`` pixels
+    overlapping by ``overlap`` of a tile, plus the whole image (``whole_image``), merged by
+    ``merge`` (one of :data:`MERGE_METHODS`). Recorded in the model file (``ModelInfo.slicing``)."""
+
+    tile: int
+    overlap: float = 0.2
+    merge: str = "nms"
+    whole_image: bool = True
+
+    def __post_init__(self):
+        if isinstance(self.tile, bool) or not isinstance(self.tile, (int, np.integer)) or \
+                self.tile < 32:
+            raise ValueError(f"slicing: tile must be a whole number of pixels >= 32, got "
+                             f"{self.tile!r}")
+        if not 0 <= float(self.overlap) < 1:
+            raise ValueError(f"slicing: overlap must be in [0, 1), got {self.overlap!r}")
+        if self.merge not in MERGE_METHODS:
+            raise ValueError(f"slicing: merge must be one of {', '.join(MERGE_METHODS)}, got "
+                             f"{self.merge!r}")
+        object.__setattr__(self, "tile", int(self.tile))
+        object.__setattr__(self, "overlap", float(self.overlap))
+        object.__setattr__(self, "whole_image", bool(self.whole_image))
+
+    def to_dict(self) -> dict:
+        return {"tile": self.tile, "overlap": self.overlap, "merge": self.merge,
+                "whole_image": self.whole_image}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Slicing":
+        """The inverse of :meth:`to_dict`; unknown keys or bad values raise ValueError."""
+        if not isinstance(data, dict) or "tile" not in data:
+            raise ValueError(f"slicing: expected an object with a tile, got {data!r}")
+        unknown = set(data) - {"tile", "overlap", "merge", "whole_image"}
+        if unknown:
+            raise ValueError(f"slicing: unknown keys {sorted(unknown)}")
+        return cls(**data)
 
 
 def _tile_hw(tile: TileSize) -> Tuple[int, int]:

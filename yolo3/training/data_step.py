@@ -45,7 +45,7 @@ from yolo3.ops.class_balance import (
     repeat_factors,
     repeated_indices,
 )
-from yolo3.ops.tiles import check_tile_count, suggest_tile
+from yolo3.ops.tiles import Slicing, check_tile_count, suggest_tile
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class TrainData:
     input_size: Tuple[int, int]  # (h, w), checked against the variant's strides
     tile: Optional[int] = None  # tiled training and sliced validation: the tile size in pixels
     class_weights: Optional[np.ndarray] = None  # (C,) each positive's loss weight by its class
+    tile_overlap: float = 0.2  # sliced validation's overlap (and the model's default slicing)
 
     @property
     def num_classes(self) -> int:
@@ -78,7 +79,8 @@ class TrainData:
         """The facts every saved body of this run carries."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
                          class_names=self.class_names, variant=self.spec.name,
-                         input_size=self.input_size, head=self.spec.head)
+                         input_size=self.input_size, head=self.spec.head,
+                         slicing=Slicing(self.tile, self.tile_overlap) if self.tile else None)
 
 
 def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[Sources]]:
@@ -141,7 +143,7 @@ def prepare_data(config: TrainConfig) -> TrainData:
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records, input_size, tile,
-                     weights)
+                     weights, settings.tile_overlap)
 
 
 def repeated_records(records: list, threshold: float, num_classes: int, seed: int) -> list:
