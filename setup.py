@@ -53,6 +53,10 @@ setup(
             "pytest-timeout",
             "hypothesis",
             "pycocotools",
+            # tracking (the track extra) and py-motmetrics, the independent check of its scores
+            "trackers>=2.6",
+            "trackeval>=1.3",
+            "motmetrics",
             "matplotlib",
             # the layer contracts in .importlinter, checked by tests/features/test_structure.py
             "import-linter>=2.1",
@@ -65,6 +69,9 @@ setup(
             *EXPORT,
         ],
         "plot": ["matplotlib"],
+        # yolo3 track: Roboflow's motion trackers (ByteTrack, BoT-SORT, OC-SORT, SORT; no
+        # PyTorch) and TrackEval's HOTA, IDF1 and MOTA
+        "track": ["trackers>=2.6", "trackeval>=1.3"],
         # benchmarks: photographs for yolo3 synth --style photo (scikit-image's wheel ships
         # permissively licensed ones), COCO scoring, plots. The peer (Ultralytics) pulls torch:
         # it lives in its own environment, never here.
@@ -75,6 +82,8 @@ setup(
             "yolo3=yolo3.cli:main",
             "yolo3-train=yolo3.cli.train:main",
             "yolo3-detect=yolo3.cli.detect:main",
+            "yolo3-track=yolo3.cli.track:main",
+            "yolo3-evaluate-tracks=yolo3.cli.evaluate_tracks:main",
             "yolo3-evaluate=yolo3.cli.evaluate:main",
             "yolo3-convert=yolo3.cli.convert:main",
             "yolo3-export=yolo3.cli.export:main",

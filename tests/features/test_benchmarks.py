@@ -2,6 +2,8 @@
 running them)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -431,3 +433,100 @@ def test_the_data_benchmark_times_past_the_first_burst_of_every_worker():
     assert steady_batches(2, 10, 16) == (32, 64)
     assert steady_batches(2, 10, 1) == (2, 10)  # what was asked, where it is already enough
     assert steady_batches(50, 200, 4) == (50, 200)
+
+
+def test_track_detections_err_as_documented():
+    """The benchmark's stand-in detector: only considered boxes, about --miss of them missed,
+    corners jittered by --jitter of the size, false positives at low scores."""
+    from yolo3.benchmarks.track import noisy_detections
+    rng = np.random.default_rng(0)
+    rows = np.array([[k, 10 * k, 10, 10 * k + 40, 50, k % 4, 1.0, 1.0 if k % 5 else 0.0]
+                     for k in range(1, 201)], float)
+    boxes, scores, classes = noisy_detections(rows, rng, (480, 640), 0.1, 0.04, 0.0)
+    considered = int((rows[:, 7] > 0).sum())
+    assert 0.85 * considered < len(boxes) < 0.95 * considered
+    assert ((scores >= 0.05) & (scores <= 1)).all() and set(classes) <= {0, 1, 2, 3}
+    none_missed = noisy_detections(rows, np.random.default_rng(1), (480, 640), 0.0, 0.04, 0.0)[0]
+    kept = rows[rows[:, 7] > 0]
+    wh = kept[:, 3:5] - kept[:, 1:3]
+    error = (none_missed - kept[:, 1:5]) / np.concatenate([wh, wh], axis=1)
+    assert 0.03 < error.std() < 0.05  # the jitter's share of the size
+    _, fp_scores, _ = noisy_detections(rows[:0], rng, (480, 640), 0.1, 0.04, 50.0)
+    assert 30 < len(fp_scores) < 70 and fp_scores.max() <= 0.5
+
+
+def test_track_benchmark_runs_every_tracker_on_the_same_detections(tmp_path, capsys):
+    from yolo3.cli import main
+    js = tmp_path / "track.json"
+    assert main(["benchmark", "track", "--sequences", "1", "--seeds", "0", "--frames", "25",
+                 "--size", "96", "128", "--objects", "4", "--style", "shapes", "--trackers",
+                 "bytetrack", "sort", "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "| tracker | HOTA | IDF1 | MOTA |" in out and "share of detection" in out
+    figures = json.loads(js.read_text())
+    assert set(figures["trackers"]) == {"bytetrack", "sort"} and figures["detection_ms"] > 0
+    for row in figures["trackers"].values():
+        assert 0 < row["HOTA"] <= 1 and row["ms_per_frame"] > 0
+        assert row["share_of_detection"] == pytest.approx(row["ms_per_frame"] /
+                                                          figures["detection_ms"])
+
+
+def test_track_peer_driver_feeds_ultralytics_the_same_detections(tmp_path):
+    """The peer's driver under a stand-in Ultralytics (the real one needs torch): each frame's
+    detections reach both trackers as Ultralytics' results do (conf, cls, xywh, boolean
+    indexing), the frame as BGR, and the rows come back as the benchmark reads them; nothing of
+    yolo3 is imported there."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import cv2
+
+    import yolo3.benchmarks as benchmarks
+    driver = Path(benchmarks.__file__).parent / "ultralytics_track_peer.py"
+    tree = ast.parse(driver.read_text())
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not [m for m in modules if m.split(".")[0] == "yolo3"], modules
+    fake = tmp_path / "site" / "ultralytics"
+    (fake / "trackers").mkdir(parents=True)
+    (fake / "__init__.py").write_text("__version__ = 'stand-in'\n")
+    (fake / "utils").mkdir()
+    (fake / "utils" / "__init__.py").write_text(
+        "class YAML:\n    @staticmethod\n    def load(path): return {'name': path}\n"
+        "class IterableSimpleNamespace:\n    def __init__(self, **kw): self.__dict__.update(kw)\n")
+    (fake / "utils" / "checks.py").write_text("def check_yaml(name): return name\n")
+    (fake / "trackers" / "__init__.py").write_text("")
+    (fake / "trackers" / "byte_tracker.py").write_text(
+        "import numpy as np\n"
+        "class BYTETracker:\n"
+        "    def __init__(self, args): self.args = args\n"
+        "    def update(self, results, img):\n"
+        "        assert img.ndim == 3 and img[0, 0, 0] == 255  # BGR: blue first\n"
+        "        keep = results.conf > 0.3\n"
+        "        r = results[keep]\n"
+        "        xywh = r.xywh\n"
+        "        x1, y1 = xywh[:, 0] - xywh[:, 2] / 2, xywh[:, 1] - xywh[:, 3] / 2\n"
+        "        ids = np.arange(1, len(r) + 1)\n"
+        "        return np.stack([x1, y1, x1 + xywh[:, 2], y1 + xywh[:, 3], ids, r.conf, r.cls,\n"
+        "                         np.flatnonzero(keep)], 1) if len(r) else np.zeros((0, 8))\n")
+    (fake / "trackers" / "bot_sort.py").write_text(
+        "from .byte_tracker import BYTETracker\nclass BOTSORT(BYTETracker):\n    pass\n")
+    frame = tmp_path / "f.png"
+    image = np.zeros((20, 30, 3), np.uint8)
+    image[..., 2] = 255  # RGB blue: BGR's first channel
+    cv2.imwrite(str(frame), image[..., ::-1])
+    boxes = np.array([[1, 2, 11, 12], [5, 5, 9, 9]], np.float32)
+    np.savez(tmp_path / "d.npz", frames=np.array([str(frame)] * 2), boxes_0=boxes,
+             scores_0=np.array([0.9, 0.1], np.float32), classes_0=np.array([1, 2]),
+             boxes_1=boxes[:0], scores_1=np.zeros(0, np.float32), classes_1=np.zeros(0))
+    proc = subprocess.run([sys.executable, str(driver), "--detections",
+                           str(tmp_path / "d.npz"), "--out", str(tmp_path / "t.npz")],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin"})
+    assert proc.returncode == 0, proc.stderr
+    out = np.load(tmp_path / "t.npz")
+    for name in ("ultralytics-bytetrack", "ultralytics-botsort"):
+        np.testing.assert_allclose(out[f"{name}_rows"], [[1, 1, 1, 2, 11, 12, 0.9]], rtol=1e-6)
+        assert out[f"{name}_seconds"] >= 0
+    assert str(out["version"]) == "stand-in"

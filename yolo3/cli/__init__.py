@@ -18,7 +18,9 @@ from yolo3.cli.common import Parser, execute, make_parser, parse_or_exit_code
 COMMANDS: Dict[str, str] = {
     "train": "yolo3.cli.train",
     "detect": "yolo3.cli.detect",
+    "track": "yolo3.cli.track",
     "evaluate": "yolo3.cli.evaluate",
+    "evaluate-tracks": "yolo3.cli.evaluate_tracks",
     "convert": "yolo3.cli.convert",
     "export": "yolo3.cli.export",
     "kmeans": "yolo3.cli.kmeans",

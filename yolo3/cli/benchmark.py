@@ -289,6 +289,35 @@ def _balance_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the figures to this JSON file")
 
 
+def _track_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sequences", type=Number(int, 1, 100), default=3,
+                   help="synthetic sequences per seed (default 3)")
+    p.add_argument("--seeds", type=SEED, nargs="+", default=[0, 1], help="seeds (default 0 1)")
+    p.add_argument("--frames", type=Number(int, 2, 100_000), default=300,
+                   help="frames per sequence (default 300)")
+    p.add_argument("--size", type=IMAGE_SIDE, nargs=2, default=[480, 640], metavar=("H", "W"),
+                   help="frame size (default 480 640)")
+    p.add_argument("--objects", type=Number(int, 1, 1000), default=10,
+                   help="objects per sequence (default 10)")
+    p.add_argument("--style", choices=("photo", "shapes"), default="photo",
+                   help="photo (default: photographs, scikit-image's or --photos) or shapes")
+    p.add_argument("--photos", default=None, type=InputPath("folder"),
+                   help="folder of photographs for --style photo")
+    p.add_argument("--trackers", nargs="+", default=["bytetrack", "botsort", "ocsort", "sort"],
+                   choices=["bytetrack", "botsort", "ocsort", "sort"], help="yolo3's trackers")
+    p.add_argument("--miss", type=FRACTION, default=0.1,
+                   help="the detections' share of missed boxes (default 0.1)")
+    p.add_argument("--jitter", type=Number(float, 0.0, 1.0), default=0.04,
+                   help="box corners move by a normal share of the box's size (default 0.04)")
+    p.add_argument("--false-positives", type=Number(float, 0.0, 100.0), default=0.3,
+                   help="false positives per frame, on average (default 0.3)")
+    p.add_argument("--peer-python", default=None, type=InputPath(), help="the Python of an "
+                   "environment with ultralytics: its ByteTrack and BoT-SORT on the same "
+                   "detections")
+    p.add_argument("--json", default=None, type=OutputPath("file", format="json"),
+                   help="also write the figures to this JSON file")
+
+
 # name -> (the module whose run(args) runs it, its description, its arguments)
 BENCHMARKS = {
     "data": ("yolo3.benchmarks.data",
@@ -321,6 +350,10 @@ BENCHMARKS = {
     "balance": ("yolo3.benchmarks.balance",
                 "Rare classes: class weights, repeat-factor sampling and focal loss against none "
                 "on realistic sets with a rare class: its AP and the mAP.", _balance_arguments),
+    "track": ("yolo3.benchmarks.track",
+              "Trackers side by side on identical detections of synthetic sequences: HOTA, IDF1, "
+              "ID switches and time per frame, yolo3's and (--peer-python) Ultralytics'.",
+              _track_arguments),
     "export": ("yolo3.benchmarks.export",
                "Deployment formats side by side: latency, size and mAP of Keras, TFLite "
                "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.",

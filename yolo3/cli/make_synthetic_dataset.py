@@ -7,6 +7,7 @@ shapes dataset: images/, annotations.txt (+ train.txt/val.txt), classes.txt.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -87,10 +88,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "objects; default: all alike)")
     p.add_argument("--val-fraction", type=Number(float, 0.0, 1.0, hi_open=True), default=0.0,
                    help="also write train.txt / val.txt with this fraction held out")
+    p.add_argument("--video", type=Number(int, 1, 100_000), default=None, metavar="FRAMES",
+                   help="write video sequences of FRAMES frames with ground-truth tracks instead "
+                        "(MOT layout: --out/seq01/img1/000001.jpg ..., gt/gt.txt, seqinfo.ini): "
+                        "the same objects moving, crossing and hiding each other, leaving and "
+                        "coming back, the camera panning; --style photo for photographs, "
+                        "flat colours otherwise; --size H W (default 240 320), --max-objects "
+                        "(default 10), --min-size/--max-size (sides as shares of the height)")
+    p.add_argument("--sequences", type=Number(int, 1, 1000), default=1,
+                   help="with --video: how many sequences (seed, seed + 1, ...; default 1)")
+    p.add_argument("--no-pan", dest="pan", action="store_false",
+                   help="with --video: the camera stands still")
     add_exist_ok_argument(p)
 
 
+def run_video(args: argparse.Namespace) -> int:
+    """``--video``: ``--sequences`` sequences ``seq01`` ... in ``--out``."""
+    from yolo3.core.ownership import check_output_folder
+    from yolo3.data.synthetic_video import make_video_sequence, sequence_entries
+    folders = [os.path.join(args.out, f"seq{k + 1:02d}") for k in range(args.sequences)]
+    for folder in folders:  # every sequence's folder refused before any is written
+        check_output_folder(folder, "--out", args.exist_ok, sequence_entries(args.video))
+    size = (240, 320) if args.size is None else (
+        (args.size, args.size) if isinstance(args.size, int) else tuple(args.size))
+    kw = {"size": (args.min_size or 0.12, args.max_size or 0.3)}
+    for k, folder in enumerate(folders):
+        gt = make_video_sequence(folder, args.video, size, args.max_objects or 10, args.seed + k,
+                                 "photo" if args.style == "photo" else "shapes", args.photos,
+                                 exist_ok=args.exist_ok, flag="--out", pan=args.pan, **kw)
+        print(f"wrote {args.video} frames: {gt}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.video:
+        return run_video(args)
     from yolo3.core.ownership import check_output_folder
     from yolo3.data.synthetic import dataset_entries, image_names
     image_format = "jpg" if args.style == "photo" else args.format

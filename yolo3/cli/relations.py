@@ -98,7 +98,12 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
         "--background-zoom", "--boxes", "--min-visible", "--no-recolour", "--class-shares")) + (
         AtMost("--min-size", "--max-size"),
         AtMost("--background-zoom"),
-    ),
+        Needs("--sequences", ("--video",), "it counts the video sequences"),
+        Needs("--no-pan", ("--video",), "it stills the video's camera"),
+    ) + tuple(Excludes("--video", flag) for flag in (
+        "--num-images", "--val-fraction", "--format", "--classes", "--size-distribution",
+        "--no-distractors", "--background-photos", "--background-zoom", "--boxes",
+        "--min-visible", "--no-recolour", "--class-shares")),
     "check": (
         Needs("--draw-dir", ("--draw",), "it is where --draw's images go"),
     ),
@@ -122,6 +127,9 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
     ),
     "benchmark inference": (
         Needs("--weights", ("--cfg",), "Darknet weights are read by their cfg"),
+    ),
+    "benchmark track": (
+        Needs("--photos", ("--style",), _PHOTO, values=("photo",)),
     ),
     "benchmark tiles": (
         AtMost("--min-px", "--max-px"),

@@ -22,6 +22,10 @@ EXTRAS = {
     "ai_edge_litert": ("export", "ai-edge-litert"),
     "matplotlib": ("plot", "matplotlib"),
     "skimage": ("bench", "scikit-image"),
+    # tracking: Roboflow's motion trackers (no PyTorch), TrackEval's HOTA/IDF1/MOTA
+    "trackers": ("track", "trackers"),
+    "supervision": ("track", "supervision"),
+    "trackeval": ("track", "trackeval"),
     "tensorboard": (None, "tensorboard"),
     # export, OpenVINO and tf.data: a JAX or PyTorch install trains and detects without it
     "tensorflow": (None, "tensorflow"),

@@ -16,6 +16,7 @@ from yolo3.core.ownership import YOLO3_SOFTWARE
 Color = Tuple[int, int, int]
 
 _GOLDEN = 0.618033988749895
+TRACK_COLOURS = 32  # tracks take the class palette's first 32 colours, by ID
 
 
 def class_colors(num_classes: int) -> List[Color]:
@@ -49,15 +50,22 @@ def _font(image_size: Tuple[int, int]) -> ImageFont.ImageFont:
 
 def draw_detections(image: Image.Image, boxes: np.ndarray, scores: Optional[np.ndarray],
                     classes: np.ndarray, class_names: Sequence[str],
-                    colors: Optional[Sequence[Color]] = None) -> Image.Image:
+                    colors: Optional[Sequence[Color]] = None,
+                    ids: Optional[np.ndarray] = None,
+                    trails: Optional[Sequence[np.ndarray]] = None) -> Image.Image:
     """Return a copy of ``image`` with boxes and ``"name 0.87"`` labels drawn: the one box drawer
-    (detections, and ground truth with ``scores=None``: labels without a score).
+    (detections, ground truth with ``scores=None``: labels without a score, and tracks).
 
     boxes: ``(N, 4)`` ``(x1, y1, x2, y2)`` pixels of ``image``; scores ``(N,)``; classes ``(N,)`` ids
     into ``class_names``. Labels sit above the box, or inside it at the top when there is no room.
+    ``ids`` (tracks): each box coloured by its ID and labelled ``"#7 name 0.87"``; ``trails``: per
+    box, its recent centres ``(T, 2)`` ``x, y``, drawn as a line in its colour.
     """
     image = image.convert("RGB").copy()
     colors = list(colors) if colors is not None else class_colors(len(class_names))
+    if ids is not None:  # one colour per track, the class palette's, cycled
+        palette = class_colors(TRACK_COLOURS)
+        colors = [palette[int(i) % TRACK_COLOURS] for i in ids]
     draw = ImageDraw.Draw(image)
     font = _font(image.size)
     width, height = image.size
@@ -68,9 +76,14 @@ def draw_detections(image: Image.Image, boxes: np.ndarray, scores: Optional[np.n
         x1, y1, x2, y2 = [float(v) for v in boxes[i]]
         cls = int(classes[i])
         name = class_names[cls] if 0 <= cls < len(class_names) else str(cls)
-        color = colors[cls % len(colors)]
+        color = colors[i] if ids is not None else colors[cls % len(colors)]
+        if trails is not None and len(trails[i]) > 1:
+            draw.line([(float(x), float(y)) for x, y in trails[i]], fill=color,
+                      width=thickness)
         draw.rectangle([x1, y1, x2, y2], outline=color, width=thickness)
         label = name if scores is None else f"{name} {float(scores[i]):.2f}"
+        if ids is not None:
+            label = f"#{int(ids[i])} {label}"
         left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
         tw, th = right - left, bottom - top
         pad = 2
@@ -82,10 +95,12 @@ def draw_detections(image: Image.Image, boxes: np.ndarray, scores: Optional[np.n
 
 
 def draw_on_array(image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
-                  class_names: Sequence[str], colors: Optional[Sequence[Color]] = None) -> np.ndarray:
+                  class_names: Sequence[str], colors: Optional[Sequence[Color]] = None,
+                  ids: Optional[np.ndarray] = None,
+                  trails: Optional[Sequence[np.ndarray]] = None) -> np.ndarray:
     """:func:`draw_detections` for an ``(H, W, 3)`` uint8 RGB array; returns a new array."""
     drawn = draw_detections(Image.fromarray(np.asarray(image, dtype=np.uint8)), boxes, scores, classes,
-                            class_names, colors)
+                            class_names, colors, ids, trails)
     return np.asarray(drawn)
 
 
