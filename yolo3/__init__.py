@@ -14,7 +14,8 @@ folders, which still import for one release, with a warning).
 ``yolo3.YOLO`` (:class:`yolo3.inference.detector.YOLO`), ``yolo3.load_detector`` (any model file,
 on the engine chosen for the machine), ``yolo3.build_body`` (:func:`yolo3.model.build_body`),
 ``yolo3.get_spec`` (:func:`yolo3.config.specs.get_spec`), ``yolo3.detect_video`` (keras-yolo3's,
-see :func:`yolo3.inference.video.detect_video`). Loading a yolo3 ``.keras`` file through
+see :func:`yolo3.inference.video.detect_video`), ``yolo3.Tracker``
+(:class:`yolo3.inference.tracking.Tracker`: IDs frame by frame). Loading a yolo3 ``.keras`` file through
 :func:`yolo3.checkpoint.saving.load_keras_model` (what the detector, the converter and the tools
 do) registers yolo3's serialisable Keras objects first.
 """
@@ -32,6 +33,7 @@ _LAZY = {
     "get_spec": ("yolo3.config.specs", "get_spec"),
     "ModelInfo": ("yolo3.checkpoint.metadata", "ModelInfo"),
     "detect_video": ("yolo3.inference.video", "detect_video"),  # keras-yolo3's yolo.detect_video
+    "Tracker": ("yolo3.inference.tracking", "Tracker"),
 }
 
 

@@ -166,3 +166,33 @@ def _anchor(heading: str) -> str:
     """A heading's link anchor as GitHub makes it."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
     return text.replace(" ", "-")
+
+
+def test_the_readme_line_counting_example_counts_what_crosses(monkeypatch, capsys):
+    """The README's tracking example, run as written: a detector that sees two objects, one
+    moving down across the line y = 240, one moving sideways above it; it prints 1."""
+    import numpy as np
+
+    import yolo3.inference.detector as detector_module
+    import yolo3.inference.video as video
+
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", README, flags=re.S)
+               if "crossed the line" in b]
+
+    class Detector:
+        t = 0
+
+        def detect(self, frame):
+            self.t += 1
+            down = [300, 180 + 3 * self.t, 340, 220 + 3 * self.t]  # centre from y 203 to 317
+            side = [50 + 3 * self.t, 60, 90 + 3 * self.t, 100]
+            return np.array([down, side], float), np.array([0.9, 0.9]), np.array([0, 1])
+
+    class Video:
+        def frames(self):
+            return (np.zeros((480, 640, 3), np.uint8) for _ in range(40))
+
+    monkeypatch.setattr(detector_module, "load_detector", lambda *a, **kw: Detector())
+    monkeypatch.setattr(video, "open_video", lambda path: Video())
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "1 objects crossed the line"

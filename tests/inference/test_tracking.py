@@ -12,7 +12,14 @@ from yolo3.core.errors import SettingError
 from yolo3.data.mot import MotTracks
 from yolo3.data.synthetic_video import render_sequence
 from yolo3.evaluation.tracking import track_metrics
-from yolo3.inference.tracking import TRACKERS, Tracker, Trails, Tracks, track_frames
+from yolo3.inference.tracking import (
+    TRACKER_SETTINGS,
+    TRACKERS,
+    Tracker,
+    Trails,
+    Tracks,
+    track_frames,
+)
 
 
 def _detections(rows, rng, jitter=0.02):
@@ -32,7 +39,9 @@ def test_settings_are_checked_and_named():
     assert e.value.settings == ("patience",)
     with pytest.raises(SettingError, match="ocsort does not take activation"):
         Tracker("ocsort", activation=0.5)
-    assert Tracker("sort", lost_frames=None).settings == {}  # None: the library's default
+    # None: the measured default where there is one, else the library's
+    assert Tracker("sort", lost_frames=None).settings == {"min_frames": 1, "activation": 0.5}
+    assert Tracker("bytetrack", min_frames=3).settings["min_frames"] == 3
     with pytest.raises(ValueError, match="3 boxes, 2 scores and 3 classes"):
         Tracker().update(np.zeros((3, 4)), np.zeros(2), np.zeros(3))
 
@@ -40,20 +49,24 @@ def test_settings_are_checked_and_named():
 @pytest.mark.parametrize("method", list(TRACKERS))
 def test_the_glue_gives_the_librarys_ids(method):
     """Our wrapper against the library called directly on the same detections: the same boxes
-    under the same IDs, frame by frame (unconfirmed detections left out, sorted by ID)."""
+    under the same IDs, frame by frame (unconfirmed detections left out, sorted by ID); smoothed,
+    each box is the library's track state after the frame."""
     import supervision as sv
     import trackers
     frames = list(render_sequence(40, (96, 128), 5, seed=4, style="shapes"))
     rng = np.random.default_rng(0)
     dets = [_detections(rows, rng) for _, rows in frames]
-    ours = Tracker(method, lost_frames=20)
-    settings = {"lost_track_buffer": 20}
+    ours = Tracker(method, smooth=False, lost_frames=20)
+    smoothed = Tracker(method, lost_frames=20)
+    settings = {TRACKER_SETTINGS[k]: v for k, v in ours.settings.items()}
+    assert settings["lost_track_buffer"] == 20
     theirs = getattr(trackers, TRACKERS[method])(**settings)
     matched = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for (frame, _), (boxes, scores, classes) in zip(frames, dets):
             got = ours.update(boxes, scores, classes, frame)
+            smooth = smoothed.update(boxes, scores, classes, frame)
             ref = theirs.update(sv.Detections(xyxy=boxes.astype(np.float32),
                                               confidence=scores.astype(np.float32),
                                               class_id=classes),
@@ -63,6 +76,11 @@ def test_the_glue_gives_the_librarys_ids(method):
             np.testing.assert_array_equal(got.ids, ref.tracker_id[keep][order] + 1)  # from 1
             np.testing.assert_allclose(got.boxes, ref.xyxy[keep][order], atol=1e-4)
             np.testing.assert_array_equal(got.classes, ref.class_id[keep][order])
+            state = {t.tracker_id + 1: t.get_state_bbox() for t in theirs.tracks}
+            np.testing.assert_array_equal(smooth.ids, got.ids)
+            if len(smooth):
+                np.testing.assert_allclose(smooth.boxes, [state[i] for i in smooth.ids],
+                                           atol=1e-3)
             matched += len(got)
     assert matched > 40
 
