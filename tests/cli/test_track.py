@@ -5,6 +5,7 @@ call, and bad input refused with nothing of the user's touched."""
 from __future__ import annotations
 
 import json
+import re
 
 import cv2
 import numpy as np
@@ -158,3 +159,37 @@ def test_bad_input_is_refused_and_nothing_is_touched(sequences, tmp_path, monkey
     code, err = run_cli(argv, capsys)
     assert_refused(code, err, named)
     assert snapshot(tmp_path, seq) == before
+
+
+def _video(path, frames, fourcc):
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 30, (128, 96))
+    rng = np.random.default_rng(0)
+    for _ in range(frames):  # noise: every frame a sizeable JPEG
+        writer.write(rng.integers(0, 255, (96, 128, 3), dtype=np.uint8))
+    writer.release()
+    data = path.read_bytes()
+    return data
+
+
+def test_a_truncated_video_is_tracked_as_far_as_it_reads_or_refused(sequences, tmp_path,
+                                                                     monkeypatch, capsys):
+    """An AVI cut in half still opens (its header says 40 frames): the frames it holds are
+    tracked, with a warning; an MP4 cut in half has lost its index: refused, nothing written."""
+    _oracle(monkeypatch, sequences / "seq01" / "gt" / "gt.txt")
+    avi = tmp_path / "cut.avi"
+    data = _video(avi, FRAMES, "MJPG")
+    avi.write_bytes(data[:len(data) // 2])
+    code, err = run_cli(["track", "--model", sequences.parent / "m.keras", "--input", avi,
+                         "--output", tmp_path / "avi", "--fourcc", "MJPG"], capsys)
+    assert code == 0, err
+    read = int(re.search(r"(\d+) frames, \d+ tracks", err).group(1))
+    assert 0 < read < FRAMES and f"the video says {FRAMES} frames, {read} could be read" in err
+    assert len({int(line.split(",")[0]) for line in
+                (tmp_path / "avi" / "cut.txt").read_text().splitlines()}) <= read
+    mp4 = tmp_path / "cut.mp4"
+    data = _video(mp4, FRAMES, "mp4v")
+    mp4.write_bytes(data[:len(data) // 2])
+    code, err = run_cli(["track", "--model", sequences.parent / "m.keras", "--input", mp4,
+                         "--output", tmp_path / "mp4"], capsys)
+    assert_refused(code, err, "cut.mp4: cannot be read as a video")
+    assert not (tmp_path / "mp4").exists()
