@@ -30,6 +30,7 @@ from yolo3.cli.flags import (
     POSITIVE,
     TILE_OR_OFF,
     InputPath,
+    Text,
     check_environment,
     declared_paths,
 )
@@ -418,6 +419,17 @@ def add_threshold_arguments(parser: argparse.ArgumentParser, score: float = 0.3,
                         help=f"{score_help}, 0 to 1 (default {score})")
     parser.add_argument("--iou", type=fraction, default=iou,
                         help=f"{iou_help}, 0 to 1 (default {iou})")
+
+
+def add_video_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-frames N`` (0: all) and ``--fourcc CODE`` (the annotated video's codec), for the
+    commands that read video and write it annotated (detect, track)."""
+    parser.add_argument("--max-frames", type=COUNT0, default=0,
+                        help="stop a video/webcam after N frames (0: all)")
+    parser.add_argument("--fourcc", default="mp4v",
+                        type=Text(length=4, pattern=r"[ -~]{4}",
+                                  pattern_words="a video codec's code", example="mp4v"),
+                        help="OpenCV video codec for the annotated video (four characters)")
 
 
 def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:

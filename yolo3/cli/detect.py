@@ -26,12 +26,13 @@ from yolo3.cli.common import (
     add_precision_argument,
     add_threshold_arguments,
     add_tile_arguments,
+    add_video_arguments,
     protect_inputs,
     run_command,
     show_progress,
     tiled_detector,
 )
-from yolo3.cli.flags import BATCH, COUNT0, MediaSource, OutputPath, Text
+from yolo3.cli.flags import BATCH, MediaSource, OutputPath
 
 VIDEO_EXTENSIONS = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"}
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -56,12 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "flight at once)")
     add_precision_argument(p)
     add_engine_argument(p)
-    p.add_argument("--max-frames", type=COUNT0, default=0,
-                   help="stop a video/webcam after N frames (0: all)")
-    p.add_argument("--fourcc", default="mp4v", type=Text(length=4, pattern=r"[ -~]{4}",
-                                                          pattern_words="a video codec's code",
-                                                          example="mp4v"),
-                   help="OpenCV video codec for the annotated video (four characters)")
+    add_video_arguments(p)
     p.add_argument("--no-draw", action="store_true", help="only write the JSON / label files")
     p.add_argument("--save-txt", metavar="DIR", type=OutputPath("folder"), help="also write a YOLO-layout label file per "
                    "image into DIR (class cx cy w h, normalised; an image without detections "

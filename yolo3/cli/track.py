@@ -32,12 +32,13 @@ from yolo3.cli.common import (
     add_model_arguments,
     add_precision_argument,
     add_tile_arguments,
+    add_video_arguments,
     protect_inputs,
     run_command,
     show_progress,
     tiled_detector,
 )
-from yolo3.cli.flags import COUNT, COUNT0, FRACTION, POSITIVE, MediaSource, OutputPath, Text
+from yolo3.cli.flags import COUNT, COUNT0, FRACTION, POSITIVE, MediaSource, OutputPath
 
 NAME = "track"
 DESCRIPTION = ("Track objects through a video, a folder of frames or a webcam: the same ID for "
@@ -78,12 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="draw each track's last N centres (default 30; 0: none)")
     add_precision_argument(p)
     add_engine_argument(p)
-    p.add_argument("--max-frames", type=COUNT0, default=0,
-                   help="stop after N frames (0: all)")
-    p.add_argument("--fourcc", default="mp4v", type=Text(length=4, pattern=r"[ -~]{4}",
-                                                          pattern_words="a video codec's code",
-                                                          example="mp4v"),
-                   help="OpenCV video codec for the annotated video (four characters)")
+    add_video_arguments(p)
     p.add_argument("--no-draw", action="store_true", help="only write the tracks (txt, JSON)")
     add_tile_arguments(p, "detect")
     add_exist_ok_argument(p)
