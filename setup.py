@@ -55,6 +55,7 @@ setup(
             "pycocotools",
             # tracking (the track extra) and py-motmetrics, the independent check of its scores
             "trackers>=2.6",
+            "supervision",
             "trackeval>=1.3",
             "motmetrics",
             "matplotlib",
@@ -71,7 +72,7 @@ setup(
         "plot": ["matplotlib"],
         # yolo3 track: Roboflow's motion trackers (ByteTrack, BoT-SORT, OC-SORT, SORT; no
         # PyTorch) and TrackEval's HOTA, IDF1 and MOTA
-        "track": ["trackers>=2.6", "trackeval>=1.3"],
+        "track": ["trackers>=2.6", "supervision", "trackeval>=1.3"],
         # benchmarks: photographs for yolo3 synth --style photo (scikit-image's wheel ships
         # permissively licensed ones), COCO scoring, plots. The peer (Ultralytics) pulls torch:
         # it lives in its own environment, never here.

@@ -92,6 +92,11 @@ WRITERS = [
         w["data"] / "classes.txt", "--to", "voc", "--out", out]),
     Writer("synth", lambda w, out: ["synth", "--out", out, "--num-images", "3", "--size", "48",
                                     "--val-fraction", "0.34"]),
+    Writer("synth --video", lambda w, out: ["synth", "--video", "3", "--sequences", "2",
+                                            "--size", "32", "48", "--out", out]),
+    Writer("track --output", lambda w, out: [
+        "track", "--model", w["run"] / "final.keras", "--input", _images(w, out.parent),
+        "--output", out, "--score", "0.01"]),
     Writer("check --draw-dir", lambda w, out: [
         "check", "--annotations", w["data"] / "train.txt", "--classes",
         w["data"] / "classes.txt", "--draw", "2", "--draw-dir", out]),
@@ -149,7 +154,7 @@ def _check_writer(writer: Writer, world: dict, tmp_path: Path, capsys) -> None:
     if not writer.folder:
         return _check_named_file_writer(writer, argv, out, capsys)
     planted = plant_everywhere(out)
-    assert len(planted) >= 2 or writer.name.startswith("check"), planted
+    assert len(planted) >= 2 or writer.name.startswith(("check", "track")), planted  # flat
     changed = change_one_of_yolo3s_files(out)
     before = snapshot(tmp_path)
     code, err = run_cli([*argv, "--quiet"], capsys)

@@ -34,7 +34,10 @@ TRACKERS = {"bytetrack": "ByteTrackTracker", "botsort": "BoTSORTTracker",
 TRACKER_SETTINGS = {"lost_frames": "lost_track_buffer", "frame_rate": "frame_rate",
                     "min_frames": "minimum_consecutive_frames",
                     "activation": "track_activation_threshold",
-                    "high_score": "high_conf_det_threshold"}
+                    "high_score": "high_conf_det_threshold",
+                    "match_iou": "minimum_iou_threshold"}
+# where a tracker names one otherwise (BoT-SORT: the first association's IoU)
+_ARGUMENT_OF = {("botsort", "match_iou"): "minimum_iou_threshold_first_assoc"}
 # the defaults measured on synthetic sequences (docs/benchmarks.md, "Tracking": 3 sequences x 2
 # detector noise levels, none of them the benchmark's): a track starts on its first detection
 # scoring 0.25 (0.5 for SORT); the rest is the library's
@@ -67,7 +70,8 @@ class Tracker:
     ``settings`` (None: :data:`DEFAULTS`, else the library's): ``lost_frames`` (how long a lost track waits for
     its object, in frames at 30 per second), ``frame_rate``, ``min_frames`` (consecutive frames
     before a track gets its ID), ``activation`` (the score that starts a track), ``high_score``
-    (ByteTrack's split between first- and second-pass detections). ``botsort`` also compensates
+    (ByteTrack's split between first- and second-pass detections), ``match_iou`` (the least IoU
+    of a detection with a track's predicted box to be its next). ``botsort`` also compensates
     the camera's motion from the frames (pass them to :meth:`update`). ``smooth``: each track's
     box is its filtered state (the tracker's Kalman estimate after this frame's detection: less
     jitter, +0.03 HOTA on the benchmark's sequences), else the detection's own box."""
@@ -90,8 +94,9 @@ class Tracker:
         library = require("trackers", "tracking")
         self.method = method
         self.settings = given
-        arguments = {TRACKER_SETTINGS[k]: (int(v) if k in ("lost_frames", "min_frames") else
-                                           float(v)) for k, v in given.items()}
+        arguments = {_ARGUMENT_OF.get((method, k), TRACKER_SETTINGS[k]):
+                     int(v) if k in ("lost_frames", "min_frames") else float(v)
+                     for k, v in given.items()}
         self._tracker = getattr(library, TRACKERS[method])(**arguments)
         self._sv = require("supervision", "tracking")
         self._needs_frame = method == "botsort"
