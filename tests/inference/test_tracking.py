@@ -40,7 +40,8 @@ def test_settings_are_checked_and_named():
     with pytest.raises(SettingError, match="ocsort does not take activation"):
         Tracker("ocsort", activation=0.5)
     # None: the measured default where there is one, else the library's
-    assert Tracker("sort", lost_frames=None).settings == {"min_frames": 1, "activation": 0.5}
+    assert Tracker("sort", lost_frames=None).settings == {"min_frames": 1, "activation": 0.5,
+                                                          "match_iou": 0.2}
     assert Tracker("bytetrack", min_frames=3).settings["min_frames"] == 3
     with pytest.raises(ValueError, match="3 boxes, 2 scores and 3 classes"):
         Tracker().update(np.zeros((3, 4)), np.zeros(2), np.zeros(3))

@@ -66,13 +66,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how long a lost track waits for its object, in frames at 30 per second "
                         "(default: the tracker's, 30)")
     p.add_argument("--min-frames", type=COUNT, default=None, metavar="N",
-                   help="consecutive frames before a track gets its ID (default: the "
-                        "tracker's)")
+                   help="consecutive frames before a track gets its ID (default 1; ocsort: "
+                        "the tracker's)")
     p.add_argument("--activation", type=FRACTION, default=None, metavar="SCORE",
-                   help="the score that starts a track (default: the tracker's; not ocsort)")
+                   help="the score that starts a track (default: 0.25, sort 0.5; not ocsort)")
     p.add_argument("--high-score", type=FRACTION, default=None, metavar="SCORE",
                    help="bytetrack, botsort, ocsort: first-pass detections score at least this "
-                        "(default: the tracker's)")
+                        "(default 0.25; ocsort: the tracker's)")
+    p.add_argument("--match-iou", type=FRACTION, default=None, metavar="IOU",
+                   help="the least IoU of a detection with a track's predicted box to be its "
+                        "next (default: 0.2 for bytetrack and sort, the tracker's otherwise)")
     p.add_argument("--frame-rate", type=POSITIVE, default=None, metavar="FPS",
                    help="frames per second (default: the video's, else 30)")
     p.add_argument("--trail", type=COUNT0, default=30, metavar="N",
@@ -157,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
     written = [f"{name}.txt", f"{name}.json"] + ([] if args.no_draw else [video_name])
     folder = OutputFolder(args.output, "--output", args.exist_ok, written)  # refused now
     settings = dict(lost_frames=args.lost_frames, min_frames=args.min_frames,
-                    activation=args.activation, high_score=args.high_score)
+                    activation=args.activation, high_score=args.high_score,
+                    match_iou=args.match_iou)
     Tracker(args.tracker, **settings)  # a setting this tracker does not take: refused now
     frames, fps, total, release = _frames(kind, items, args.max_frames)  # the input first
     try:

@@ -40,9 +40,11 @@ TRACKER_SETTINGS = {"lost_frames": "lost_track_buffer", "frame_rate": "frame_rat
 _ARGUMENT_OF = {("botsort", "match_iou"): "minimum_iou_threshold_first_assoc"}
 # the defaults measured on synthetic sequences (docs/benchmarks.md, "Tracking": 3 sequences x 2
 # detector noise levels, none of them the benchmark's): a track starts on its first detection
-# scoring 0.25 (0.5 for SORT); the rest is the library's
-DEFAULTS = {"bytetrack": {"min_frames": 1, "activation": 0.25, "high_score": 0.25},
-            "sort": {"min_frames": 1, "activation": 0.5},
+# scoring 0.25 (0.5 for SORT), and follows a detection overlapping its prediction by IoU 0.2
+# (ByteTrack, SORT); the rest is the library's
+DEFAULTS = {"bytetrack": {"min_frames": 1, "activation": 0.25, "high_score": 0.25,
+                          "match_iou": 0.2},
+            "sort": {"min_frames": 1, "activation": 0.5, "match_iou": 0.2},
             "botsort": {"min_frames": 1, "activation": 0.25, "high_score": 0.25},
             "ocsort": {}}
 _TAKES = {"bytetrack": set(TRACKER_SETTINGS), "botsort": set(TRACKER_SETTINGS),
