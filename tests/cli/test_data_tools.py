@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,6 +44,34 @@ def test_check_dataset_ok_and_draws(shapes, tmp_path, capsys):
     files = sorted(f for f in os.listdir(draw) if not f.startswith("."))  # the marker is hidden
     assert len(files) == 3 and all(f.endswith(".png") for f in files)
     assert Image.open(draw / files[0]).size == (96, 64)
+
+
+def test_check_draws_the_labels_into_its_plots_folder(shapes, tmp_path, capsys, monkeypatch):
+    from cli_harness import assert_refused, run_cli
+    plots = tmp_path / "plots"
+    common = ["check", "--annotations", shapes / "annotations.txt", "--classes",
+              shapes / "classes.txt"]
+    anchors = Path(__file__).resolve().parents[2] / "model_data" / "tiny_yolo_anchors.txt"
+    code, err = run_cli([*common, "--plots", plots, "--anchors", anchors], capsys)
+    assert code == 0, err
+    with Image.open(plots / "labels.png") as im:
+        assert im.format == "PNG"
+    code, err = run_cli([*common, "--anchors", anchors], capsys)
+    assert_refused(code, err, "--anchors needs --plots")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "labels.png").write_bytes(b"my own picture")
+    code, err = run_cli([*common, "--plots", mine], capsys)
+    assert_refused(code, err, "labels.png")
+    assert (mine / "labels.png").read_bytes() == b"my own picture"
+    # without matplotlib: one line, the rest of the check as ever
+    import yolo3.core.extras as extras
+    monkeypatch.setattr(extras, "installed", lambda name: name != "matplotlib")
+    assert check_dataset.main([str(a) for a in common[1:]] + ["--plots", str(tmp_path / "p2")]) \
+        == 0
+    out = capsys.readouterr().out
+    assert "plots skipped: matplotlib is not installed (pip install 'yolo3[plot]'" in out
+    assert "no problems" in out
 
 
 def test_check_dataset_reports_every_problem(shapes, capsys):

@@ -13,6 +13,7 @@ from yolo3.evaluation.visualize import (
     draw_on_array,
     plot_confidence_curves,
     plot_confusion_matrix,
+    plot_labels,
     plot_pr_curves,
     text_color,
 )
@@ -69,3 +70,39 @@ def test_plots_are_written_as_png(tmp_path):
     for path in written:
         with Image.open(path) as im:
             assert im.format == "PNG" and min(im.size) > 200
+
+
+def test_tracks_are_drawn_in_their_ids_colour_with_a_trail():
+    """Two boxes of one class, two IDs: two colours (the palette's, by ID), '#ID' labels, and
+    each track's trail drawn in its colour."""
+    image = Image.new("RGB", (120, 80), (255, 255, 255))
+    boxes = np.array([[10, 30, 40, 60], [70, 30, 100, 60]], float)
+    trails = [np.array([[5.0, 75.0], [25.0, 75.0]]), np.array([[80.0, 75.0]])]
+    drawn = np.asarray(draw_detections(image, boxes, np.array([0.9, 0.8]), np.array([0, 0]),
+                                       ["thing"], ids=np.array([3, 4]), trails=trails))
+    palette = class_colors(32)
+    assert tuple(drawn[45, 10]) == palette[3] and tuple(drawn[45, 70]) == palette[4]
+    assert tuple(drawn[75, 15]) == palette[3]  # the first track's trail
+    assert tuple(drawn[75, 90]) == (255, 255, 255)  # one point: no line
+    plain = np.asarray(draw_detections(image, boxes, np.array([0.9, 0.8]), np.array([0, 0]),
+                                       ["thing"]))
+    assert tuple(plain[45, 10]) == tuple(plain[45, 70]) == class_colors(1)[0]
+
+
+def test_the_labels_plot_is_written_for_the_records_with_their_sizes(tmp_path):
+    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.data.annotations import Record
+    rng = np.random.default_rng(0)
+    records = []
+    for k in range(30):
+        xy = rng.uniform(0, 200, (4, 2))
+        boxes = np.concatenate([xy, xy + rng.uniform(4, 80, (4, 2)), rng.integers(0, 3, (4, 1))],
+                               axis=1).astype(np.float32)
+        records.append(Record(f"{k}.jpg", boxes, image_hw=(300, 400) if k else None))
+    path = plot_labels(records, ["a", "b", "c"], (320, 320), str(tmp_path / "labels.png"),
+                       anchors=np.array([[10, 13], [30, 60]]), notes=["tiles: none"])
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.size[0] > 800
+    assert written_by_yolo3(path)
+    empty = plot_labels([], ["a"], (320, 320), str(tmp_path / "empty.png"))
+    assert Image.open(empty).size[0] > 800

@@ -97,6 +97,9 @@ WRITERS = [
     Writer("track --output", lambda w, out: [
         "track", "--model", w["run"] / "final.keras", "--input", _images(w, out.parent),
         "--output", out, "--score", "0.01"]),
+    Writer("check --plots", lambda w, out: [
+        "check", "--annotations", w["data"] / "train.txt", "--classes",
+        w["data"] / "classes.txt", "--plots", out]),
     Writer("check --draw-dir", lambda w, out: [
         "check", "--annotations", w["data"] / "train.txt", "--classes",
         w["data"] / "classes.txt", "--draw", "2", "--draw-dir", out]),

@@ -33,6 +33,7 @@ DESCRIPTION = ("Check a dataset: read every annotation and image header, print s
 
 DRAWN_PATTERN = "[0-9][0-9][0-9]_*.png"  # what --draw writes into --draw-dir
 DRAW_DIR = "dataset_check"  # --draw-dir's default
+LABELS_PLOT = "labels.png"  # what --plots writes
 
 
 def draw_records(records: Sequence[Record], names: Sequence[str], folder) -> List[str]:
@@ -117,6 +118,21 @@ def _stats(records: Sequence[Record], names: Sequence[str], input_hw=(416, 416))
     return "\n".join(lines)
 
 
+def _plot_labels(args, records: Sequence[Record], names: Sequence[str], input_hw, folder) -> None:
+    """``--plots``: the labels drawn into ``folder`` (a line, not an error, without matplotlib)."""
+    from yolo3.core.extras import install_hint, installed
+    if not installed("matplotlib"):
+        print(f"plots skipped: matplotlib is not installed ({install_hint('matplotlib')})")
+        return
+    from yolo3.evaluation.visualize import plot_labels
+    from yolo3.ops.anchors import YOLO_ANCHORS, read_anchors
+    anchors = read_anchors(args.anchors) if args.anchors else YOLO_ANCHORS
+    notes = [_tile_line(records, input_hw)] + _balance_lines(records, names)[:1]
+    with folder, folder.writing(LABELS_PLOT) as tmp:
+        plot_labels(records, names, input_hw, tmp, anchors=anchors, notes=notes)
+    print(f"labels drawn: {os.path.join(args.plots, LABELS_PLOT)}")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "text / VOC / COCO annotations", split=None)
     p.add_argument("--classes", type=InputPath(text=True),
@@ -130,6 +146,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draw-dir", type=OutputPath("folder"), default=None,
                    help=f"folder for the drawn PNG files (default {DRAW_DIR})")
     p.add_argument("--seed", type=SEED, default=0, help="seed choosing the images to draw")
+    p.add_argument("--plots", type=OutputPath("folder"), default=None, metavar="DIR",
+                   help=f"draw the labels into DIR/{LABELS_PLOT}: class counts, box centres, "
+                        "box sizes at --input-size against the strides and anchors (needs "
+                        "matplotlib: the plot extra)")
+    p.add_argument("--anchors", type=InputPath(text=True), default=None,
+                   help="with --plots: the anchors file to mark (default: YOLOv3's COCO "
+                        "anchors)")
     add_input_size_argument(p, 416, "the network input size the tile suggestion is for: one side "
                                     "or HEIGHT WIDTH (default 416)")
     add_exist_ok_argument(p)
@@ -140,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.data.annotations import coco_class_names, detect_format, scan_annotations
     from yolo3.data.class_names import read_classes
 
+    plots = None
+    if args.plots:
+        from yolo3.core.ownership import OutputFolder
+        plots = OutputFolder(args.plots, "--plots", args.exist_ok, [LABELS_PLOT])  # refused now
     folder = None
     if args.draw:
         from yolo3.core.ownership import OutputFolder
@@ -167,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {res.clipped_boxes} boxes extend past their image and were clipped")
     if res.skipped_difficult or res.skipped_crowd:
         print(f"skipped: {res.skipped_difficult} difficult, {res.skipped_crowd} crowd boxes")
+    if plots is not None:
+        _plot_labels(args, res.records, names, input_hw, plots)
     if args.draw and res.records:
         protect_inputs(args, [r.path for r in res.records])
         rng = np.random.default_rng(args.seed)

@@ -106,6 +106,7 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
         "--min-visible", "--no-recolour", "--class-shares")),
     "check": (
         Needs("--draw-dir", ("--draw",), "it is where --draw's images go"),
+        Needs("--anchors", ("--plots",), "it marks the anchors on the plots"),
     ),
     "benchmark data": (
         Needs("--distinct", ("--scale",), "it shapes the --scale set"),

@@ -216,3 +216,73 @@ def plot_confidence_curves(curves, class_names: Sequence[str], path: str) -> str
     path = _save(fig, path)
     plt.close(fig)
     return path
+
+
+def plot_labels(records, class_names: Sequence[str], input_hw: Sequence[int], path: str,
+                anchors: Optional[np.ndarray] = None, strides: Sequence[int] = (32, 16, 8),
+                notes: Sequence[str] = ()) -> str:
+    """The labels of a dataset, drawn (``yolo3 check --plots``): class counts, box centres (a
+    heat map over the image, as shares of its width and height), box width against height at
+    ``input_hw`` ``(h, w)`` (letterboxed, pixels, log scales) with the model's ``strides`` and
+    ``anchors`` ``(A, 2)`` ``(w, h)`` marked, and the spread of box sides at that size; ``notes``
+    (the rare classes, the tile suggestion) under the title. ``records``: each with its
+    ``image_hw``. Needs matplotlib."""
+    from yolo3.data.annotations import box_sizes
+    plt = _pyplot()
+    known = [r for r in records if r.image_hw is not None]
+    boxes = [np.asarray(r.boxes, np.float64).reshape(-1, 5) for r in known]
+    classes = np.concatenate([b[:, 4] for b in boxes]).astype(int) if boxes else np.zeros(0, int)
+    centres = np.concatenate([np.stack([(b[:, 0] + b[:, 2]) / 2 / r.image_hw[1],
+                                        (b[:, 1] + b[:, 3]) / 2 / r.image_hw[0]], axis=1)
+                              for r, b in zip(known, boxes)]) if boxes else np.zeros((0, 2))
+    wh = box_sizes(known, input_hw)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 10), dpi=100)
+    counts = np.bincount(classes, minlength=len(class_names))[:len(class_names)]
+    colors = np.array(class_colors(max(len(class_names), 1))) / 255.0
+    ax = axes[0, 0]
+    ax.bar(np.arange(len(class_names)), counts, color=colors[:len(class_names)])
+    ax.set_xticks(np.arange(len(class_names)), class_names, rotation=90 if len(class_names) > 8
+                  else 0, fontsize=8)
+    ax.set_ylabel("boxes")
+    ax.set_title(f"class counts ({len(classes)} boxes, {len(known)} images)")
+    ax = axes[0, 1]
+    heat, _, _ = np.histogram2d(centres[:, 1], centres[:, 0], bins=40, range=[[0, 1], [0, 1]])
+    image = ax.imshow(heat, extent=(0, 1, 1, 0), cmap="viridis", aspect="auto")
+    fig.colorbar(image, ax=ax, label="boxes")
+    ax.set_xlabel("centre x / image width")
+    ax.set_ylabel("centre y / image height")
+    ax.set_title("box centres")
+    size = f"{int(input_hw[1])}x{int(input_hw[0])}"
+    ax = axes[1, 0]
+    if len(wh):
+        ax.scatter(np.maximum(wh[:, 0], 0.5), np.maximum(wh[:, 1], 0.5), s=4, alpha=0.3,
+                   c=colors[classes % len(colors)], label="boxes")
+    for stride in strides:
+        ax.axvline(stride, color="grey", linestyle="--", linewidth=0.8)
+        ax.axhline(stride, color="grey", linestyle="--", linewidth=0.8)
+        ax.text(stride, 0.02, f" stride {stride}", color="grey", fontsize=7, rotation=90,
+                va="bottom", transform=ax.get_xaxis_transform())
+    if anchors is not None and len(anchors):
+        anchors = np.asarray(anchors, np.float64).reshape(-1, 2)
+        ax.scatter(anchors[:, 0], anchors[:, 1], marker="x", s=60, color="red", label="anchors")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"width at {size} (px)")
+    ax.set_ylabel(f"height at {size} (px)")
+    ax.set_title("box sizes against the strides and anchors")
+    ax.legend(loc="upper left", fontsize=8)
+    ax = axes[1, 1]
+    side = np.sqrt(np.prod(np.maximum(wh, 0.5), axis=1)) if len(wh) else np.zeros(0)
+    low = max(float(side.min()) * 0.8, 0.5) if len(side) else 0.5
+    bins = np.geomspace(low, max(float(side.max()) if len(side) else 1.0, low * 2) * 1.1, 40)
+    ax.hist(side, bins=bins, color="steelblue")
+    for stride in strides:
+        ax.axvline(stride, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"box side sqrt(w*h) at {size} (px)")
+    ax.set_ylabel("boxes")
+    ax.set_title("box sides at the input size")
+    fig.suptitle("Labels" + "".join(f"\n{note}" for note in notes), fontsize=10)
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
