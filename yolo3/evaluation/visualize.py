@@ -12,6 +12,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from yolo3.core.fileio import atomic_write
 from yolo3.core.ownership import YOLO3_SOFTWARE
+from yolo3.data.annotations import box_sizes
 
 Color = Tuple[int, int, int]
 
@@ -227,7 +228,6 @@ def plot_labels(records, class_names: Sequence[str], input_hw: Sequence[int], pa
     ``anchors`` ``(A, 2)`` ``(w, h)`` marked, and the spread of box sides at that size; ``notes``
     (the rare classes, the tile suggestion) under the title. ``records``: each with its
     ``image_hw``. Needs matplotlib."""
-    from yolo3.data.annotations import box_sizes
     plt = _pyplot()
     known = [r for r in records if r.image_hw is not None]
     boxes = [np.asarray(r.boxes, np.float64).reshape(-1, 5) for r in known]
