@@ -5,8 +5,8 @@
   ``bn_stats_images=0``) the training loss is the same to the digit, but the validation loss
   climbs and mAP stays at 0: the evaluated model normalised with statistics of weights it no
   longer had.
-- Two CPU replicas through the wrapper reach one device's mAP at the same global batch (the anchor
-  head and the anchor-free one).
+- Two CPU replicas through the wrapper reach one device's mAP at the same global batch (the
+  anchor-free head; the anchor head's wrapper is exact to its template in the default suite).
 """
 from __future__ import annotations
 
@@ -82,11 +82,13 @@ def _cli(out: Path, d: Path, *extra: str, variant: str = "tiny") -> subprocess.C
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["tiny", "tiny-af"])
+@pytest.mark.parametrize("variant", ["tiny-af"])  # the anchor head: tests/training/test_parallel.py
 def test_two_replicas_reach_one_devices_map_at_the_same_global_batch(tmp_path, variant):
     """The demo's kind of data (where mAP is high enough to compare): 1 device at batch 16 and 2
-    CPU replicas at 8 each (global 16) end within 0.05 mAP@0.5:0.95 of each other, with either
-    head."""
+    CPU replicas at 8 each (global 16) end within 0.05 mAP@0.5:0.95 of each other. The anchor
+    head's run (``tiny``, 2.3 minutes) left with the tracking tests, to keep CI under 45 minutes:
+    its wrapper gives the template's loss and gradients exactly
+    (``test_wrapper_equals_template``), the head-independent part this run adds is shown here."""
     from yolo3.data.synthetic import make_synthetic_dataset
     d = tmp_path / "solid"
     make_synthetic_dataset(str(d), 400, (128, 128), seed=3, val_fraction=0.25)
