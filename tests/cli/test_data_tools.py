@@ -58,6 +58,17 @@ def test_check_draws_the_labels_into_its_plots_folder(shapes, tmp_path, capsys, 
         assert im.format == "PNG"
     code, err = run_cli([*common, "--anchors", anchors], capsys)
     assert_refused(code, err, "--anchors needs --plots")
+    # the first batches as the pipeline delivers them: a grid of 12 augmented mosaics
+    code, err = run_cli([*common, "--plots", plots, "--batches", 2, "--mosaic", 1,
+                         "--input-size", 64], capsys)
+    assert code == 0, err
+    for k in (0, 1):
+        with Image.open(plots / f"train_batch{k}.jpg") as im:
+            assert im.size == (4 * 64, 3 * 64)  # 12 images: 3 rows of 4
+    for flags, named in ((["--batches", 2], "--batches needs --plots"),
+                         (["--plots", plots, "--mosaic", 1], "--mosaic needs --batches")):
+        code, err = run_cli([*common, *flags], capsys)
+        assert_refused(code, err, named)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "labels.png").write_bytes(b"my own picture")

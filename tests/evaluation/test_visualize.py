@@ -9,6 +9,7 @@ from PIL import Image
 from yolo3.evaluation.diagnostics import ConfidenceCurves
 from yolo3.evaluation.visualize import (
     class_colors,
+    draw_batch,
     draw_detections,
     draw_on_array,
     plot_confidence_curves,
@@ -106,3 +107,18 @@ def test_the_labels_plot_is_written_for_the_records_with_their_sizes(tmp_path):
     assert written_by_yolo3(path)
     empty = plot_labels([], ["a"], (320, 320), str(tmp_path / "empty.png"))
     assert Image.open(empty).size[0] > 800
+
+
+def test_a_batch_is_drawn_as_a_grid_of_its_images_and_boxes():
+    """Five 32x48 images in a grid of four columns: two rows, each cell its own image with its
+    boxes (padding rows left out), the empty cells grey."""
+    images = np.zeros((5, 32, 48, 3), np.float32)
+    images[2] = 1.0
+    boxes = np.zeros((5, 3, 5), np.float32)
+    boxes[1, 0] = [4, 4, 20, 20, 1]  # one box in the second image; the other rows are padding
+    grid = draw_batch(images, boxes, ["a", "b"], columns=4)
+    assert grid.shape == (64, 192, 3) and grid.dtype == np.uint8
+    assert tuple(grid[12, 48 + 4]) == class_colors(2)[1]  # the box's left edge, in cell 1
+    assert (grid[:32, :48] == 0).all()  # cell 0: no box drawn (padding only)
+    assert (grid[5:30, 96 + 2:96 + 46] == 255).all()  # cell 2: the white image, untouched
+    assert (grid[32:, 48:] == 114).all()  # cells 5-7 hold no image

@@ -99,7 +99,7 @@ WRITERS = [
         "--output", out, "--score", "0.01"]),
     Writer("check --plots", lambda w, out: [
         "check", "--annotations", w["data"] / "train.txt", "--classes",
-        w["data"] / "classes.txt", "--plots", out]),
+        w["data"] / "classes.txt", "--plots", out, "--batches", "1"]),
     Writer("check --draw-dir", lambda w, out: [
         "check", "--annotations", w["data"] / "train.txt", "--classes",
         w["data"] / "classes.txt", "--draw", "2", "--draw-dir", out]),

@@ -23,7 +23,7 @@ from yolo3.cli.common import (
     run_command,
     show_progress,
 )
-from yolo3.cli.flags import SEED, InputPath, Number, OutputPath
+from yolo3.cli.flags import FRACTION, SEED, InputPath, Number, OutputPath
 from yolo3.data.annotations import Record
 
 NAME = "check"
@@ -34,6 +34,8 @@ DESCRIPTION = ("Check a dataset: read every annotation and image header, print s
 DRAWN_PATTERN = "[0-9][0-9][0-9]_*.png"  # what --draw writes into --draw-dir
 DRAW_DIR = "dataset_check"  # --draw-dir's default
 LABELS_PLOT = "labels.png"  # what --plots writes
+BATCH_PICTURES = "train_batch[0-9]*.jpg"  # what --batches writes beside it
+BATCH_SIZE = 16  # images per drawn batch
 
 
 def draw_records(records: Sequence[Record], names: Sequence[str], folder) -> List[str]:
@@ -133,6 +135,31 @@ def _plot_labels(args, records: Sequence[Record], names: Sequence[str], input_hw
     print(f"labels drawn: {os.path.join(args.plots, LABELS_PLOT)}")
 
 
+def _draw_batches(args, records: Sequence[Record], names: Sequence[str], input_hw,
+                  folder) -> None:
+    """``--batches N``: the first N training batches of the NumPy pipeline (the same batches as
+    tf.data's, no TensorFlow), augmented as train's defaults and ``--mosaic`` say."""
+    from PIL import Image
+
+    from yolo3.data.dataset_config import DatasetConfig
+    from yolo3.data.draws import AugmentConfig
+    from yolo3.data.numpy_pipeline import NumpyBatches
+    from yolo3.evaluation.visualize import draw_batch
+    usable = [r for r in records if r.image_hw is not None]
+    config = DatasetConfig(tuple(input_hw), min(BATCH_SIZE, len(usable)), training=True,
+                           seed=args.seed, augment=AugmentConfig(mosaic=args.mosaic))
+    batches = NumpyBatches(usable, config, workers=1, repeat=True)  # on into the next epochs
+    count = args.batches
+    with folder:
+        for k in range(count):
+            images, boxes = batches[k]
+            picture = Image.fromarray(draw_batch(images, boxes, names))
+            with folder.writing(f"train_batch{k}.jpg") as tmp:
+                picture.save(tmp, format="JPEG", quality=90)
+    print(f"{count} training batch{'' if count == 1 else 'es'} drawn: "
+          f"{os.path.join(args.plots, 'train_batch0.jpg')} ...")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "text / VOC / COCO annotations", split=None)
     p.add_argument("--classes", type=InputPath(text=True),
@@ -150,6 +177,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"draw the labels into DIR/{LABELS_PLOT}: class counts, box centres, "
                         "box sizes at --input-size against the strides and anchors (needs "
                         "matplotlib: the plot extra)")
+    p.add_argument("--batches", type=Number(int, 0, 100), default=0, metavar="N",
+                   help="with --plots: draw the first N training batches as the input pipeline "
+                        "delivers them (augmented, at --input-size; DIR/train_batch0.jpg ...)")
+    p.add_argument("--mosaic", type=FRACTION, default=0.0,
+                   help="with --batches: the share of images that are mosaics (train's "
+                        "--mosaic; default 0)")
     p.add_argument("--anchors", type=InputPath(text=True), default=None,
                    help="with --plots: the anchors file to mark (default: YOLOv3's COCO "
                         "anchors)")
@@ -166,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
     plots = None
     if args.plots:
         from yolo3.core.ownership import OutputFolder
-        plots = OutputFolder(args.plots, "--plots", args.exist_ok, [LABELS_PLOT])  # refused now
+        plots = OutputFolder(args.plots, "--plots", args.exist_ok,
+                             [LABELS_PLOT, BATCH_PICTURES])  # refused now
     folder = None
     if args.draw:
         from yolo3.core.ownership import OutputFolder
@@ -196,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped: {res.skipped_difficult} difficult, {res.skipped_crowd} crowd boxes")
     if plots is not None:
         _plot_labels(args, res.records, names, input_hw, plots)
+        if args.batches and res.records:
+            _draw_batches(args, res.records, names, input_hw, plots)
     if args.draw and res.records:
         protect_inputs(args, [r.path for r in res.records])
         rng = np.random.default_rng(args.seed)

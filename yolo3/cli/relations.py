@@ -107,6 +107,8 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
     "check": (
         Needs("--draw-dir", ("--draw",), "it is where --draw's images go"),
         Needs("--anchors", ("--plots",), "it marks the anchors on the plots"),
+        Needs("--batches", ("--plots",), "the batches are drawn into --plots"),
+        Needs("--mosaic", ("--batches",), "it shapes the drawn batches"),
     ),
     "benchmark data": (
         Needs("--distinct", ("--scale",), "it shapes the --scale set"),

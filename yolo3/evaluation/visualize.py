@@ -105,6 +105,28 @@ def draw_on_array(image: np.ndarray, boxes: np.ndarray, scores: np.ndarray, clas
     return np.asarray(drawn)
 
 
+def draw_batch(images: np.ndarray, boxes: np.ndarray, class_names: Sequence[str],
+               columns: int = 4) -> np.ndarray:
+    """A training batch as the model sees it, one picture: ``images`` ``(B, H, W, 3)`` float in
+    ``[0, 1]`` (or uint8), ``boxes`` ``(B, M, 5)`` ``x1, y1, x2, y2, class`` input pixels (rows of
+    zeros: padding), each image with its boxes and class names (the ground-truth drawer), in a
+    grid of ``columns``; returns uint8 ``(rows * H, columns * W, 3)``."""
+    images = np.asarray(images)
+    if images.dtype != np.uint8:
+        images = (np.clip(images, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    count, h, w = images.shape[:3]
+    columns = max(1, min(int(columns), count))
+    rows = -(-count // columns)
+    grid = np.full((rows * h, columns * w, 3), 114, np.uint8)
+    for k in range(count):
+        b = np.asarray(boxes[k], np.float64).reshape(-1, 5)
+        b = b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]  # padding rows out
+        drawn = draw_on_array(images[k], b[:, :4], None, b[:, 4].astype(int), class_names)
+        r, c = divmod(k, columns)
+        grid[r * h:(r + 1) * h, c * w:(c + 1) * w] = drawn
+    return grid
+
+
 def plot_pr_curves(curves: Sequence[Optional[dict]], class_names: Sequence[str], path: str,
                    title: str = "Precision-recall (IoU 0.5)") -> str:
     """Plot per-class precision-recall curves to a PNG.
