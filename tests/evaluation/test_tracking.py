@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from yolo3.data.mot import MotTracks, mot_lines, read_mot
-from yolo3.evaluation.tracking import TRACK_METRICS, combine_track_metrics, track_metrics
+from yolo3.evaluation.tracking import (
+    TRACK_METRICS,
+    combine_track_metrics,
+    score_sequences,
+    track_metrics,
+)
 
 mm = pytest.importorskip("motmetrics", reason="py-motmetrics is the independent check "
                                               "(the test extra installs it)")
@@ -45,6 +50,10 @@ def test_py_motmetrics_example_numbers():
         assert 0 < scores["HOTA"] < 1
         pairs.append((gt, tracks))
     _check(combine_track_metrics(pairs), EXPECTED["OVERALL"])
+    each, combined = score_sequences(pairs)  # each sequence evaluated once, both answers
+    for name, scores in zip(("TUD-Campus", "TUD-Stadtmitte"), each):
+        _check(scores, EXPECTED[name])
+    _check(combined, EXPECTED["OVERALL"])
 
 
 def _tracks(frames, ids, boxes, scores=None):

@@ -70,6 +70,13 @@ def noisy_detections(rows: np.ndarray, rng: np.random.Generator, frame_hw: Tuple
             np.concatenate([found[:, 5], np.zeros(n)]).astype(np.int64))
 
 
+def _detector_rows(truth: MotTracks) -> np.ndarray:
+    """One frame's ground truth as :func:`noisy_detections` reads it: ``id, x1, y1, x2, y2,
+    class, visibility (1), considered``."""
+    return np.concatenate([truth.ids[:, None], truth.boxes, truth.classes[:, None],
+                           np.ones((len(truth), 1)), truth.scores[:, None]], axis=1)
+
+
 def _tracked(name: str, detections: List[Detections], frames: List[str]) -> Tuple[MotTracks, float]:
     """One of our trackers over a sequence: its tracks and seconds (detections in, tracks out)."""
     from PIL import Image
@@ -142,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
     results: Dict[str, list] = {}
     times: Dict[str, List[float]] = {}
     total_frames = 0
-    peer_version = None
     with tempfile.TemporaryDirectory() as work:
         for seed in args.seeds:
             for k in range(args.sequences):
@@ -150,11 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 make_video_sequence(sequence, args.frames, frame_hw, args.objects,
                                     seed * 1000 + k, args.style, args.photos)
                 gt = read_mot(os.path.join(sequence, "gt", "gt.txt"))
-                rows = [np.concatenate([gt.frame(t).ids[:, None], gt.frame(t).boxes,
-                                        gt.frame(t).classes[:, None],
-                                        np.ones((len(gt.frame(t)), 1)),
-                                        gt.frame(t).scores[:, None]], axis=1)
-                        for t in range(1, args.frames + 1)]
+                rows = [_detector_rows(gt.frame(t)) for t in range(1, args.frames + 1)]
                 frames = [os.path.join(sequence, "img1", f"{t:06d}.jpg")
                           for t in range(1, args.frames + 1)]
                 rng = np.random.default_rng(seed * 1000 + k + 7)

@@ -89,13 +89,14 @@ def format_scores(rows: Sequence[Tuple[str, dict]]) -> str:
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.fileio import write_text_atomic
     from yolo3.data.mot import read_mot
-    from yolo3.evaluation.tracking import combine_track_metrics, track_metrics
+    from yolo3.evaluation.tracking import score_sequences
 
     found = pairs(args.gt, args.tracks)
     loaded = [(name, read_mot(g), read_mot(t), n) for name, g, t, n in found]  # refused now
-    rows = [(name, track_metrics(g, t, n)) for name, g, t, n in loaded]
+    each, combined = score_sequences([(g, t, n) for _, g, t, n in loaded])
+    rows = [(name, scores) for (name, *_), scores in zip(loaded, each)]
     if len(rows) > 1:
-        rows.append(("combined", combine_track_metrics([(g, t, n) for _, g, t, n in loaded])))
+        rows.append(("combined", combined))
     print(format_scores(rows))
     if args.json:
         write_text_atomic(args.json, json.dumps({name: s for name, s in rows}, indent=1))

@@ -200,7 +200,7 @@ def _track(detector, tracker, frames, fps: float, total: int, name: str, video_n
 
     from yolo3.data.mot import mot_lines
     from yolo3.evaluation.visualize import draw_on_array
-    from yolo3.inference.tracking import Trails
+    from yolo3.inference.tracking import Trails, track_frames
     from yolo3.inference.video import VideoWriter
 
     names = detector.class_names
@@ -220,10 +220,9 @@ def _track(detector, tracker, frames, fps: float, total: int, name: str, video_n
         js.write("[")
         bar = stack.enter_context(tqdm(total=total or None, desc=name, unit="frame",
                                        file=sys.stderr, disable=not show_progress(args)))
-        for frame in frames:
+        entries = 0
+        for frame, tracks in track_frames(detector, tracker, frames):
             count += 1
-            boxes, scores, classes = detector.detect(frame)
-            tracks = tracker.update(boxes, scores, classes, frame)
             seen.update(int(i) for i in tracks.ids)
             for line in mot_lines(count, tracks.ids, tracks.boxes, tracks.scores):
                 mot.write(line + "\n")
@@ -232,7 +231,8 @@ def _track(detector, tracker, frames, fps: float, total: int, name: str, video_n
                 entry = {"frame": count, "id": int(i), "box": [round(float(v), 2) for v in box],
                          "score": round(float(score), 4), "class": int(cls),
                          "name": names[int(cls)] if 0 <= int(cls) < len(names) else str(cls)}
-                js.write(("\n" if js.tell() == 1 else ",\n") + json.dumps(entry))
+                js.write(("\n" if entries == 0 else ",\n") + json.dumps(entry))
+                entries += 1
             if writer is not None:
                 trail = trails.update(tracks) if trails is not None else None
                 writer.write(draw_on_array(frame, tracks.boxes, tracks.scores, tracks.classes,

@@ -56,10 +56,10 @@ class MotTracks:
         return int(self.frames.max()) if len(self.frames) else 0
 
     def frame(self, index: int) -> "MotTracks":
-        """The boxes of frame ``index`` (from 1)."""
-        keep = self.frames == index
-        return MotTracks(self.frames[keep], self.ids[keep], self.boxes[keep], self.scores[keep],
-                         self.classes[keep])
+        """The boxes of frame ``index`` (from 1): a slice of the rows, sorted by frame."""
+        lo, hi = np.searchsorted(self.frames, [index, index + 1])
+        return MotTracks(self.frames[lo:hi], self.ids[lo:hi], self.boxes[lo:hi],
+                         self.scores[lo:hi], self.classes[lo:hi])
 
     def by_frame(self, num_frames: Optional[int] = None) -> List[Dict[str, np.ndarray]]:
         """Per frame 1..``num_frames`` (default: the last with a box): ``{"ids", "boxes"}``."""

@@ -10,7 +10,7 @@ counts; HOTA over the pooled matches). No TensorFlow here.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -18,7 +18,8 @@ from yolo3.core.extras import require
 from yolo3.data.mot import MotTracks
 from yolo3.ops.boxes import iou_xyxy
 
-__all__ = ["TRACK_METRICS", "sequence_data", "track_metrics", "combine_track_metrics"]
+__all__ = ["TRACK_METRICS", "sequence_data", "track_metrics", "score_sequences",
+           "combine_track_metrics"]
 
 # what track_metrics returns, in the order tables print them
 TRACK_METRICS = ("HOTA", "DetA", "AssA", "LocA", "IDF1", "IDP", "IDR", "MOTA", "MOTP", "IDSW",
@@ -92,13 +93,17 @@ def track_metrics(gt: MotTracks, pred: MotTracks,
     return _summary(*_evaluate(gt, pred, num_frames))
 
 
-def combine_track_metrics(pairs: Sequence[tuple]) -> Dict[str, float]:
-    """Several sequences' scores combined (``pairs``: ``(gt, pred[, num_frames])`` each)."""
+def score_sequences(pairs: Sequence[tuple]) -> Tuple[List[Dict[str, float]], Dict[str, float]]:
+    """Each sequence's scores and the combined ones, every sequence evaluated once (``pairs``:
+    ``(gt, pred[, num_frames])`` each)."""
     metrics = _metrics()
     per_sequence = [_evaluate(*pair) if len(pair) == 3 else _evaluate(pair[0], pair[1], None)
                     for pair in pairs]
-    combined = []
-    for k, metric in enumerate(metrics):
-        combined.append(metric.combine_sequences({str(s): res[k]
-                                                  for s, res in enumerate(per_sequence)}))
-    return _summary(*combined)
+    combined = [metric.combine_sequences({str(s): res[k] for s, res in enumerate(per_sequence)})
+                for k, metric in enumerate(metrics)]
+    return [_summary(*res) for res in per_sequence], _summary(*combined)
+
+
+def combine_track_metrics(pairs: Sequence[tuple]) -> Dict[str, float]:
+    """Several sequences' scores combined (``pairs``: ``(gt, pred[, num_frames])`` each)."""
+    return score_sequences(pairs)[1]

@@ -15,8 +15,8 @@ runs a detector and a tracker over a stream of frames, one frame in memory at a 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections import deque
+from dataclasses import dataclass
 from typing import Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -147,7 +147,6 @@ def track_frames(detector, tracker: Tracker, frames: Iterable[np.ndarray]
     for frame in frames:
         boxes, scores, classes = detector.detect(frame)
         yield frame, tracker.update(boxes, scores, classes, frame)
-
 
 
 class Trails:
