@@ -58,6 +58,8 @@ setup(
             "supervision",
             "trackeval>=1.3",
             "motmetrics",
+            # the TIDE error breakdown's reference (tests/evaluation/test_error_analysis.py)
+            "tidecv",
             "matplotlib",
             # the layer contracts in .importlinter, checked by tests/features/test_structure.py
             "import-linter>=2.1",

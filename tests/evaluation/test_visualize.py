@@ -122,3 +122,33 @@ def test_a_batch_is_drawn_as_a_grid_of_its_images_and_boxes():
     assert (grid[:32, :48] == 0).all()  # cell 0: no box drawn (padding only)
     assert (grid[5:30, 96 + 2:96 + 46] == 255).all()  # cell 2: the white image, untouched
     assert (grid[32:, 48:] == 114).all()  # cells 5-7 hold no image
+
+
+def test_labels_beside_predictions_and_the_gallery(tmp_path):
+    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.evaluation.visualize import labels_beside_predictions, save_png, stack_rows
+    image = Image.new("RGB", (200, 100), (40, 40, 40))
+    truth = np.array([[10, 10, 60, 60, 0]], np.float64)
+    dets = (np.array([[100, 10, 150, 60]], np.float64), np.array([0.9]), np.array([1]))
+    caption = "most missed area: a very long file name that is wider than both panels.jpg"
+    row = labels_beside_predictions(image, truth, dets, ["cat", "dog"], caption, height=50)
+    assert row.height > 50 and row.width > 2 * 100  # the caption is never cut
+    pixels = np.asarray(row)
+    strip = row.height - 50
+    left, right = pixels[strip:, :100], pixels[strip:, 108:208]
+    assert (left[5:30, 5] != 40).any() and (right[5:30, 5] == 40).all()  # the label on the left
+    assert (right[5:30, 50] != 40).any()                                 # the detection on the right
+    sheet = stack_rows([row, row], gap=4)
+    assert sheet.size == (row.width, 2 * row.height + 4)
+    path = save_png(sheet, str(tmp_path / "worst.png"))
+    assert written_by_yolo3(path) and Image.open(path).size == sheet.size
+
+
+def test_error_breakdown_plot(tmp_path):
+    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.evaluation.error_analysis import error_breakdown
+    from yolo3.evaluation.visualize import plot_error_breakdown
+    gt = {"a": np.array([[0, 0, 10, 10, 0], [20, 20, 30, 30, 0]], np.float64)}
+    dets = {"a": (np.array([[0, 0, 10, 10]], np.float64), np.array([0.9]), np.array([0]))}
+    path = plot_error_breakdown(error_breakdown(gt, dets), str(tmp_path / "errors.png"))
+    assert written_by_yolo3(path) and Image.open(path).size[0] > 500

@@ -4,8 +4,11 @@ of a detection JSON against ground truth.
 Prints a table per class and the confidence of best F1, and writes ``--out`` (JSON: ``mAP50``,
 ``mAP75``, ``mAP50_95`` (COCO, as pycocotools' COCOeval), ``mAP50_voc``, ``mAP50_voc07`` (Pascal
 VOC), ``per_class``, ``confidence_curves`` (precision, recall and F1 against confidence, per class
-and overall, and the best F1) and ``confusion_matrix`` (:mod:`yolo3.evaluation.diagnostics`)) plus
-the plots ``<out stem>_pr.png``, ``_confusion.png`` and ``_confidence.png`` beside it.
+and overall, and the best F1), ``confusion_matrix`` (:mod:`yolo3.evaluation.diagnostics`), and the
+error analysis (:mod:`yolo3.evaluation.error_analysis`): ``errors`` (the TIDE breakdown),
+``errors_per_class`` (false positives by cause and missed boxes by size, at the confusion
+matrix's score) and ``worst_images``) plus the plots ``<out stem>_pr.png``, ``_confusion.png``,
+``_confidence.png``, ``_errors.png`` and the gallery of the worst images, ``_worst.png``, beside it.
 """
 from __future__ import annotations
 
@@ -110,7 +113,70 @@ def _detect_records(det, records, class_names, batch_size: int, progress: bool =
     return dets, entries, failed
 
 
-PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png")
+def _error_analysis(gt, dets, class_names, score: float) -> dict:
+    """The TIDE breakdown (printed), the errors per class and the worst images at ``score``."""
+    from yolo3.evaluation.error_analysis import (
+        class_errors,
+        error_breakdown,
+        format_breakdown,
+        image_errors,
+        worst_images,
+    )
+    breakdown = error_breakdown(gt, dets)
+    print(format_breakdown(breakdown))
+    per_image = image_errors(gt, dets, score)
+    worst = worst_images(per_image, WORST_PER_REASON)
+    listed = []
+    for im, reason in worst:
+        causes: Dict[str, int] = {}
+        for _, cause in im.false_positives:
+            causes[cause] = causes.get(cause, 0) + 1
+        listed.append({"image": str(im.image), "reason": reason, "missed": len(im.missed),
+                       "missed_area": im.missed_area, "false_positives": causes,
+                       "false_positive_score": im.false_positive_score,
+                       "wrong_class": im.wrong_class})
+    return {"breakdown": breakdown, "worst": worst,
+            "json": {"errors": breakdown.as_dict(),
+                     "errors_per_class": class_errors(gt, dets, len(class_names), score,
+                                                      per_image).as_dict(class_names),
+                     "worst_images": listed}}
+
+
+def _caption(im, reason: str) -> str:
+    causes: Dict[str, int] = {}
+    for _, cause in im.false_positives:
+        causes[cause] = causes.get(cause, 0) + 1
+    parts = [f"{len(im.missed)} missed"] + [f"{n} {cause}" for cause, n in sorted(causes.items())]
+    return f"{reason}: {os.path.basename(str(im.image))} - " + ", ".join(parts)
+
+
+def _draw_worst(worst, gt, dets, class_names, score: float, path: str) -> bool:
+    """The gallery of the worst images (labels beside the detections scored >= ``score``) into the
+    PNG ``path``; False (and nothing written) when there is no image to draw."""
+    from PIL import Image
+
+    from yolo3.core.errors import AnnotationError
+    from yolo3.data.images import load_image
+    from yolo3.evaluation.visualize import labels_beside_predictions, save_png, stack_rows
+    rows = []
+    for im, reason in worst:
+        try:
+            image = Image.fromarray(load_image(str(im.image)))
+        except AnnotationError:  # a detection JSON's images may be elsewhere: drawn without it
+            continue
+        b, s, c = dets.get(im.image, (np.zeros((0, 4)), np.zeros(0), np.zeros(0)))
+        keep = np.asarray(s).reshape(-1) >= score
+        rows.append(labels_beside_predictions(
+            image, gt[im.image], (np.asarray(b).reshape(-1, 4)[keep], np.asarray(s)[keep],
+                                  np.asarray(c)[keep]), class_names, _caption(im, reason)))
+    if not rows:
+        return False
+    save_png(stack_rows(rows), path)
+    return True
+
+
+PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png", "_errors.png", "_worst.png")
+WORST_PER_REASON = 3  # the gallery: this many images for each reason
 
 
 def run(args: argparse.Namespace) -> int:
@@ -200,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
           f"{best['precision']:.4f}, recall {best['recall']:.4f}); confusion matrix at score "
           f"{diagnostics.score:.3f}")
     result.update(diagnostics.as_dict(class_names))
+    analysis = _error_analysis(gt, dets, class_names, diagnostics.score)
+    result.update(analysis["json"])
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
@@ -209,12 +277,17 @@ def run(args: argparse.Namespace) -> int:
             plot_pr_curves,
         )
         stem = os.path.splitext(args.out)[0]
+        if _draw_worst(analysis["worst"], gt, dets, class_names, diagnostics.score,
+                       stem + "_worst.png"):
+            print(f"worst images: {stem}_worst.png", file=sys.stderr)
         try:
+            from yolo3.evaluation.visualize import plot_error_breakdown
             plot_pr_curves(curves, class_names, stem + "_pr.png")
             plot_confusion_matrix(diagnostics.matrix, class_names, stem + "_confusion.png")
             plot_confidence_curves(diagnostics.curves, class_names, stem + "_confidence.png")
-            print(f"plots: {stem}_pr.png, {stem}_confusion.png, {stem}_confidence.png",
-                  file=sys.stderr)
+            plot_error_breakdown(analysis["breakdown"], stem + "_errors.png")
+            print(f"plots: {stem}_pr.png, {stem}_confusion.png, {stem}_confidence.png, "
+                  f"{stem}_errors.png", file=sys.stderr)
         except ImportError:
             warn(NAME, "matplotlib is not installed (pip install yolo3[plot]); no plots")
     if det is not None and failed:

@@ -13,6 +13,7 @@ from PIL import Image, ImageDraw, ImageFont
 from yolo3.core.fileio import atomic_write
 from yolo3.core.ownership import YOLO3_SOFTWARE
 from yolo3.data.annotations import box_sizes
+from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES
 
 Color = Tuple[int, int, int]
 
@@ -305,6 +306,83 @@ def plot_labels(records, class_names: Sequence[str], input_hw: Sequence[int], pa
     ax.set_ylabel("boxes")
     ax.set_title("box sides at the input size")
     fig.suptitle("Labels" + "".join(f"\n{note}" for note in notes), fontsize=10)
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def save_png(image: Image.Image, path: str) -> str:
+    """Write a PIL image to the PNG ``path`` atomically, marked as yolo3's (as :func:`save_figure`)."""
+    from PIL.PngImagePlugin import PngInfo
+    info = PngInfo()
+    info.add_text("Software", YOLO3_SOFTWARE)
+    atomic_write(path, lambda tmp: image.save(tmp, format="PNG", pnginfo=info, optimize=True),
+                 suffix=".png")
+    return path
+
+
+def labels_beside_predictions(image: Image.Image, truth: np.ndarray, detections, class_names:
+                              Sequence[str], caption: str = "", height: int = 320) -> Image.Image:
+    """One row of a gallery: the image with its labels (left) and with its detections (right),
+    scaled to ``height`` pixels, ``caption`` above. ``truth``: ``(N, 5)`` ``x1, y1, x2, y2,
+    class``; ``detections``: ``(boxes (M, 4), scores (M,), classes (M,))``, pixels of ``image``."""
+    image = image.convert("RGB")
+    scale = height / max(image.height, 1)
+    size = (max(1, round(image.width * scale)), height)
+    truth = np.asarray(truth, np.float64).reshape(-1, 5)
+    boxes, scores, classes = (np.asarray(a) for a in detections)
+    small = image.resize(size, Image.BILINEAR)
+    left = draw_detections(small, truth[:, :4] * scale, None, truth[:, 4].astype(int), class_names)
+    right = draw_detections(small, np.asarray(boxes, np.float64).reshape(-1, 4) * scale,
+                            scores.reshape(-1), classes.reshape(-1).astype(int), class_names)
+    font = _font((size[0] * 2, 2 * height))
+    strip = 2 * (font.getbbox("Ag")[3] + 4)
+    caption_width = font.getbbox(caption)[2] + 8 if caption else 0
+    row = Image.new("RGB", (max(2 * size[0] + 8, caption_width), height + strip), (255, 255, 255))
+    row.paste(left, (0, strip))
+    row.paste(right, (size[0] + 8, strip))
+    draw = ImageDraw.Draw(row)
+    draw.text((4, 2), caption, fill=(0, 0, 0), font=font)
+    draw.text((4, strip // 2 + 1), "labels", fill=(0, 110, 0), font=font)
+    draw.text((size[0] + 12, strip // 2 + 1), "predictions", fill=(160, 0, 0), font=font)
+    return row
+
+
+def stack_rows(rows: Sequence[Image.Image], gap: int = 8) -> Image.Image:
+    """Rows (:func:`labels_beside_predictions`) one under the other on white, left-aligned."""
+    width = max(r.width for r in rows)
+    sheet = Image.new("RGB", (width, sum(r.height for r in rows) + gap * (len(rows) - 1)),
+                      (255, 255, 255))
+    top = 0
+    for r in rows:
+        sheet.paste(r, (0, top))
+        top += r.height + gap
+    return sheet
+
+
+def plot_error_breakdown(breakdown, path: str) -> str:
+    """The TIDE breakdown (:class:`yolo3.evaluation.error_analysis.ErrorBreakdown`) as two bar
+    charts: the AP@0.5 points each error type costs, fixed on its own, and what perfect
+    precision or recall would add. Needs matplotlib."""
+    plt = _pyplot()
+    fig, (main, special) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100,
+                                        gridspec_kw={"width_ratios": [3, 1.3]})
+    values = [100 * breakdown.delta_ap[t] for t in ERROR_TYPES]
+    labels = [f"{SHORT_NAMES[t]}\n{t}" for t in ERROR_TYPES]
+    colors = np.array(class_colors(len(ERROR_TYPES))) / 255.0
+    main.barh(labels[::-1], values[::-1], color=colors[::-1])
+    for y, v in enumerate(values[::-1]):
+        main.text(v, y, f" {v:.2f}", va="center", fontsize=8)
+    main.set_xlabel("AP@0.5 points gained by fixing this type alone")
+    main.set_title(f"Errors (TIDE), AP@0.5 {100 * breakdown.ap50:.2f}: the types overlap and "
+                   "do not add up", fontsize=9)
+    extra = [100 * breakdown.special["false_positives"], 100 * breakdown.special["false_negatives"]]
+    special.bar(["false\npositives", "false\nnegatives"], extra, color=["#c0504d", "#4f81bd"])
+    for x, v in enumerate(extra):
+        special.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=8)
+    special.set_ylabel("AP@0.5 points")
+    special.set_title("all of them fixed", fontsize=9)
+    fig.tight_layout()
     path = _save(fig, path)
     plt.close(fig)
     return path
