@@ -99,6 +99,10 @@ def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
                  "classes.txt", "resume.json"):
         assert (out / name).exists(), name
     assert _history(out) == [0, 1]
+    pictures = ("labels.png", "train_batch0.jpg", "train_batch2.jpg", "results.png",
+                "val_gallery.png")
+    assert all((out / name).exists() for name in pictures)
+    drawn_at = (out / "train_batch0.jpg").stat().st_mtime_ns
     saved = _saved_optimizer(out)
     steps = 4  # 9 training images // batch 2
     assert int(saved[0]) == steps  # stage 2 (epoch 1) ran one epoch on a fresh optimiser
@@ -106,6 +110,7 @@ def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
     _RecordOptimizer.seen = []
     assert main(_args(d, classes, out, "--epochs", "3", "--resume")) == 0
     assert _history(out) == [0, 1, 2]
+    assert (out / "train_batch0.jpg").stat().st_mtime_ns == drawn_at  # not drawn again
     assert json.loads((out / "resume.json").read_text())["epoch"] == 3
     restored = _RecordOptimizer.seen[0]
     assert restored is not None, "optimiser not restored: unbuilt when training resumed"
@@ -126,11 +131,13 @@ def _run_cli(args, **kw):
 def test_wrapper_cli_with_two_cpu_replicas(dataset, tmp_path):
     d, classes = dataset
     out = tmp_path / "w"
-    args = [a for a in _args(d, classes, out, "--cpu-replicas", "2", "--epochs", "1") if a != "--quiet"]
+    args = [a for a in _args(d, classes, out, "--cpu-replicas", "2", "--epochs", "1",
+                             "--no-pictures") if a != "--quiet"]
     p = _run_cli(args)  # without --quiet: the stage line is information
     text, _ = p.communicate(timeout=300)
     assert p.returncode == 0, text
     assert "2 replica(s)" in text and (out / "final.weights.h5").exists()
+    assert not [p for p in out.iterdir() if p.suffix in (".png", ".jpg")]  # --no-pictures
 
 
 _CHECKPOINTS = ("last.weights.h5", "last.keras", "resume.json")  # rewritten after every epoch

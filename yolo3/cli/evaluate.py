@@ -113,70 +113,18 @@ def _detect_records(det, records, class_names, batch_size: int, progress: bool =
     return dets, entries, failed
 
 
-def _error_analysis(gt, dets, class_names, score: float) -> dict:
-    """The TIDE breakdown (printed), the errors per class and the worst images at ``score``."""
-    from yolo3.evaluation.error_analysis import (
-        class_errors,
-        error_breakdown,
-        format_breakdown,
-        image_errors,
-        worst_images,
-    )
-    breakdown = error_breakdown(gt, dets)
-    print(format_breakdown(breakdown))
-    per_image = image_errors(gt, dets, score)
-    worst = worst_images(per_image, WORST_PER_REASON)
-    listed = []
-    for im, reason in worst:
-        causes: Dict[str, int] = {}
-        for _, cause in im.false_positives:
-            causes[cause] = causes.get(cause, 0) + 1
-        listed.append({"image": str(im.image), "reason": reason, "missed": len(im.missed),
-                       "missed_area": im.missed_area, "false_positives": causes,
-                       "false_positive_score": im.false_positive_score,
-                       "wrong_class": im.wrong_class})
-    return {"breakdown": breakdown, "worst": worst,
-            "json": {"errors": breakdown.as_dict(),
-                     "errors_per_class": class_errors(gt, dets, len(class_names), score,
-                                                      per_image).as_dict(class_names),
-                     "worst_images": listed}}
-
-
-def _caption(im, reason: str) -> str:
-    causes: Dict[str, int] = {}
-    for _, cause in im.false_positives:
-        causes[cause] = causes.get(cause, 0) + 1
-    parts = [f"{len(im.missed)} missed"] + [f"{n} {cause}" for cause, n in sorted(causes.items())]
-    return f"{reason}: {os.path.basename(str(im.image))} - " + ", ".join(parts)
-
-
-def _draw_worst(worst, gt, dets, class_names, score: float, path: str) -> bool:
-    """The gallery of the worst images (labels beside the detections scored >= ``score``) into the
-    PNG ``path``; False (and nothing written) when there is no image to draw."""
-    from PIL import Image
-
+def _readable_image(path: str):
+    """The image at ``path``, or None where it cannot be read (a detection JSON's images may be
+    elsewhere): the gallery leaves it out."""
     from yolo3.core.errors import AnnotationError
     from yolo3.data.images import load_image
-    from yolo3.evaluation.visualize import labels_beside_predictions, save_png, stack_rows
-    rows = []
-    for im, reason in worst:
-        try:
-            image = Image.fromarray(load_image(str(im.image)))
-        except AnnotationError:  # a detection JSON's images may be elsewhere: drawn without it
-            continue
-        b, s, c = dets.get(im.image, (np.zeros((0, 4)), np.zeros(0), np.zeros(0)))
-        keep = np.asarray(s).reshape(-1) >= score
-        rows.append(labels_beside_predictions(
-            image, gt[im.image], (np.asarray(b).reshape(-1, 4)[keep], np.asarray(s)[keep],
-                                  np.asarray(c)[keep]), class_names, _caption(im, reason)))
-    if not rows:
-        return False
-    save_png(stack_rows(rows), path)
-    return True
+    try:
+        return load_image(path)
+    except AnnotationError:
+        return None
 
 
 PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png", "_errors.png", "_worst.png")
-WORST_PER_REASON = 3  # the gallery: this many images for each reason
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.core.paths import check_outputs
     from yolo3.data.annotations import load_annotations
     from yolo3.data.class_names import read_classes
-    from yolo3.evaluation.diagnostics import diagnose
+    from yolo3.evaluation.error_analysis import format_breakdown
+    from yolo3.evaluation.full_evaluation import PICTURES, evaluate_fully
     from yolo3.evaluation.metrics import (
         align_image_keys,
-        evaluate_detections,
         format_table,
         load_detection_json,
         save_detection_json,
@@ -254,42 +202,25 @@ def run(args: argparse.Namespace) -> int:
             gt.pop(p, None)  # left out of the figures (not counted as misses), and said so below
         if args.save_detections:
             save_detection_json(args.save_detections, entries)
-    result = evaluate_detections(gt, dets, len(class_names), class_names, max_dets=args.max_dets,
-                                 with_curves=True)
+    full = evaluate_fully(gt, dets, class_names, max_dets=args.max_dets,
+                          confusion_score=args.confusion_score)
+    result = full.result
     if result["mAP50"] is None:
         raise CommandFailed(f"{args.data or args.annotations}: no ground-truth box to score against")
-    curves = result.pop("pr_curves")
     print(format_table(result))
-    diagnostics = diagnose(gt, dets, len(class_names), score=args.confusion_score)
-    best = diagnostics.curves.best()
+    best = full.diagnostics.curves.best()
     print(f"best F1 {best['f1']:.4f} at confidence {best['confidence']:.3f} (precision "
           f"{best['precision']:.4f}, recall {best['recall']:.4f}); confusion matrix at score "
-          f"{diagnostics.score:.3f}")
-    result.update(diagnostics.as_dict(class_names))
-    analysis = _error_analysis(gt, dets, class_names, diagnostics.score)
-    result.update(analysis["json"])
+          f"{full.diagnostics.score:.3f}")
+    print(format_breakdown(full.errors.breakdown))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
-        from yolo3.evaluation.visualize import (
-            plot_confidence_curves,
-            plot_confusion_matrix,
-            plot_pr_curves,
-        )
         stem = os.path.splitext(args.out)[0]
-        if _draw_worst(analysis["worst"], gt, dets, class_names, diagnostics.score,
-                       stem + "_worst.png"):
-            print(f"worst images: {stem}_worst.png", file=sys.stderr)
-        try:
-            from yolo3.evaluation.visualize import plot_error_breakdown
-            plot_pr_curves(curves, class_names, stem + "_pr.png")
-            plot_confusion_matrix(diagnostics.matrix, class_names, stem + "_confusion.png")
-            plot_confidence_curves(diagnostics.curves, class_names, stem + "_confidence.png")
-            plot_error_breakdown(analysis["breakdown"], stem + "_errors.png")
-            print(f"plots: {stem}_pr.png, {stem}_confusion.png, {stem}_confidence.png, "
-                  f"{stem}_errors.png", file=sys.stderr)
-        except ImportError:
-            warn(NAME, "matplotlib is not installed (pip install yolo3[plot]); no plots")
+        written = full.draw({kind: f"{stem}_{kind}.png" for kind in PICTURES}, gt, dets,
+                            _readable_image)
+        if written:
+            print("plots: " + ", ".join(written), file=sys.stderr)
     if det is not None and failed:
         warn(NAME, f"{len(failed)} of {len(failed) + len(gt)} images could not be read and are "
                    "left out of the figures above")

@@ -231,6 +231,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--resume", action="store_true", help="continue from the last completed epoch "
                    "in --output (template weights, optimiser state, epoch, best score)")
     add_exist_ok_argument(e)
+    e.add_argument("--no-pictures", dest="pictures", action="store_false", help="draw no "
+                   "pictures into --output (by default: labels.png, train_batch0-2.jpg, "
+                   "results.png at each evaluation, val_gallery.png when the best model changes)")
     e.add_argument("--seed", type=SEED, default=d("seed"), help="random seed (default %(default)s)")
     e.add_argument("--steps-per-epoch", type=COUNT, default=None, help="steps per epoch (default: "
                    "one pass over the data)")

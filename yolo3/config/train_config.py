@@ -164,13 +164,15 @@ class HardwareSettings:
 
 @dataclass
 class OutputSettings:
-    """What the run writes and says: its folder, resuming in it, progress bars."""
+    """What the run writes and says: its folder, resuming in it, progress bars, pictures."""
 
     output_dir: str = ""
     resume: bool = False
     # write into an output folder holding files yolo3 did not write (kept, never replaced)
     exist_ok: bool = False
     verbose: int = 1
+    # labels.png, train_batch*.jpg, results.png and val_gallery.png in the run folder
+    pictures: bool = True
 
 
 SECTIONS = {"data": DataSettings, "model": ModelSettings, "recipe": RecipeSettings,

@@ -37,7 +37,8 @@ from yolo3.evaluation.metrics import AREA_RANGES, DetectionSet, GroundTruth
 from yolo3.ops.boxes import iou_xyxy
 
 __all__ = ["ERROR_TYPES", "SHORT_NAMES", "ErrorBreakdown", "error_breakdown", "ImageErrors",
-           "image_errors", "ClassErrors", "class_errors", "worst_images", "format_breakdown"]
+           "image_errors", "ClassErrors", "class_errors", "worst_images", "format_breakdown",
+           "ErrorReport", "analyse_errors", "caption"]
 
 ERROR_TYPES = ("classification", "localisation", "both", "duplicate", "background", "missed")
 SHORT_NAMES = {"classification": "Cls", "localisation": "Loc", "both": "Both",
@@ -357,3 +358,45 @@ def format_breakdown(breakdown: ErrorBreakdown) -> str:
             f"fixed on its own, overlapping): {main}\n"
             f"  all false positives {100 * special['false_positives']:.2f}, all missed boxes "
             f"{100 * special['false_negatives']:.2f}")
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """The error analysis of one evaluation: the TIDE breakdown over every detection, and at
+    ``score`` the errors per class and the worst images (with their reasons)."""
+
+    breakdown: ErrorBreakdown
+    per_class: ClassErrors
+    worst: List[Tuple[ImageErrors, str]]
+
+    def as_dict(self, names: Sequence[str]) -> Dict[str, Any]:
+        """JSON-ready: ``errors``, ``errors_per_class`` and ``worst_images``."""
+        listed = []
+        for im, reason in self.worst:
+            causes: Dict[str, int] = {}
+            for _, cause in im.false_positives:
+                causes[cause] = causes.get(cause, 0) + 1
+            listed.append({"image": str(im.image), "reason": reason, "missed": len(im.missed),
+                           "missed_area": im.missed_area, "false_positives": causes,
+                           "false_positive_score": im.false_positive_score,
+                           "wrong_class": im.wrong_class})
+        return {"errors": self.breakdown.as_dict(),
+                "errors_per_class": self.per_class.as_dict(names), "worst_images": listed}
+
+
+def analyse_errors(gt: GroundTruth, dets: DetectionSet, num_classes: int, score: float,
+                   worst_per_reason: int = 3) -> ErrorReport:
+    """:func:`error_breakdown`, and :func:`class_errors` and :func:`worst_images` at ``score``."""
+    per_image = image_errors(gt, dets, score)
+    return ErrorReport(error_breakdown(gt, dets), class_errors(gt, dets, num_classes, score,
+                                                               per_image),
+                       worst_images(per_image, worst_per_reason))
+
+
+def caption(im: ImageErrors, reason: str, name: str) -> str:
+    """``"most missed area: 0007.jpg - 3 missed, 1 background"``: a gallery row's title."""
+    causes: Dict[str, int] = {}
+    for _, cause in im.false_positives:
+        causes[cause] = causes.get(cause, 0) + 1
+    parts = [f"{len(im.missed)} missed"] + [f"{n} {cause}" for cause, n in sorted(causes.items())]
+    return f"{reason}: {name} - " + ", ".join(parts)

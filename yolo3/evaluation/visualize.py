@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw, ImageFont
 from yolo3.core.fileio import atomic_write
 from yolo3.core.ownership import YOLO3_SOFTWARE
 from yolo3.data.annotations import box_sizes
-from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES
+from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES, caption
 
 Color = Tuple[int, int, int]
 
@@ -316,7 +316,7 @@ def save_png(image: Image.Image, path: str) -> str:
     from PIL.PngImagePlugin import PngInfo
     info = PngInfo()
     info.add_text("Software", YOLO3_SOFTWARE)
-    atomic_write(path, lambda tmp: image.save(tmp, format="PNG", pnginfo=info, optimize=True),
+    atomic_write(path, lambda tmp: image.save(tmp, format="PNG", pnginfo=info, compress_level=3),
                  suffix=".png")
     return path
 
@@ -386,3 +386,53 @@ def plot_error_breakdown(breakdown, path: str) -> str:
     path = _save(fig, path)
     plt.close(fig)
     return path
+
+
+def plot_results(columns, path: str, title: str = "Training") -> str:
+    """Every series a training run logged (``history.csv``'s columns: ``epoch`` and the rest), one
+    small panel each against the epoch; epochs without a value (NaN: not evaluated) left out, a
+    loss on a log scale. ``columns``: ``{name: [value per row]}``. Needs matplotlib."""
+    from matplotlib.figure import Figure  # no pyplot: safe in any thread, no global state
+    epochs = list(columns.get("epoch", []))
+    names = [k for k in columns if k != "epoch"]
+    cols = min(4, max(1, len(names)))
+    rows = -(-len(names) // cols) if names else 1
+    fig = Figure(figsize=(3.2 * cols, 2.6 * rows), dpi=90)
+    for k, name in enumerate(names):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        points = [(e + 1, v) for e, v in zip(epochs, columns[name]) if v == v]  # NaN left out
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", ms=3, color="tab:blue" if "loss" in name else "tab:green")
+            if "loss" in name and min(ys) > 0:
+                ax.set_yscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(f"{title}: every logged series by epoch", fontsize=10)
+    # fixed margins: tight_layout draws the figure twice more (a third of the time)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.08, top=1 - 0.45 / fig.get_figheight(),
+                        wspace=0.35, hspace=0.45)
+    return save_figure(fig, path)
+
+
+def draw_worst_images(report, image_of, gt, dets, class_names: Sequence[str],
+                      height: int = 320) -> Optional[Image.Image]:
+    """The gallery of an :class:`~yolo3.evaluation.error_analysis.ErrorReport`'s worst images, one
+    row each: labels beside the detections scored at least its score. ``image_of(image_id)``: the
+    ``(H, W, 3)`` uint8 image, or None to leave that row out. None when no row is left."""
+    score = report.per_class.score
+    rows = []
+    for im, reason in report.worst:
+        array = image_of(im.image)
+        if array is None:
+            continue
+        b, s, c = (np.asarray(a) for a in dets.get(im.image, (np.zeros((0, 4)), np.zeros(0),
+                                                              np.zeros(0))))
+        keep = s.reshape(-1) >= score
+        name = str(im.image).replace("\\", "/").rsplit("/", 1)[-1]
+        rows.append(labels_beside_predictions(
+            Image.fromarray(array), gt[im.image], (b.reshape(-1, 4)[keep], s.reshape(-1)[keep],
+                                                   c.reshape(-1)[keep]),
+            class_names, caption(im, reason, name), height=height))
+    return stack_rows(rows) if rows else None

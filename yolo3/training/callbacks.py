@@ -36,14 +36,10 @@ from yolo3.core.extras import installed
 from yolo3.core.fileio import write_text_atomic
 from yolo3.core.ownership import OutputFolder, as_output_folder
 from yolo3.data.images import load_image
-from yolo3.evaluation.diagnostics import diagnose
+from yolo3.evaluation.full_evaluation import PICTURES as DIAGNOSTIC_PICTURES
+from yolo3.evaluation.full_evaluation import evaluate_fully
 from yolo3.evaluation.metrics import evaluate_detections
-from yolo3.evaluation.visualize import (
-    draw_on_array,
-    plot_confidence_curves,
-    plot_confusion_matrix,
-    plot_pr_curves,
-)
+from yolo3.evaluation.visualize import draw_on_array
 from yolo3.inference.detector import YOLO
 from yolo3.inference.tiled import TiledDetector
 from yolo3.modeling.graph_surgery import float32_body
@@ -96,6 +92,7 @@ class TemplateCheckpoint(keras.callbacks.Callback):
         self.save_resume = save_resume and template is not None
         worst = -math.inf if mode == "max" else math.inf
         self.best = worst if best is None else float(best)
+        self.best_epoch: Optional[int] = None  # the epoch (from 1) whose weights are best, this run
         self.verbose = verbose
         self.info = info
         self.ema = ema  # SwapEMAWeights runs before: the body holds the EMA weights at epoch end
@@ -141,7 +138,7 @@ class TemplateCheckpoint(keras.callbacks.Callback):
                 logger.info("%sEpoch %d: %s improved from %.5g to %.5g, saving %s", start,
                             epoch + 1, self.monitor, self.best, float(value),
                             self.output_dir / "best.weights.h5")
-            self.best = float(value)
+            self.best, self.best_epoch = float(value), epoch + 1
             self._copy("last", "best")
         if self.save_resume:
             optimizer = getattr(self.model, "optimizer", None)
@@ -186,10 +183,15 @@ class MapEvaluation(keras.callbacks.Callback):
         last = self.params.get("epochs") if self.params else None
         return (epoch + 1) % self.every == 0 or (last is not None and epoch + 1 == last)
 
-    def evaluate(self) -> dict:
-        """The figures of ``body`` as it is now (float32, score threshold 0.001, IoU 0.45)."""
+    def images(self) -> list:
+        """The validation images, ``(H, W, 3)`` uint8 RGB, decoded once."""
         if self._images is None:
             self._images = [load_image(r.path) for r in self.records]
+        return self._images
+
+    def evaluate(self) -> dict:
+        """The figures of ``body`` as it is now (float32, score threshold 0.001, IoU 0.45)."""
+        self.images()
         if self._detector is None:  # built once: its compiled function serves every evaluation
             self._detector = YOLO.from_body(float32_body(self.body), self.info, score=0.001,
                                             iou=0.45, precision="float32")
@@ -214,30 +216,28 @@ class MapEvaluation(keras.callbacks.Callback):
         return figures
 
     def write_diagnostics(self, folder: PathLike) -> Optional[dict]:
-        """Write the diagnostics of the last evaluation into ``folder``: ``diagnostics.json``
-        (precision, recall and F1 against confidence, the best F1, the confusion matrix at its
-        confidence) and, with matplotlib, ``confusion.png``, ``confidence.png`` and ``pr.png``.
+        """Write the full evaluation of the last evaluated epoch into ``folder``:
+        ``diagnostics.json`` (what ``yolo3 evaluate`` writes: the figures per class, precision,
+        recall and F1 against confidence, the confusion matrix at the best F1's confidence, the
+        error analysis) and the pictures (``pr.png``, ``confusion.png``, ``confidence.png``,
+        ``errors.png`` with matplotlib; ``worst.png``, the gallery of the worst images).
         Returns the best F1 (``{"epoch", "confidence", "f1", "precision", "recall"}``); None when
         nothing was evaluated or the validation set has no box."""
         if self.last is None:
             return None
-        epoch, gt, dets, pr_curves = self.last
+        epoch, gt, dets, _ = self.last
         if not any(len(g) for g in gt.values()):
             return None
-        names = self.info.names()
-        diagnostics = diagnose(gt, dets, len(names))
-        best = dict(diagnostics.curves.best(), epoch=epoch)
+        full = evaluate_fully(gt, dets, self.info.names())
+        for worst in full.result["worst_images"]:  # the images by path, not by index
+            worst["image"] = self.records[int(worst["image"])].path
         os.makedirs(folder, exist_ok=True)
         write_text_atomic(os.path.join(folder, "diagnostics.json"),
-                          json.dumps(dict(epoch=epoch, **diagnostics.as_dict(names)), indent=1))
-        try:
-            plot_confusion_matrix(diagnostics.matrix, names, os.path.join(folder, "confusion.png"))
-            plot_confidence_curves(diagnostics.curves, names, os.path.join(folder, "confidence.png"))
-            plot_pr_curves(pr_curves, names, os.path.join(folder, "pr.png"))
-        except ImportError:
-            logger.warning("matplotlib is not installed (pip install yolo3[plot]): "
-                           "diagnostics.json written, no plots")
-        return best
+                          json.dumps(dict(epoch=epoch, **full.result), indent=1))
+        images = self.images()
+        full.draw({kind: os.path.join(folder, f"{kind}.png") for kind in DIAGNOSTIC_PICTURES},
+                  gt, dets, lambda k: images[k])
+        return dict(full.diagnostics.curves.best(), epoch=epoch)
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         if logs is None:

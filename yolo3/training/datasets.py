@@ -22,7 +22,8 @@ from yolo3.training.placement import Placement
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["pick_pipeline", "make_datasets", "batch_norm_images", "shard_by_data"]
+__all__ = ["pick_pipeline", "dataset_configs", "first_batches", "make_datasets",
+           "batch_norm_images", "shard_by_data"]
 
 
 def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
@@ -72,14 +73,10 @@ def _batches(records: Sequence, config: DatasetConfig, pipeline: str, workers: i
     return NumpyBatches(records, config, workers=workers or None, repeat=repeat)
 
 
-def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
-                  ) -> Tuple[Any, Any]:
-    """Training (augmented, shuffled, mosaic, multi-scale and tiled as configured) and validation
-    (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last:
-    tf.data datasets or :class:`~yolo3.data.numpy_pipeline.NumpyBatches`
-    (:func:`pick_pipeline`)."""
+def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
+                    ) -> Tuple[DatasetConfig, DatasetConfig]:
+    """The training and validation :class:`~yolo3.data.dataset_config.DatasetConfig` of a run."""
     settings = config.data
-    pipeline = pick_pipeline(config, placement)
     input_size = data.input_size
     shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, input_size)
               if settings.multi_scale else None)
@@ -99,6 +96,25 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
              if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
         MultiScale(shapes, settings.multi_scale_every) if shapes else None), tiles=tiles)
+    return training, validation
+
+
+def first_batches(config: TrainConfig, data: TrainData, placement: Placement) -> NumpyBatches:
+    """The run's training batches as images and boxes, without target encoding: the NumPy
+    pipeline's (equal to tf.data's for the same seed), for drawing what the model is given."""
+    training, _ = dataset_configs(config, data, placement)
+    return NumpyBatches(data.records, replace(training, targets=None), workers=1, repeat=True)
+
+
+def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
+                  ) -> Tuple[Any, Any]:
+    """Training (augmented, shuffled, mosaic, multi-scale and tiled as configured) and validation
+    (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last:
+    tf.data datasets or :class:`~yolo3.data.numpy_pipeline.NumpyBatches`
+    (:func:`pick_pipeline`)."""
+    pipeline = pick_pipeline(config, placement)
+    training, validation = dataset_configs(config, data, placement)
+    settings = config.data
     workers = settings.data_workers
     train_ds = _batches(data.records, training, pipeline, workers,
                         repeat=bool(config.schedule.steps_per_epoch))

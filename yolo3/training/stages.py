@@ -80,7 +80,8 @@ def eval_interval(config: TrainConfig, data: TrainData) -> int:
 def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateCheckpoint,
                nan_stop: StopOnNaN, evaluation: Optional[keras.callbacks.Callback] = None,
                early_stop: Optional[keras.callbacks.Callback] = None,
-               bn_statistics: Optional[keras.callbacks.Callback] = None) -> list:
+               bn_statistics: Optional[keras.callbacks.Callback] = None,
+               pictures: Optional[keras.callbacks.Callback] = None) -> list:
     # Order matters. SwapEMAWeights first: at an epoch's end the model then holds the averaged
     # weights, which evaluation, the history row and the checkpoints see. PreciseBatchNorm next:
     # the batch norms get statistics of those weights (also for fit's validation loss). The history row before
@@ -94,6 +95,8 @@ def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateChe
     if evaluation is not None:
         callbacks.append(evaluation)
     callbacks += [HistoryLog(run.folder), checkpoint]
+    if pictures is not None:  # after the history row (results.png) and the checkpoint (best)
+        callbacks.append(pictures)
     if early_stop is not None:
         callbacks.append(early_stop)
     if has_tensorboard() and installed("tensorflow"):

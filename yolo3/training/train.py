@@ -49,9 +49,15 @@ from yolo3.training.data_step import (
     name_undecodable,
     prepare_data,
 )
-from yolo3.training.datasets import batch_norm_images, make_datasets, pick_pipeline
+from yolo3.training.datasets import (
+    batch_norm_images,
+    first_batches,
+    make_datasets,
+    pick_pipeline,
+)
 from yolo3.training.history import completed_epochs
 from yolo3.training.models import build_models
+from yolo3.training.pictures import RunPictures, draw_start, plots_wanted
 from yolo3.training.placement import (
     Placement,
     pick_strategy,
@@ -146,13 +152,23 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                                     verbose=config.output.verbose, info=info,
                                     monitor="mAP50_95" if every else "val_loss",
                                     mode="max" if every else "min", ema=config.recipe.ema)
+    pictures = None
+    if run.chief and config.output.pictures:
+        plots = plots_wanted(True)
+        if start_epoch == 0:  # a resumed run has them already
+            draw_start(run.folder, data.records, data.class_names, data.input_size,
+                       first_batches(config, data, placement),
+                       anchors=None if data.spec.anchor_free else data.anchors,
+                       strides=data.spec.strides, plots=plots)
+        if evaluation is not None:
+            pictures = RunPictures(run.folder, evaluation, checkpoint, data.class_names, plots)
     history: Dict[str, List[float]] = {}
     for stage in stages(config, start_epoch):
         # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
         statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
                       if bn_images is not None else None)  # per stage: frozen layers differ
         callbacks = stage_callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
-                               statistics)
+                                    statistics, pictures)
         try:
             stage_history = run_stage(stage, config, body, template, placement, datasets,
                                       callbacks, start_epoch, state)
