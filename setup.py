@@ -96,6 +96,7 @@ setup(
             "yolo3-annotations=yolo3.cli.annotations:main",
             "yolo3-check=yolo3.cli.check_dataset:main",
             "yolo3-plot=yolo3.cli.plot_history:main",
+            "yolo3-report=yolo3.cli.report:main",
             "yolo3-synth=yolo3.cli.make_synthetic_dataset:main",
             "yolo3-benchmark=yolo3.cli.benchmark:main",
         ]

@@ -107,6 +107,11 @@ WRITERS = [
         "evaluate", "--model", w["run"] / "final.keras", "--annotations",
         w["data"] / "val.txt", "--out", out / "e.json", "--save-detections", out / "d.json"],
         folder=False),
+    Writer("evaluate --report", lambda w, out: [
+        "evaluate", "--model", w["run"] / "final.keras", "--annotations",
+        w["data"] / "val.txt", "--out", out / "e.json", "--report"], folder=False),
+    Writer("report RUN --out FILE", lambda w, out: [
+        "report", w["run"], "--out", out / "page.html"], folder=False),
     Writer("kmeans --out FILE", lambda w, out: [
         "kmeans", "--annotations", w["data"] / "train.txt", "--classes",
         w["data"] / "classes.txt", "--clusters", "3", "--out", out / "anchors.txt"],

@@ -65,3 +65,21 @@ def test_results_at_each_evaluation_and_the_gallery_when_best_changes(tmp_path):
     assert written_by_yolo3(tmp_path / "run" / RESULTS)
     gallery = np.asarray(Image.open(tmp_path / "run" / GALLERY))
     assert gallery.shape[0] > 240 and (gallery != 255).any()
+
+
+def test_without_matplotlib_one_warning_and_the_pictures_that_need_none(tmp_path, monkeypatch,
+                                                                       caplog):
+    import logging
+
+    from yolo3.training.pictures import plots_wanted
+    monkeypatch.setattr("yolo3.training.pictures.installed", lambda name: False)
+    with caplog.at_level(logging.WARNING):
+        assert plots_wanted(True) is False
+    assert len([r for r in caplog.records if "matplotlib is not installed" in r.message]) == 1
+    assert plots_wanted(False) is False
+    folder = OutputFolder(tmp_path / "run", "--output")
+    batches = [(np.zeros((2, 32, 32, 3), np.float32), np.zeros((2, 4, 5), np.float32))] * 3
+    with folder:
+        draw_start(folder, [], ["thing"], (32, 32), batches, plots=False)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith(".")) == [
+        "train_batch0.jpg", "train_batch1.jpg", "train_batch2.jpg"]

@@ -29,6 +29,7 @@ COMMANDS: Dict[str, str] = {
     "annotations": "yolo3.cli.annotations",
     "check": "yolo3.cli.check_dataset",
     "plot": "yolo3.cli.plot_history",
+    "report": "yolo3.cli.report",
     "synth": "yolo3.cli.make_synthetic_dataset",
     "benchmark": "yolo3.cli.benchmark",
 }

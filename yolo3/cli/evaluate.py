@@ -67,6 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "confusion matrix (default: the confidence of best F1)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots (precision-recall, "
                    "confusion matrix, precision / recall / F1 against confidence)")
+    p.add_argument("--report", action="store_true", help="also write one self-contained HTML "
+                   "page of the figures, plots and galleries: <out stem>_report.html")
     add_tile_arguments(p, "with --model: detect")
 
 
@@ -113,6 +115,13 @@ def _detect_records(det, records, class_names, batch_size: int, progress: bool =
     return dets, entries, failed
 
 
+def _settings(args: argparse.Namespace) -> Dict[str, object]:
+    """The flags of this evaluation, for the JSON and the report (plain values only)."""
+    return {k: v for k, v in vars(args).items()
+            if v is not None and isinstance(v, (str, int, float, bool, list, tuple))
+            and k not in ("quiet", "verbose", "debug", "command")}
+
+
 def _readable_image(path: str):
     """The image at ``path``, or None where it cannot be read (a detection JSON's images may be
     elsewhere): the gallery leaves it out."""
@@ -141,12 +150,15 @@ def run(args: argparse.Namespace) -> int:
         load_detection_json,
         save_detection_json,
     )
-    if not args.no_plot:  # plots beside --out: never over a file of the user's
+    stem = os.path.splitext(args.out)[0]
+    if not args.no_plot or args.report:  # beside --out: never over a file of the user's
         from yolo3.core.ownership import check_side_files
-        stem = os.path.splitext(args.out)[0]
-        plots = [f"{stem}{suffix}" for suffix in PLOT_SUFFIXES]
-        check_outputs([("--out (its plot)", path) for path in plots], [args.save_detections])
+        plots = [f"{stem}{suffix}" for suffix in PLOT_SUFFIXES] if not args.no_plot else []
+        page = [f"{stem}_report.html"] if args.report else []
+        check_outputs([("--out (its plot)", path) for path in plots]
+                      + [("--out (its report)", path) for path in page], [args.save_detections])
         check_side_files(plots, "--out", "give --no-plot")
+        check_side_files(page, "--out", "leave out --report")
     sources, data_names = annotation_sources(args)
     det = _detector(args) if args.model else None
     if det is not None:
@@ -213,14 +225,18 @@ def run(args: argparse.Namespace) -> int:
           f"{best['precision']:.4f}, recall {best['recall']:.4f}); confusion matrix at score "
           f"{full.diagnostics.score:.3f}")
     print(format_breakdown(full.errors.breakdown))
+    result["settings"] = _settings(args)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
-        stem = os.path.splitext(args.out)[0]
         written = full.draw({kind: f"{stem}_{kind}.png" for kind in PICTURES}, gt, dets,
                             _readable_image)
         if written:
             print("plots: " + ", ".join(written), file=sys.stderr)
+    if args.report:
+        from yolo3.evaluation.report import evaluation_report
+        write_text_atomic(f"{stem}_report.html", evaluation_report(args.out))
+        print(f"report: {stem}_report.html")
     if det is not None and failed:
         warn(NAME, f"{len(failed)} of {len(failed) + len(gt)} images could not be read and are "
                    "left out of the figures above")

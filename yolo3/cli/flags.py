@@ -238,6 +238,8 @@ FORMATS: Dict[str, Tuple[str, Callable[[bytes], bool]]] = {
     "json": ("a JSON file", _sniff_json),
     "text": ("a text file", looks_like_text),
     "png": ("a PNG image", lambda head: head.startswith(b"\x89PNG\r\n\x1a\n")),
+    "html": ("an HTML page", lambda head: head.lstrip()[:14].lower().startswith(
+        (b"<!doctype html", b"<html"))),
     "tflite": ("a TFLite model", lambda head: head[4:8] == b"TFL3"),
     "onnx": ("an ONNX model", lambda head: head[:1] == b"\x08"),
 }

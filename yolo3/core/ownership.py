@@ -474,7 +474,15 @@ def claim(path: PathLike, names: Iterable[str] = (), patterns: Iterable[str] = (
 
 
 def written_by_yolo3(path: PathLike) -> bool:
-    """Whether the PNG file ``path`` says yolo3 wrote it (its ``Software`` text)."""
+    """Whether the PNG file ``path`` says yolo3 wrote it (its ``Software`` text), or the HTML page
+    ``path`` does (``<meta name="generator" content="yolo3 ...">`` in its head)."""
+    if os.fspath(path).lower().endswith((".html", ".htm")):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(1024)
+        except OSError:
+            return False
+        return f'<meta name="generator" content="{YOLO3_SOFTWARE} '.encode() in head
     try:
         from PIL import Image
         with Image.open(path) as image:

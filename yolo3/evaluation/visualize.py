@@ -389,10 +389,11 @@ def plot_error_breakdown(breakdown, path: str) -> str:
 
 
 def plot_results(columns, path: str, title: str = "Training") -> str:
-    """Every series a training run logged (``history.csv``'s columns: ``epoch`` and the rest), one
-    small panel each against the epoch; epochs without a value (NaN: not evaluated) left out, a
-    loss on a log scale. ``columns``: ``{name: [value per row]}``. Needs matplotlib."""
+    """Every series a training run logged (``history.csv``'s columns: ``epoch``, numbered from 1,
+    and the rest), one small panel each against the epoch; epochs without a value (NaN: not
+    evaluated) left out. ``columns``: ``{name: [value per row]}``. Needs matplotlib."""
     from matplotlib.figure import Figure  # no pyplot: safe in any thread, no global state
+    from matplotlib.ticker import MaxNLocator
     epochs = list(columns.get("epoch", []))
     names = [k for k in columns if k != "epoch"]
     cols = min(4, max(1, len(names)))
@@ -400,12 +401,11 @@ def plot_results(columns, path: str, title: str = "Training") -> str:
     fig = Figure(figsize=(3.2 * cols, 2.6 * rows), dpi=90)
     for k, name in enumerate(names):
         ax = fig.add_subplot(rows, cols, k + 1)
-        points = [(e + 1, v) for e, v in zip(epochs, columns[name]) if v == v]  # NaN left out
+        points = [(e, v) for e, v in zip(epochs, columns[name]) if v == v]  # NaN left out
         if points:
             xs, ys = zip(*points)
             ax.plot(xs, ys, marker="o", ms=3, color="tab:blue" if "loss" in name else "tab:green")
-            if "loss" in name and min(ys) > 0:
-                ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)

@@ -15,6 +15,7 @@ pictures that need none are still drawn). Each file goes through the run's
 from __future__ import annotations
 
 import logging
+import time
 from typing import Optional, Sequence
 
 import keras
@@ -37,7 +38,7 @@ from yolo3.training.history import read_history
 logger = logging.getLogger(__name__)
 
 __all__ = ["LABELS", "RESULTS", "GALLERY", "TRAIN_BATCHES", "PICTURES", "draw_start",
-           "RunPictures"]
+           "RunPictures", "run_summary", "plots_wanted"]
 
 LABELS = "labels.png"
 RESULTS = "results.png"
@@ -59,10 +60,12 @@ def _plots_available() -> bool:
 
 def draw_start(folder: OutputFolder, records: Sequence, names: Sequence[str],
                input_hw: Sequence[int], batches, anchors: Optional[np.ndarray] = None,
-               strides: Sequence[int] = (32, 16, 8), plots: bool = True) -> None:
+               strides: Sequence[int] = (32, 16, 8), plots: bool = True) -> float:
     """``labels.png`` (when ``plots``) and ``train_batch*.jpg``: ``batches`` indexes to
     ``(images (B, H, W, 3) in [0, 1], boxes (B, M, 5))`` (the run's first training batches,
-    :class:`yolo3.data.numpy_pipeline.NumpyBatches` without target encoding)."""
+    :class:`yolo3.data.numpy_pipeline.NumpyBatches` without target encoding). Returns the
+    seconds it took."""
+    start = time.perf_counter()
     if plots:
         with folder.writing(LABELS, suffix=".png") as tmp:
             plot_labels(records, names, input_hw, tmp, anchors=anchors, strides=strides)
@@ -71,6 +74,7 @@ def draw_start(folder: OutputFolder, records: Sequence, names: Sequence[str],
         picture = Image.fromarray(draw_batch(images[:BATCH_IMAGES], boxes[:BATCH_IMAGES], names))
         with folder.writing(f"train_batch{k}.jpg", suffix=".jpg") as tmp:
             picture.save(tmp, format="JPEG", quality=85)
+    return time.perf_counter() - start
 
 
 class RunPictures(keras.callbacks.Callback):
@@ -84,8 +88,14 @@ class RunPictures(keras.callbacks.Callback):
         self.folder, self.evaluation, self.checkpoint = folder, evaluation, checkpoint
         self.names = list(names)
         self.plots = plots
+        self.seconds = 0.0  # spent drawing, this run
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        start = time.perf_counter()
+        self._draw(epoch)
+        self.seconds += time.perf_counter() - start
+
+    def _draw(self, epoch: int) -> None:
         last = self.evaluation.last
         if last is None or last[0] != epoch + 1:
             return
@@ -113,6 +123,23 @@ class RunPictures(keras.callbacks.Callback):
                 height=240))
         with self.folder.writing(GALLERY, suffix=".png") as tmp:
             save_png(stack_rows(rows), tmp)
+
+
+def run_summary(config, data) -> dict:
+    """``run.json``: the run's settings (:meth:`TrainConfig.settings`) and its data in figures
+    (images, classes, boxes per class of the training set), for the report."""
+    counts = np.zeros(len(data.class_names), np.int64)
+    for r in data.records:
+        classes = np.asarray(r.boxes, np.float64).reshape(-1, 5)[:, 4].astype(np.int64)
+        counts += np.bincount(classes[(classes >= 0) & (classes < len(counts))],
+                              minlength=len(counts))
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in config.settings().items()}
+    return {"settings": settings,
+            "dataset": {"training_images": len(data.records),
+                        "validation_images": len(data.val_records),
+                        "classes": len(data.class_names), "variant": data.spec.name,
+                        "input_size": "x".join(str(v) for v in data.input_size[::-1]),
+                        "boxes_per_class": dict(zip(data.class_names, counts.tolist()))}}
 
 
 def plots_wanted(enabled: bool) -> bool:

@@ -23,8 +23,10 @@ is the checkpoint of the best mAP@0.5:0.95; without it, of the lowest validation
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
@@ -33,6 +35,7 @@ import keras
 from yolo3.config.train_config import Caution, ConfigError, TrainConfig, check
 from yolo3.core.errors import CommandFailed, SettingError
 from yolo3.core.log import NOTICE
+from yolo3.evaluation.report import REPORT, run_report
 from yolo3.training.bn_statistics import BatchNormStatistics
 from yolo3.training.callbacks import (
     EarlyStopOnPlateau,
@@ -57,7 +60,7 @@ from yolo3.training.datasets import (
 )
 from yolo3.training.history import completed_epochs
 from yolo3.training.models import build_models
-from yolo3.training.pictures import RunPictures, draw_start, plots_wanted
+from yolo3.training.pictures import RunPictures, draw_start, plots_wanted, run_summary
 from yolo3.training.placement import (
     Placement,
     pick_strategy,
@@ -152,11 +155,13 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                                     verbose=config.output.verbose, info=info,
                                     monitor="mAP50_95" if every else "val_loss",
                                     mode="max" if every else "min", ema=config.recipe.ema)
-    pictures = None
+    if run.chief:  # what the report shows of the run: its settings and data
+        run.folder.write_text("run.json", json.dumps(run_summary(config, data), indent=1))
+    pictures, drawing = None, 0.0
     if run.chief and config.output.pictures:
         plots = plots_wanted(True)
         if start_epoch == 0:  # a resumed run has them already
-            draw_start(run.folder, data.records, data.class_names, data.input_size,
+            drawing = draw_start(run.folder, data.records, data.class_names, data.input_size,
                        first_batches(config, data, placement),
                        anchors=None if data.spec.anchor_free else data.anchors,
                        strides=data.spec.strides, plots=plots)
@@ -198,6 +203,12 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                        "(precision %.4f, recall %.4f); confusion matrix and curves in %s",
                        best_f1["epoch"], best_f1["f1"], best_f1["confidence"],
                        best_f1["precision"], best_f1["recall"], run.output / "diagnostics")
+    if run.chief:
+        start = time.perf_counter()
+        run.folder.write_text(REPORT, run_report(str(run.write_dir)))
+        drawing += time.perf_counter() - start + (pictures.seconds if pictures else 0.0)
+        logger.info("pictures and the report took %.1f s", drawing)
+        logger.log(NOTICE, "report: %s", run.output / REPORT)
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)

@@ -1,0 +1,93 @@
+"""``yolo3 report`` (``yolo3-report``, ``tools/report.py``): one self-contained HTML page of a
+training run or of an evaluation.
+
+    yolo3 report RUN_FOLDER                 -> RUN_FOLDER/report.html
+    yolo3 report results.json               -> results_report.html (beside yolo3 evaluate's JSON)
+    yolo3 report RUN_FOLDER --out page.html
+
+The page opens from the file system with nothing from elsewhere (:mod:`yolo3.evaluation.report`).
+Training writes it at the end of every run; ``yolo3 evaluate --report`` beside its JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from yolo3.cli.common import run_command
+from yolo3.cli.flags import InputPath, OutputPath
+
+NAME = "report"
+DESCRIPTION = ("Write one self-contained HTML page (report.html) of a training run folder or of "
+               "yolo3 evaluate's JSON: figures, settings, curves, the per-class table, the error "
+               "breakdown, the galleries.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", type=InputPath("any"), metavar="RUN_OR_EVAL",
+                   help="a training run's folder (yolo3 train --output) or the JSON yolo3 "
+                        "evaluate --out wrote")
+    p.add_argument("--out", type=OutputPath("file", format="html"), default=None,
+                   help="the page to write (default: RUN/report.html, or <json stem>_report.html "
+                        "beside the JSON)")
+
+
+def default_report_path(source: str) -> str:
+    """Where the page goes without ``--out``."""
+    from yolo3.evaluation.report import REPORT
+    if os.path.isdir(source):
+        return os.path.join(source, REPORT)
+    return f"{os.path.splitext(source)[0]}_report.html"
+
+
+def run(args: argparse.Namespace) -> int:
+    from yolo3.core.errors import ArgumentError
+    from yolo3.core.fileio import write_text_atomic
+    from yolo3.core.ownership import check_side_files
+    from yolo3.core.paths import check_outputs
+    from yolo3.evaluation.report import run_report
+    source = args.source
+    if os.path.isdir(source):
+        if not any(os.path.exists(os.path.join(source, name)) for name in
+                   ("history.csv", "run.json", "diagnostics")):
+            raise ArgumentError(f"{source}: not a training run's folder (no history.csv, "
+                                "run.json or diagnostics/)", "RUN_OR_EVAL")
+    elif not source.lower().endswith(".json"):
+        raise ArgumentError(f"{source}: expected a training run's folder or yolo3 evaluate's "
+                            "JSON", "RUN_OR_EVAL")
+    out = args.out or default_report_path(source)
+    check_outputs([("--out", out)], [source])
+    if args.out is None:  # a file the user did not name: never over one of theirs
+        check_side_files([out], "RUN_OR_EVAL", "give --out")
+    if os.path.isdir(source):
+        page = run_report(source)
+    else:
+        page = _evaluation_page(source)
+    write_text_atomic(out, page)
+    print(f"report: {out} ({os.path.getsize(out) / 1e6:.1f} MB)")
+    return 0
+
+
+def _evaluation_page(path: str) -> str:
+    import json
+
+    from yolo3.core.errors import ArgumentError
+    from yolo3.evaluation.report import evaluation_report
+    try:
+        with open(path, encoding="utf-8") as f:
+            figures = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArgumentError(f"{path}: not readable as JSON ({e})", "RUN_OR_EVAL") from None
+    if not isinstance(figures, dict) or "per_class" not in figures:
+        raise ArgumentError(f"{path}: not the JSON yolo3 evaluate --out writes (no per_class)",
+                            "RUN_OR_EVAL")
+    return evaluation_report(path)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_command(NAME, DESCRIPTION, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
