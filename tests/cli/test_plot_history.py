@@ -36,3 +36,21 @@ def test_bad_history_is_refused_with_location(tmp_path, text, reason):
         read_history(str(history))
     assert str(history) in str(info.value)
     assert main(["--history", str(history), "--out", str(tmp_path / "x.png")]) == 2  # bad input
+
+
+def test_without_matplotlib_one_line_naming_the_extra(tmp_path, monkeypatch, capsys):
+    import builtins
+    history = tmp_path / "history.csv"
+    history.write_text("epoch,loss\n0,1.0\n")
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    monkeypatch.setattr("importlib.import_module", lambda name, *a: no_matplotlib(name))
+    assert main(["--history", str(history), "--out", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert "yolo3[plot]" in err and "Traceback" not in err
+    assert not (tmp_path / "c.png").exists()

@@ -61,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from yolo3.core.extras import require
+    require("matplotlib", "yolo3 plot")  # one line naming the extra, never a traceback
     plot_history(args.history, args.out, args.title)
     print(f"wrote {args.out}")
     return 0
