@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from yolo3.benchmarks.startup import NAMES, write_scale_dataset
 from yolo3.cli import build_parser
@@ -36,6 +37,7 @@ def test_the_data_benchmark_takes_a_scale():
     assert (args.scale, args.distinct, args.boxes) == (118287, 64, 7.3)
 
 
+@pytest.mark.slow  # 29 s: the whole benchmark end to end (its parts: tests/features/test_benchmarks.py)
 def test_the_data_benchmark_reads_a_data_file(tmp_path, capsys):
     from yolo3.cli import main
     yaml = write_scale_dataset(str(tmp_path), 24, distinct=3, boxes_per_image=2.0, seed=2, val=4)
