@@ -107,9 +107,6 @@ WRITERS = [
         "evaluate", "--model", w["run"] / "final.keras", "--annotations",
         w["data"] / "val.txt", "--out", out / "e.json", "--save-detections", out / "d.json"],
         folder=False),
-    Writer("evaluate --report", lambda w, out: [
-        "evaluate", "--model", w["run"] / "final.keras", "--annotations",
-        w["data"] / "val.txt", "--out", out / "e.json", "--report"], folder=False),
     Writer("report RUN --out FILE", lambda w, out: [
         "report", w["run"], "--out", out / "page.html"], folder=False),
     Writer("kmeans --out FILE", lambda w, out: [
@@ -121,6 +118,9 @@ WRITERS = [
         folder=False),
 ]
 SLOW_WRITERS = [
+    Writer("evaluate --report", lambda w, out: [  # evaluate --out FILE's walk, and the page
+        "evaluate", "--model", w["run"] / "final.keras", "--annotations",
+        w["data"] / "val.txt", "--out", out / "e.json", "--report"], folder=False),
     Writer("export --openvino --saved-model", lambda w, out: [
         "export", "--model", w["run"] / "final.keras", "--openvino", out / "ir",
         "--saved-model", out / "sm"]),

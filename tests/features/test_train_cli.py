@@ -29,10 +29,13 @@ def dataset(tmp_path_factory):
     return d, classes
 
 
-def _args(d, classes, out, *extra):
+def _args(d, classes, out, *extra, pictures: bool = False):
+    """Training flags on the small set; no pictures unless the test is about them (about 1 s a
+    run: tests/training/test_pictures.py draws them in depth)."""
     return ["--annotations", str(d / "train.txt"), "--val-annotations", str(d / "val.txt"),
             "--classes", classes, "--variant", "tiny", "--input-size", "64", "--batch-size", "2",
-            "--output", str(out), "--no-augment", "--quiet", *extra]
+            "--output", str(out), "--no-augment", "--quiet", *extra,
+            *([] if pictures else ["--no-pictures"])]
 
 
 def test_help_lists_every_flag(capsys):
@@ -94,7 +97,7 @@ def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
     """Resume restores weights, epoch AND the Adam state (iterations, moments) without warnings."""
     d, classes = dataset
     out = tmp_path / "run"
-    assert main(_args(d, classes, out, "--freeze-epochs", "1", "--epochs", "2")) == 0
+    assert main(_args(d, classes, out, "--freeze-epochs", "1", "--epochs", "2", pictures=True)) == 0
     for name in ("final.keras", "final.weights.h5", "best.keras", "last.weights.h5", "anchors.txt",
                  "classes.txt", "resume.json"):
         assert (out / name).exists(), name
@@ -108,7 +111,7 @@ def test_train_in_process_then_resume(dataset, tmp_path, monkeypatch, recwarn):
     assert int(saved[0]) == steps  # stage 2 (epoch 1) ran one epoch on a fresh optimiser
     monkeypatch.setattr("yolo3.training.train.StopOnNaN", _RecordOptimizer)
     _RecordOptimizer.seen = []
-    assert main(_args(d, classes, out, "--epochs", "3", "--resume")) == 0
+    assert main(_args(d, classes, out, "--epochs", "3", "--resume", pictures=True)) == 0
     assert _history(out) == [0, 1, 2]
     assert (out / "train_batch0.jpg").stat().st_mtime_ns == drawn_at  # not drawn again
     assert json.loads((out / "resume.json").read_text())["epoch"] == 3
@@ -131,8 +134,8 @@ def _run_cli(args, **kw):
 def test_wrapper_cli_with_two_cpu_replicas(dataset, tmp_path):
     d, classes = dataset
     out = tmp_path / "w"
-    args = [a for a in _args(d, classes, out, "--cpu-replicas", "2", "--epochs", "1",
-                             "--no-pictures") if a != "--quiet"]
+    args = [a for a in _args(d, classes, out, "--cpu-replicas", "2", "--epochs", "1")
+            if a != "--quiet"]
     p = _run_cli(args)  # without --quiet: the stage line is information
     text, _ = p.communicate(timeout=300)
     assert p.returncode == 0, text
