@@ -140,3 +140,24 @@ def test_the_page_opens_in_chromium(tmp_path):
     with Image.open(shot) as image:
         assert image.size == (1280, 1600)
         assert np.asarray(image.convert("L")).std() > 10  # a page was drawn, not a blank
+
+
+def test_report_into_a_run_folder_keeps_the_run_yolo3s(tmp_path, capsys):
+    """``yolo3 report RUN`` writes through the run's manifest: the folder stays all yolo3's, so a
+    later --resume into it is not refused; a report.html of the user's there is."""
+    from yolo3.core.ownership import OutputFolder, check_output_folder
+    run = tmp_path / "run"
+    with OutputFolder(run, "--output") as folder:
+        folder.write_text("history.csv", "epoch,loss\n0,1.0\n")
+        folder.write_text("report.html", "<!DOCTYPE html><html>old</html>")
+    for _ in range(2):
+        assert report_main([str(run)]) == 0
+    assert written_by_yolo3(run / "report.html")
+    check_output_folder(run, "--output", False, ("history.csv", "report.html"))  # all yolo3's
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "history.csv").write_text("epoch,loss\n0,1.0\n")
+    (mine / "report.html").write_text("<html>the user's own page</html>")
+    assert report_main([str(mine)]) == 2
+    assert (mine / "report.html").read_text() == "<html>the user's own page</html>"
+    assert "report.html" in capsys.readouterr().err

@@ -57,14 +57,23 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError(f"{source}: expected a training run's folder or yolo3 evaluate's "
                             "JSON", "RUN_OR_EVAL")
     out = args.out or default_report_path(source)
-    check_outputs([("--out", out)], [source])
-    if args.out is None:  # a file the user did not name: never over one of theirs
+    run_folder = None
+    if args.out is not None or not os.path.isdir(source):
+        check_outputs([("--out", out)], [source])
+    if args.out is None and os.path.isdir(source):
+        # into the run's own folder: through its manifest, so that the run stays all yolo3's (a
+        # later --resume) and a report.html of the user's there is refused
+        from yolo3.core.ownership import OutputFolder
+        from yolo3.evaluation.report import REPORT
+        run_folder = OutputFolder(source, "RUN_OR_EVAL", exist_ok=True, writes=(REPORT,))
+    elif args.out is None:  # beside the JSON, a file the user did not name: never over theirs
         check_side_files([out], "RUN_OR_EVAL", "give --out")
-    if os.path.isdir(source):
-        page = run_report(source)
+    page = run_report(source) if os.path.isdir(source) else _evaluation_page(source)
+    if run_folder is not None:
+        with run_folder:
+            run_folder.write_text(os.path.basename(out), page)
     else:
-        page = _evaluation_page(source)
-    write_text_atomic(out, page)
+        write_text_atomic(out, page)
     print(f"report: {out} ({os.path.getsize(out) / 1e6:.1f} MB)")
     return 0
 
