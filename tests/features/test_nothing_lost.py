@@ -417,8 +417,8 @@ def test_evaluate_never_replaces_a_users_file_where_its_plots_go(trained_world, 
         code, err = run_cli(argv, capsys)
         assert code == 0, err
     from yolo3.core.ownership import written_by_yolo3
-    from yolo3.cli.evaluate import PLOT_SUFFIXES
-    assert all(written_by_yolo3(tmp_path / f"results{s}") for s in PLOT_SUFFIXES)
+    from yolo3.evaluation.full_evaluation import picture_paths
+    assert all(written_by_yolo3(p) for p in picture_paths(f"{tmp_path / 'results'}_").values())
 
 
 def test_check_draws_only_into_a_folder_of_its_own(trained_world, tmp_path, capsys):

@@ -55,7 +55,7 @@ def test_results_at_each_evaluation_and_the_gallery_when_best_changes(tmp_path):
         for epoch, evaluated, best in ((0, True, True), (1, False, False), (2, True, False)):
             rows += f"{epoch},{5 - epoch},{'nan' if not evaluated else 0.1 * epoch}\n"
             folder.write_text("history.csv", rows)
-            evaluation.last = (epoch + 1, gt, dets, None) if evaluated else evaluation.last
+            evaluation.last = (epoch + 1, gt, dets) if evaluated else evaluation.last
             checkpoint.best_epoch = epoch + 1 if best else checkpoint.best_epoch
             before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "run").glob("*.png")}
             pictures.on_epoch_end(epoch, {})

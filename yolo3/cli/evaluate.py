@@ -133,9 +133,6 @@ def _readable_image(path: str):
         return None
 
 
-PLOT_SUFFIXES = ("_pr.png", "_confusion.png", "_confidence.png", "_errors.png", "_worst.png")
-
-
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.errors import ArgumentError, CommandFailed
     from yolo3.core.fileio import write_text_atomic
@@ -143,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.data.annotations import load_annotations
     from yolo3.data.class_names import read_classes
     from yolo3.evaluation.error_analysis import format_breakdown
-    from yolo3.evaluation.full_evaluation import PICTURES, evaluate_fully
+    from yolo3.evaluation.full_evaluation import evaluate_fully, picture_paths
     from yolo3.evaluation.metrics import (
         align_image_keys,
         format_table,
@@ -153,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     stem = os.path.splitext(args.out)[0]
     if not args.no_plot or args.report:  # beside --out: never over a file of the user's
         from yolo3.core.ownership import check_side_files
-        plots = [f"{stem}{suffix}" for suffix in PLOT_SUFFIXES] if not args.no_plot else []
+        plots = list(picture_paths(f"{stem}_").values()) if not args.no_plot else []
         page = [f"{stem}_report.html"] if args.report else []
         check_outputs([("--out (its plot)", path) for path in plots]
                       + [("--out (its report)", path) for path in page], [args.save_detections])
@@ -229,13 +226,12 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_text_atomic(args.out, json.dumps(result, indent=1))
     if not args.no_plot:
-        written = full.draw({kind: f"{stem}_{kind}.png" for kind in PICTURES}, gt, dets,
-                            _readable_image)
+        written = full.draw(picture_paths(f"{stem}_"), gt, dets, _readable_image)
         if written:
             print("plots: " + ", ".join(written), file=sys.stderr)
     if args.report:
         from yolo3.evaluation.report import evaluation_report
-        write_text_atomic(f"{stem}_report.html", evaluation_report(args.out))
+        write_text_atomic(f"{stem}_report.html", evaluation_report(args.out, result))
         print(f"report: {stem}_report.html")
     if det is not None and failed:
         warn(NAME, f"{len(failed)} of {len(failed) + len(gt)} images could not be read and are "

@@ -91,7 +91,7 @@ def _evaluation_page(path: str) -> str:
     if not isinstance(figures, dict) or "per_class" not in figures:
         raise ArgumentError(f"{path}: not the JSON yolo3 evaluate --out writes (no per_class)",
                             "RUN_OR_EVAL")
-    return evaluation_report(path)
+    return evaluation_report(path, figures)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

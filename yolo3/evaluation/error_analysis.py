@@ -259,6 +259,13 @@ class ImageErrors:
     def is_clean(self) -> bool:
         return not self.false_positives and not self.missed
 
+    def causes(self) -> Dict[str, int]:
+        """How many false positives of each cause, by cause name."""
+        counts: Dict[str, int] = {}
+        for _, cause in self.false_positives:
+            counts[cause] = counts.get(cause, 0) + 1
+        return counts
+
 
 def image_errors(gt: GroundTruth, dets: DetectionSet, score: float, pos: float = POS_IOU,
                  bg: float = BG_IOU, max_dets: int = 100) -> List[ImageErrors]:
@@ -373,11 +380,8 @@ class ErrorReport:
         """JSON-ready: ``errors``, ``errors_per_class`` and ``worst_images``."""
         listed = []
         for im, reason in self.worst:
-            causes: Dict[str, int] = {}
-            for _, cause in im.false_positives:
-                causes[cause] = causes.get(cause, 0) + 1
             listed.append({"image": str(im.image), "reason": reason, "missed": len(im.missed),
-                           "missed_area": im.missed_area, "false_positives": causes,
+                           "missed_area": im.missed_area, "false_positives": im.causes(),
                            "false_positive_score": im.false_positive_score,
                            "wrong_class": im.wrong_class})
         return {"errors": self.breakdown.as_dict(),
@@ -395,8 +399,6 @@ def analyse_errors(gt: GroundTruth, dets: DetectionSet, num_classes: int, score:
 
 def caption(im: ImageErrors, reason: str, name: str) -> str:
     """``"most missed area: 0007.jpg - 3 missed, 1 background"``: a gallery row's title."""
-    causes: Dict[str, int] = {}
-    for _, cause in im.false_positives:
-        causes[cause] = causes.get(cause, 0) + 1
-    parts = [f"{len(im.missed)} missed"] + [f"{n} {cause}" for cause, n in sorted(causes.items())]
+    parts = [f"{len(im.missed)} missed"] + [f"{n} {cause}" for cause, n in
+                                            sorted(im.causes().items())]
     return f"{reason}: {name} - " + ", ".join(parts)

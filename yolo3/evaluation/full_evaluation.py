@@ -34,10 +34,16 @@ from yolo3.evaluation.visualize import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PICTURES", "FullEvaluation", "evaluate_fully"]
+__all__ = ["PICTURES", "picture_paths", "FullEvaluation", "evaluate_fully"]
 
 PICTURES = ("pr", "confusion", "confidence", "errors", "worst")  # the kinds :meth:`draw` writes
 WORST_PER_REASON = 3  # the gallery: this many images for each reason
+
+
+def picture_paths(prefix: str) -> Dict[str, str]:
+    """The pictures' files, ``<prefix><kind>.png`` for each kind of :data:`PICTURES`
+    (``evaluate``: ``<out stem>_``; a run: ``diagnostics/``)."""
+    return {kind: f"{prefix}{kind}.png" for kind in PICTURES}
 
 
 @dataclass

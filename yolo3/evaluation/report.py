@@ -27,10 +27,10 @@ from PIL import Image
 from yolo3.core.ownership import YOLO3_SOFTWARE
 from yolo3.core.version import __version__
 from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES
-from yolo3.evaluation.full_evaluation import PICTURES
+from yolo3.evaluation.full_evaluation import picture_paths
 
-__all__ = ["REPORT", "run_report", "evaluation_report", "render_report",
-           "evaluation_pictures"]
+__all__ = ["REPORT", "run_report", "evaluation_report", "render_report"]
+
 
 REPORT = "report.html"
 RECOMPRESS_ABOVE = 250_000  # bytes: a larger PNG is embedded as a JPEG
@@ -214,11 +214,6 @@ def render_report(title: str, facts: Sequence[str], settings: Mapping[str, Any],
     return "\n".join(parts)
 
 
-def evaluation_pictures(prefix: str) -> Dict[str, str]:
-    """The pictures of a full evaluation whose files are ``<prefix><kind>.png``."""
-    return {kind: f"{prefix}{kind}.png" for kind in PICTURES}
-
-
 def _evaluation_sections(pictures: Mapping[str, str]) -> List[Tuple[str, Sequence[Picture]]]:
     return [("Curves", [("precision against recall (IoU 0.5)", pictures["pr"]),
                         ("precision, recall and F1 against confidence", pictures["confidence"])]),
@@ -235,12 +230,14 @@ def _dataset_rows(evaluation: Optional[Mapping[str, Any]]) -> List[Tuple[str, An
     return rows
 
 
-def evaluation_report(json_path: str) -> str:
-    """The page of ``yolo3 evaluate``'s JSON at ``json_path`` and its pictures beside it."""
-    with open(json_path, encoding="utf-8") as f:
-        evaluation = json.load(f)
+def evaluation_report(json_path: str, evaluation: Optional[Mapping[str, Any]] = None) -> str:
+    """The page of ``yolo3 evaluate``'s JSON at ``json_path`` and its pictures beside it;
+    ``evaluation``: that JSON's content where the caller holds it already (read otherwise)."""
+    if evaluation is None:
+        with open(json_path, encoding="utf-8") as f:
+            evaluation = json.load(f)
     stem = os.path.splitext(json_path)[0]
-    pictures = evaluation_pictures(f"{stem}_")
+    pictures = picture_paths(f"{stem}_")
     facts = [f"evaluation {os.path.abspath(json_path)}", f"yolo3 {__version__}"]
     return render_report(f"yolo3 evaluation: {os.path.basename(stem)}", facts,
                          evaluation.get("settings", {}), _dataset_rows(evaluation), evaluation,
@@ -285,6 +282,6 @@ def run_report(folder: str) -> str:
         ("Validation gallery", [("labels (left) beside predictions (right), the best epoch",
                                  os.path.join(folder, "val_gallery.png"))]),
     ]
-    sections += _evaluation_sections(evaluation_pictures(os.path.join(folder, "diagnostics", "")))
+    sections += _evaluation_sections(picture_paths(os.path.join(folder, "diagnostics", "")))
     return render_report(f"yolo3 training run: {os.path.basename(os.path.abspath(folder))}", facts,
                          run.get("settings", {}), dataset, evaluation, sections)

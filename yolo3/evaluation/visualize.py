@@ -322,19 +322,23 @@ def save_png(image: Image.Image, path: str) -> str:
 
 
 def labels_beside_predictions(image: Image.Image, truth: np.ndarray, detections, class_names:
-                              Sequence[str], caption: str = "", height: int = 320) -> Image.Image:
-    """One row of a gallery: the image with its labels (left) and with its detections (right),
-    scaled to ``height`` pixels, ``caption`` above. ``truth``: ``(N, 5)`` ``x1, y1, x2, y2,
-    class``; ``detections``: ``(boxes (M, 4), scores (M,), classes (M,))``, pixels of ``image``."""
+                              Sequence[str], caption: str = "", height: int = 320,
+                              score: float = 0.0) -> Image.Image:
+    """One row of a gallery: the image with its labels (left) and with its detections scored at
+    least ``score`` (right), scaled to ``height`` pixels, ``caption`` above. ``truth``: ``(N, 5)``
+    ``x1, y1, x2, y2, class``; ``detections``: ``(boxes (M, 4), scores (M,), classes (M,))``,
+    pixels of ``image``."""
     image = image.convert("RGB")
     scale = height / max(image.height, 1)
     size = (max(1, round(image.width * scale)), height)
     truth = np.asarray(truth, np.float64).reshape(-1, 5)
     boxes, scores, classes = (np.asarray(a) for a in detections)
+    scores = scores.reshape(-1)
+    keep = scores >= score
     small = image.resize(size, Image.BILINEAR)
     left = draw_detections(small, truth[:, :4] * scale, None, truth[:, 4].astype(int), class_names)
-    right = draw_detections(small, np.asarray(boxes, np.float64).reshape(-1, 4) * scale,
-                            scores.reshape(-1), classes.reshape(-1).astype(int), class_names)
+    right = draw_detections(small, np.asarray(boxes, np.float64).reshape(-1, 4)[keep] * scale,
+                            scores[keep], classes.reshape(-1).astype(int)[keep], class_names)
     font = _font((size[0] * 2, 2 * height))
     strip = 2 * (font.getbbox("Ag")[3] + 4)
     caption_width = font.getbbox(caption)[2] + 8 if caption else 0
@@ -421,18 +425,14 @@ def draw_worst_images(report, image_of, gt, dets, class_names: Sequence[str],
     """The gallery of an :class:`~yolo3.evaluation.error_analysis.ErrorReport`'s worst images, one
     row each: labels beside the detections scored at least its score. ``image_of(image_id)``: the
     ``(H, W, 3)`` uint8 image, or None to leave that row out. None when no row is left."""
-    score = report.per_class.score
     rows = []
     for im, reason in report.worst:
         array = image_of(im.image)
         if array is None:
             continue
-        b, s, c = (np.asarray(a) for a in dets.get(im.image, (np.zeros((0, 4)), np.zeros(0),
-                                                              np.zeros(0))))
-        keep = s.reshape(-1) >= score
         name = str(im.image).replace("\\", "/").rsplit("/", 1)[-1]
         rows.append(labels_beside_predictions(
-            Image.fromarray(array), gt[im.image], (b.reshape(-1, 4)[keep], s.reshape(-1)[keep],
-                                                   c.reshape(-1)[keep]),
-            class_names, caption(im, reason, name), height=height))
+            Image.fromarray(array), gt[im.image],
+            dets.get(im.image, (np.zeros((0, 4)), np.zeros(0), np.zeros(0))), class_names,
+            caption(im, reason, name), height=height, score=report.per_class.score))
     return stack_rows(rows) if rows else None

@@ -36,8 +36,7 @@ from yolo3.core.extras import installed
 from yolo3.core.fileio import write_text_atomic
 from yolo3.core.ownership import OutputFolder, as_output_folder
 from yolo3.data.images import load_image
-from yolo3.evaluation.full_evaluation import PICTURES as DIAGNOSTIC_PICTURES
-from yolo3.evaluation.full_evaluation import evaluate_fully
+from yolo3.evaluation.full_evaluation import evaluate_fully, picture_paths
 from yolo3.evaluation.metrics import evaluate_detections
 from yolo3.evaluation.visualize import draw_on_array
 from yolo3.inference.detector import YOLO
@@ -176,7 +175,7 @@ class MapEvaluation(keras.callbacks.Callback):
         self.evaluates, self.share = evaluate, share
         self._images = None
         self._detector = None
-        # (epoch, ground truth, detections, PR curves) of the last evaluation
+        # (epoch, ground truth, detections) of the last evaluation
         self.last: Optional[tuple] = None
 
     def _due(self, epoch: int) -> bool:
@@ -209,9 +208,9 @@ class MapEvaluation(keras.callbacks.Callback):
             for k, result in enumerate(results, start=start):
                 gt[k] = np.asarray(self.records[k].boxes, np.float64).reshape(-1, 5)
                 dets[k] = result
-        # the curves are computed anyway: kept for the PR plot; AP by size is not logged
+        # AP by size is not logged (the end of the run computes everything once more)
         figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names(),
-                                      with_curves=True, by_size=False)
+                                      by_size=False)
         figures["detections"], figures["ground_truth"] = dets, gt
         return figures
 
@@ -225,7 +224,7 @@ class MapEvaluation(keras.callbacks.Callback):
         nothing was evaluated or the validation set has no box."""
         if self.last is None:
             return None
-        epoch, gt, dets, _ = self.last
+        epoch, gt, dets = self.last
         if not any(len(g) for g in gt.values()):
             return None
         full = evaluate_fully(gt, dets, self.info.names())
@@ -235,8 +234,7 @@ class MapEvaluation(keras.callbacks.Callback):
         write_text_atomic(os.path.join(folder, "diagnostics.json"),
                           json.dumps(dict(epoch=epoch, **full.result), indent=1))
         images = self.images()
-        full.draw({kind: os.path.join(folder, f"{kind}.png") for kind in DIAGNOSTIC_PICTURES},
-                  gt, dets, lambda k: images[k])
+        full.draw(picture_paths(os.path.join(folder, "")), gt, dets, lambda k: images[k])
         return dict(full.diagnostics.curves.best(), epoch=epoch)
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
@@ -247,8 +245,7 @@ class MapEvaluation(keras.callbacks.Callback):
             return
         figures = self.evaluate() if self.evaluates else {"mAP50": 0.0, "mAP50_95": 0.0}
         if self.evaluates:
-            self.last = (epoch + 1, figures["ground_truth"], figures["detections"],
-                         figures["pr_curves"])
+            self.last = (epoch + 1, figures["ground_truth"], figures["detections"])
         values = [float(figures["mAP50"] or 0.0), float(figures["mAP50_95"] or 0.0)]
         if self.share is not None:
             values = list(self.share(values))

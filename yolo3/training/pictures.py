@@ -114,13 +114,9 @@ class RunPictures(keras.callbacks.Callback):
         score = confidence_curves(gt, dets, len(self.names)).best()["confidence"]
         rows = []
         for k in shown:
-            b, s, c = (np.asarray(a) for a in dets[k])
-            keep = s.reshape(-1) >= score
             rows.append(labels_beside_predictions(
-                Image.fromarray(images[k]), gt[k], (b.reshape(-1, 4)[keep], s.reshape(-1)[keep],
-                                                    c.reshape(-1)[keep]),
-                self.names, f"epoch {epoch} (best so far), scores >= {score:.2f}",
-                height=240))
+                Image.fromarray(images[k]), gt[k], dets[k], self.names,
+                f"epoch {epoch} (best so far), scores >= {score:.2f}", height=240, score=score))
         with self.folder.writing(GALLERY, suffix=".png") as tmp:
             save_png(stack_rows(rows), tmp)
 

@@ -19,7 +19,7 @@ from yolo3.core.log import NOTICE
 from yolo3.core.ownership import OutputFolder, check_output_folder
 from yolo3.core.paths import check_output_dir
 from yolo3.data.class_names import classes_text, fits_classes_file, read_classes
-from yolo3.evaluation.full_evaluation import PICTURES as DIAGNOSTIC_PICTURES
+from yolo3.evaluation.full_evaluation import picture_paths
 from yolo3.evaluation.report import REPORT
 from yolo3.modeling.graph_surgery import float32_body
 from yolo3.ops.anchors import format_anchors, read_anchors
@@ -47,7 +47,7 @@ RUN_FOLDER_WRITES = ("anchors.txt", "classes.txt", "history.csv", "resume.json",
                      "resume-[0-9]*/model.weights.h5", "resume-[0-9]*/optimizer.npz",
                      "final.keras", "final.weights.h5", "best.keras", "best.weights.h5",
                      "last.keras", "last.weights.h5", "backup/*", "diagnostics/diagnostics.json",
-                     *(f"diagnostics/{kind}.png" for kind in DIAGNOSTIC_PICTURES), *PICTURES,
+                     *picture_paths("diagnostics/").values(), *PICTURES,
                      "run.json", REPORT)
 # files other libraries write into a run as they go: TensorBoard's events, Keras's backup
 LIBRARY_WRITES = ("logs/*/events.out.tfevents.*", "backup/latest.weights.h5*",
