@@ -188,21 +188,24 @@ def test_a_model_trained_on_tiles_slices_by_default_and_tile_0_turns_it_off(mode
     model = tmp_path / "tiled.keras"
     shutil.copy(model_dir / "final.keras", model)
     embed_info(model, ModelInfo(TINY_YOLO_ANCHORS, default_masks(6, 2), 2, ["thing", "other"],
-                                "tiny", (INPUT, INPUT), slicing=Slicing(200, 0.3, "wbf")))
+                                "tiny", (INPUT, INPUT),
+                                slicing=Slicing(200, 0.3, "wbf", whole_from=16)))
     image = SHARED_IMAGES / "dog.jpg"
     common = ["detect", "--model", model, "--input", image, "--score", "0.2", "--precision",
               "float32", "--engine", "keras"]
     plain = YOLO(model, score=0.2, precision="float32", engine="keras")
-    runs = {"default": ([], TiledDetector(plain, 200, 0.3, "wbf")),
+    # the model's hand-over to the whole image holds with its tiles or the user's
+    runs = {"default": ([], TiledDetector(plain, 200, 0.3, "wbf", whole_from=16)),
             "--tile 0": (["--tile", 0], plain),
-            "--tile 160": (["--tile", 160], TiledDetector(plain, 160, 0.2, "nms"))}
+            "--tile 160": (["--tile", 160], TiledDetector(plain, 160, 0.2, "nms", whole_from=16))}
     for name, (flags, reference) in runs.items():
         js = tmp_path / f"{name}.json"
         code, err = run_cli([*common, "--output", tmp_path / name, "--json", js, *flags], capsys)
         assert code == 0, err
         first = err.strip().splitlines()[0]
         if name == "default":
-            assert first == ("sliced: tiles of 200x200 px overlapping 0.3 plus the whole image, "
+            assert first == ("sliced: tiles of 200x200 px overlapping 0.3 plus the whole image "
+                             "(objects from 16 px at the whole-image input: from the whole image), "
                              "merged by wbf at IoU 0.45 (as the model was trained; --tile 0: the "
                              "whole image only)"), first
         elif name == "--tile 0":

@@ -91,6 +91,7 @@ def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
     ("tile_whole", 1.5, ("tile_whole",), r"tile_whole must be in \[0, 1\], got 1.5"),
     ("tile_background", -0.1, ("tile_background",), r"tile_background must be in \[0, 1\]"),
     ("tile_overlap", 1.0, ("tile_overlap",), r"tile_overlap must be in \[0, 1\), got 1.0"),
+    ("tile_whole_from", -2.0, ("tile_whole_from",), "tile_whole_from must be pixels >= 0, got -2.0"),
     ("variant", "yolo9", ("variant",), "unknown variant 'yolo9'"),
     ("input_size", 100, ("input_size",), "multiple of 32"),
     ("multi_scale", (320, 300), ("multi_scale",), "MIN <= MAX"),
@@ -267,3 +268,9 @@ def test_a_tile_that_is_not_a_size_is_refused_by_the_parser(tmp_path, capsys):
                          files["classes"], "--output", files["output"], "--tile", "huge"], capsys)
     assert_refused(code, err, "--tile", "or auto, got 'huge'")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_tiles_hand_over_defaults_to_where_the_whole_image_sees_as_well():
+    """config cannot import ops (the layers): the default is written twice, and kept equal here."""
+    from yolo3.ops.tiles import WHOLE_SEES
+    assert TrainConfig().data.tile_whole_from == WHOLE_SEES

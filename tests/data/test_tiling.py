@@ -17,8 +17,8 @@ def _boxes(rng, h, w, n, lo=8, hi=40):
     return np.array(out, np.float32).reshape(-1, 5)
 
 
-def _window(hw, boxes, seed, sampling):
-    return np.array(draw_tile_window(np.random.default_rng(seed), hw, boxes, sampling))
+def _window(hw, boxes, seed, sampling, input_hw=None):
+    return np.array(draw_tile_window(np.random.default_rng(seed), hw, boxes, sampling, input_hw))
 
 
 def test_windows_hold_the_drawn_object_whole_and_lie_in_the_image():
@@ -79,9 +79,43 @@ def test_boxes_are_shifted_clipped_and_dropped_as_a_plain_loop_does():
         np.testing.assert_allclose(got, np.array(ref).reshape(-1, 5), atol=1e-4)
 
 
+def test_objects_large_at_the_whole_image_are_shown_whole():
+    """1920x1080 into 320x320 (a sixth): an object of side 96 px or more (16 at the input) drawn
+    for a window is shown on the whole image, a smaller one in a window that holds it; background
+    windows, and images whose input size is not given, are not routed; an image all of whose
+    objects are large is shown whole (nothing there for a tile to find)."""
+    sampling = TileSampling(320, whole=0.0, background=0.0, whole_from=16)
+    whole_image = (0, 0, 1920, 1080)
+    small = [100, 100, 110, 110, 1]  # keeps the image from being all large
+    for side, whole in ((96, True), (120, True), (95, False), (30, False)):
+        boxes = np.array([[900, 500, 900 + side, 500 + side, 0], small], np.float32)
+        picks = set()
+        for i in range(40):
+            drawn = tuple(_window((1080, 1920), boxes, [i, side], sampling, (320, 320)))
+            plain = tuple(_window((1080, 1920), boxes, [i, side], TileSampling(
+                320, whole=0.0, background=0.0)))
+            picked = min(int(np.random.default_rng([i, side]).random(5)[4] * 2), 1)  # its draw
+            picks.add(picked)
+            # the large object drawn: the whole image; the small one: its window as before
+            assert (drawn == whole_image) == (whole and picked == 0), (side, drawn)
+            if drawn != whole_image:
+                assert drawn == plain
+        assert picks == {0, 1}
+    big = np.array([[900, 500, 1020, 620, 0]], np.float32)
+    background = TileSampling(320, whole=0.0, background=1.0, whole_from=16)
+    assert all(tuple(_window((1080, 1920), big, [i, 2], background, (320, 320))) == whole_image
+               for i in range(20))  # all large
+    assert tuple(_window((1080, 1920), big, [1, 1], background)) != whole_image  # no input size
+    mixed = np.concatenate([big, np.array([small], np.float32)])
+    assert all(tuple(_window((1080, 1920), mixed, [i, 2], background, (320, 320))) != whole_image
+               for i in range(20))  # background windows are not routed
+
+
 @pytest.mark.parametrize("kwargs", [{"size": 0}, {"size": 2.5}, {"size": 416, "whole": 1.5},
                                     {"size": 416, "background": -0.1},
-                                    {"size": 416, "min_visible": 2}])
+                                    {"size": 416, "min_visible": 2},
+                                    {"size": 416, "whole_from": -1},
+                                    {"size": 416, "whole_from": float("nan")}])
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="tile"):
         TileSampling(**kwargs)

@@ -344,6 +344,55 @@ def test_evaluate_cli_sliced_scores_the_tiled_detections(tmp_path, capsys):
     assert not (tmp_path / "c.json").exists()
 
 
+def test_evaluate_slices_a_tiled_model_as_its_file_records_and_tile_0_turns_it_off(tmp_path,
+                                                                                   capsys):
+    """A model trained on tiles records its slicing (ModelInfo.slicing): evaluate slices so by
+    default, hand-over included, and says so on its first line; --tile 0: whole images."""
+    import json as _json
+
+    import keras
+    from cli_harness import run_cli
+
+    from yolo3.checkpoint.metadata import ModelInfo, embed_info
+    from yolo3.config.masks import default_masks
+    from yolo3.data.images import load_image
+    from yolo3.inference.detector import YOLO
+    from yolo3.inference.tiled import TiledDetector
+    from yolo3.modeling.bodies import build_body
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+    from yolo3.ops.tiles import Slicing
+
+    images = SHARED / "images"
+    keras.utils.set_random_seed(5)
+    model = tmp_path / "m.keras"
+    build_body("tiny", 2).save(model)
+    embed_info(model, ModelInfo(TINY_YOLO_ANCHORS, default_masks(6, 2), 2, ["a", "b"], "tiny",
+                                (128, 128), slicing=Slicing(256, 0.3, whole_from=8)))
+    (tmp_path / "ann.txt").write_text(f"{images / 'dog.jpg'} 100,100,120,118,0 50,60,400,300,1\n")
+    common = ["evaluate", "--annotations", tmp_path / "ann.txt", "--no-plot", "--model", model,
+              "--score", 0.1, "--engine", "keras", "--precision", "float32"]
+    detector = YOLO(model, score=0.1, precision="float32", engine="keras")
+    image = load_image(images / "dog.jpg")
+    for flags, reference in (([], TiledDetector(detector, 256, 0.3, whole_from=8)),
+                             (["--tile", 0], detector)):
+        saved = tmp_path / f"d{len(flags)}.json"
+        code, err = run_cli([*common, *flags, "--save-detections", saved, "--out",
+                             tmp_path / f"e{len(flags)}.json"], capsys)
+        assert code == 0, err
+        first = err.strip().splitlines()[0]
+        if flags:
+            assert "sliced" not in err
+        else:
+            assert first.startswith("sliced: tiles of 256x256 px overlapping 0.3 plus the whole "
+                                    "image (objects from 8 px at the whole-image input") and \
+                first.endswith("(as the model was trained; --tile 0: the whole image only)"), first
+        [entry] = _json.loads(saved.read_text())
+        boxes, scores, _ = reference.detect(image)
+        assert len(entry["boxes"]) == len(boxes) > 0
+        np.testing.assert_allclose(entry["scores"], scores, atol=1e-5)
+    assert (tmp_path / "d0.json").read_text() != (tmp_path / "d2.json").read_text()
+
+
 def test_the_ap_by_size_can_be_left_out_and_nothing_else_changes():
     gt, dets, num_classes = random_dataset(1)
     full = evaluate_detections(gt, dets, num_classes)

@@ -401,6 +401,22 @@ def test_the_tiles_set_has_small_objects_in_large_images(tmp_path):
     assert len(boxes) > 10 and longest.max() <= 40 + 1 and np.median(longest) < 25
 
 
+@pytest.mark.parametrize("size, tiled, resize, better, right", [
+    (320, 0.080, 0.060, "tiled", True), (None, 0.080, 0.060, "tiled", False),
+    (None, 0.050, 0.060, "resize-only", True), (320, 0.050, 0.060, "resize-only", False),
+    (320, 0.0601, 0.0640, "equal", True), (None, 0.0640, 0.0601, "equal", True)])
+def test_the_tiles_benchmark_judges_its_advice(size, tiled, resize, better, right):
+    """Right when the advice picks the higher mAP, either within 0.005 (the issue's margin)."""
+    from yolo3.benchmarks.tiles import advice_line
+    from yolo3.ops.tiles import TileSuggestion
+    line, got = advice_line(TileSuggestion(size, 0.7, "70% of the boxes ..."), tiled, resize)
+    assert got is right
+    assert f"better here: {better} (tiled + sliced {tiled:.4f}, resize-only {resize:.4f})" in line
+    assert line.startswith(f"advice (yolo3 check, --tile auto): "
+                           f"{'tiles of 320 px' if size else 'whole images'} (70% of the boxes")
+    assert line.endswith("right" if right else "wrong")
+
+
 def test_the_balance_contenders_are_valid_settings_and_unknown_ones_are_refused(capsys):
     from cli_harness import assert_refused, run_cli
 

@@ -336,18 +336,20 @@ def test_tiled_training_through_the_cli_validates_sliced(dataset, tmp_path, monk
     def counted(self, images, batch_size=0):
         for found in real_stream(self, images, batch_size):
             seen["views"] += 1
+            seen["whole_from"] = self.whole_from
             yield found
     monkeypatch.setattr(TiledDetector, "detect_stream", counted)
     d, classes = dataset
     out = tmp_path / "tiled"
     assert main(_args(d, classes, out, "--freeze-epochs", "0", "--epochs", "1", "--tile", "48",
-                      "--tile-whole", "0.5", "--tile-overlap", "0.3")) == 0
+                      "--tile-whole", "0.5", "--tile-overlap", "0.3", "--tile-whole-from", "12")) == 0
     training, validation = seen["tiles"][:2]
     assert training.size == 48 and training.whole == 0.5 and validation is None
+    assert training.whole_from == 12 and seen["whole_from"] == 12  # windows and validation
     assert seen["views"] == 3  # the three validation images, each sliced
     [row] = list(csv.DictReader(open(out / "history.csv")))
     assert math.isfinite(float(row["mAP50_95"]))
     from yolo3.checkpoint.metadata import read_info
     from yolo3.ops.tiles import Slicing
     for model in ("final.keras", "best.keras"):  # detect slices as the run validated
-        assert read_info(out / model).slicing == Slicing(48, 0.3), model
+        assert read_info(out / model).slicing == Slicing(48, 0.3, whole_from=12), model

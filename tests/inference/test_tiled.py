@@ -145,3 +145,88 @@ def test_keras_detector_tiled_equals_a_per_crop_loop(keras_detector):
     plain = keras_detector.detect(image)
     for a, b in zip(whole, plain):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+class ViewScoredDetector(SceneDetector):
+    """The scene detector with a network input (what ``whole_from`` measures at) that scores a
+    tile's boxes 0.9 and the whole image's 0.6: the score tells which view a merged box came
+    from."""
+
+    input_hw = (320, 320)
+
+    def detect(self, view):
+        boxes, _, classes = super().detect(view)
+        whole = view.shape[:2] == (1080, 1920)
+        return boxes, np.full(len(boxes), 0.6 if whole else 0.9, np.float32), classes
+
+
+def test_whole_from_leaves_objects_large_at_the_whole_image_to_it():
+    """1920x1080 into 320x320: a sixth. With whole_from 16, a tile's box of side 96 px or more
+    (16 at the whole image) is dropped, the whole image's kept; smaller ones keep the tile's box
+    (NMS keeps the higher score); without whole_from, the tiles' boxes win everywhere."""
+    objects = [(0, (100, 100, 195, 195)),    # side 95: 15.8 px at the whole image: the tile's
+               (1, (600, 500, 697, 597)),    # side 97: 16.2 px: the whole image's
+               (2, (1400, 700, 1420, 720))]  # side 20: found by tiles only
+    image = scene((1080, 1920), objects)
+    expected = {0: 0.9, 1: 0.6, 2: 0.9}
+    for whole_from, want in ((16.0, expected), (0.0, {0: 0.9, 1: 0.9, 2: 0.9})):
+        tiled = TiledDetector(ViewScoredDetector(), tile=416, overlap=0.25, whole_from=whole_from)
+        boxes, scores, classes = tiled.detect(image)
+        assert dict(zip(classes.tolist(), np.round(scores.astype(float), 3).tolist())) == want, \
+            whole_from
+        np.testing.assert_array_equal(boxes[np.argsort(classes)], [b for _, b in objects])
+    # without the whole image nothing is left to it: whole_from does nothing
+    tiled = TiledDetector(ViewScoredDetector(), tile=416, overlap=0.25, whole_image=False,
+                          whole_from=16.0)
+    assert sorted(tiled.detect(image)[2].tolist()) == [0, 1, 2]
+    assert "objects from 16 px at the whole-image input: from the whole image" in \
+        TiledDetector(ViewScoredDetector(), 416, whole_from=16).summary()
+
+
+def test_whole_from_must_be_pixels():
+    with pytest.raises(ValueError, match="whole_from"):
+        TiledDetector(SceneDetector(), 416, whole_from=-1)
+    with pytest.raises(ValueError, match="whole_from"):
+        TiledDetector(SceneDetector(), 416, whole_from=float("nan"))
+
+
+class ScriptedDetector:
+    """Gives each view the boxes of a script, by the view's size: tiles a piece of a large object
+    (in tile pixels) and a small object; the whole image the large object."""
+
+    class_names = ["a", "b"]
+    iou = 0.45
+    max_boxes = 100
+    input_hw = (320, 320)
+
+    def detect_stream(self, images, batch_size=1):
+        for view in images:
+            if view.shape[:2] == (960, 1280):
+                yield (np.array([[400, 300, 700, 600]], np.float32), np.array([0.5], np.float32),
+                       np.array([0], np.int32))
+            else:  # every tile reports the same boxes; shifted into the image by its window
+                yield (np.array([[100, 100, 160, 160], [20, 20, 28, 28]], np.float32),
+                       np.array([0.9, 0.8], np.float32), np.array([0, 0], np.int32))
+
+
+def test_pieces_of_an_object_the_whole_image_owns_are_dropped():
+    """A tile's box mostly inside a whole-image box of its class that is large at the whole image
+    (here 75 px at the input) is a piece of it; kept without whole_from."""
+    image = np.zeros((960, 1280, 3), np.uint8)
+    with_hand_over = TiledDetector(ScriptedDetector(), 320, 0.2, whole_from=8)
+    windows = with_hand_over.windows((960, 1280))
+    boxes, scores, _ = with_hand_over.detect(image)
+    pieces = [w[:2] + 100 for w in windows if 400 <= w[0] + 100 and w[0] + 160 <= 700
+              and 300 <= w[1] + 100 and w[1] + 160 <= 600]
+    assert pieces  # some tile's piece lies inside the large box
+    kept = {tuple(b) for b in boxes.astype(int).tolist()}
+    assert (400, 300, 700, 600) in kept
+    for x, y in pieces:
+        assert (x, y, x + 60, y + 60) not in kept
+    # small boxes (8 px: 2 at the input) outside the large one are kept, one per tile
+    outside = [w for w in windows if not (400 <= w[0] + 20 and w[0] + 28 <= 700
+                                          and 300 <= w[1] + 20 and w[1] + 28 <= 600)]
+    assert sum(1 for b in boxes if b[2] - b[0] == 8) == len(outside) > 1
+    without = TiledDetector(ScriptedDetector(), 320, 0.2)
+    kept0 = {tuple(b) for b in without.detect(image)[0].astype(int).tolist()}
+    assert all((x, y, x + 60, y + 60) in kept0 for x, y in pieces)

@@ -157,7 +157,7 @@ def test_merge_concatenates_views_and_caps_the_count():
 
 
 def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
-    from yolo3.ops.tiles import SMALL_AT_INPUT, suggest_tile
+    from yolo3.ops.tiles import SMALL_AT_INPUT, WHOLE_SEES, suggest_tile
 
     rng = np.random.default_rng(4)
     sides = rng.uniform(8, 40, size=400)
@@ -169,7 +169,7 @@ def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
     assert tip.size % 32 == 0 and tip.size >= 416
     assert p10 * 416 / tip.size >= SMALL_AT_INPUT or tip.size == 416
     assert p10 * 416 / (tip.size + 32) < SMALL_AT_INPUT
-    assert tip.small_share == pytest.approx(np.mean(sides * 416 / 1920 < SMALL_AT_INPUT))
+    assert tip.small_share == pytest.approx(np.mean(sides * 416 / 1920 < WHOLE_SEES))
     assert "10th-percentile" in tip.reason
     # large boxes: no tiles
     big = suggest_tile(box_wh * 10, image_hw, (416, 416))
@@ -181,6 +181,20 @@ def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
     tiny = suggest_tile(box_wh / 4, image_hw, (416, 416))
     assert tiny.size == 416 and "native resolution" in tiny.reason
     assert suggest_tile(np.zeros((0, 2)), np.zeros((0, 2)), (416, 416)).size is None
+
+
+@pytest.mark.parametrize("under, tiles", [(50, True), (49, False), (100, True), (0, False)])
+def test_tiles_are_suggested_from_half_the_boxes_under_what_the_whole_image_sees(under, tiles):
+    """The measured rule (docs/benchmarks.md): tiles when at least TILE_SHARE (half) of the
+    boxes are under WHOLE_SEES (6) px at the input. 1920 wide into 320: a sixth, so 36 px."""
+    from yolo3.ops.tiles import TILE_SHARE, WHOLE_SEES, suggest_tile
+    assert (TILE_SHARE, WHOLE_SEES) == (0.5, 6.0)
+    sides = np.array([35.9] * under + [36.0] * (100 - under))
+    tip = suggest_tile(np.stack([sides, sides], 1), np.tile([[1080.0, 1920.0]], (100, 1)),
+                       (320, 320))
+    assert (tip.size is not None) == tiles, tip.reason
+    assert tip.small_share == under / 100
+    assert tip.reason.startswith(f"{under}% of the boxes are under 6 px at the 320x320 input")
 
 
 def test_a_tiling_of_more_than_max_tiles_is_refused_with_the_figure():
@@ -196,3 +210,62 @@ def test_a_tiling_of_more_than_max_tiles_is_refused_with_the_figure():
     check_tile_count([(1080, 1920)], 128, 0.5)  # 464 tiles
     with pytest.raises(SettingError, match="150000x100 pixels into 2343 tiles"):  # each size
         check_tile_count([(1080, 1920), (100, 150000)], 128, 0.5)
+
+
+def test_side_at_whole_equals_a_plain_loop():
+    from yolo3.ops.tiles import side_at_whole
+    rng = np.random.default_rng(6)
+    for image_hw, input_hw in (((1080, 1920), (320, 320)), ((960, 1280), (416, 608)),
+                               ((300, 200), (640, 640))):
+        xy = rng.uniform(0, 200, (20, 2))
+        boxes = np.concatenate([xy, xy + rng.uniform(0, 90, (20, 2)), rng.integers(3, size=(20, 1))], 1)
+        ref = []
+        for x1, y1, x2, y2, _ in boxes.tolist():
+            scale = min(input_hw[0] / image_hw[0], input_hw[1] / image_hw[1])
+            ref.append(((x2 - x1) * (y2 - y1)) ** 0.5 * scale)
+        np.testing.assert_allclose(side_at_whole(boxes, image_hw, input_hw), ref, rtol=1e-12)
+        np.testing.assert_allclose(side_at_whole(boxes[:, :4], image_hw, input_hw), ref, rtol=1e-12)
+    assert side_at_whole(np.zeros((0, 4)), (10, 10), (32, 32)).shape == (0,)
+
+
+def test_slicing_records_its_hand_over_and_reads_files_without_it():
+    from yolo3.ops.tiles import Slicing
+    slicing = Slicing(320, 0.25, "wbf", whole_from=16)
+    assert slicing.to_dict()["whole_from"] == 16.0
+    assert Slicing.from_dict(slicing.to_dict()) == slicing
+    # a model file written before the hand-over existed slices as it was validated: every box
+    assert Slicing.from_dict({"tile": 320, "overlap": 0.2, "merge": "nms",
+                              "whole_image": True}).whole_from == 0.0
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="whole_from must be pixels >= 0"):
+            Slicing(320, whole_from=bad)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_left_to_whole_equals_a_plain_loop(seed):
+    from yolo3.ops.tiles import left_to_whole
+    rng = np.random.default_rng(seed)
+    image_hw, input_hw, whole_from = (960, 1280), (320, 320), 8.0  # a quarter: 32 px native
+
+    def boxes(n, lo, hi):
+        xy = rng.uniform(0, 900, (n, 2))
+        return np.concatenate([xy, xy + rng.uniform(lo, hi, (n, 2))], 1), rng.integers(2, size=n)
+    tiles, tile_classes = boxes(60, 4, 60)
+    whole, whole_classes = boxes(12, 10, 300)
+    tiles[:5] = whole[:5] + [5, 5, -5, -5]  # pieces inside whole-image boxes
+    tile_classes[:5] = whole_classes[:5]
+    got = left_to_whole(tiles, tile_classes, whole, whole_classes, image_hw, input_hw, whole_from)
+    for i, (x1, y1, x2, y2) in enumerate(tiles.tolist()):
+        side = ((x2 - x1) * (y2 - y1)) ** 0.5 / 4
+        expected = side >= whole_from
+        for (a1, b1, a2, b2), c in zip(whole.tolist(), whole_classes.tolist()):
+            if ((a2 - a1) * (b2 - b1)) ** 0.5 / 4 < whole_from or c != tile_classes[i]:
+                continue
+            overlap = max(min(x2, a2) - max(x1, a1), 0) * max(min(y2, b2) - max(y1, b1), 0)
+            expected |= overlap >= 0.5 * (x2 - x1) * (y2 - y1)
+        assert got[i] == expected, i
+    assert 0 < got.sum() < len(got)
+    assert not left_to_whole(tiles, tile_classes, whole[:0], whole_classes[:0], image_hw, input_hw,
+                             1e9).any()
+    assert left_to_whole(tiles[:0], tile_classes[:0], whole, whole_classes, image_hw, input_hw,
+                         whole_from).shape == (0,)

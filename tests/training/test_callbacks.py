@@ -140,6 +140,7 @@ def test_map_evaluation_with_a_tile_scores_sliced_detections(body, tmp_path):
     from yolo3.inference.detector import YOLO
     from yolo3.inference.tiled import TiledDetector
     from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+    from yolo3.ops.tiles import Slicing
     from yolo3.training.callbacks import MapEvaluation
 
     rng = np.random.default_rng(0)
@@ -150,9 +151,10 @@ def test_map_evaluation_with_a_tile_scores_sliced_detections(body, tmp_path):
         records.append(Record(str(path), np.array([[10, 20, 40, 60, i % 2]], np.float32)))
     info = ModelInfo(anchors=TINY_YOLO_ANCHORS, masks=[[3, 4, 5], [1, 2, 3]], num_classes=2,
                      variant="tiny", input_size=(64, 64))
-    figures = MapEvaluation(body, info, records, verbose=0, tile=96, overlap=0.25).evaluate()
+    slicing = Slicing(96, 0.25, "wbf", whole_from=8)  # every setting reaches the detector
+    figures = MapEvaluation(body, info, records, verbose=0, slicing=slicing).evaluate()
     detector = TiledDetector(YOLO.from_body(body, info, score=0.001, iou=0.45,
-                                            precision="float32"), 96, 0.25)
+                                            precision="float32"), 96, 0.25, "wbf", whole_from=8)
     images = [load_image(r.path) for r in records]
     dets = dict(enumerate(detector.detect_batch(images)))
     gt = {k: r.boxes.astype(np.float64) for k, r in enumerate(records)}

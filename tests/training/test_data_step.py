@@ -65,7 +65,7 @@ def test_tile_auto_is_the_suggestion_for_the_training_boxes(step_config, caplog)
     tiled = prepare_data(step_config(tile=48, tile_overlap=0.3, val_split=0.2))
     assert tiled.tile == 48
     # what every saved model of the run records: detect slices so by default
-    assert tiled.info().slicing == Slicing(48, 0.3, "nms", whole_image=True)
+    assert tiled.info().slicing == Slicing(48, 0.3, "nms", whole_image=True, whole_from=6)
     untiled = prepare_data(step_config(val_split=0.2))
     assert untiled.tile is None and untiled.info().slicing is None
 

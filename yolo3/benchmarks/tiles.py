@@ -19,6 +19,9 @@ both are printed. Each model is then scored on the validation images whole and s
 box size (pycocotools' areas). The target: tiled training with sliced inference reaches at least
 twice the AP_small of resize-only, and more than the peer with SAHI.
 
+Printed beside the result: what ``yolo3 check`` and ``--tile auto`` advise for the training boxes
+(:func:`yolo3.ops.tiles.suggest_tile`), and whether that picks the better contender.
+
 Also timed, on one validation image: sliced detection against (tiles + 1) x the detection of one
 tile (target: within 10%).
 """
@@ -29,7 +32,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -46,7 +49,7 @@ from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.evaluation.metrics import evaluate_detections
 from yolo3.inference.detector import YOLO
 from yolo3.inference.tiled import TiledDetector
-from yolo3.ops.tiles import suggest_tile
+from yolo3.ops.tiles import TileSuggestion, suggest_tile
 from yolo3.training.history import read_history
 from yolo3.training.train import train
 
@@ -88,7 +91,9 @@ def score_child(p: dict) -> dict:
     names = read_classes(p["classes"])
     records = load_annotations(p["val"], names)
     detector = YOLO(p["model"], score=0.001, iou=0.45, precision="float32", engine="keras")
-    tiled = TiledDetector(detector, p["tile"], p["overlap"], batch_size=8)
+    slicing = detector.info.slicing  # a tiled model's hand-over to the whole image
+    whole_from = slicing.whole_from if slicing is not None else 0.0
+    tiled = TiledDetector(detector, p["tile"], p["overlap"], batch_size=8, whole_from=whole_from)
     images = [load_image(r.path) for r in records]
     gt = {k: np.asarray(r.boxes, np.float64).reshape(-1, 5) for k, r in enumerate(records)}
     out: Dict[str, object] = {}
@@ -115,8 +120,8 @@ def score_child(p: dict) -> dict:
             times.append(time.perf_counter() - start)
         return min(times) * 1000
     one_tile = best(lambda: detector.detect(crop))
-    sliced = best(lambda: TiledDetector(detector, p["tile"], p["overlap"],
-                                        batch_size=1).detect(image))
+    sliced = best(lambda: TiledDetector(detector, p["tile"], p["overlap"], batch_size=1,
+                                        whole_from=whole_from).detect(image))
     out["timing"] = {"views": views, "one_tile_ms": one_tile, "sliced_ms": sliced,
                      "ratio": sliced / (views * one_tile)}
     return out
@@ -146,16 +151,34 @@ def _config(args: argparse.Namespace, data: str, output: str, tile) -> dict:
                 tile=tile, tile_overlap=args.overlap)
 
 
-def _resolve_tile(args: argparse.Namespace, data: str) -> int:
-    """``--tile``, or ``auto``'s suggestion for the training boxes (at least the input size)."""
-    if args.tile != "auto":
-        return int(args.tile)
+def _advice(args: argparse.Namespace, data: str) -> TileSuggestion:
+    """What ``yolo3 check`` and ``--tile auto`` say for the training boxes."""
     names = read_classes(os.path.join(data, "classes.txt"))
     records = load_annotations(os.path.join(data, "train.txt"), names, check_images=True)
-    tip = suggest_tile(box_sizes(records), box_image_sizes(records),
-                       (args.input_size, args.input_size))
-    print(f"tile auto: {tip.reason}")
-    return tip.size or args.input_size
+    return suggest_tile(box_sizes(records), box_image_sizes(records),
+                        (args.input_size, args.input_size))
+
+
+def _resolve_tile(args: argparse.Namespace, advice: TileSuggestion) -> int:
+    """``--tile``, or ``auto``'s suggestion (at least the input size)."""
+    if args.tile != "auto":
+        return int(args.tile)
+    print(f"tile auto: {advice.reason}")
+    return advice.size or args.input_size
+
+
+EQUAL = 0.005  # mAP@0.5:0.95 closer than this: the contenders are equal (the issue's margin)
+
+
+def advice_line(advice: TileSuggestion, tiled: float, resize: float) -> Tuple[str, bool]:
+    """The advice beside the result: ``(line, right)``: right when it picks the contender with
+    the higher mAP@0.5:0.95 (either, when they are within :data:`EQUAL`)."""
+    says = f"tiles of {advice.size} px" if advice.size else "whole images"
+    better = "equal" if abs(tiled - resize) < EQUAL else ("tiled" if tiled > resize else "resize-only")
+    right = better == "equal" or (better == "tiled") == (advice.size is not None)
+    return (f"advice (yolo3 check, --tile auto): {says} ({advice.reason}); better here: {better} "
+            f"(tiled + sliced {tiled:.4f}, resize-only {resize:.4f}): the advice is "
+            f"{'right' if right else 'wrong'}", right)
 
 
 def _row(name: str, seconds: Optional[float], mode: str, figures: dict) -> str:
@@ -174,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     print(machine)
     with tempfile.TemporaryDirectory(prefix="yolo3-tiles-") as folder:
         data = args.data or make_high_resolution_set(os.path.join(folder, "data"), args)
-        tile = _resolve_tile(args, data)
+        advice = _advice(args, data)
+        tile = _resolve_tile(args, advice)
         print(f"data: {data}; {args.variant} at {args.input_size} px, {args.epochs} epochs, "
               f"batch {args.batch_size}; tiles of {tile} px overlapping {args.overlap:g}")
         results: Dict[str, dict] = {}
@@ -207,11 +231,16 @@ def run(args: argparse.Namespace) -> int:
         peer = results["peer"]["sliced"]["mAP_small"]
         print(f"AP_small: tiled + sliced {ours:.4f} vs the peer with SAHI {peer:.4f} "
               f"(target: more)")
+    line, right = advice_line(advice, results["tiled"]["sliced"]["mAP50_95"],
+                              results["resize"]["whole"]["mAP50_95"])
+    print(line)
     timing = results["tiled"]["timing"]
     print(f"sliced detection of one image: {timing['sliced_ms']:.0f} ms for {timing['views']} "
           f"views; one tile {timing['one_tile_ms']:.1f} ms; ratio to (tiles + 1) x one tile "
           f"{timing['ratio']:.2f} (target <= 1.10)")
     if args.json:
-        write_text_atomic(args.json, json.dumps({"machine": machine, "tile": tile,
-                                                 "results": results}, indent=1, default=str))
+        write_text_atomic(args.json, json.dumps({
+            "machine": machine, "tile": tile, "results": results,
+            "advice": {"size": advice.size, "share_under": advice.small_share,
+                       "reason": advice.reason, "right": right}}, indent=1, default=str))
     return 0

@@ -473,8 +473,8 @@ def tiled_detector(detector, args: argparse.Namespace) -> Tuple[Any, Optional[st
     unchanged with ``--tile 0`` or when neither slices. ``line``: the slicing, for the command's
     first line (None when unsliced)."""
     from_model = False
+    slicing = getattr(getattr(detector, "info", None), "slicing", None)
     if args.tile is None:
-        slicing = getattr(getattr(detector, "info", None), "slicing", None)
         if slicing is not None:
             args.tile, args.overlap, args.merge = slicing.tile, slicing.overlap, slicing.merge
             args.no_whole_image = not slicing.whole_image
@@ -484,7 +484,8 @@ def tiled_detector(detector, args: argparse.Namespace) -> Tuple[Any, Optional[st
     from yolo3.inference.tiled import TiledDetector
     tiled = TiledDetector(detector, args.tile, args.overlap, args.merge,
                           iou=getattr(args, "iou", None), whole_image=not args.no_whole_image,
-                          batch_size=max(8, getattr(args, "batch_size", 1)))
+                          batch_size=max(8, getattr(args, "batch_size", 1)),
+                          whole_from=slicing.whole_from if slicing is not None else 0.0)
     line = tiled.summary()
     if from_model:
         line += " (as the model was trained; --tile 0: the whole image only)"

@@ -344,6 +344,7 @@ class _TileOrOff(Number):
 
 
 TILE_OR_OFF = _TileOrOff(int, 32, 16384, words=("0",))  # detect's --tile: 0 turns slicing off
+PIXELS = Number(float, 0.0, 16384.0)  # a size in pixels that may be 0 (off)
 OVERLAP = Number(float, 0.0, 0.75)  # each pixel in at most 16 tiles
 LEARNING_RATE = Number(float, 0.0, 10.0, lo_open=True)
 GAIN = Number(float, 0.0, 1000.0)

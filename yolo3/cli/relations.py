@@ -57,6 +57,8 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
         Excludes("--gpus", "--cpu-replicas"),
         Needs("--tile-whole", ("--tile",), "it sets the share of whole images in tiled training"),
         Needs("--tile-background", ("--tile",), "it sets the share of background windows"),
+        Needs("--tile-whole-from", ("--tile",), "it sets which objects tiles leave to the whole "
+                                                "image"),
         Needs("--tile-overlap", ("--tile",), "it sets sliced validation's overlap"),
         Needs("--multi-scale-every", ("--multi-scale",), "it sets how often the size changes"),
         Needs("--ema-momentum", ("--ema",), "it is the average's momentum", values=(True,)),

@@ -24,6 +24,7 @@ from yolo3.cli.flags import (
     LEARNING_RATE,
     MOMENTUM,
     OVERLAP,
+    PIXELS,
     SEED,
     SHARE,
     TILE_OR_AUTO,
@@ -196,6 +197,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--tile-background", type=FRACTION, default=d("tile_background"), metavar="F",
                    help="with --tile: the share of windows drawn anywhere rather than around "
                    "an object (default %(default)s)")
+    t.add_argument("--tile-whole-from", type=PIXELS, default=d("tile_whole_from"), metavar="PX",
+                   help="with --tile: objects of at least PX pixels at the whole-image resize "
+                   "train on, and are detected from, the whole image rather than tiles; 0: "
+                   "every object gets tiles (default %(default)s)")
     t.add_argument("--tile-overlap", "--overlap", dest="tile_overlap", type=OVERLAP,
                    default=d("tile_overlap"), metavar="F",
                    help="with --tile: sliced validation's overlap between neighbouring tiles "

@@ -73,6 +73,11 @@ class DataSettings:
     tile: Optional[Union[int, str]] = None
     tile_whole: float = 0.25  # share of training images kept whole
     tile_background: float = 0.1  # share of windows drawn anywhere, not around an object
+    # objects of at least this side (px) at the whole-image resize train on, and are detected
+    # from, the whole image (yolo3.data.draws.draw_tile_window, yolo3.inference.tiled);
+    # 0: every object drawn gets a window (the recipe before issue 55). 6: yolo3.ops.tiles'
+    # WHOLE_SEES, measured
+    tile_whole_from: float = 6.0
     tile_overlap: float = 0.2  # sliced validation: the share of a tile its neighbours overlap
     # repeat-factor sampling (LVIS): images with a class present in fewer than this share of the
     # images repeat, by sqrt(threshold / share); 0: every image once
@@ -441,6 +446,8 @@ def _check_data(data: DataSettings) -> None:
         value = getattr(data, setting)
         _need(_finite(value) and 0 <= value <= 1, f"{setting} must be in [0, 1], got {value}",
               setting)
+    _need(_finite(data.tile_whole_from) and data.tile_whole_from >= 0,
+          f"tile_whole_from must be pixels >= 0, got {data.tile_whole_from}", "tile_whole_from")
     _need(_finite(data.tile_overlap) and 0 <= data.tile_overlap < 1,
           f"tile_overlap must be in [0, 1), got {data.tile_overlap}", "tile_overlap")
     _need(_finite(data.repeat_threshold) and 0 <= data.repeat_threshold <= 1,

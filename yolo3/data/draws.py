@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from yolo3.ops.letterbox import geometry_np
+from yolo3.ops.tiles import side_at_whole
 
 __all__ = ["AugmentConfig", "AugmentDraw", "MultiScale", "TileSampling", "ElementPlan",
            "Planner", "draw_augment", "draw_tile_window", "window_boxes", "augment_boxes",
@@ -78,12 +79,15 @@ class MultiScale:
 @dataclass(frozen=True)
 class TileSampling:
     """How training windows are drawn (:mod:`yolo3.data.tiling`): ``size`` pixels, shares
-    ``whole`` and ``background``, and ``min_visible``, each a fraction."""
+    ``whole`` and ``background``, and ``min_visible``, each a fraction; ``whole_from``: the side
+    (pixels at the whole-image resize) from which an object drawn for a window is shown whole
+    instead (0: never; :func:`draw_tile_window`)."""
 
     size: int
     whole: float = 0.25
     background: float = 0.1
     min_visible: float = 0.5
+    whole_from: float = 0.0
 
     def __post_init__(self):
         if int(self.size) != self.size or self.size < 1:
@@ -92,6 +96,8 @@ class TileSampling:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"tile {name} {value!r}: expected a fraction from 0 to 1")
+        if not np.isfinite(self.whole_from) or self.whole_from < 0:
+            raise ValueError(f"tile whole_from {self.whole_from!r}: expected pixels >= 0")
 
 
 @dataclass(frozen=True)
@@ -144,17 +150,29 @@ def _start_range(lo_edge: float, hi_edge: float, tile: float, side: float) -> Tu
 
 
 def draw_tile_window(rng: np.random.Generator, image_hw: Sequence[int], boxes: np.ndarray,
-                     sampling: TileSampling) -> Tuple[int, int, int, int]:
+                     sampling: TileSampling, input_hw: Optional[Sequence[int]] = None
+                     ) -> Tuple[int, int, int, int]:
     """The window ``(x1, y1, x2, y2)`` cut from one image (the whole image when the draw keeps it
-    whole): with a bias toward the image's objects (:mod:`yolo3.data.tiling`)."""
+    whole): with a bias toward the image's objects (:mod:`yolo3.data.tiling`). With
+    ``sampling.whole_from`` and the ``input_hw`` the image is resized to, an object drawn for a
+    window whose side there is at least that is shown on the whole image instead, and so is an
+    image all of whose objects are: each object trains at the scale of the view that detects it
+    (:class:`yolo3.inference.tiled.TiledDetector` with the same ``whole_from``)."""
     h, w = float(image_hw[0]), float(image_hw[1])
     th, tw = min(float(sampling.size), h), min(float(sampling.size), w)
     u = rng.random(5)
     if u[0] < sampling.whole:
         return 0, 0, int(w), int(h)
     n = len(boxes)
+    large = (side_at_whole(boxes, image_hw, input_hw) >= sampling.whole_from
+             if n and sampling.whole_from and input_hw is not None else np.zeros(n, bool))
+    if n and large.all():  # nothing here for a tile to find
+        return 0, 0, int(w), int(h)
     if n and u[1] >= sampling.background:
-        box = boxes[min(int(u[4] * n), n - 1)]
+        k = min(int(u[4] * n), n - 1)
+        if large[k]:
+            return 0, 0, int(w), int(h)
+        box = boxes[k]
         x_low, x_high = _start_range(float(box[0]), float(box[2]), tw, w)
         y_low, y_high = _start_range(float(box[1]), float(box[3]), th, h)
         x, y = x_low + u[2] * (x_high - x_low), y_low + u[3] * (y_high - y_low)
@@ -340,7 +358,7 @@ class Planner:
         for s in sources:
             hw, b = self.image_hws[s], self.boxes[s]
             if self.tiles is not None:
-                window = draw_tile_window(rng, hw, b, self.tiles)
+                window = draw_tile_window(rng, hw, b, self.tiles, input_hw)
                 b = window_boxes(b, window, self.tiles.min_visible)
                 hw = (window[3] - window[1], window[2] - window[0])
                 windows.append(window)

@@ -13,7 +13,11 @@ keeps several requests in flight). A tile's box that touches an edge of its wind
 image is dropped when the whole image is also seen (the object goes on past the tile: a
 neighbour, which overlaps it, or the whole-image pass sees it whole). The rest are shifted into
 image pixels and merged (:func:`yolo3.ops.tiles.merge_detections`: per-class NMS at the
-detector's IoU threshold, or weighted box fusion).
+detector's IoU threshold, or weighted box fusion). With ``whole_from`` (a model trained on tiles
+records it), the whole image owns the objects whose side at its resize is at least that many
+pixels: a tile's box that large, or lying mostly inside a whole-image box that large of its class
+(a piece of such an object), is dropped (:func:`yolo3.ops.tiles.left_to_whole`). Such objects
+trained on whole images; a tile shows them at a scale the model never learned them at.
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.ops.tiles import MERGE_METHODS, TileSize, cut_by_window, merge_detections, tile_windows
+from yolo3.ops.tiles import (MERGE_METHODS, TileSize, cut_by_window, merge_detections,
+                             left_to_whole, tile_windows)
 
 __all__ = ["TiledDetector"]
 
@@ -33,17 +38,22 @@ class TiledDetector:
     by ``overlap``, plus the whole image unless ``whole_image`` is False; merged by ``merge``
     (``"nms"`` or ``"wbf"``) at ``iou`` (default: the detector's NMS threshold); at most
     ``max_boxes`` per image (default: the detector's). ``batch_size`` views (tiles or whole
-    images) per forward pass. Other attributes (``class_names``, ``engine`` ...) are the
-    detector's."""
+    images) per forward pass. ``whole_from``: with the whole image seen, tiles' boxes of at least
+    that side (pixels at the detector's whole-image input), or mostly inside a whole-image box
+    that large, are dropped (0: kept). Other
+    attributes (``class_names``, ``engine`` ...) are the detector's."""
 
     def __init__(self, detector, tile: TileSize, overlap: float = 0.2, merge: str = "nms",
                  iou: Optional[float] = None, whole_image: bool = True,
-                 max_boxes: Optional[int] = None, batch_size: int = 8):
+                 max_boxes: Optional[int] = None, batch_size: int = 8, whole_from: float = 0.0):
         if merge not in MERGE_METHODS:
             raise ValueError(f"merge method {merge!r}: expected one of {', '.join(MERGE_METHODS)}")
         tile_windows((1, 1), tile, overlap)  # checks the tile size and overlap
         if batch_size < 1:
             raise ValueError(f"batch size {batch_size!r}: expected a positive whole number")
+        if not np.isfinite(whole_from) or whole_from < 0:
+            raise ValueError(f"whole_from {whole_from!r}: expected pixels >= 0")
+        self.whole_from = float(whole_from)
         self.detector, self.tile, self.overlap, self.merge = detector, tile, overlap, merge
         self.iou = float(iou if iou is not None else getattr(detector, "iou", 0.45))
         self.whole_image = whole_image
@@ -77,14 +87,24 @@ class TiledDetector:
         if len(found) == 1 and not len(windows):
             return found[0]
         views = []
+        whole_hw = self._input_hw(image_hw) if self.whole_image and self.whole_from else None
         for window, (boxes, scores, classes) in zip(windows, found):
             boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
             shifted = boxes + np.tile(np.asarray(window[:2], np.float64), 2)
             keep = (~cut_by_window(shifted, window, image_hw) if self.whole_image
                     else np.ones(len(boxes), bool))
+            if whole_hw is not None:
+                whole_boxes, _, whole_classes = found[-1]
+                keep &= ~left_to_whole(shifted, classes, whole_boxes, whole_classes, image_hw,
+                                       whole_hw, self.whole_from)
             views.append((shifted[keep], np.asarray(scores)[keep], np.asarray(classes)[keep]))
         views.extend(found[len(windows):])  # the whole image's
         return merge_detections(views, self.iou, self.merge, self.max_boxes)
+
+    def _input_hw(self, image_hw: Sequence[int]) -> Tuple[int, int]:
+        """The detector's network input for the whole image of ``image_hw``."""
+        fit = getattr(self.detector, "input_hw_for", None)
+        return tuple(fit(image_hw)) if fit is not None else tuple(self.detector.input_hw)
 
     # -- the detector's interface ----------------------------------------------------------------
     def detect_stream(self, images: Iterable[np.ndarray],
@@ -126,6 +146,8 @@ class TiledDetector:
     def summary(self) -> str:
         """One line: the tiling."""
         th, tw = (self.tile, self.tile) if np.isscalar(self.tile) else self.tile
+        handover = (f" (objects from {self.whole_from:g} px at the whole-image input: from the "
+                    f"whole image)" if self.whole_image and self.whole_from else "")
         return (f"sliced: tiles of {th}x{tw} px overlapping {self.overlap:g}"
-                f"{' plus the whole image' if self.whole_image else ''}, merged by {self.merge} "
-                f"at IoU {self.iou:g}")
+                f"{' plus the whole image' if self.whole_image else ''}{handover}, merged by "
+                f"{self.merge} at IoU {self.iou:g}")

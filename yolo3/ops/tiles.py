@@ -13,6 +13,9 @@ letterboxes it to its input size like any image, so small objects keep their pix
   detections in image pixels.
 - :func:`suggest_tile`: the tile size that brings a data set's small objects to a size the
   network sees (``yolo3 check`` prints it; ``train --tile auto`` uses it).
+- :func:`side_at_whole`: boxes' sides at the whole-image resize, which decides which view owns an
+  object: tiles the small ones, the whole image the rest (``whole_from``, in training windows and
+  in the merge alike).
 - :class:`Slicing`: how a model trained on tiles detects by default (its model file records it).
 """
 from __future__ import annotations
@@ -27,7 +30,7 @@ from yolo3.ops.boxes import iou_xyxy
 
 __all__ = ["MERGE_METHODS", "MAX_TILES", "check_tile_count", "tile_windows", "cut_by_window", "nms_per_class",
            "fuse_per_class", "merge_detections", "TileSize", "TileSuggestion", "suggest_tile",
-           "SMALL_AT_INPUT", "Slicing"]
+           "SMALL_AT_INPUT", "WHOLE_SEES", "TILE_SHARE", "Slicing", "side_at_whole", "left_to_whole"]
 
 MERGE_METHODS = ("nms", "wbf")
 MAX_TILES = 1024  # tiles of one image at most: more would take hours per image
@@ -40,12 +43,15 @@ Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 class Slicing:
     """Sliced detection as a model trained on tiles does it by default: tiles of ``tile`` pixels
     overlapping by ``overlap`` of a tile, plus the whole image (``whole_image``), merged by
-    ``merge`` (one of :data:`MERGE_METHODS`). Recorded in the model file (``ModelInfo.slicing``)."""
+    ``merge`` (one of :data:`MERGE_METHODS`); with the whole image seen, a tile's box whose side is
+    at least ``whole_from`` pixels at the whole-image resize is left to the whole image (0: every
+    box is kept; :func:`side_at_whole`). Recorded in the model file (``ModelInfo.slicing``)."""
 
     tile: int
     overlap: float = 0.2
     merge: str = "nms"
     whole_image: bool = True
+    whole_from: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.tile, bool) or not isinstance(self.tile, (int, np.integer)) or \
@@ -60,17 +66,22 @@ class Slicing:
         object.__setattr__(self, "tile", int(self.tile))
         object.__setattr__(self, "overlap", float(self.overlap))
         object.__setattr__(self, "whole_image", bool(self.whole_image))
+        if not np.isfinite(float(self.whole_from)) or float(self.whole_from) < 0:
+            raise ValueError(f"slicing: whole_from must be pixels >= 0, got {self.whole_from!r}")
+        object.__setattr__(self, "whole_from", float(self.whole_from))
 
     def to_dict(self) -> dict:
         return {"tile": self.tile, "overlap": self.overlap, "merge": self.merge,
-                "whole_image": self.whole_image}
+                "whole_image": self.whole_image, "whole_from": self.whole_from}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Slicing":
-        """The inverse of :meth:`to_dict`; unknown keys or bad values raise ValueError."""
+        """The inverse of :meth:`to_dict` (a file written before ``whole_from`` existed: 0, every
+        tile's box kept, as such a model was validated); unknown keys or bad values raise
+        ValueError."""
         if not isinstance(data, dict) or "tile" not in data:
             raise ValueError(f"slicing: expected an object with a tile, got {data!r}")
-        unknown = set(data) - {"tile", "overlap", "merge", "whole_image"}
+        unknown = set(data) - {"tile", "overlap", "merge", "whole_image", "whole_from"}
         if unknown:
             raise ValueError(f"slicing: unknown keys {sorted(unknown)}")
         return cls(**data)
@@ -236,13 +247,56 @@ def merge_detections(views: Sequence[Detections], iou_threshold: float, method: 
 # an object whose side (sqrt(w * h)) is under this many pixels at the network input is small:
 # two cells of the finest stride (8) of YOLOv3, one of tiny's (16)
 SMALL_AT_INPUT = 16.0
-SMALL_SHARE = 0.1  # tiles are suggested when at least this share of the boxes is small
+# from this side (sqrt(w * h)) at the network input on, the whole image finds an object as well
+# as tiles do (docs/benchmarks.md, "Tiles over a range of object sizes": tiles won only under
+# it): tiled training's default hand-over to the whole image (TrainConfig.tile_whole_from), and
+# the size below which suggest_tile counts a box as one tiles are for
+WHOLE_SEES = 6.0
+# tiles are suggested when at least this share of the boxes is under WHOLE_SEES at the input
+# (fitted to the same table: the sets where tiled training beat resize-only)
+TILE_SHARE = 0.5
+
+def left_to_whole(boxes: np.ndarray, classes: np.ndarray, whole_boxes: np.ndarray,
+                  whole_classes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence[int],
+                  whole_from: float, inside: float = 0.5) -> np.ndarray:
+    """Which tiles' boxes ``(N, 4)`` (image pixels, classes ``(N,)``) sliced detection leaves to
+    the whole image's ``whole_boxes`` ``(M, 4)`` (``whole_classes`` ``(M,)``), an image of
+    ``image_hw`` seen whole at ``input_hw``: ``(N,)`` bool. Those whose side at the whole image
+    is at least ``whole_from`` pixels (:func:`side_at_whole`), and those with at least
+    ``inside`` of their area inside a whole-image box of their class that is: pieces of an object
+    the whole image owns, which a tile shows larger than the model learned it."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    whole_boxes = np.asarray(whole_boxes, np.float64).reshape(-1, 4)
+    drop = side_at_whole(boxes, image_hw, input_hw) >= whole_from
+    owners = side_at_whole(whole_boxes, image_hw, input_hw) >= whole_from
+    if not len(boxes) or not owners.any():
+        return drop
+    big, big_classes = whole_boxes[owners], np.asarray(whole_classes).reshape(-1)[owners]
+    x1 = np.maximum(boxes[:, None, 0], big[None, :, 0])
+    y1 = np.maximum(boxes[:, None, 1], big[None, :, 1])
+    x2 = np.minimum(boxes[:, None, 2], big[None, :, 2])
+    y2 = np.minimum(boxes[:, None, 3], big[None, :, 3])
+    overlap = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    area = np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
+    same = np.asarray(classes).reshape(-1)[:, None] == big_classes[None, :]
+    within = same & (overlap >= inside * np.maximum(area, 1e-12)[:, None])
+    return drop | within.any(axis=1)
+
+
+def side_at_whole(boxes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence[int]) -> np.ndarray:
+    """The side ``sqrt(w * h)`` of each box ``(N, 4+)`` ``x1, y1, x2, y2`` (pixels of an image of
+    ``image_hw``) once the whole image is letterboxed into ``input_hw``: ``(N,)``."""
+    boxes = np.asarray(boxes, np.float64)
+    boxes = boxes.reshape(len(boxes), boxes.shape[-1] if boxes.size else 4)
+    wh = np.clip(boxes[:, 2:4] - boxes[:, 0:2], 0, None)
+    scale = min(float(input_hw[0]) / float(image_hw[0]), float(input_hw[1]) / float(image_hw[1]))
+    return np.sqrt(wh[:, 0] * wh[:, 1]) * scale
 
 
 @dataclass(frozen=True)
 class TileSuggestion:
     """What :func:`suggest_tile` found: ``size`` (pixels; None: the whole image serves), the
-    share of boxes that are small at the whole-image resize, and why, in words."""
+    share of boxes under :data:`WHOLE_SEES` at the whole-image resize, and why, in words."""
 
     size: Optional[int]
     small_share: float
@@ -254,11 +308,12 @@ def suggest_tile(box_wh: np.ndarray, image_hw: np.ndarray, input_hw: Sequence[in
     """The tile size for boxes ``box_wh`` ``(N, 2)`` (image pixels) of images ``image_hw``
     ``(N, 2)`` (each box's image) at a network input of ``input_hw``.
 
-    A box is small when its side ``sqrt(w * h)`` letterboxed into the input is under
-    :data:`SMALL_AT_INPUT` pixels. Under :data:`SMALL_SHARE` of them small: no tiles. Else the
-    tile (a multiple of ``stride``) at which the 10th-percentile box reaches that size, never
-    under the input size (tiles are cut at native resolution and never enlarged); no tiles when
-    that is not at least 1.5 times smaller than the median image's longer side."""
+    Tiles are for the boxes whose side ``sqrt(w * h)`` letterboxed into the input is under
+    :data:`WHOLE_SEES` pixels (from there on the whole image finds them as well: measured). Under
+    :data:`TILE_SHARE` of the boxes such: no tiles. Else the tile (a multiple of ``stride``) at
+    which the 10th-percentile box reaches :data:`SMALL_AT_INPUT` pixels, never under the input
+    size (tiles are cut at native resolution and never enlarged); no tiles when that is not at
+    least 1.5 times smaller than the median image's longer side."""
     box_wh = np.asarray(box_wh, np.float64).reshape(-1, 2)
     image_hw = np.asarray(image_hw, np.float64).reshape(-1, 2)
     if len(box_wh) != len(image_hw):
@@ -268,10 +323,11 @@ def suggest_tile(box_wh: np.ndarray, image_hw: np.ndarray, input_hw: Sequence[in
     in_h, in_w = float(input_hw[0]), float(input_hw[1])
     sides = np.sqrt(np.prod(np.clip(box_wh, 0, None), axis=1))
     scale = np.minimum(in_h / image_hw[:, 0], in_w / image_hw[:, 1])
-    share = float(np.mean(sides * scale < SMALL_AT_INPUT))
-    small = f"{share:.0%} of the boxes are under {SMALL_AT_INPUT:g} px at the {in_h:g}x{in_w:g} input"
-    if share < SMALL_SHARE:
-        return TileSuggestion(None, share, f"{small}: the whole image serves")
+    share = float(np.mean(sides * scale < WHOLE_SEES))
+    small = f"{share:.0%} of the boxes are under {WHOLE_SEES:g} px at the {in_h:g}x{in_w:g} input"
+    if share < TILE_SHARE:
+        return TileSuggestion(None, share, f"{small}: the whole image serves (tiles help only "
+                                           f"where at least {TILE_SHARE:.0%} are)")
     p10 = float(np.percentile(sides, 10))
     smallest_input = min(in_h, in_w)
     wanted = p10 * smallest_input / SMALL_AT_INPUT

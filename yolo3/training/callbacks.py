@@ -43,6 +43,7 @@ from yolo3.inference.detector import YOLO
 from yolo3.inference.tiled import TiledDetector
 from yolo3.modeling.graph_surgery import float32_body
 from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
+from yolo3.ops.tiles import Slicing
 from yolo3.training.event_log import EventWriter
 from yolo3.training.history import append_epoch
 from yolo3.training.resume import save_resume_state
@@ -156,9 +157,8 @@ class MapEvaluation(keras.callbacks.Callback):
 
     In a cluster only the chief evaluates (``evaluate=False`` elsewhere); ``share`` (a function
     ``[mAP50, mAP50_95] -> the chief's values``, called by every worker) gives all workers the
-    chief's figures, so that they log and stop alike. ``tile``: sliced validation (tiles of that
-    many pixels overlapping by ``overlap``, plus the whole image:
-    :class:`yolo3.inference.tiled.TiledDetector`), so that best-by-mAP judges the detection that
+    chief's figures, so that they log and stop alike. ``slicing``: sliced validation as it says
+    (:class:`yolo3.inference.tiled.TiledDetector`), so that best-by-mAP judges the detection that
     tiled training is for.
     """
 
@@ -166,9 +166,9 @@ class MapEvaluation(keras.callbacks.Callback):
                  batch_size: int = 8, logs_dir: Optional[PathLike] = None, draw: int = 4,
                  verbose: int = 1, evaluate: bool = True,
                  share: Optional[Callable[[Sequence[float]], Sequence[float]]] = None,
-                 tile: Optional[int] = None, overlap: float = 0.2):
+                 slicing: Optional[Slicing] = None):
         super().__init__()
-        self.tile, self.overlap = tile, overlap
+        self.slicing = slicing
         self.body, self.info, self.records = body, info, list(records)
         self.every, self.batch_size, self.draw, self.verbose = max(1, int(every)), batch_size, draw, verbose
         self.logs_dir = None if logs_dir is None else str(logs_dir)
@@ -199,8 +199,10 @@ class MapEvaluation(keras.callbacks.Callback):
                 self._detector.body.set_weights(self.body.get_weights())
             self._detector.sync_weights()
         detector = self._detector
-        if self.tile:
-            detector = TiledDetector(detector, self.tile, self.overlap,
+        if self.slicing is not None:
+            s = self.slicing
+            detector = TiledDetector(detector, s.tile, s.overlap, s.merge,
+                                     whole_image=s.whole_image, whole_from=s.whole_from,
                                      batch_size=max(8, self.batch_size))
         gt, dets = {}, {}
         for start in range(0, len(self._images), self.batch_size):

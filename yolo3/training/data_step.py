@@ -64,6 +64,13 @@ class TrainData:
     tile: Optional[int] = None  # tiled training and sliced validation: the tile size in pixels
     class_weights: Optional[np.ndarray] = None  # (C,) each positive's loss weight by its class
     tile_overlap: float = 0.2  # sliced validation's overlap (and the model's default slicing)
+    tile_whole_from: float = 0.0  # the tiles' hand-over to the whole image (TrainConfig's)
+
+    @property
+    def slicing(self) -> Optional[Slicing]:
+        """How the run validates, and its model detects by default: None without tiles."""
+        return (Slicing(self.tile, self.tile_overlap, whole_from=self.tile_whole_from)
+                if self.tile else None)
 
     @property
     def num_classes(self) -> int:
@@ -80,7 +87,7 @@ class TrainData:
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
                          class_names=self.class_names, variant=self.spec.name,
                          input_size=self.input_size, head=self.spec.head,
-                         slicing=Slicing(self.tile, self.tile_overlap) if self.tile else None)
+                         slicing=self.slicing)
 
 
 def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[Sources]]:
@@ -143,7 +150,7 @@ def prepare_data(config: TrainConfig) -> TrainData:
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
     return TrainData(spec, class_names, anchors, masks, records, val_records, input_size, tile,
-                     weights, settings.tile_overlap)
+                     weights, settings.tile_overlap, settings.tile_whole_from)
 
 
 def repeated_records(records: list, threshold: float, num_classes: int, seed: int) -> list:

@@ -92,8 +92,8 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
                                drop_remainder=True if whole_batches else None)
-    tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background)
-             if data.tile else None)
+    tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background,
+                          whole_from=settings.tile_whole_from) if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
         MultiScale(shapes, settings.multi_scale_every) if shapes else None), tiles=tiles)
     return training, validation

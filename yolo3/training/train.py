@@ -147,7 +147,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                                    verbose=config.output.verbose,
                                    logs_dir=run.write_dir / "logs" if run.chief else None,
                                    evaluate=run.chief, share=sharing(placement),
-                                   tile=data.tile, overlap=data.tile_overlap)
+                                   slicing=data.slicing)
         if config.schedule.patience:
             early_stop = EarlyStopOnPlateau(config.schedule.patience, "mAP50_95", best=best,
                                             verbose=config.output.verbose)
