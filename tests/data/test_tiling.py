@@ -156,3 +156,23 @@ def test_the_pipeline_trains_on_tiles_at_the_input_size(tmp_path):
     (_, vb), = list(make_dataset(records, val).take(1))
     np.testing.assert_allclose(vb.numpy(), list(make_dataset(
         records, DatasetConfig((128, 128), 4, training=False, seed=1)).take(1))[0][1].numpy())
+
+
+@pytest.mark.parametrize("mosaic", [0.0, 0.5])
+def test_images_kept_whole_are_augmented_as_training_without_tiles(mosaic):
+    """Tile windows draw from their own stream: where every image is kept whole (all objects
+    large at the input), tiled training is resize-only training, plan for plan."""
+    from yolo3.data.draws import AugmentConfig, Planner
+    rng = np.random.default_rng(8)
+    hws = [(960, 1280)] * 12
+    boxes = [_boxes(rng, 960, 1280, 4, 60, 200) for _ in hws]  # 15-50 px at the 320 input
+    common = dict(training=True, shuffle=True, batch_size=4, augment=AugmentConfig(mosaic=mosaic))
+    plain = Planner(hws, boxes, (320, 320), 5, **common)
+    tiled = Planner(hws, boxes, (320, 320), 5, tiles=TileSampling(320, whole_from=6), **common)
+    for epoch in range(2):
+        for i in range(12):
+            a, b = plain.element(epoch, i), tiled.element(epoch, i)
+            assert b.windows == tuple((0, 0, 1280, 960) for _ in b.sources)
+            assert (a.sources, a.draws, a.split_yx, a.input_hw) == \
+                (b.sources, b.draws, b.split_yx, b.input_hw)
+            np.testing.assert_array_equal(a.boxes, b.boxes)

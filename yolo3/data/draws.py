@@ -8,8 +8,10 @@ split, the input size) and get its final boxes from it too. Only the image opera
 pipeline-specific. Boxes are float32 ``(n, 5)`` pixel ``x1, y1, x2, y2, class``.
 
 Randomness: element ``i`` of epoch ``e`` draws from ``default_rng([seed, e, 1, i])``; the shuffled
-orders from ``[seed, e, 0, stream]``, a multi-scale group's size from ``[seed, e, 2, group]``. A
-plan is a pure function of ``(seed, epoch, index)``, so worker processes compute their own.
+orders from ``[seed, e, 0, stream]``, a multi-scale group's size from ``[seed, e, 2, group]``, its
+tile windows from ``[seed, e, 3, i]``: an image tiled training keeps whole is augmented exactly
+as training without tiles would (a set with nothing small trains as resize-only does). A plan is
+a pure function of ``(seed, epoch, index)``, so worker processes compute their own.
 The recipe is keras-yolo3's ``get_random_data`` (random aspect jitter and scale, placement on a
 gray canvas, horizontal flip, HSV), with the 4-image mosaic and object-biased tile windows.
 """
@@ -350,6 +352,8 @@ class Planner:
     def element(self, epoch: int, index: int) -> ElementPlan:
         """What element ``index`` of ``epoch`` is made of, and its boxes."""
         rng = np.random.default_rng([self.seed, epoch, 1, index])
+        tile_rng = (np.random.default_rng([self.seed, epoch, 3, index])
+                    if self.tiles is not None else None)
         orders = self.orders(epoch)
         input_hw = self.input_size(epoch, index)
         four = self.mosaic and rng.random() < self.augment.mosaic
@@ -358,7 +362,7 @@ class Planner:
         for s in sources:
             hw, b = self.image_hws[s], self.boxes[s]
             if self.tiles is not None:
-                window = draw_tile_window(rng, hw, b, self.tiles, input_hw)
+                window = draw_tile_window(tile_rng, hw, b, self.tiles, input_hw)
                 b = window_boxes(b, window, self.tiles.min_visible)
                 hw = (window[3] - window[1], window[2] - window[0])
                 windows.append(window)
