@@ -157,10 +157,10 @@ def test_merge_concatenates_views_and_caps_the_count():
 
 
 def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
-    from yolo3.ops.tiles import SMALL_AT_INPUT, WHOLE_SEES, suggest_tile
+    from yolo3.ops.tiles import SMALL_AT_INPUT, TINY_AT_INPUT, suggest_tile
 
     rng = np.random.default_rng(4)
-    sides = rng.uniform(8, 40, size=400)
+    sides = rng.uniform(8, 36, size=400)  # all under 8 px at the input: tiles
     box_wh = np.stack([sides, sides], axis=1)
     image_hw = np.tile([[1080.0, 1920.0]], (400, 1))
     tip = suggest_tile(box_wh, image_hw, (416, 416))
@@ -169,7 +169,7 @@ def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
     assert tip.size % 32 == 0 and tip.size >= 416
     assert p10 * 416 / tip.size >= SMALL_AT_INPUT or tip.size == 416
     assert p10 * 416 / (tip.size + 32) < SMALL_AT_INPUT
-    assert tip.small_share == pytest.approx(np.mean(sides * 416 / 1920 < WHOLE_SEES))
+    assert tip.small_share == pytest.approx(np.mean(sides * 416 / 1920 < TINY_AT_INPUT))
     assert "10th-percentile" in tip.reason
     # large boxes: no tiles
     big = suggest_tile(box_wh * 10, image_hw, (416, 416))
@@ -183,18 +183,18 @@ def test_the_suggested_tile_brings_small_boxes_to_the_input_threshold():
     assert suggest_tile(np.zeros((0, 2)), np.zeros((0, 2)), (416, 416)).size is None
 
 
-@pytest.mark.parametrize("under, tiles", [(50, True), (49, False), (100, True), (0, False)])
-def test_tiles_are_suggested_from_half_the_boxes_under_what_the_whole_image_sees(under, tiles):
-    """The measured rule (docs/benchmarks.md): tiles when at least TILE_SHARE (half) of the
-    boxes are under WHOLE_SEES (6) px at the input. 1920 wide into 320: a sixth, so 36 px."""
-    from yolo3.ops.tiles import TILE_SHARE, WHOLE_SEES, suggest_tile
-    assert (TILE_SHARE, WHOLE_SEES) == (0.5, 6.0)
-    sides = np.array([35.9] * under + [36.0] * (100 - under))
+@pytest.mark.parametrize("under, tiles", [(95, True), (94, False), (100, True), (0, False)])
+def test_tiles_are_suggested_only_where_nearly_every_box_is_tiny(under, tiles):
+    """The measured rule (docs/benchmarks.md): tiles when at least TILE_SHARE (95%) of the boxes
+    are under TINY_AT_INPUT (8) px at the input. 1920 wide into 320: a sixth, so 48 px."""
+    from yolo3.ops.tiles import TILE_SHARE, TINY_AT_INPUT, suggest_tile
+    assert (TILE_SHARE, TINY_AT_INPUT) == (0.95, 8.0)
+    sides = np.array([47.9] * under + [48.0] * (100 - under))
     tip = suggest_tile(np.stack([sides, sides], 1), np.tile([[1080.0, 1920.0]], (100, 1)),
                        (320, 320))
     assert (tip.size is not None) == tiles, tip.reason
     assert tip.small_share == under / 100
-    assert tip.reason.startswith(f"{under}% of the boxes are under 6 px at the 320x320 input")
+    assert tip.reason.startswith(f"{under}% of the boxes are under 8 px at the 320x320 input")
 
 
 def test_a_tiling_of_more_than_max_tiles_is_refused_with_the_figure():

@@ -30,7 +30,7 @@ from yolo3.ops.boxes import iou_xyxy
 
 __all__ = ["MERGE_METHODS", "MAX_TILES", "check_tile_count", "tile_windows", "cut_by_window", "nms_per_class",
            "fuse_per_class", "merge_detections", "TileSize", "TileSuggestion", "suggest_tile",
-           "SMALL_AT_INPUT", "WHOLE_SEES", "TILE_SHARE", "Slicing", "side_at_whole", "left_to_whole"]
+           "SMALL_AT_INPUT", "WHOLE_SEES", "TINY_AT_INPUT", "TILE_SHARE", "Slicing", "side_at_whole", "left_to_whole"]
 
 MERGE_METHODS = ("nms", "wbf")
 MAX_TILES = 1024  # tiles of one image at most: more would take hours per image
@@ -247,14 +247,15 @@ def merge_detections(views: Sequence[Detections], iou_threshold: float, method: 
 # an object whose side (sqrt(w * h)) is under this many pixels at the network input is small:
 # two cells of the finest stride (8) of YOLOv3, one of tiny's (16)
 SMALL_AT_INPUT = 16.0
-# from this side (sqrt(w * h)) at the network input on, the whole image finds an object as well
-# as tiles do (docs/benchmarks.md, "Tiles over a range of object sizes": tiles won only under
-# it): tiled training's default hand-over to the whole image (TrainConfig.tile_whole_from), and
-# the size below which suggest_tile counts a box as one tiles are for
+# from this side (sqrt(w * h)) at the network input on, an object trains on, and is detected
+# from, the whole image in tiled training: the default hand-over (TrainConfig.tile_whole_from;
+# docs/benchmarks.md, "Tiles over a range of object sizes": tiles won only for objects under 8 px)
 WHOLE_SEES = 6.0
-# tiles are suggested when at least this share of the boxes is under WHOLE_SEES at the input
-# (fitted to the same table: the sets where tiled training beat resize-only)
-TILE_SHARE = 0.5
+# suggest_tile's rule, fitted to the same table: tiles beat resize-only only on the sets where
+# (nearly) every box was under TINY_AT_INPUT; where 85-88% were, they lost or tied, and lost more
+# with fewer small ones. So tiles are suggested when at least TILE_SHARE of the boxes are
+TINY_AT_INPUT = 8.0
+TILE_SHARE = 0.95
 
 def left_to_whole(boxes: np.ndarray, classes: np.ndarray, whole_boxes: np.ndarray,
                   whole_classes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence[int],
@@ -296,7 +297,7 @@ def side_at_whole(boxes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence
 @dataclass(frozen=True)
 class TileSuggestion:
     """What :func:`suggest_tile` found: ``size`` (pixels; None: the whole image serves), the
-    share of boxes under :data:`WHOLE_SEES` at the whole-image resize, and why, in words."""
+    share of boxes under :data:`TINY_AT_INPUT` at the whole-image resize, and why, in words."""
 
     size: Optional[int]
     small_share: float
@@ -308,9 +309,9 @@ def suggest_tile(box_wh: np.ndarray, image_hw: np.ndarray, input_hw: Sequence[in
     """The tile size for boxes ``box_wh`` ``(N, 2)`` (image pixels) of images ``image_hw``
     ``(N, 2)`` (each box's image) at a network input of ``input_hw``.
 
-    Tiles are for the boxes whose side ``sqrt(w * h)`` letterboxed into the input is under
-    :data:`WHOLE_SEES` pixels (from there on the whole image finds them as well: measured). Under
-    :data:`TILE_SHARE` of the boxes such: no tiles. Else the tile (a multiple of ``stride``) at
+    Tiles pay only where nearly every box is tiny (measured): under :data:`TILE_SHARE` of the
+    boxes with a side ``sqrt(w * h)`` letterboxed into the input under :data:`TINY_AT_INPUT`
+    pixels: no tiles. Else the tile (a multiple of ``stride``) at
     which the 10th-percentile box reaches :data:`SMALL_AT_INPUT` pixels, never under the input
     size (tiles are cut at native resolution and never enlarged); no tiles when that is not at
     least 1.5 times smaller than the median image's longer side."""
@@ -323,8 +324,9 @@ def suggest_tile(box_wh: np.ndarray, image_hw: np.ndarray, input_hw: Sequence[in
     in_h, in_w = float(input_hw[0]), float(input_hw[1])
     sides = np.sqrt(np.prod(np.clip(box_wh, 0, None), axis=1))
     scale = np.minimum(in_h / image_hw[:, 0], in_w / image_hw[:, 1])
-    share = float(np.mean(sides * scale < WHOLE_SEES))
-    small = f"{share:.0%} of the boxes are under {WHOLE_SEES:g} px at the {in_h:g}x{in_w:g} input"
+    share = float(np.mean(sides * scale < TINY_AT_INPUT))
+    small = (f"{share:.0%} of the boxes are under {TINY_AT_INPUT:g} px at the {in_h:g}x{in_w:g} "
+             "input")
     if share < TILE_SHARE:
         return TileSuggestion(None, share, f"{small}: the whole image serves (tiles help only "
                                            f"where at least {TILE_SHARE:.0%} are)")
