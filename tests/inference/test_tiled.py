@@ -191,42 +191,51 @@ def test_whole_from_must_be_pixels():
 
 
 class ScriptedDetector:
-    """Gives each view the boxes of a script, by the view's size: tiles a piece of a large object
-    (in tile pixels) and a small object; the whole image the large object."""
+    """Gives each view the boxes of a script, by the view's size: tiles a 20 px box (a piece of
+    the large object where the tile lies inside it) and an 8 px one; the whole image the large
+    object."""
 
     class_names = ["a", "b"]
     iou = 0.45
     max_boxes = 100
     input_hw = (320, 320)
 
+    def __init__(self, whole_score=0.95):
+        self.whole_score = whole_score
+
     def detect_stream(self, images, batch_size=1):
         for view in images:
             if view.shape[:2] == (960, 1280):
-                yield (np.array([[400, 300, 700, 600]], np.float32), np.array([0.5], np.float32),
-                       np.array([0], np.int32))
+                yield (np.array([[400, 300, 700, 600]], np.float32),
+                       np.array([self.whole_score], np.float32), np.array([0], np.int32))
             else:  # every tile reports the same boxes; shifted into the image by its window
-                yield (np.array([[100, 100, 160, 160], [20, 20, 28, 28]], np.float32),
+                yield (np.array([[100, 100, 120, 120], [20, 20, 28, 28]], np.float32),
                        np.array([0.9, 0.8], np.float32), np.array([0, 0], np.int32))
 
 
 def test_pieces_of_an_object_the_whole_image_owns_are_dropped():
     """A tile's box mostly inside a whole-image box of its class that is large at the whole image
-    (here 75 px at the input) is a piece of it; kept without whole_from."""
+    (here 75 px at the input) and scored at least as high is a piece of it, though small itself
+    (20 px, 5 at the input); kept without whole_from."""
     image = np.zeros((960, 1280, 3), np.uint8)
     with_hand_over = TiledDetector(ScriptedDetector(), 320, 0.2, whole_from=8)
     windows = with_hand_over.windows((960, 1280))
     boxes, scores, _ = with_hand_over.detect(image)
-    pieces = [w[:2] + 100 for w in windows if 400 <= w[0] + 100 and w[0] + 160 <= 700
-              and 300 <= w[1] + 100 and w[1] + 160 <= 600]
+    pieces = [w[:2] + 100 for w in windows if 400 <= w[0] + 100 and w[0] + 120 <= 700
+              and 300 <= w[1] + 100 and w[1] + 120 <= 600]
     assert pieces  # some tile's piece lies inside the large box
     kept = {tuple(b) for b in boxes.astype(int).tolist()}
     assert (400, 300, 700, 600) in kept
     for x, y in pieces:
-        assert (x, y, x + 60, y + 60) not in kept
+        assert (x, y, x + 20, y + 20) not in kept
     # small boxes (8 px: 2 at the input) outside the large one are kept, one per tile
     outside = [w for w in windows if not (400 <= w[0] + 20 and w[0] + 28 <= 700
                                           and 300 <= w[1] + 20 and w[1] + 28 <= 600)]
     assert sum(1 for b in boxes if b[2] - b[0] == 8) == len(outside) > 1
     without = TiledDetector(ScriptedDetector(), 320, 0.2)
     kept0 = {tuple(b) for b in without.detect(image)[0].astype(int).tolist()}
-    assert all((x, y, x + 60, y + 60) in kept0 for x, y in pieces)
+    assert all((x, y, x + 20, y + 20) in kept0 for x, y in pieces)
+    # a whole-image box scored under the pieces (0.5 against 0.9) owns none of them
+    unsure = TiledDetector(ScriptedDetector(whole_score=0.5), 320, 0.2, whole_from=8)
+    kept1 = {tuple(b) for b in unsure.detect(image)[0].astype(int).tolist()}
+    assert all((x, y, x + 20, y + 20) in kept1 for x, y in pieces)

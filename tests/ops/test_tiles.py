@@ -252,20 +252,30 @@ def test_left_to_whole_equals_a_plain_loop(seed):
         return np.concatenate([xy, xy + rng.uniform(lo, hi, (n, 2))], 1), rng.integers(2, size=n)
     tiles, tile_classes = boxes(60, 4, 60)
     whole, whole_classes = boxes(12, 10, 300)
-    tiles[:5] = whole[:5] + [5, 5, -5, -5]  # pieces inside whole-image boxes
-    tile_classes[:5] = whole_classes[:5]
-    got = left_to_whole(tiles, tile_classes, whole, whole_classes, image_hw, input_hw, whole_from)
+    tiles[:8, :2] = whole[:8, :2] + 3  # small pieces (18 px native, 4.5 at the input) inside
+    tiles[:8, 2:] = tiles[:8, :2] + 18  # whole-image boxes
+    tile_classes[:8] = whole_classes[:8]
+    tile_scores, whole_scores = rng.uniform(0, 1, 60), rng.uniform(0, 1, 12)
+    got = left_to_whole(tiles, tile_scores, tile_classes, whole, whole_scores, whole_classes,
+                        image_hw, input_hw, whole_from)
     for i, (x1, y1, x2, y2) in enumerate(tiles.tolist()):
         side = ((x2 - x1) * (y2 - y1)) ** 0.5 / 4
         expected = side >= whole_from
-        for (a1, b1, a2, b2), c in zip(whole.tolist(), whole_classes.tolist()):
-            if ((a2 - a1) * (b2 - b1)) ** 0.5 / 4 < whole_from or c != tile_classes[i]:
+        for (a1, b1, a2, b2), c, score in zip(whole.tolist(), whole_classes.tolist(), whole_scores):
+            if ((a2 - a1) * (b2 - b1)) ** 0.5 / 4 < whole_from or c != tile_classes[i] or \
+                    score < tile_scores[i]:
                 continue
             overlap = max(min(x2, a2) - max(x1, a1), 0) * max(min(y2, b2) - max(y1, b1), 0)
             expected |= overlap >= 0.5 * (x2 - x1) * (y2 - y1)
         assert got[i] == expected, i
     assert 0 < got.sum() < len(got)
-    assert not left_to_whole(tiles, tile_classes, whole[:0], whole_classes[:0], image_hw, input_hw,
-                             1e9).any()
-    assert left_to_whole(tiles[:0], tile_classes[:0], whole, whole_classes, image_hw, input_hw,
-                         whole_from).shape == (0,)
+    # a piece is left to a surer whole-image box only
+    surer = left_to_whole(tiles[:8], np.zeros(8), tile_classes[:8], whole, np.ones(12),
+                          whole_classes, image_hw, input_hw, whole_from)
+    unsure = left_to_whole(tiles[:8], np.ones(8), tile_classes[:8], whole, np.zeros(12),
+                           whole_classes, image_hw, input_hw, whole_from)
+    assert surer.sum() > unsure.sum()
+    assert not left_to_whole(tiles, tile_scores, tile_classes, whole[:0], whole_scores[:0],
+                             whole_classes[:0], image_hw, input_hw, 1e9).any()
+    assert left_to_whole(tiles[:0], tile_scores[:0], tile_classes[:0], whole, whole_scores,
+                         whole_classes, image_hw, input_hw, whole_from).shape == (0,)

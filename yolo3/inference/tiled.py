@@ -16,7 +16,7 @@ image pixels and merged (:func:`yolo3.ops.tiles.merge_detections`: per-class NMS
 detector's IoU threshold, or weighted box fusion). With ``whole_from`` (a model trained on tiles
 records it), the whole image owns the objects whose side at its resize is at least that many
 pixels: a tile's box that large, or lying mostly inside a whole-image box that large of its class
-(a piece of such an object), is dropped (:func:`yolo3.ops.tiles.left_to_whole`). Such objects
+scored at least as high (a piece of such an object), is dropped (:func:`yolo3.ops.tiles.left_to_whole`). Such objects
 trained on whole images; a tile shows them at a scale the model never learned them at.
 """
 from __future__ import annotations
@@ -94,9 +94,9 @@ class TiledDetector:
             keep = (~cut_by_window(shifted, window, image_hw) if self.whole_image
                     else np.ones(len(boxes), bool))
             if whole_hw is not None:
-                whole_boxes, _, whole_classes = found[-1]
-                keep &= ~left_to_whole(shifted, classes, whole_boxes, whole_classes, image_hw,
-                                       whole_hw, self.whole_from)
+                whole_boxes, whole_scores, whole_classes = found[-1]
+                keep &= ~left_to_whole(shifted, scores, classes, whole_boxes, whole_scores,
+                                       whole_classes, image_hw, whole_hw, self.whole_from)
             views.append((shifted[keep], np.asarray(scores)[keep], np.asarray(classes)[keep]))
         views.extend(found[len(windows):])  # the whole image's
         return merge_detections(views, self.iou, self.merge, self.max_boxes)

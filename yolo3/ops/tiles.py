@@ -257,15 +257,18 @@ WHOLE_SEES = 6.0
 TINY_AT_INPUT = 8.0
 TILE_SHARE = 0.95
 
-def left_to_whole(boxes: np.ndarray, classes: np.ndarray, whole_boxes: np.ndarray,
-                  whole_classes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence[int],
-                  whole_from: float, inside: float = 0.5) -> np.ndarray:
-    """Which tiles' boxes ``(N, 4)`` (image pixels, classes ``(N,)``) sliced detection leaves to
-    the whole image's ``whole_boxes`` ``(M, 4)`` (``whole_classes`` ``(M,)``), an image of
-    ``image_hw`` seen whole at ``input_hw``: ``(N,)`` bool. Those whose side at the whole image
-    is at least ``whole_from`` pixels (:func:`side_at_whole`), and those with at least
-    ``inside`` of their area inside a whole-image box of their class that is: pieces of an object
-    the whole image owns, which a tile shows larger than the model learned it."""
+def left_to_whole(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
+                  whole_boxes: np.ndarray, whole_scores: np.ndarray, whole_classes: np.ndarray,
+                  image_hw: Sequence[int], input_hw: Sequence[int], whole_from: float,
+                  inside: float = 0.5) -> np.ndarray:
+    """Which tiles' boxes ``(N, 4)`` (image pixels; ``scores``, ``classes`` ``(N,)``) sliced
+    detection leaves to the whole image's ``whole_boxes`` ``(M, 4)`` (``whole_scores``,
+    ``whole_classes`` ``(M,)``), an image of ``image_hw`` seen whole at ``input_hw``: ``(N,)``
+    bool. Those whose side at the whole image is at least ``whole_from`` pixels
+    (:func:`side_at_whole`), and those with at least ``inside`` of their area inside a
+    whole-image box of their class that large and scored at least as high: pieces of an object
+    the whole image found, which a tile shows larger than the model learned it (a low-scored
+    whole-image box owns nothing: measured, such boxes swallowed the tiles' true small objects)."""
     boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
     whole_boxes = np.asarray(whole_boxes, np.float64).reshape(-1, 4)
     drop = side_at_whole(boxes, image_hw, input_hw) >= whole_from
@@ -273,6 +276,7 @@ def left_to_whole(boxes: np.ndarray, classes: np.ndarray, whole_boxes: np.ndarra
     if not len(boxes) or not owners.any():
         return drop
     big, big_classes = whole_boxes[owners], np.asarray(whole_classes).reshape(-1)[owners]
+    big_scores = np.asarray(whole_scores, np.float64).reshape(-1)[owners]
     x1 = np.maximum(boxes[:, None, 0], big[None, :, 0])
     y1 = np.maximum(boxes[:, None, 1], big[None, :, 1])
     x2 = np.minimum(boxes[:, None, 2], big[None, :, 2])
@@ -280,7 +284,8 @@ def left_to_whole(boxes: np.ndarray, classes: np.ndarray, whole_boxes: np.ndarra
     overlap = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
     area = np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
     same = np.asarray(classes).reshape(-1)[:, None] == big_classes[None, :]
-    within = same & (overlap >= inside * np.maximum(area, 1e-12)[:, None])
+    surer = big_scores[None, :] >= np.asarray(scores, np.float64).reshape(-1)[:, None]
+    within = same & surer & (overlap >= inside * np.maximum(area, 1e-12)[:, None])
     return drop | within.any(axis=1)
 
 
