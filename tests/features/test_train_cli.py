@@ -131,6 +131,7 @@ def _run_cli(args, **kw):
     return subprocess.Popen([sys.executable, str(REPO / "train_multi_gpu.py"), *args], env=env, **kw)
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); about 20 s on 2 cores, kept out of the default 15 minutes
 def test_wrapper_cli_with_two_cpu_replicas(dataset, tmp_path):
     d, classes = dataset
     out = tmp_path / "w"
