@@ -48,7 +48,7 @@ from yolo3.data.images import load_image
 from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.evaluation.metrics import evaluate_detections
 from yolo3.inference.detector import YOLO
-from yolo3.inference.tiled import TiledDetector
+from yolo3.inference.tiled import TiledDetector, recorded_whole_from
 from yolo3.ops.tiles import TileSuggestion, suggest_tile
 from yolo3.training.history import read_history
 from yolo3.training.train import train
@@ -91,8 +91,7 @@ def score_child(p: dict) -> dict:
     names = read_classes(p["classes"])
     records = load_annotations(p["val"], names)
     detector = YOLO(p["model"], score=0.001, iou=0.45, precision="float32", engine="keras")
-    slicing = detector.info.slicing  # a tiled model's hand-over to the whole image
-    whole_from = slicing.whole_from if slicing is not None else 0.0
+    whole_from = recorded_whole_from(detector)  # a tiled model's hand-over to the whole image
     tiled = TiledDetector(detector, p["tile"], p["overlap"], batch_size=8, whole_from=whole_from)
     images = [load_image(r.path) for r in records]
     gt = {k: np.asarray(r.boxes, np.float64).reshape(-1, 5) for k, r in enumerate(records)}

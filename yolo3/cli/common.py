@@ -470,22 +470,23 @@ def tiled_detector(detector, args: argparse.Namespace) -> Tuple[Any, Optional[st
     ``--no-whole-image`` say (the flags that shape the tiles need ``--tile``:
     :mod:`yolo3.cli.relations`), or, without ``--tile``, as the model file records
     (``detector.info.slicing``, a model trained on tiles: ``args`` then take its settings);
-    unchanged with ``--tile 0`` or when neither slices. ``line``: the slicing, for the command's
-    first line (None when unsliced)."""
+    unchanged with ``--tile 0`` or when neither slices. A tiled model's hand-over to the whole
+    image (``whole_from``) holds with its tiles or the user's. ``line``: the slicing, for the
+    command's first line (None when unsliced)."""
     from_model = False
-    slicing = getattr(getattr(detector, "info", None), "slicing", None)
     if args.tile is None:
+        slicing = getattr(getattr(detector, "info", None), "slicing", None)
         if slicing is not None:
             args.tile, args.overlap, args.merge = slicing.tile, slicing.overlap, slicing.merge
             args.no_whole_image = not slicing.whole_image
             from_model = True
     if not args.tile:
         return detector, None
-    from yolo3.inference.tiled import TiledDetector
+    from yolo3.inference.tiled import TiledDetector, recorded_whole_from
     tiled = TiledDetector(detector, args.tile, args.overlap, args.merge,
                           iou=getattr(args, "iou", None), whole_image=not args.no_whole_image,
                           batch_size=max(8, getattr(args, "batch_size", 1)),
-                          whole_from=slicing.whole_from if slicing is not None else 0.0)
+                          whole_from=recorded_whole_from(detector))
     line = tiled.summary()
     if from_model:
         line += " (as the model was trained; --tile 0: the whole image only)"

@@ -16,8 +16,9 @@ image pixels and merged (:func:`yolo3.ops.tiles.merge_detections`: per-class NMS
 detector's IoU threshold, or weighted box fusion). With ``whole_from`` (a model trained on tiles
 records it), the whole image owns the objects whose side at its resize is at least that many
 pixels: a tile's box that large, or lying mostly inside a whole-image box that large of its class
-scored at least as high (a piece of such an object), is dropped (:func:`yolo3.ops.tiles.left_to_whole`). Such objects
-trained on whole images; a tile shows them at a scale the model never learned them at.
+scored at least as high (a piece of such an object), is dropped
+(:func:`yolo3.ops.tiles.left_to_whole`). Such objects trained on whole images; a tile shows them
+at a scale the model never learned them at.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import numpy as np
 from yolo3.ops.tiles import (MERGE_METHODS, TileSize, cut_by_window, merge_detections,
                              left_to_whole, tile_windows)
 
-__all__ = ["TiledDetector"]
+__all__ = ["TiledDetector", "recorded_whole_from"]
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -40,8 +41,8 @@ class TiledDetector:
     ``max_boxes`` per image (default: the detector's). ``batch_size`` views (tiles or whole
     images) per forward pass. ``whole_from``: with the whole image seen, tiles' boxes of at least
     that side (pixels at the detector's whole-image input), or mostly inside a whole-image box
-    that large, are dropped (0: kept). Other
-    attributes (``class_names``, ``engine`` ...) are the detector's."""
+    that large and scored at least as high, are dropped (0: kept). Other attributes
+    (``class_names``, ``engine`` ...) are the detector's."""
 
     def __init__(self, detector, tile: TileSize, overlap: float = 0.2, merge: str = "nms",
                  iou: Optional[float] = None, whole_image: bool = True,
@@ -87,17 +88,20 @@ class TiledDetector:
         if len(found) == 1 and not len(windows):
             return found[0]
         views = []
-        whole_hw = self._input_hw(image_hw) if self.whole_image and self.whole_from else None
         for window, (boxes, scores, classes) in zip(windows, found):
             boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
             shifted = boxes + np.tile(np.asarray(window[:2], np.float64), 2)
             keep = (~cut_by_window(shifted, window, image_hw) if self.whole_image
                     else np.ones(len(boxes), bool))
-            if whole_hw is not None:
-                whole_boxes, whole_scores, whole_classes = found[-1]
-                keep &= ~left_to_whole(shifted, scores, classes, whole_boxes, whole_scores,
-                                       whole_classes, image_hw, whole_hw, self.whole_from)
-            views.append((shifted[keep], np.asarray(scores)[keep], np.asarray(classes)[keep]))
+            views.append((shifted[keep], np.asarray(scores).reshape(-1)[keep],
+                          np.asarray(classes).reshape(-1)[keep]))
+        if self.whole_image and self.whole_from and views:  # all tiles' boxes at once
+            boxes, scores, classes = (np.concatenate(parts) for parts in zip(*views))
+            whole_boxes, whole_scores, whole_classes = found[-1]
+            keep = ~left_to_whole(boxes, scores, classes, whole_boxes, whole_scores,
+                                  whole_classes, image_hw, self._input_hw(image_hw),
+                                  self.whole_from)
+            views = [(boxes[keep], scores[keep], classes[keep])]
         views.extend(found[len(windows):])  # the whole image's
         return merge_detections(views, self.iou, self.merge, self.max_boxes)
 
@@ -151,3 +155,10 @@ class TiledDetector:
         return (f"sliced: tiles of {th}x{tw} px overlapping {self.overlap:g}"
                 f"{' plus the whole image' if self.whole_image else ''}{handover}, merged by "
                 f"{self.merge} at IoU {self.iou:g}")
+
+
+def recorded_whole_from(detector) -> float:
+    """The hand-over to the whole image that ``detector``'s model file records
+    (``ModelInfo.slicing.whole_from``: a model trained on tiles); 0 for any other detector."""
+    slicing = getattr(getattr(detector, "info", None), "slicing", None)
+    return slicing.whole_from if slicing is not None else 0.0

@@ -30,7 +30,8 @@ from yolo3.ops.boxes import iou_xyxy
 
 __all__ = ["MERGE_METHODS", "MAX_TILES", "check_tile_count", "tile_windows", "cut_by_window", "nms_per_class",
            "fuse_per_class", "merge_detections", "TileSize", "TileSuggestion", "suggest_tile",
-           "SMALL_AT_INPUT", "WHOLE_SEES", "TINY_AT_INPUT", "TILE_SHARE", "Slicing", "side_at_whole", "left_to_whole"]
+           "SMALL_AT_INPUT", "WHOLE_SEES", "TINY_AT_INPUT", "TILE_SHARE", "Slicing",
+           "side_at_whole", "left_to_whole"]
 
 MERGE_METHODS = ("nms", "wbf")
 MAX_TILES = 1024  # tiles of one image at most: more would take hours per image
@@ -289,7 +290,8 @@ def left_to_whole(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
     return drop | within.any(axis=1)
 
 
-def side_at_whole(boxes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence[int]) -> np.ndarray:
+def side_at_whole(boxes: np.ndarray, image_hw: Sequence[int],
+                  input_hw: Sequence[int]) -> np.ndarray:
     """The side ``sqrt(w * h)`` of each box ``(N, 4+)`` ``x1, y1, x2, y2`` (pixels of an image of
     ``image_hw``) once the whole image is letterboxed into ``input_hw``: ``(N,)``."""
     boxes = np.asarray(boxes, np.float64)
