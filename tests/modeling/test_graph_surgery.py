@@ -131,7 +131,7 @@ def test_the_channels_first_convolution_is_a_convolution():
     twin = ChannelsFirstConv2D.from_conv_config(conv.get_config())
     twin.build((None, 4, 9, 11))
     twin.load(conv)
-    assert tuple(twin.kernel.shape) == (5, 4, 3, 3)  # PyTorch's layout
+    assert tuple(twin.kernel.shape) == (5, 3, 3, 4)  # PyTorch's, in channels-last order
     out = np.transpose(np.asarray(twin(np.transpose(x, (0, 3, 1, 2)))), (0, 2, 3, 1))
     expected = _conv_reference(x.astype(np.float64), *[w.astype(np.float64)
                                                        for w in conv.get_weights()], 2)

@@ -1,10 +1,18 @@
 """yolo3.ops.nms.batched_nms (keras.ops) against a float64 NumPy plain-loop greedy NMS and
-TensorFlow's combined_non_max_suppression (the TensorFlow detector's)."""
+TensorFlow's combined_non_max_suppression (the TensorFlow detector's); every check again on
+PyTorch, where installed (its eager path: the greedy rule on the deciding prefix of the
+candidates), in a process of its own."""
 from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from keras import ops
+from locations import REPO
 
 from yolo3.ops.nms import batched_nms
 
@@ -51,7 +59,8 @@ def _numpy(result):
 
 
 @pytest.mark.parametrize("seed, max_boxes, iou, score", [(0, 20, 0.45, 0.3), (1, 60, 0.5, 0.05),
-                                                         (2, 5, 0.3, 0.6), (3, 100, 0.7, 0.01)])
+                                                         (2, 5, 0.3, 0.6), (3, 100, 0.7, 0.01),
+                                                         (4, 3, 0.2, 0.0)])
 def test_equals_the_plain_loop_reference(seed, max_boxes, iou, score):
     boxes, scores = _random(seed)
     got_boxes, got_scores, got_classes, valid = _numpy(
@@ -106,3 +115,30 @@ def test_a_long_chain_of_suppressions_is_followed_to_its_end():
     assert int(valid[0]) == len(kept) == n // 2
     np.testing.assert_allclose(got_scores[0, :len(kept)], [k[0] for k in kept], rtol=1e-6)
     np.testing.assert_allclose(got_boxes[0, :len(kept)], boxes[0, [k[1] for k in kept]])
+
+
+def test_crowded_candidates_where_few_are_kept():
+    """600 candidates in six tight clusters of one class: a few kept, so the first candidates
+    do not decide the output and PyTorch's prefix must grow to all of them."""
+    rng = np.random.default_rng(7)
+    centres = rng.uniform(50, 400, (6, 2))
+    xy = centres[rng.integers(0, 6, 600)] + rng.normal(0, 2, (600, 2))
+    boxes = np.concatenate([xy, xy + 40.0], -1)[None].astype(np.float32)
+    scores = rng.permutation(600).astype(np.float32)[None, :, None] / 600.0
+    got_boxes, got_scores, _, valid = _numpy(batched_nms(boxes, scores, 100, 0.5, 0.0))
+    kept = greedy_nms_reference(boxes, scores, 100, 0.5, 0.0)[0]
+    assert 6 <= int(valid[0]) == len(kept) < 100
+    np.testing.assert_allclose(got_scores[0, :len(kept)], [k[0] for k in kept], rtol=1e-6)
+    np.testing.assert_array_equal(got_boxes[0, :len(kept)], boxes[0, [k[1] for k in kept]])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="PyTorch is not installed here (not in the test extra: 5 more minutes of "
+                           "suite on CI's 2 cores); install torch to run this")
+def test_every_check_holds_on_pytorchs_eager_path():
+    env = dict(os.environ, KERAS_BACKEND="torch", TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-k", "not eager_path", __file__], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-1000:]

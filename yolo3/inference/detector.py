@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import keras
 import numpy as np
@@ -39,6 +39,7 @@ from yolo3.inference.exported import ExportedDetector
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
 from yolo3.inference.portable import compiled_call, float_maps
 from yolo3.inference.runners import batched, is_exported
+from yolo3.inference.torch_forward import TorchForward
 from yolo3.modeling.graph_surgery import (  # noqa: F401  (fold_batch_norms re-exported)
     channels_first_twin,
     copy_weights,
@@ -171,6 +172,7 @@ class YOLO:
             self.inference_body = with_compute_dtype(self.inference_body, "mixed_bfloat16")
         self._fns: Dict[tuple, object] = {}  # compiled functions by what they take
         self._twin: Optional[keras.Model] = None  # PyTorch: the inference body in channels-first
+        self._torch_forward: Optional[Callable] = None  # PyTorch: the twin as plain torch calls
         self.backend = keras.backend.backend()
         self.engine = EngineChoice("keras", precision)
         self._engine: Optional[ExportedDetector] = None
@@ -253,25 +255,32 @@ class YOLO:
         if self.precision == "bfloat16":
             self.inference_body = with_compute_dtype(fold_batch_norms(self.body), "mixed_bfloat16")
             self._fns.clear()
-            self._twin = None
+            self._twin = self._torch_forward = None
         else:
             refold_batch_norms(self.body, self.inference_body)
             if self._twin is not None:
                 copy_weights(self.inference_body, self._twin)
 
-    def _compiled_body(self) -> keras.Model:
+    def _compiled_body(self) -> Callable:
         """What the compiled calls run: the inference body, or on PyTorch its channels-first twin
         (:func:`yolo3.modeling.graph_surgery.channels_first_twin`: Keras's PyTorch convolutions
-        copy each channels-last tensor to channels-first and back; the same maps, bit for bit)."""
+        copy each channels-last tensor to channels-first and back) called as plain PyTorch
+        functions (:class:`yolo3.inference.torch_forward.TorchForward`: Keras's layer calls cost
+        as much Python time as the operators take); the same maps to float32 rounding."""
         if self.backend != "torch":
             return self.inference_body
-        if self._twin is None:
+        if self._torch_forward is None:
             try:
                 self._twin = channels_first_twin(self.inference_body)
             except ValueError as e:  # a layer it cannot lay out: the channels-last body runs
                 log.debug("PyTorch runs the channels-last body: %s", e)
                 self._twin = self.inference_body
-        return self._twin
+            try:
+                self._torch_forward = TorchForward(self._twin)
+            except ValueError as e:  # bfloat16 layers: Keras calls them
+                log.debug("PyTorch runs the body through Keras: %s", e)
+                self._torch_forward = self._twin
+        return self._torch_forward
 
     # -- compiled pieces -------------------------------------------------------------------------
     def raw_outputs(self, x) -> List:

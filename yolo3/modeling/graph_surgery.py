@@ -155,11 +155,12 @@ def float32_body(body: keras.Model) -> keras.Model:
 @keras.saving.register_keras_serializable(package="yolo3")
 class ChannelsFirstConv2D(keras.layers.Layer):
     """A 2-D convolution of channels-first data ``(B, c, h, w)`` whose kernel is kept as ``(out,
-    in, kh, kw)``: the layout PyTorch's convolution takes, so that Keras's re-laying of a
-    ``(kh, kw, in, out)`` kernel on every call (a strided copy: 16 of the 33 ms of tiny-af's
-    forward on a CPU) becomes a view. Built from a Keras ``Conv2D``'s config (linear, one group),
-    with the ``LeakyReLU`` that follows it fused in (``leaky_alpha``; None: none); :meth:`load`
-    takes that layer's weights."""
+    kh, kw, in)``: PyTorch's ``(out, in, kh, kw)`` kernel in its channels-last memory order, so
+    that Keras's re-laying of a ``(kh, kw, in, out)`` kernel on every call (a strided copy: 16 of
+    the 33 ms of tiny-af's forward on a CPU) becomes a view, and a channels-last input meets a
+    channels-last kernel (oneDNN's path on a CPU; :mod:`yolo3.inference.torch_forward`). Built
+    from a Keras ``Conv2D``'s config (linear, one group), with the ``LeakyReLU`` that follows it
+    fused in (``leaky_alpha``; None: none); :meth:`load` takes that layer's weights."""
 
     def __init__(self, filters: int, kernel_size, strides=(1, 1), padding: str = "valid",
                  use_bias: bool = True, dilation_rate=(1, 1), leaky_alpha: Optional[float] = None,
@@ -187,7 +188,7 @@ class ChannelsFirstConv2D(keras.layers.Layer):
                    dtype=config.get("dtype"))
 
     def build(self, input_shape):
-        self.kernel = self.add_weight(shape=(self.filters, int(input_shape[1]), *self.kernel_size),
+        self.kernel = self.add_weight(shape=(self.filters, *self.kernel_size, int(input_shape[1])),
                                       initializer="zeros", name="kernel")
         self.bias = (self.add_weight(shape=(self.filters,), initializer="zeros", name="bias")
                      if self.use_bias else None)
@@ -195,12 +196,12 @@ class ChannelsFirstConv2D(keras.layers.Layer):
     def load(self, conv: keras.layers.Conv2D) -> None:
         """Take ``conv``'s weights (kernel ``(kh, kw, in, out)``, bias)."""
         weights = conv.get_weights()
-        self.kernel.assign(np.transpose(weights[0], (3, 2, 0, 1)))
+        self.kernel.assign(np.transpose(weights[0], (3, 0, 1, 2)))
         if self.use_bias:
             self.bias.assign(weights[1])
 
     def call(self, inputs):
-        kernel = keras.ops.transpose(keras.ops.cast(self.kernel, self.compute_dtype), (2, 3, 1, 0))
+        kernel = keras.ops.transpose(keras.ops.cast(self.kernel, self.compute_dtype), (1, 2, 3, 0))
         out = keras.ops.conv(inputs, kernel, self.strides, self.padding, "channels_first",
                              self.dilation_rate)
         if self.use_bias:

@@ -83,12 +83,16 @@ def batched_nms(boxes, scores, max_boxes: int, iou_threshold: float, score_thres
     top_scores, top_index = ops.top_k(flat, k)
     classes = top_index % c
     picked = ops.take_along_axis(boxes, ops.expand_dims(top_index // c, -1), axis=1)  # (B, k, 4)
-    order = ops.arange(k)
-    later = ops.expand_dims(order, 1) < ops.expand_dims(order, 0)  # (k, k): j after i
-    same_class = ops.expand_dims(classes, 2) == ops.expand_dims(classes, 1)
-    suppresses = ops.cast(ops.logical_and(ops.logical_and(
-        pairwise_iou_xyxy(picked) > iou_threshold, same_class), later), boxes.dtype)
-    keep = greedy_keep(ops.cast(top_scores > score_threshold, boxes.dtype), suppresses)
+    candidate = ops.cast(top_scores > score_threshold, boxes.dtype)
+    if keras.backend.backend() == "torch":
+        keep = _keep_by_prefix_eager(picked, classes, candidate, iou_threshold, max_boxes)
+    else:
+        order = ops.arange(k)
+        later = ops.expand_dims(order, 1) < ops.expand_dims(order, 0)  # (k, k): j after i
+        same_class = ops.expand_dims(classes, 2) == ops.expand_dims(classes, 1)
+        suppresses = ops.cast(ops.logical_and(ops.logical_and(
+            pairwise_iou_xyxy(picked) > iou_threshold, same_class), later), boxes.dtype)
+        keep = greedy_keep(candidate, suppresses)
 
     out = min(max_boxes, k)
     ranked = ops.where(keep > 0, top_scores, -1.0)  # kept first, each in score order
@@ -106,3 +110,55 @@ def batched_nms(boxes, scores, max_boxes: int, iou_threshold: float, score_thres
         out_scores = ops.pad(out_scores, [[0, 0], [0, pad]])
         out_classes = ops.pad(out_classes, [[0, 0], [0, pad]])
     return out_boxes, out_scores, out_classes, valid
+
+
+def _keep_by_prefix_eager(picked, classes, candidate, iou_threshold: float, max_boxes: int):
+    """PyTorch, eager: :func:`greedy_keep` of the ``(B, k)`` candidates (in descending score) on
+    the shortest prefix that decides the output. The greedy rule decides a candidate from the
+    ones before it only, so on the first ``p`` candidates it gives their final fate; once every
+    image has kept ``max_boxes`` there (or has no candidate after it), the rest cannot reach the
+    output. Prefixes from ``4 * max_boxes`` (at least 256) up, doubling to ``k``: ``p``²
+    pairs instead of ``k``² where detections are plenty, at most a third more work where
+    they are not. Returns ``(B, k)`` 1/0 (0 after the prefix)."""
+    import torch
+    k = candidate.shape[1]
+    p = min(k, max(4 * max_boxes, 256))
+    while True:
+        keep = _greedy_keep_eager(candidate[:, :p], _suppression_eager(
+            picked[:, :p], classes[:, :p], iou_threshold))
+        decided = (keep.sum(1) >= max_boxes) | ~(candidate[:, p:] > 0).any(1)
+        if p == k or bool(decided.all()):
+            return torch.nn.functional.pad(keep, (0, k - p))
+        p = min(k, 2 * p)
+
+
+def _suppression_eager(picked, classes, iou_threshold: float):
+    """PyTorch, eager: :func:`batched_nms`'s ``(B, k, k)`` float matrix (1 where ``j`` scores
+    higher than ``i``, is of its class and overlaps it by IoU > ``iou_threshold``) in fewer
+    passes over the ``k x k`` pairs: the same arithmetic in the same order, in place; an empty
+    union's 0/0 is not above any threshold, as :func:`pairwise_iou_xyxy`'s 0 is not."""
+    import torch
+    x1, y1, x2, y2 = picked.unbind(-1)  # (B, k) each
+    area = torch.clamp(x2 - x1, min=0.0) * torch.clamp(y2 - y1, min=0.0)
+    iw = torch.minimum(x2[:, :, None], x2[:, None, :]).sub_(
+        torch.maximum(x1[:, :, None], x1[:, None, :])).clamp_(min=0.0)
+    ih = torch.minimum(y2[:, :, None], y2[:, None, :]).sub_(
+        torch.maximum(y1[:, :, None], y1[:, None, :])).clamp_(min=0.0)
+    inter = iw.mul_(ih)
+    union = (area[:, :, None] + area[:, None, :]).sub_(inter)
+    suppresses = inter.div_(union) > iou_threshold
+    suppresses &= classes[:, :, None] == classes[:, None, :]
+    return torch.triu(suppresses, diagonal=1).to(picked.dtype)
+
+
+def _greedy_keep_eager(candidates, suppresses):
+    """:func:`greedy_keep`'s rounds as plain PyTorch calls (eager: Keras's op dispatch cost as
+    much as the rounds' products)."""
+    import torch
+    keep = candidates
+    while True:
+        hit = torch.bmm(keep[:, None, :], suppresses)[:, 0]
+        new = candidates * (hit <= 0).to(candidates.dtype)
+        if torch.equal(new, keep):
+            return keep
+        keep = new
