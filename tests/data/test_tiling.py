@@ -161,11 +161,12 @@ def test_the_pipeline_trains_on_tiles_at_the_input_size(tmp_path):
 @pytest.mark.parametrize("mosaic", [0.0, 0.5])
 def test_images_kept_whole_are_augmented_as_training_without_tiles(mosaic):
     """Tile windows draw from their own stream: where every image is kept whole (all objects
-    large at the input), tiled training is resize-only training, plan for plan."""
+    large at the input, or none), tiled training is resize-only training, plan for plan."""
     from yolo3.data.draws import AugmentConfig, Planner
     rng = np.random.default_rng(8)
     hws = [(960, 1280)] * 12
-    boxes = [_boxes(rng, 960, 1280, 4, 60, 200) for _ in hws]  # 15-50 px at the 320 input
+    # 15-50 px at the 320 input, and every fourth image empty (kept whole too)
+    boxes = [_boxes(rng, 960, 1280, 4 if i % 4 else 0, 60, 200) for i in range(12)]
     common = dict(training=True, shuffle=True, batch_size=4, augment=AugmentConfig(mosaic=mosaic))
     plain = Planner(hws, boxes, (320, 320), 5, **common)
     tiled = Planner(hws, boxes, (320, 320), 5, tiles=TileSampling(320, whole_from=6), **common)
@@ -176,3 +177,16 @@ def test_images_kept_whole_are_augmented_as_training_without_tiles(mosaic):
             assert (a.sources, a.draws, a.split_yx, a.input_hw) == \
                 (b.sources, b.draws, b.split_yx, b.input_hw)
             np.testing.assert_array_equal(a.boxes, b.boxes)
+
+
+def test_an_empty_image_gives_background_windows_only_without_the_hand_over():
+    """With the hand-over an image without objects has nothing small for a tile to find and is
+    kept whole; without it (``whole_from`` 0, the earlier recipe) it gives background windows."""
+    empty = np.zeros((0, 5), np.float32)
+    for whole_from, expect_tiles in ((6.0, False), (0.0, True)):
+        sampling = TileSampling(320, whole=0.25, whole_from=whole_from)
+        windows = [draw_tile_window(np.random.default_rng(i), (960, 1280), empty, sampling,
+                                    (320, 320)) for i in range(40)]
+        tiles = [wd for wd in windows if wd != (0, 0, 1280, 960)]
+        assert bool(tiles) == expect_tiles, whole_from
+        assert all(x2 - x1 == 320 and y2 - y1 == 320 for x1, y1, x2, y2 in tiles)

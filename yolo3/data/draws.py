@@ -158,17 +158,20 @@ def draw_tile_window(rng: np.random.Generator, image_hw: Sequence[int], boxes: n
     whole): with a bias toward the image's objects (:mod:`yolo3.data.tiling`). With
     ``sampling.whole_from`` and the ``input_hw`` the image is resized to, an object drawn for a
     window whose side there is at least that is shown on the whole image instead, and so is an
-    image all of whose objects are: each object trains at the scale of the view that detects it
-    (:class:`yolo3.inference.tiled.TiledDetector` with the same ``whole_from``)."""
+    image with no object under it, or none at all: each object trains at the scale of the view
+    that detects it (:class:`yolo3.inference.tiled.TiledDetector` with the same ``whole_from``),
+    and a set with nothing small trains as resize-only training does. Background windows then
+    come from the images that do hold small objects (``sampling.background``)."""
     h, w = float(image_hw[0]), float(image_hw[1])
     th, tw = min(float(sampling.size), h), min(float(sampling.size), w)
     u = rng.random(5)
     if u[0] < sampling.whole:
         return 0, 0, int(w), int(h)
     n = len(boxes)
+    handing_over = bool(sampling.whole_from) and input_hw is not None
     large = (side_at_whole(boxes, image_hw, input_hw) >= sampling.whole_from
-             if n and sampling.whole_from and input_hw is not None else np.zeros(n, bool))
-    if n and large.all():  # nothing here for a tile to find
+             if n and handing_over else np.zeros(n, bool))
+    if handing_over and large.all():  # nothing small here (or nothing at all) for a tile to find
         return 0, 0, int(w), int(h)
     if n and u[1] >= sampling.background:
         k = min(int(u[4] * n), n - 1)
