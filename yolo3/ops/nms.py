@@ -8,7 +8,8 @@ difference: only the ``candidates`` best-scoring (box, class) pairs of each imag
 suppression (fixed shapes need a bound; TensorFlow takes every pair above ``score_threshold``), so
 the two agree whenever at most ``candidates`` pairs pass the threshold, as they do at a detector's
 thresholds (0.3 by default; a mAP evaluation at 0.001 may pass more). On PyTorch, which runs
-eagerly, only the pairs above the threshold enter (fewer when fewer pass: the same result).
+eagerly, only the pairs above the threshold enter (fewer when fewer pass: the same result), and
+the rule runs on the shortest prefix of them that decides the first ``max_boxes`` kept.
 """
 from __future__ import annotations
 
