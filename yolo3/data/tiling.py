@@ -11,9 +11,10 @@ Per image (drawn by :func:`yolo3.data.draws.draw_tile_window`, its boxes by
   side) is cut; with probability ``background`` it lies anywhere, else it holds one of the
   image's objects, drawn uniformly, whole where the object fits in a tile (its centre otherwise);
 - with ``whole_from``, an object drawn for a window that is large at the whole-image resize is
-  shown on the whole image instead, and so is an image all of whose objects are: sliced
-  detection leaves such objects to its whole-image view, so the model learns each object at the
-  scale it will be seen at;
+  shown on the whole image instead, and so is an image all of whose objects are, or that has
+  none (background windows then come from images holding small objects): sliced detection
+  leaves such objects to its whole-image view, so the model learns each object at the scale it
+  will be seen at;
 - boxes are shifted into the window and clipped to it; a box left with less than
   ``min_visible`` of its area is dropped.
 

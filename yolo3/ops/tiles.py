@@ -256,10 +256,11 @@ WHOLE_SEES = 6.0
 # tiled training with sliced detection gained over resize-only on every set where 45% or more of
 # the boxes were under TINY_AT_INPUT (+0.006 to +0.033), and tied where 31% or fewer were (-0.004
 # to +0.000 at 28-31%; -0.003 to -0.002 with none), at ten times the detection time. Nothing was
-# measured between 31% and 45%; tiles are suggested when at least TILE_SHARE, within that gap,
-# of the boxes are
+# measured between 31% and 45%. Tiles are suggested when at least TILE_SHARE (in that gap) of the
+# boxes are under TINY_AT_INPUT pixels at the input.
 TINY_AT_INPUT = 8.0
 TILE_SHARE = 0.40
+
 
 def left_to_whole(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
                   whole_boxes: np.ndarray, whole_scores: np.ndarray, whole_classes: np.ndarray,
