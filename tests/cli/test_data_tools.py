@@ -131,6 +131,22 @@ def test_voc_annotation_cli(tmp_path):
     assert len(load_annotations(out)[0].boxes) == 2
 
 
+def test_check_counts_the_ignore_regions(tmp_path, capsys):
+    from yolo3.cli import check_dataset
+    year = tmp_path / "VOC2012"
+    for sub in ("Annotations", "JPEGImages"):
+        (year / sub).mkdir(parents=True)
+    Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(year / "JPEGImages" / "a.jpg")
+    (year / "Annotations" / "a.xml").write_text(
+        "<annotation><filename>a.jpg</filename>"
+        "<object><name>dog</name><difficult>1</difficult><bndbox><xmin>1</xmin><ymin>2</ymin><xmax>30</xmax>"
+        "<ymax>20</ymax></bndbox></object><object><name>cat</name><difficult>0</difficult><bndbox><xmin>1</xmin>"
+        "<ymin>2</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>")
+    assert check_dataset.main(["--annotations", str(year / "Annotations")]) == 0
+    assert "ignore regions: 1 difficult, 0 crowd: evaluation counts a detection on one neither " \
+           "way, training leaves them out" in capsys.readouterr().out
+
+
 def test_coco_annotation_cli(tmp_path):
     (tmp_path / "imgs").mkdir()
     Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(tmp_path / "imgs" / "1.png")

@@ -191,8 +191,13 @@ def test_voc_image_set_folder_and_difficult(voc_root):
     assert [os.path.basename(r.path) for r in recs] == ["0001.jpg", "0002.jpg"]
     np.testing.assert_array_equal(recs[0].boxes, [[1, 2, 30, 20, dog]])
     np.testing.assert_array_equal(recs[1].boxes, [[10, 10, 20, 39, person]])
+    # the difficult cat is kept as an ignore region, the corners are VOC's pixel indices
+    np.testing.assert_array_equal(recs[0].ignored, [[5, 5, 9, 9, cat]])
+    assert recs[1].ignored.shape == (0, 5)
+    assert recs[0].pixel_indices and recs[0].areas is None
     recs = load_annotations(year / "Annotations", include_difficult=True)
     np.testing.assert_array_equal(recs[0].boxes, [[1, 2, 30, 20, dog], [5, 5, 9, 9, cat]])
+    assert recs[0].ignored.shape == (0, 5)
     one = load_annotations(year / "Annotations" / "0002.xml")
     assert len(one) == 1 and one[0].path == str(year / "JPEGImages" / "0002.jpg")
 
@@ -238,8 +243,49 @@ def test_coco_boxes_categories_crowd_negatives(tmp_path):
     assert [os.path.basename(r.path) for r in recs] == ["1.png", "2.png"]
     np.testing.assert_allclose(recs[0].boxes, [[1.5, 2, 11.5, 22, 2], [3, 4, 9, 11, 1]])
     assert recs[1].boxes.shape == (0, 5)  # negative image kept
+    # the crowd region is kept for the evaluation, not as a box; no 'area' given: NaN
+    np.testing.assert_allclose(recs[0].ignored, [[0, 0, 5, 5, 0]])
+    assert recs[0].areas.shape == (2,) and np.isnan(recs[0].areas).all()
+    assert not recs[0].pixel_indices
     recs = load_annotations(path, image_dir=str(tmp_path / "imgs"), include_crowd=True)
     assert len(recs[0].boxes) == 3 and recs[0].boxes[1, 4] == 0
+    assert recs[0].ignored.shape == (0, 5)
+
+
+def test_coco_areas_follow_their_boxes_through_drops_and_clipping(tmp_path):
+    path = _coco(tmp_path, [
+        {"id": 1, "image_id": 10, "category_id": 90, "bbox": [1, 2, 10, 20], "area": 150.5},
+        {"id": 2, "image_id": 10, "category_id": 7, "bbox": [70, 70, 5, 5], "area": 3},  # outside
+        {"id": 3, "image_id": 10, "category_id": 7, "bbox": [50, 40, 30, 30], "area": 400},
+        {"id": 4, "image_id": 10, "category_id": 2, "bbox": [40, 30, 40, 40], "iscrowd": 1},
+    ])
+    result = scan_annotations(path, image_dir=str(tmp_path / "imgs"), drop_invalid_boxes=True)
+    record = result.records[0]
+    np.testing.assert_allclose(record.boxes, [[1, 2, 11, 22, 2], [50, 40, 60, 50, 1]])
+    np.testing.assert_allclose(record.areas, [150.5, 400])  # the file's, not the clipped box's
+    np.testing.assert_allclose(record.ignored, [[40, 30, 60, 50, 0]])  # clipped to the image
+    assert result.skipped_crowd == 1 and len(result.dropped_boxes) == 1
+
+
+@pytest.mark.parametrize("area", [-1, "big", True])
+def test_a_bad_coco_area_names_its_annotation(tmp_path, area):
+    path = _coco(tmp_path, [{"id": 4, "image_id": 10, "category_id": 7, "bbox": [1, 1, 5, 5],
+                             "area": area}])
+    with pytest.raises(AnnotationError, match="area .* is not a number >= 0") as info:
+        load_annotations(path, image_dir=str(tmp_path / "imgs"))
+    assert "annotations[0] id=4" in str(info.value)
+
+
+def test_training_reads_the_boxes_and_leaves_the_regions_out(tmp_path):
+    from yolo3.data.annotations import load_training_records
+    path = _coco(tmp_path, [
+        {"id": 1, "image_id": 10, "category_id": 90, "bbox": [1, 2, 10, 20]},
+        {"id": 2, "image_id": 10, "category_id": 2, "bbox": [0, 0, 5, 5], "iscrowd": 1},
+    ])
+    path = path.rename(tmp_path / "imgs" / path.name)  # the images beside the file
+    records = load_training_records(path, ["two", "seven", "ninety"])
+    np.testing.assert_allclose(records[0].boxes, [[1, 2, 11, 22, 2]])
+    assert len(records[0].ignored) == 1  # there for the evaluation during training
 
 
 @pytest.mark.parametrize("ann,reason", [

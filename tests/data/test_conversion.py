@@ -106,3 +106,32 @@ def test_the_command_converts_a_data_file_and_refuses_bad_requests(source, tmp_p
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
         assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_coco_and_voc_keep_the_ignore_regions_and_coco_its_areas(source, tmp_path, caplog):
+    """COCO's crowd regions and VOC's difficult objects move between the two layouts (as
+    ``iscrowd: 1`` and ``<difficult>1</difficult>``), COCO's areas stay; text and YOLO, which
+    cannot hold a region, leave them out with a warning."""
+    import dataclasses
+    _, names, splits = source
+    first = splits["train"][0]
+    with_regions = dataclasses.replace(
+        first, ignored=np.array([[2, 3, 40, 50, 1]], np.float32),
+        areas=np.arange(1, len(first.boxes) + 1, dtype=np.float64) * 10.5)
+    records = {"train": [with_regions] + splits["train"][1:]}
+    coco = Path(write_dataset(tmp_path / "coco", "coco", records, names))
+    back = read_back(coco, "coco", "train", names)[0]
+    np.testing.assert_allclose(back.ignored, [[2, 3, 40, 50, 1]])
+    np.testing.assert_allclose(back.areas, with_regions.areas)
+    voc = Path(write_dataset(tmp_path / "voc", "voc", {"train": [back]}, names))
+    again = read_back(voc, "voc", "train", names)[0]
+    np.testing.assert_allclose(again.ignored, [[2, 3, 40, 50, 1]])
+    assert again.pixel_indices
+    # a record without areas is written with width x height
+    coco2 = Path(write_dataset(tmp_path / "coco2", "coco", {"train": [again]}, names))
+    third = read_back(coco2, "coco", "train", names)[0]
+    widths = again.boxes[:, 2:4] - again.boxes[:, 0:2]
+    np.testing.assert_allclose(third.areas, widths.prod(axis=1), rtol=1e-5)
+    with caplog.at_level("WARNING"):
+        write_dataset(tmp_path / "text", "text", records, names)
+    assert "1 ignore regions (COCO crowd, VOC difficult) left out: the text layout" in caplog.text

@@ -69,3 +69,23 @@ def test_draws_only_what_is_asked(tmp_path, kind):
     path = str(tmp_path / f"{kind}.png")
     assert evaluate_fully(gt, dets, ["a", "b"]).draw({kind: path}, gt, dets, lambda _: None) == [path]
     assert [p.name for p in tmp_path.iterdir()] == [f"{kind}.png"]
+
+
+def test_detections_on_ignore_regions_are_left_out_of_every_analysis():
+    """A detection inside a crowd region is no false positive anywhere: not in the mAP, the
+    confidence curves, the confusion matrix or the error analysis; one on a counted box is."""
+    from yolo3.evaluation.metrics import TruthDetails, without_ignored
+    gt = {0: np.array([[10, 10, 50, 50, 0]], float)}
+    region = np.array([[100, 100, 200, 200, 0]], float)
+    dets = {0: (np.array([[10, 10, 50, 50], [120, 120, 150, 150], [300, 300, 340, 340]], float),
+                np.array([0.9, 0.95, 0.3]), np.array([0, 0, 0]))}
+    details = TruthDetails({0: region})
+    kept = without_ignored(gt, dets, details)
+    np.testing.assert_array_equal(kept[0][1], [0.9, 0.3])  # the one in the region is gone
+    assert without_ignored(gt, dets, None) is dets
+    with_regions = evaluate_fully(gt, dets, ["a"], details=details, confusion_score=0.1)
+    without = evaluate_fully(gt, dets, ["a"], confusion_score=0.1)
+    assert with_regions.result["mAP50"] > without.result["mAP50"]
+    background = lambda full: full.result["confusion_matrix"]["counts"][0][1]  # noqa: E731
+    assert (background(with_regions), background(without)) == (1, 2)
+    assert with_regions.errors.breakdown.counts["background"] < without.errors.breakdown.counts["background"]

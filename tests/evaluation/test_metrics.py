@@ -7,10 +7,12 @@ import io
 import numpy as np
 import pytest
 from locations import SHARED
+from voc_devkit import voc_reference
 
 from yolo3.core.errors import FileFormatError
 from yolo3.evaluation.metrics import (
     align_image_keys,
+    coco_summary,
     detection_entry,
     evaluate_detections,
     format_table,
@@ -97,80 +99,30 @@ def run_cocoeval(gt, dets, num_classes):
     return ev.stats, ev.eval["precision"]
 
 
-def voc_reference(gt, dets, cls, iou_threshold=0.5, use_07=False):
-    """Pascal VOC devkit AP for one class, written out step by step (continuous IoU, no +1)."""
-    records = {i: {"boxes": [row[:4] for row in g if int(row[4]) == cls]} for i, g in gt.items()}
-    for r in records.values():
-        r["taken"] = [False] * len(r["boxes"])
-    npos = sum(len(r["boxes"]) for r in records.values())
-    if npos == 0:
-        return None
-    flat = [(i, b, s) for i, (bs, ss, cs) in dets.items() for b, s, c in zip(bs, ss, cs) if c == cls]
-    flat.sort(key=lambda t: -t[2])
-    tp, fp = [], []
-    for i, box, _ in flat:
-        rec = records.get(i, {"boxes": [], "taken": []})
-        best, best_j = -np.inf, -1
-        for j, g in enumerate(rec["boxes"]):
-            iw = min(box[2], g[2]) - max(box[0], g[0])
-            ih = min(box[3], g[3]) - max(box[1], g[1])
-            inter = max(iw, 0.0) * max(ih, 0.0)
-            union = (box[2] - box[0]) * (box[3] - box[1]) + (g[2] - g[0]) * (g[3] - g[1]) - inter
-            ov = inter / union
-            if ov > best:
-                best, best_j = ov, j
-        if best > iou_threshold and not rec["taken"][best_j]:
-            rec["taken"][best_j] = True
-            tp.append(1.0); fp.append(0.0)
-        else:
-            tp.append(0.0); fp.append(1.0)
-    tp, fp = np.cumsum(tp), np.cumsum(fp)
-    rec = tp / npos
-    prec = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
-    if use_07:
-        ap = 0.0
-        for t in np.arange(0.0, 1.1, 0.1):
-            p = np.max(prec[rec >= t]) if np.sum(rec >= t) > 0 else 0.0
-            ap += p / 11.0
-        return ap
-    mrec = [0.0] + list(rec) + [1.0]
-    mpre = [0.0] + list(prec) + [0.0]
-    for k in range(len(mpre) - 2, -1, -1):
-        mpre[k] = max(mpre[k], mpre[k + 1])
-    ap = 0.0
-    for k in range(1, len(mrec)):
-        if mrec[k] != mrec[k - 1]:
-            ap += (mrec[k] - mrec[k - 1]) * mpre[k]
-    return ap
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_coco_figures_equal_pycocotools(seed):
     gt, dets, num_classes = random_dataset(seed)
     result = evaluate_detections(gt, dets, num_classes)
     stats, precision = run_cocoeval(gt, dets, num_classes)
-    assert result["mAP50_95"] == pytest.approx(stats[0], abs=1e-4)
-    assert result["mAP50"] == pytest.approx(stats[1], abs=1e-4)
-    assert result["mAP75"] == pytest.approx(stats[2], abs=1e-4)
-    # COCO's small / medium / large (ground truth and unmatched detections outside the range
-    # ignored): each set holds boxes of every size
-    for size, stat in (("small", stats[3]), ("medium", stats[4]), ("large", stats[5])):
-        assert stat > -1
-        assert result[f"mAP_{size}"] == pytest.approx(stat, abs=1e-4)
+    # every figure of COCOeval's summary: AP, AP50, AP75, AP by size, AR@1, @10, @100, AR by size
+    # (ground truth and unmatched detections outside a size range ignored): each set holds
+    # boxes of every size
+    assert min(stats) > -1
+    assert coco_summary(result) == pytest.approx(list(stats), abs=1e-6)
     for k, entry in enumerate(result["per_class"]):
         p = precision[:, :, k, 0, 2]  # area all, maxDets 100
         if np.all(p == -1):
             assert entry["AP50_95"] is None and entry["num_gt"] == 0
         else:
-            assert entry["AP50_95"] == pytest.approx(p.mean(), abs=1e-4)
-            assert entry["AP50"] == pytest.approx(p[0].mean(), abs=1e-4)
-            assert entry["AP75"] == pytest.approx(p[5].mean(), abs=1e-4)
+            assert entry["AP50_95"] == pytest.approx(p.mean(), abs=1e-6)
+            assert entry["AP50"] == pytest.approx(p[0].mean(), abs=1e-6)
+            assert entry["AP75"] == pytest.approx(p[5].mean(), abs=1e-6)
         for a, size in enumerate(("small", "medium", "large"), start=1):
             p = precision[:, :, k, a, 2]
             if np.all(p == -1):
                 assert entry[f"AP_{size}"] is None
             else:
-                assert entry[f"AP_{size}"] == pytest.approx(p.mean(), abs=1e-4)
+                assert entry[f"AP_{size}"] == pytest.approx(p.mean(), abs=1e-6)
     assert result["per_class"][NEVER_DETECTED]["num_gt"] > 0
     assert result["per_class"][NEVER_DETECTED]["AP50_95"] == 0.0
 

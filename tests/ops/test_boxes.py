@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from yolo3.ops.boxes import cxcywh_to_xyxy, iou_xyxy, wh_iou, xyxy_to_cxcywh
 
@@ -55,3 +56,18 @@ def test_shape_iou_is_the_iou_of_centred_boxes(rng):
     np.testing.assert_allclose(wh_iou(wh1, wh2), _iou_loop(centred(wh1), centred(wh2)),
                                rtol=1e-12)
     assert wh_iou([[0, 0]], [[0, 0]]).tolist() == [[0.0]]
+
+
+def test_ioa_is_the_share_of_each_first_box_inside_each_second():
+    from yolo3.ops.boxes import ioa_xyxy
+    a = np.array([[0, 0, 10, 10], [5, 5, 15, 25], [3, 3, 3, 9]], float)
+    b = np.array([[0, 0, 100, 100], [5, 0, 10, 10]], float)
+    expected = np.array([[1.0, 0.5], [1.0, 25 / 200], [0.0, 0.0]])  # a box without area: 0
+    np.testing.assert_allclose(ioa_xyxy(a, b), expected)
+
+
+def test_iou_with_inclusive_pixel_indices_counts_one_more_pixel():
+    a = np.array([[1, 1, 10, 10]], float)   # VOC: pixels 1..10, 10 wide
+    b = np.array([[6, 1, 15, 10]], float)   # pixels 6..15: 5 of 10 columns shared
+    assert iou_xyxy(a, b, plus_one=True)[0, 0] == pytest.approx(50 / 150)
+    assert iou_xyxy(a, b)[0, 0] == pytest.approx(36 / 126)  # continuous: 4 x 9 of 81 + 81 - 36

@@ -166,8 +166,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="classes file (COCO and data files bring their own)")
     p.add_argument("--images", type=InputPath("folder"),
                    help="image folder (COCO; default: guessed from the JSON path)")
-    p.add_argument("--include-difficult", action="store_true")
-    p.add_argument("--include-crowd", action="store_true")
+    p.add_argument("--include-difficult", action="store_true", help="count VOC's difficult "
+                   "objects as boxes (default: ignore regions, as training and evaluation read them)")
+    p.add_argument("--include-crowd", action="store_true", help="count COCO's crowd annotations "
+                   "as boxes (default: ignore regions)")
     p.add_argument("--draw", type=Number(int, 0, 100_000), default=0,
                    help="draw the boxes of N random images")
     p.add_argument("--draw-dir", type=OutputPath("folder"), default=None,
@@ -227,7 +229,9 @@ def run(args: argparse.Namespace) -> int:
     if res.clipped_boxes:
         print(f"warning: {res.clipped_boxes} boxes extend past their image and were clipped")
     if res.skipped_difficult or res.skipped_crowd:
-        print(f"skipped: {res.skipped_difficult} difficult, {res.skipped_crowd} crowd boxes")
+        print(f"ignore regions: {res.skipped_difficult} difficult, {res.skipped_crowd} crowd: "
+              "evaluation counts a detection on one neither way, training leaves them out "
+              "(--include-difficult / --include-crowd read them as boxes)")
     if plots is not None:
         _plot_labels(args, res.records, names, input_hw, plots)
         if args.batches and res.records:

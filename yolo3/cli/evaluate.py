@@ -43,7 +43,7 @@ DESCRIPTION = ("VOC and COCO mAP of a model (run on the annotated images) or of 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "ground truth: text rows, VOC XML or COCO JSON", split="val")
-    p.add_argument("--classes", type=InputPath(text=True), help="classes file (default: the class names --model carries; "
+    p.add_argument("--classes", type=InputPath(text=True), help="classes file (default: the class names --model or a COCO file carries; "
                                      "required with --detections)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--detections", type=InputPath(text=True), help="detection JSON written by yolo3 detect --json")
@@ -137,13 +137,14 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.core.errors import ArgumentError, CommandFailed
     from yolo3.core.fileio import write_text_atomic
     from yolo3.core.paths import check_outputs
-    from yolo3.data.annotations import load_annotations
+    from yolo3.data.annotations import load_annotations, own_class_names
     from yolo3.data.class_names import read_classes
     from yolo3.evaluation.error_analysis import format_breakdown
     from yolo3.evaluation.full_evaluation import evaluate_fully, picture_paths
     from yolo3.evaluation.metrics import (
         align_image_keys,
         format_table,
+        ground_truth,
         load_detection_json,
         save_detection_json,
     )
@@ -170,8 +171,11 @@ def run(args: argparse.Namespace) -> int:
         class_names = data_names
     elif det is not None:
         class_names = det.class_names
+    elif own_class_names(sources) is not None:  # a COCO file's categories
+        class_names = own_class_names(sources)
     else:
-        raise ArgumentError("--classes (or --data) is required with --detections")
+        raise ArgumentError("--classes (or --data) is required with --detections (a COCO file "
+                            "brings its own)")
     records = load_annotations(sources, class_names, image_dir=args.image_dir,
                                check_images=det is not None)
     protect_inputs(args, [r.path for r in records])  # the images read: never an output
@@ -179,10 +183,7 @@ def run(args: argparse.Namespace) -> int:
         from yolo3.ops.tiles import check_tile_count
         check_tile_count([r.image_hw for r in records if r.image_hw is not None], args.tile,
                          args.overlap)
-    gt: Dict[str, np.ndarray] = {}
-    for r in records:
-        boxes = np.asarray(r.boxes, dtype=np.float64).reshape(-1, 5)
-        gt[r.path] = np.concatenate([gt[r.path], boxes]) if r.path in gt else boxes
+    gt, details = ground_truth(records)
     failed: list = []
     if det is None:
         raw = load_detection_json(args.detections, num_classes=len(class_names))
@@ -212,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         if args.save_detections:
             save_detection_json(args.save_detections, entries)
     full = evaluate_fully(gt, dets, class_names, max_dets=args.max_dets,
-                          confusion_score=args.confusion_score)
+                          confusion_score=args.confusion_score, details=details)
     result = full.result
     if result["mAP50"] is None:
         raise CommandFailed(f"{args.data or args.annotations}: no ground-truth box to score against")

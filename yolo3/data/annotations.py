@@ -79,18 +79,35 @@ def well_known_classes(num_classes: int) -> Optional[Tuple[str, Tuple[str, ...]]
     return {80: ("COCO", COCO_CLASSES), 20: ("VOC", VOC_CLASSES)}.get(int(num_classes))
 
 
+def _no_boxes() -> np.ndarray:
+    return np.zeros((0, 5), np.float32)
+
+
 @dataclass(frozen=True, eq=False)
 class Record:
     """One image: absolute ``path`` and ``boxes`` ``(N, 5)`` float32 ``x1, y1, x2, y2, class`` pixels.
 
     ``image_hw`` (displayed height, width) and ``orientation`` (EXIF, 1-8) are filled in when the
     image header was read (``check_images=True``), else ``None``.
+
+    What real annotation files add, for the evaluation (training reads ``boxes`` only):
+
+    - ``ignored`` ``(M, 5)``: the ignore regions, COCO's ``iscrowd: 1`` annotations and VOC's
+      ``difficult`` objects (unless they were read as boxes: ``include_crowd``,
+      ``include_difficult``). A detection on one is neither a true nor a false positive.
+    - ``areas`` ``(N,)`` float64: COCO's ``area`` of each box (the segment's area), NaN where the
+      file gives none; None for formats without it. COCO's sizes (small, medium, large) use it.
+    - ``pixel_indices``: the corners are VOC's inclusive pixel indices (a box ``1..10`` is 10
+      pixels wide): the VOC figures use the devkit's ``+1``.
     """
 
     path: str
     boxes: np.ndarray
     image_hw: Optional[Tuple[int, int]] = None
     orientation: Optional[int] = None
+    ignored: np.ndarray = field(default_factory=_no_boxes)
+    areas: Optional[np.ndarray] = None
+    pixel_indices: bool = False
 
 
 @dataclass
@@ -103,8 +120,8 @@ class ScanResult:
     # read by yolo3, but not by other tools on this system (an image list's Windows separators)
     portability: List[AnnotationError] = field(default_factory=list)
     clipped_boxes: int = 0
-    skipped_difficult: int = 0
-    skipped_crowd: int = 0
+    skipped_difficult: int = 0  # VOC difficult objects held as ignore regions (Record.ignored)
+    skipped_crowd: int = 0      # COCO crowd annotations held as ignore regions
 
 
 class _Sink:
@@ -255,11 +272,14 @@ def _voc_text(node: ET.Element, tag: str, xml_path: str) -> str:
 
 def parse_voc_xml(xml_path: PathLike, class_names: Sequence[str], image_dir: Optional[str] = None,
                   include_difficult: bool = False, sink: Optional[_Sink] = None
-                  ) -> Tuple[str, np.ndarray, int]:
-    """One Pascal VOC XML file -> ``(image path, boxes (N, 5), skipped difficult count)``.
+                  ) -> Tuple[str, np.ndarray, np.ndarray]:
+    """One Pascal VOC XML file -> ``(image path, boxes (N, 5), difficult objects (M, 5))``.
 
+    Objects marked ``<difficult>1</difficult>`` are the ignore regions (the devkit neither
+    rewards nor penalises a detection on one), unless ``include_difficult`` reads them as boxes.
     The image is ``image_dir/<filename>`` (default: ``../JPEGImages`` beside the XML folder).
-    VOC coordinates are used as written (as keras-yolo3's ``voc_annotation.py`` does).
+    VOC coordinates are used as written (as keras-yolo3's ``voc_annotation.py`` does): inclusive
+    pixel indices.
     """
     xml_path = os.fspath(xml_path)
     sink = sink or _Sink(strict=True)
@@ -276,16 +296,13 @@ def parse_voc_xml(xml_path: PathLike, class_names: Sequence[str], image_dir: Opt
     if not fname or not fname.strip():
         fname = os.path.splitext(os.path.basename(xml_path))[0] + ".jpg"
     index = {n: i for i, n in enumerate(class_names)}
-    boxes, skipped = [], 0
+    boxes, difficult_boxes = [], []
     for k, obj in enumerate(root.iter("object"), start=1):
         where = f"object {k}"
         name = (obj.findtext("name") or "").strip()
         if name not in index:
             raise AnnotationError(xml_path, f"class {name!r} is not in the class list", where=where)
-        difficult = (obj.findtext("difficult") or "0").strip()
-        if difficult not in ("0", "") and not include_difficult:
-            skipped += 1
-            continue
+        difficult = (obj.findtext("difficult") or "0").strip() not in ("0", "")
         bnd = obj.find("bndbox")
         if bnd is None:
             raise AnnotationError(xml_path, "missing <bndbox>", where=where)
@@ -303,9 +320,10 @@ def parse_voc_xml(xml_path: PathLike, class_names: Sequence[str], image_dir: Opt
             lambda r, kind=AnnotationError: kind(xml_path, r, where=where),
             sink.drop_invalid_boxes) or vals + [index[name]])
         if box is not None:
-            boxes.append(box)
-    arr = np.asarray(boxes, np.float32).reshape(-1, 5)
-    return os.path.normpath(os.path.join(image_dir, fname.strip())), arr, skipped
+            (difficult_boxes if difficult and not include_difficult else boxes).append(box)
+    return (os.path.normpath(os.path.join(image_dir, fname.strip())),
+            np.asarray(boxes, np.float32).reshape(-1, 5),
+            np.asarray(difficult_boxes, np.float32).reshape(-1, 5))
 
 
 def _voc_xml_files(path: str) -> Tuple[List[str], Optional[str]]:
@@ -371,6 +389,16 @@ def coco_class_names(path: PathLike) -> List[str]:
     return [c["name"] for c in _coco_categories(_load_json(path), path)]
 
 
+def own_class_names(path: Sources) -> Optional[List[str]]:
+    """The class names the sources bring with them: a COCO file's categories (every source a
+    COCO file with the same ones), else None."""
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    if not paths or any(detect_format(p) != "coco" for p in paths):
+        return None
+    names = [coco_class_names(p) for p in paths]
+    return names[0] if all(n == names[0] for n in names) else None
+
+
 def _default_coco_image_dir(json_path: str) -> str:
     """``annotations/instances_val2017.json`` -> ``../val2017`` if present, else the JSON folder."""
     folder = os.path.dirname(os.path.abspath(json_path))
@@ -383,11 +411,13 @@ def _default_coco_image_dir(json_path: str) -> str:
 
 
 def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: bool = False,
-               sink: Optional[_Sink] = None) -> Tuple[List[Tuple[str, np.ndarray, str]], int]:
-    """COCO JSON -> ``([(image path, boxes (N, 5), where)], skipped crowd count)``.
+               sink: Optional[_Sink] = None) -> List[Tuple[str, np.ndarray, np.ndarray, str]]:
+    """COCO JSON -> ``[(image path, boxes (N, 6), crowd regions (M, 5), where)]``.
 
-    ``[x, y, w, h]`` boxes become corners; category ids map to contiguous ids sorted by id; images
-    without boxes are kept as negatives.
+    ``[x, y, w, h]`` boxes become corners; the sixth column is the annotation's ``area`` (the
+    segment's, which COCO's sizes use; NaN where absent). ``iscrowd: 1`` annotations are the
+    ignore regions, unless ``include_crowd`` reads them as boxes. Category ids map to contiguous
+    ids sorted by id; images without boxes are kept as negatives.
     """
     path = os.fspath(path)
     sink = sink or _Sink(strict=True)
@@ -395,7 +425,7 @@ def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: b
     cats = _coco_categories(data, path)
     cat_index = {c["id"]: i for i, c in enumerate(cats)}
     image_dir = image_dir or _default_coco_image_dir(path)
-    images: Dict[int, Tuple[str, List]] = {}
+    images: Dict[int, Tuple[str, List, List]] = {}
     order: List[int] = []
     for i, im in enumerate(data["images"]):
         if not isinstance(im, dict) or not isinstance(im.get("id"), int) \
@@ -403,17 +433,13 @@ def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: b
             sink.report(AnnotationError(path, "image needs an integer 'id' and a 'file_name'",
                                         where=f"images[{i}]"))
             continue
-        images[im["id"]] = (os.path.normpath(os.path.join(image_dir, im["file_name"])), [])
+        images[im["id"]] = (os.path.normpath(os.path.join(image_dir, im["file_name"])), [], [])
         order.append(im["id"])
-    skipped = 0
     for i, ann in enumerate(data.get("annotations") or []):
         where = f"annotations[{i}]" + (f" id={ann.get('id')}" if isinstance(ann, dict) else "")
         try:
             if not isinstance(ann, dict):
                 raise AnnotationError(path, "annotation is not an object", where=where)
-            if ann.get("iscrowd", 0) and not include_crowd:
-                skipped += 1
-                continue
             if ann.get("image_id") not in images:
                 raise AnnotationError(path, f"image_id {ann.get('image_id')!r} is not in 'images'",
                                       where=where)
@@ -423,24 +449,34 @@ def parse_coco(path: PathLike, image_dir: Optional[str] = None, include_crowd: b
             bbox = ann.get("bbox")
             if not isinstance(bbox, list) or len(bbox) != 4:
                 raise AnnotationError(path, f"bbox {bbox!r} is not a list [x, y, w, h]", where=where)
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                       for v in bbox):
+            if not all(_is_number(v) for v in bbox):
                 raise AnnotationError(path, f"bbox {bbox!r} has a non-numeric value", where=where)
+            area = ann.get("area")
+            if area is not None and not (_is_number(area) and area >= 0):
+                raise AnnotationError(path, f"area {area!r} is not a number >= 0", where=where)
             x, y, w, h = (float(v) for v in bbox)
             cls = cat_index[ann["category_id"]]
             box = sink.keep(lambda: _check_box(
                 x, y, x + w, y + h, cls, len(cats),
                 lambda r, kind=AnnotationError: kind(path, f"bbox {bbox!r}: {r}", where=where),
                 sink.drop_invalid_boxes) or [x, y, x + w, y + h, cls])
-            if box is not None:
-                images[ann["image_id"]][1].append(box)
+            if box is None:
+                continue
+            if ann.get("iscrowd", 0) and not include_crowd:
+                images[ann["image_id"]][2].append(box)
+            else:
+                images[ann["image_id"]][1].append(box + [math.nan if area is None else area])
         except AnnotationError as e:
             sink.report(e)
-    out = [(images[k][0], np.asarray(images[k][1], np.float32).reshape(-1, 5), f"image id {k}")
-           for k in order]
+    out = [(images[k][0], np.asarray(images[k][1], np.float64).reshape(-1, 6),
+            np.asarray(images[k][2], np.float32).reshape(-1, 5), f"image id {k}") for k in order]
     if not out and not sink.problems:
         sink.report(AnnotationError(path, "no images in the COCO file"))
-    return out, skipped
+    return out
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # ---------------------------------------------------------------------------------- front door
@@ -589,38 +625,48 @@ def _scan(path: Sources, class_names: Optional[Sequence[str]] = None, *,
     sink = _Sink(strict, drop_invalid_boxes)
     result = ScanResult()
     fmt = detect_format(path)
-    rows: List[Tuple[str, np.ndarray, str, Optional[int]]] = []  # (image, boxes, file, line)
+    # (image, boxes (N, 5), or (N, 6) with COCO's area, file, line, ignore regions (M, 5))
+    rows: List[Tuple[str, np.ndarray, str, Optional[int], np.ndarray]] = []
+    wheres: List[Optional[str]] = []
     if fmt == "data":
         raise AnnotationError(path, "a data file names several sources (train, val ...): read "
                                     "one split's sources with yolo3.data.yolo_layout.read_data_file")
     if fmt == "yolo":
-        rows = _yolo_rows(path, None if class_names is None else len(class_names), sink, result)
+        rows = [row + (_no_boxes(),) for row in
+                _yolo_rows(path, None if class_names is None else len(class_names), sink, result)]
         check_images = True  # the boxes are fractions of the image size: it is needed
     elif fmt == "text":
         num = None if class_names is None else len(class_names)
         for image, boxes, line_no in parse_text_annotations(_read_text(path), path, num, sink):
-            rows.append((image, boxes, path, line_no))
+            rows.append((image, boxes, path, line_no, _no_boxes()))
     elif fmt == "coco":
-        items, result.skipped_crowd = parse_coco(path, image_dir, include_crowd, sink)
-        rows = [(image, boxes, path, None) for image, boxes, _ in items]
-        wheres = [w for _, _, w in items]
+        items = parse_coco(path, image_dir, include_crowd, sink)
+        rows = [(image, boxes, path, None, crowd) for image, boxes, crowd, _ in items]
+        wheres = [w for _, _, _, w in items]
+        result.skipped_crowd = sum(len(crowd) for _, _, crowd, _ in items)
     else:
         names = list(class_names) if class_names is not None else list(VOC_CLASSES)
         files, voc_images = _voc_xml_files(path)
         for xml in files:
             try:
-                image, boxes, skipped = parse_voc_xml(xml, names, image_dir or voc_images,
-                                                      include_difficult, sink)
+                image, boxes, difficult = parse_voc_xml(xml, names, image_dir or voc_images,
+                                                        include_difficult, sink)
             except AnnotationError as e:
                 sink.report(e)
                 continue
-            result.skipped_difficult += skipped
-            rows.append((image, boxes, xml, None))
+            result.skipped_difficult += len(difficult)
+            rows.append((image, boxes, xml, None, difficult))
     if fmt != "coco":
         wheres = [None] * len(rows)
+
+    def record(image, boxes, hw=None, orient=None, ignored=_no_boxes()) -> Record:
+        areas = np.asarray(boxes[:, 5], np.float64) if fmt == "coco" else None
+        return Record(image, np.asarray(boxes[:, :5], np.float32), hw, orient,
+                      np.asarray(ignored, np.float32), areas, pixel_indices=fmt == "voc")
+
     if check_images and rows:
         probes = probe_images([r[0] for r in rows], workers=8, errors=True)
-        for k, (image, boxes, file, line) in enumerate(rows):
+        for k, (image, boxes, file, line, ignored) in enumerate(rows):
             where = wheres[k] or (f"image {image}" if line is None else None)
             try:
                 if isinstance(probes[k], AnnotationError):
@@ -630,10 +676,11 @@ def _scan(path: Sources, class_names: Optional[Sequence[str]] = None, *,
                 sink.report(AnnotationError(file, f"image {image}: {e.reason}", line=line,
                                             where=where if line is None else None))
                 continue
+            hw = tuple(int(v) for v in hw)
             if fmt == "yolo":  # fractions of the image, clipped to it -> pixels
                 boxes = (np.asarray(boxes, np.float64) * [hw[1], hw[0], hw[1], hw[0], 1]
                          ).astype(np.float32)
-                result.records.append(Record(image, boxes, tuple(int(v) for v in hw), int(orient)))
+                result.records.append(record(image, boxes, hw, int(orient)))
                 continue
             try:
                 boxes, n = _clip_to_image(boxes, hw, lambda r, kind=AnnotationError: kind(
@@ -642,17 +689,27 @@ def _scan(path: Sources, class_names: Optional[Sequence[str]] = None, *,
                 sink.report(e)
                 continue
             result.clipped_boxes += n
-            result.records.append(Record(image, boxes, tuple(int(v) for v in hw), int(orient)))
+            result.records.append(record(image, boxes, hw, int(orient),
+                                         _clip_regions(ignored, hw)))
     else:
-        for image, boxes, file, line in rows:
+        for image, boxes, file, line, ignored in rows:
             if drop_invalid_boxes:  # negative coordinates read leniently: clip them at 0
                 boxes, n = _clip_to_image(boxes, None, lambda r, kind=AnnotationError: kind(
                     file, r, line=line), sink)
                 result.clipped_boxes += n
-            result.records.append(Record(image, boxes))
+            result.records.append(record(image, boxes, ignored=ignored))
     result.dropped_boxes = sorted(sink.dropped, key=lambda e: (e.path or "", e.line or 0))
     result.problems = sorted(sink.problems, key=lambda e: (e.path or "", e.line or 0))
     return result
+
+
+def _clip_regions(regions: np.ndarray, hw: Tuple[int, int]) -> np.ndarray:
+    """Ignore regions clipped to their ``hw`` image; those left without area are dropped (a
+    region outside the image covers no detection)."""
+    out = np.asarray(regions, np.float32).reshape(-1, 5).copy()
+    out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, hw[1])
+    out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, hw[0])
+    return out[(out[:, 2] > out[:, 0]) & (out[:, 3] > out[:, 1])]
 
 
 def _merged(results: Sequence[ScanResult]) -> ScanResult:

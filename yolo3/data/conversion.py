@@ -6,10 +6,13 @@ displayed-image pixels) into a new folder, in one of
 
 - ``text``: ``SPLIT.txt`` in keras-yolo3's rows (absolute image paths) and ``classes.txt``;
 - ``coco``: ``SPLIT.json`` (COCO instances: ``file_name`` the absolute image path, ``bbox``
-  ``[x, y, w, h]``, category ids from 1 in class order);
+  ``[x, y, w, h]``, category ids from 1 in class order, ``area`` the record's COCO area where it
+  has one, else width x height; the ignore regions as ``iscrowd: 1``);
 - ``voc``: ``Annotations/*.xml``, ``JPEGImages/`` (the images linked), ``ImageSets/Main/SPLIT.txt``
   and ``classes.txt``, as VOCdevkit lays them out (corners written as they are held, as
-  :func:`yolo3.data.annotations.parse_voc_xml` reads them);
+  :func:`yolo3.data.annotations.parse_voc_xml` reads them; the ignore regions as
+  ``<difficult>1</difficult>``);
+- ``text`` and ``yolo`` have no ignore regions: they are left out (a warning counts them).
 - ``yolo``: ``data.yaml``, ``images/SPLIT``, ``labels/SPLIT`` (:mod:`yolo3.data.yolo_layout`).
 
 Images are linked (symbolic links where the file system allows, else copied), never re-encoded.
@@ -23,6 +26,7 @@ Every record needs its ``image_hw`` (read with ``check_images``). No TensorFlow 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import xml.etree.ElementTree as ET
 from typing import Dict, List, Sequence
@@ -38,6 +42,8 @@ from yolo3.data.class_names import fits_classes_file, write_classes
 from yolo3.data.yolo_layout import input_folders, link_image, write_yolo_layout
 
 __all__ = ["write_dataset", "written_entries"]
+
+logger = logging.getLogger(__name__)
 
 
 def written_entries(fmt: str, split_names: Sequence[str]) -> List[str]:
@@ -73,6 +79,10 @@ def write_dataset(out_dir: PathLike, fmt: str, splits: Dict[str, Sequence[Record
                             f"classes.txt of the {fmt} layout cannot keep: write it as yolo or "
                             "coco, or rename the class")
     images = [r.path for records in splits.values() for r in records]
+    regions = sum(len(r.ignored) for records in splits.values() for r in records)
+    if regions and fmt not in ("coco", "voc"):
+        logger.warning("%d ignore regions (COCO crowd, VOC difficult) left out: the %s layout "
+                       "has no place for them (coco and voc keep them)", regions, fmt)
     refuse_overwriting_inputs([(flag, out_dir)], input_folders(images))
     write_output_folder(out_dir, lambda work: _WRITERS[fmt](str(work), splits, list(class_names)),
                         flag, exist_ok, written_entries(fmt, list(splits)))
@@ -97,12 +107,17 @@ def _write_coco(folder: str, splits: Dict[str, Sequence[Record]], names: List[st
             h, w = record.image_hw
             images.append({"id": image_id, "file_name": record.path, "height": int(h),
                            "width": int(w)})
-            for x1, y1, x2, y2, cls in np.asarray(record.boxes, np.float64).reshape(-1, 5):
+            boxes = np.asarray(record.boxes, np.float64).reshape(-1, 5)
+            areas = (np.full(len(boxes), np.nan) if record.areas is None
+                     else np.asarray(record.areas, np.float64))
+            rows = [(box, area, 0) for box, area in zip(boxes, areas)]
+            rows += [(box, np.nan, 1) for box in np.asarray(record.ignored, np.float64).reshape(-1, 5)]
+            for (x1, y1, x2, y2, cls), area, crowd in rows:
                 bw, bh = x2 - x1, y2 - y1
                 annotations.append({"id": len(annotations) + 1, "image_id": image_id,
-                                    "category_id": int(cls) + 1, "iscrowd": 0,
+                                    "category_id": int(cls) + 1, "iscrowd": crowd,
                                     "bbox": [round(x1, 3), round(y1, 3), round(bw, 3), round(bh, 3)],
-                                    "area": round(bw * bh, 3)})
+                                    "area": round(bw * bh if np.isnan(area) else area, 3)})
         with open(os.path.join(folder, f"{split}.json"), "w", encoding="utf-8") as f:
             json.dump({"images": images, "annotations": annotations, "categories": categories}, f)
 
@@ -133,10 +148,12 @@ def _voc_xml(record: Record, file_name: str, names: List[str]) -> ET.Element:
     h, w = record.image_hw
     for tag, value in (("width", w), ("height", h), ("depth", 3)):
         ET.SubElement(size, tag).text = str(int(value))
-    for x1, y1, x2, y2, cls in np.asarray(record.boxes, np.float64).reshape(-1, 5):
+    rows = [(box, "0") for box in np.asarray(record.boxes, np.float64).reshape(-1, 5)]
+    rows += [(box, "1") for box in np.asarray(record.ignored, np.float64).reshape(-1, 5)]
+    for (x1, y1, x2, y2, cls), difficult in rows:
         obj = ET.SubElement(root, "object")
         ET.SubElement(obj, "name").text = names[int(cls)]
-        ET.SubElement(obj, "difficult").text = "0"
+        ET.SubElement(obj, "difficult").text = difficult
         box = ET.SubElement(obj, "bndbox")
         for tag, value in (("xmin", x1), ("ymin", y1), ("xmax", x2), ("ymax", y2)):
             ET.SubElement(box, tag).text = f"{value:.3f}".rstrip("0").rstrip(".")

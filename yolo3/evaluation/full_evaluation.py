@@ -22,7 +22,13 @@ import numpy as np
 from yolo3.core.extras import install_hint, installed
 from yolo3.evaluation.diagnostics import Diagnostics, diagnose
 from yolo3.evaluation.error_analysis import ErrorReport, analyse_errors
-from yolo3.evaluation.metrics import DetectionSet, GroundTruth, evaluate_detections
+from yolo3.evaluation.metrics import (
+    DetectionSet,
+    GroundTruth,
+    TruthDetails,
+    evaluate_detections,
+    without_ignored,
+)
 from yolo3.evaluation.visualize import (
     draw_worst_images,
     plot_confidence_curves,
@@ -56,6 +62,7 @@ class FullEvaluation:
     diagnostics: Diagnostics
     errors: ErrorReport
     class_names: List[str]
+    analysed: Optional[DetectionSet] = None  # the detections the analyses saw (less ignored ones)
 
     def draw(self, paths: Mapping[str, str], gt: GroundTruth, dets: DetectionSet,
              image_of: Callable[[Any], Optional[np.ndarray]]) -> List[str]:
@@ -64,7 +71,8 @@ class FullEvaluation:
         paths written: without matplotlib only the gallery, with one warning."""
         written = []
         if "worst" in paths:
-            gallery = draw_worst_images(self.errors, image_of, gt, dets, self.class_names)
+            shown = dets if self.analysed is None else self.analysed
+            gallery = draw_worst_images(self.errors, image_of, gt, shown, self.class_names)
             if gallery is not None:
                 written.append(save_png(gallery, paths["worst"]))
         plots = {"pr": lambda p: plot_pr_curves(self.pr_curves, self.class_names, p),
@@ -84,14 +92,19 @@ class FullEvaluation:
 
 def evaluate_fully(gt: GroundTruth, dets: DetectionSet, class_names: Sequence[str],
                    max_dets: int = 100, confusion_score: Optional[float] = None,
-                   worst_per_reason: int = WORST_PER_REASON) -> FullEvaluation:
+                   worst_per_reason: int = WORST_PER_REASON,
+                   details: Optional[TruthDetails] = None) -> FullEvaluation:
     """Every figure of one evaluation (the module); ``confusion_score``: the confusion matrix's
-    and the error counts' score (default: the confidence of best F1)."""
+    and the error counts' score (default: the confidence of best F1); ``details``: the ignore
+    regions and COCO areas of real files. The analyses after the mAP see the detections less
+    those on ignore regions (:func:`~yolo3.evaluation.metrics.without_ignored`)."""
     names = list(class_names)
-    result = evaluate_detections(gt, dets, len(names), names, max_dets=max_dets, with_curves=True)
+    result = evaluate_detections(gt, dets, len(names), names, max_dets=max_dets, with_curves=True,
+                                 details=details)
     curves = result.pop("pr_curves")
+    dets = without_ignored(gt, dets, details)
     diagnostics = diagnose(gt, dets, len(names), score=confusion_score)
     result.update(diagnostics.as_dict(names))
     errors = analyse_errors(gt, dets, len(names), diagnostics.score, worst_per_reason)
     result.update(errors.as_dict(names))
-    return FullEvaluation(result, curves, diagnostics, errors, names)
+    return FullEvaluation(result, curves, diagnostics, errors, names, dets)

@@ -24,17 +24,34 @@ def cxcywh_to_xyxy(boxes: np.ndarray) -> np.ndarray:
     return np.concatenate([boxes[..., 0:2] - half, boxes[..., 0:2] + half], axis=-1)
 
 
-def iou_xyxy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of ``(N, 4)`` and ``(M, 4)`` corner boxes -> ``(N, M)``; 0 where a union is empty."""
+def _overlaps(a: np.ndarray, b: np.ndarray, plus_one: bool = False):
+    """``(intersection (N, M), area of a (N,), area of b (M,))``; ``plus_one``: the corners are
+    inclusive pixel indices (Pascal VOC's devkit: a box ``1..10`` is 10 pixels wide)."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    one = 1.0 if plus_one else 0.0
     lt = np.maximum(a[:, None, :2], b[None, :, :2])
     rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.prod(np.clip(rb - lt, 0, None), axis=-1)
-    area_a = np.prod(np.clip(a[:, 2:] - a[:, :2], 0, None), axis=-1)
-    area_b = np.prod(np.clip(b[:, 2:] - b[:, :2], 0, None), axis=-1)
+    inter = np.prod(np.clip(rb - lt + one, 0, None), axis=-1)
+    area_a = np.prod(np.clip(a[:, 2:] - a[:, :2] + one, 0, None), axis=-1)
+    area_b = np.prod(np.clip(b[:, 2:] - b[:, :2] + one, 0, None), axis=-1)
+    return inter, area_a, area_b
+
+
+def iou_xyxy(a: np.ndarray, b: np.ndarray, plus_one: bool = False) -> np.ndarray:
+    """Pairwise IoU of ``(N, 4)`` and ``(M, 4)`` corner boxes -> ``(N, M)``; 0 where a union is
+    empty. ``plus_one``: VOC's inclusive pixel indices (widths ``x2 - x1 + 1``)."""
+    inter, area_a, area_b = _overlaps(a, b, plus_one)
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def ioa_xyxy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise intersection over the area of the first box, ``(N, 4)`` x ``(M, 4)`` -> ``(N, M)``
+    (how much of each ``a`` lies inside each ``b``: pycocotools' IoU with a crowd region); 0 where
+    an ``a`` has no area."""
+    inter, area_a, _ = _overlaps(a, b)
+    return np.where(area_a[:, None] > 0, inter / np.where(area_a > 0, area_a, 1)[:, None], 0.0)
 
 
 def wh_iou(wh1: np.ndarray, wh2: np.ndarray) -> np.ndarray:

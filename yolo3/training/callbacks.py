@@ -37,7 +37,7 @@ from yolo3.core.fileio import write_text_atomic
 from yolo3.core.ownership import OutputFolder, as_output_folder
 from yolo3.data.images import load_image
 from yolo3.evaluation.full_evaluation import evaluate_fully, picture_paths
-from yolo3.evaluation.metrics import evaluate_detections
+from yolo3.evaluation.metrics import evaluate_detections, ground_truth
 from yolo3.evaluation.visualize import draw_on_array
 from yolo3.inference.detector import YOLO
 from yolo3.inference.tiled import TiledDetector
@@ -175,6 +175,8 @@ class MapEvaluation(keras.callbacks.Callback):
         self.evaluates, self.share = evaluate, share
         self._images = None
         self._detector = None
+        # the ground truth by record index, and its ignore regions and COCO areas
+        self._gt, self._details = ground_truth(self.records, keys=range(len(self.records)))
         # (epoch, ground truth, detections) of the last evaluation
         self.last: Optional[tuple] = None
 
@@ -204,15 +206,15 @@ class MapEvaluation(keras.callbacks.Callback):
             detector = TiledDetector(detector, s.tile, s.overlap, s.merge,
                                      whole_image=s.whole_image, whole_from=s.whole_from,
                                      batch_size=max(8, self.batch_size))
-        gt, dets = {}, {}
+        dets = {}
         for start in range(0, len(self._images), self.batch_size):
             results = detector.detect_batch(self._images[start:start + self.batch_size])
             for k, result in enumerate(results, start=start):
-                gt[k] = np.asarray(self.records[k].boxes, np.float64).reshape(-1, 5)
                 dets[k] = result
+        gt = self._gt
         # AP by size is not logged (the end of the run computes everything once more)
         figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names(),
-                                      by_size=False)
+                                      by_size=False, details=self._details)
         figures["detections"], figures["ground_truth"] = dets, gt
         return figures
 
@@ -229,7 +231,7 @@ class MapEvaluation(keras.callbacks.Callback):
         epoch, gt, dets = self.last
         if not any(len(g) for g in gt.values()):
             return None
-        full = evaluate_fully(gt, dets, self.info.names())
+        full = evaluate_fully(gt, dets, self.info.names(), details=self._details)
         for worst in full.result["worst_images"]:  # the images by path, not by index
             worst["image"] = self.records[int(worst["image"])].path
         os.makedirs(folder, exist_ok=True)
