@@ -9,8 +9,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 from locations import REPO as REPO_ROOT
-
-SHARED_DIR = REPO_ROOT.parent / "shared"
+from locations import SHARED as SHARED_DIR
+from locations import shared
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -33,11 +33,9 @@ def repo_root() -> Path:
 
 @pytest.fixture
 def darknet_cfg_dir() -> Path:
-    """``../shared/darknet`` (reference cfgs and class lists); tests that need it fail loudly if absent."""
-    path = SHARED_DIR / "darknet"
-    if not path.is_dir():
-        pytest.fail(f"reference Darknet cfgs not found at {path} (the shared/ folder beside the repo)")
-    return path
+    """The shared folder's ``darknet/`` (reference cfgs, class lists, the real tiny weights);
+    a test that needs it is skipped, saying how to supply it, where it is absent (locations)."""
+    return shared("darknet")
 
 
 @pytest.fixture

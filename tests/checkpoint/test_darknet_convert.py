@@ -14,7 +14,7 @@ from darknet_helpers import (
     rel_err,
     spp_cfg_text,
 )
-from locations import SHARED
+from locations import shared
 
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.metadata import read_sidecars, sidecar_paths
@@ -32,16 +32,16 @@ MIN_INPUT_DEPENDENCE = 1e-2
 def converted(tmp_path_factory):
     """Converts a cfg (by name) once per module: ``(cfg_path, weights_path, model, result)``."""
     cache = {}
-    shared = SHARED / "darknet"
+    darknet = shared("darknet")
     root = tmp_path_factory.mktemp("converted")
 
     def get(name: str):
         if name not in cache:
             if name == "yolov3-spp":
                 cfg_path = root / "yolov3-spp.cfg"
-                cfg_path.write_text(spp_cfg_text((shared / "yolov3.cfg").read_text()))
+                cfg_path.write_text(spp_cfg_text((darknet / "yolov3.cfg").read_text()))
             else:
-                cfg_path = shared / f"{name}.cfg"
+                cfg_path = darknet / f"{name}.cfg"
             weights = root / f"{name}.weights"
             write_random_weights(cfg_path, weights, seed=5)
             result = convert(cfg_path, weights, root / f"{name}.keras", progress=False)
@@ -135,9 +135,9 @@ def test_int32_seen_header(tmp_path, darknet_cfg_dir):
 
 @pytest.fixture(scope="module")
 def tiny_weights(tmp_path_factory):
-    shared = SHARED / "darknet"
+    darknet = shared("darknet")
     path = tmp_path_factory.mktemp("bad") / "tiny.weights"
-    write_random_weights(shared / "yolov3-tiny.cfg", path)
+    write_random_weights(darknet / "yolov3-tiny.cfg", path)
     return path
 
 
@@ -221,17 +221,17 @@ def test_pretrained_class_counts_get_their_names_unless_a_list_is_given(tmp_path
     """An 80-class model converted without a class list names its classes as COCO does (the
     reference list is Darknet's coco names file, read here), 20 classes as VOC, others by number."""
     from yolo3.checkpoint.metadata import read_info
-    shared = darknet_cfg_dir
-    coco = [n.strip() for n in (shared / "coco_classes.txt").read_text().splitlines() if n.strip()]
-    voc = [n.strip() for n in (shared / "voc_classes.txt").read_text().splitlines() if n.strip()]
+    darknet = darknet_cfg_dir
+    coco = [n.strip() for n in (darknet / "coco_classes.txt").read_text().splitlines() if n.strip()]
+    voc = [n.strip() for n in (darknet / "voc_classes.txt").read_text().splitlines() if n.strip()]
     out = tmp_path / "coco.keras"
-    assert cli_main([str(shared / "yolov3-tiny.cfg"), str(tiny_weights), str(out),
+    assert cli_main([str(darknet / "yolov3-tiny.cfg"), str(tiny_weights), str(out),
                      "--no-progress"]) == 0
     assert "the 80 COCO names" in capsys.readouterr().out
     assert read_info(out).class_names == coco
     for classes, names in ((20, voc), (3, None)):
         cfg = tmp_path / f"tiny{classes}.cfg"
-        text = (shared / "yolov3-tiny.cfg").read_text()
+        text = (darknet / "yolov3-tiny.cfg").read_text()
         cfg.write_text(text.replace("classes=80", f"classes={classes}").replace(
             "filters=255", f"filters={3 * (classes + 5)}"))
         weights = tmp_path / f"tiny{classes}.weights"
@@ -239,6 +239,6 @@ def test_pretrained_class_counts_get_their_names_unless_a_list_is_given(tmp_path
         result = convert(cfg, weights, tmp_path / f"tiny{classes}.keras", progress=False)
         assert read_info(result.out_path).class_names == names
         assert result.default_names == (None if names is None else "VOC")
-    given = convert(shared / "yolov3-tiny.cfg", tiny_weights, tmp_path / "given.keras",
+    given = convert(darknet / "yolov3-tiny.cfg", tiny_weights, tmp_path / "given.keras",
                     progress=False, class_names=[f"c{i}" for i in range(80)])
     assert given.default_names is None and read_info(given.out_path).class_names[0] == "c0"

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 from darknet_helpers import keras_forward, random_images, rel_err
-from locations import SHARED
+from locations import shared
 
 from yolo3.checkpoint.darknet_convert import build_model, convert
 from yolo3.checkpoint.weights import WeightsError, load_weights_by_name
@@ -26,15 +26,15 @@ CFG_FILES = {"tiny": "yolov3-tiny.cfg", "yolov3": "yolov3.cfg", "darknet53": "da
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """``get(kind)`` -> path of a converted random-weight ``.keras`` model (made once per module)."""
-    shared = SHARED / "darknet"
+    darknet = shared("darknet")
     root = tmp_path_factory.mktemp("converted")
     cache = {}
 
     def get(kind: str) -> Path:
         if kind not in cache:
             weights = root / f"{kind}.weights"
-            write_random_weights(shared / CFG_FILES[kind], weights, seed=7)
-            cache[kind] = convert(shared / CFG_FILES[kind], weights, root / f"{kind}.keras",
+            write_random_weights(darknet / CFG_FILES[kind], weights, seed=7)
+            cache[kind] = convert(darknet / CFG_FILES[kind], weights, root / f"{kind}.keras",
                                   progress=False).out_path
             weights.unlink()  # the full YOLOv3 is 248 MB
         return cache[kind]

@@ -22,7 +22,6 @@ from yolo3.checkpoint.metadata import (
 from yolo3.core.errors import FileFormatError
 from yolo3.data.synthetic import make_synthetic_dataset
 
-SHARED = REPO.parent / "shared"
 
 
 def _info(**kw):
@@ -168,12 +167,12 @@ def test_converted_model_carries_masks_classes_and_header(tmp_path):
     from yolo3.cli.convert import main
     from yolo3.darknet.random_weights import write_random_weights
     from yolo3.inference.detector import YOLO
-    cfg = SHARED / "darknet" / "yolov3-tiny.cfg"
+    cfg = shared("darknet", "yolov3-tiny.cfg")
     weights = tmp_path / "in.weights"
     write_random_weights(cfg, weights, seed=2, revision=5, seen=77)
     model = tmp_path / "tiny.keras"
     assert main([str(cfg), str(weights), str(model), "--no-progress", "--classes",
-                 str(SHARED / "darknet" / "coco_classes.txt")]) == 0
+                 str(shared("darknet", "coco_classes.txt"))]) == 0
     for side in sidecar_paths(model):
         side.unlink()
     det = YOLO(model)
@@ -183,5 +182,5 @@ def test_converted_model_carries_masks_classes_and_header(tmp_path):
     assert (tmp_path / "o.weights").read_bytes() == weights.read_bytes()
     # a class list of the wrong length is refused before anything is written
     assert main([str(cfg), str(weights), str(tmp_path / "x.keras"), "--classes",
-                 str(SHARED / "darknet" / "voc_classes.txt")]) == 2
+                 str(shared("darknet", "voc_classes.txt"))]) == 2
     assert not (tmp_path / "x.keras").exists()

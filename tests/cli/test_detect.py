@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from locations import SHARED
+from locations import shared
 from PIL import Image, ImageOps
 
 from yolo3.data.class_names import write_classes
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-SHARED_IMAGES = SHARED / "images"
 INPUT = 128
 
 
@@ -44,12 +43,11 @@ def test_folder_with_a_broken_file(model_dir, tmp_path, capsys):
     from yolo3.cli.detect import main
     from yolo3.inference.detector import YOLO
 
-    if not SHARED_IMAGES.is_dir():
-        pytest.fail(f"sample images not found at {SHARED_IMAGES}")
+    photos = shared("images")
     inputs = tmp_path / "in"
     inputs.mkdir()
     for name in ("dog.jpg", "eagle.jpg"):
-        shutil.copy(SHARED_IMAGES / name, inputs / name)
+        shutil.copy(photos / name, inputs / name)
     (inputs / "dog_broken.jpg").write_bytes(b"not a jpeg at all")  # between the two: the
     # detections read ahead must stay with their images
     out, js = tmp_path / "out", tmp_path / "dets.json"
@@ -79,7 +77,7 @@ def test_glob_single_file_and_bad_input(model_dir, tmp_path, capsys):
 
     args = ["--model", str(model_dir / "final.keras"), "--input-size", str(INPUT), "--no-draw"]
     js = tmp_path / "g.json"
-    rc = main(args + ["--input", str(SHARED_IMAGES / "[dg]*.jpg"), "--output", str(tmp_path / "o"),
+    rc = main(args + ["--input", str(shared("images") / "[dg]*.jpg"), "--output", str(tmp_path / "o"),
                       "--json", str(js)])
     assert rc == 0
     assert [Path(e["image"]).name for e in json.loads(js.read_text())] == ["dog.jpg", "giraffe.jpg"]
@@ -91,7 +89,7 @@ def test_progress_bar_unless_quiet(model_dir, tmp_path, capsys):
     from yolo3.cli.detect import main
 
     args = ["--model", str(model_dir / "final.keras"), "--input-size", str(INPUT), "--no-draw",
-            "--input", str(SHARED_IMAGES / "dog.jpg")]
+            "--input", str(shared("images", "dog.jpg"))]
     for quiet in (False, True):
         js = tmp_path / f"{quiet}.json"
         assert main(args + ["--output", str(tmp_path / "o"), "--json", str(js)]
@@ -129,7 +127,7 @@ def test_precision_flag_reaches_the_detector(model_dir, tmp_path):
     from yolo3.cli.detect import main
     from yolo3.inference.detector import YOLO
 
-    image = SHARED_IMAGES / "dog.jpg"
+    image = shared("images", "dog.jpg")
     js = tmp_path / "bf16.json"
     rc = main(["--model", str(model_dir / "final.keras"), "--input", str(image), "--output",
                str(tmp_path / "o"), "--json", str(js), "--score", "0.2", "--input-size", str(INPUT),
@@ -149,7 +147,7 @@ def test_tiled_detection_equals_the_api_and_bad_tile_flags_are_refused(model_dir
     from yolo3.inference.detector import YOLO
     from yolo3.inference.tiled import TiledDetector
 
-    image = SHARED_IMAGES / "dog.jpg"
+    image = shared("images", "dog.jpg")
     js = tmp_path / "tiled.json"
     common = ["detect", "--model", model_dir / "final.keras", "--input", image, "--score", "0.2",
               "--input-size", INPUT, "--precision", "float32", "--engine", "keras"]
@@ -190,7 +188,7 @@ def test_a_model_trained_on_tiles_slices_by_default_and_tile_0_turns_it_off(mode
     embed_info(model, ModelInfo(TINY_YOLO_ANCHORS, default_masks(6, 2), 2, ["thing", "other"],
                                 "tiny", (INPUT, INPUT),
                                 slicing=Slicing(200, 0.3, "wbf", whole_from=16)))
-    image = SHARED_IMAGES / "dog.jpg"
+    image = shared("images", "dog.jpg")
     common = ["detect", "--model", model, "--input", image, "--score", "0.2", "--precision",
               "float32", "--engine", "keras"]
     plain = YOLO(model, score=0.2, precision="float32", engine="keras")

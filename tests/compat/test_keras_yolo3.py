@@ -18,7 +18,7 @@ from keras_yolo3_reference import (
     rel_err,
     write_keras2_h5,
 )
-from locations import SHARED
+from locations import shared
 from PIL import Image
 
 from yolo3.data.class_names import write_classes
@@ -157,12 +157,12 @@ def test_keras_yolo3_train_flow_runs(tmp_path, line_image):
 @pytest.fixture(scope="module")
 def real_tiny(tmp_path_factory):
     from yolo3.checkpoint.darknet_convert import convert
-    cfg, weights = SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights"
+    cfg, weights = shared("darknet", "yolov3-tiny.cfg"), shared("darknet", "yolov3-tiny.weights")
     if not weights.is_file():
         pytest.fail(f"real tiny weights not found at {weights}")
     out = tmp_path_factory.mktemp("real") / "yolov3-tiny.keras"
     convert(cfg, weights, out, progress=False,
-            class_names=(SHARED / "darknet" / "coco_classes.txt").read_text().split("\n")[:80])
+            class_names=shared("darknet", "coco_classes.txt").read_text().split("\n")[:80])
     return out
 
 
@@ -170,8 +170,8 @@ def _opencv_dog(boxed: np.ndarray):
     """OpenCV's Darknet importer on the same letterboxed input: the best 'dog' row, as
     ``(cx, cy, w, h)`` in input pixels and its score."""
     import cv2
-    net = cv2.dnn.readNetFromDarknet(str(SHARED / "darknet" / "yolov3-tiny.cfg"),
-                                     str(SHARED / "darknet" / "yolov3-tiny.weights"))
+    net = cv2.dnn.readNetFromDarknet(str(shared("darknet", "yolov3-tiny.cfg")),
+                                     str(shared("darknet", "yolov3-tiny.weights")))
     net.setInput(cv2.dnn.blobFromImage(boxed, 1 / 255.0, swapRB=False, crop=False))
     rows = np.concatenate([o.reshape(-1, 85) for o in net.forward(net.getUnconnectedOutLayersNames())])
     best = rows[np.argmax(rows[:, 5 + 16])]
@@ -188,7 +188,7 @@ def test_keras_yolo3_yolo_py_flow_finds_the_dog(real_tiny):
 
     yolo_model = tiny_yolo_body(Input(shape=(None, None, 3)), 3, 80)
     load_weights_by_name(yolo_model, real_tiny, verbose=False)
-    image = Image.open(SHARED / "images" / "dog.jpg")
+    image = Image.open(shared("images", "dog.jpg"))
     boxed_image = letterbox_image(image, (416, 416))
     image_data = np.expand_dims(np.array(boxed_image, dtype="float32") / 255.0, 0)
     outs = yolo_model.predict(image_data, verbose=0)
@@ -268,7 +268,7 @@ def test_detector_converter_and_trainer_take_keras_yolo3_files(keras_yolo3_files
     from yolo3.checkpoint.loading import load_keras_yolo3
     caplog.set_level("INFO")
     _, bare = load_keras_yolo3(folder / "yolo.h5")
-    coco = [n for n in (SHARED / "darknet" / "coco_classes.txt").read_text().splitlines() if n]
+    coco = [n for n in shared("darknet", "coco_classes.txt").read_text().splitlines() if n]
     assert bare.class_names == (coco if classes == 80 else None)
     assert ("no class list given or found beside it: the 80 COCO names" in caplog.text) == \
         (classes == 80)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import SHARED_DIR
+from locations import shared
 from PIL import Image
 
 from yolo3.cli import main as yolo3_main
@@ -25,14 +25,11 @@ from yolo3.data.photo_synthetic import (
 )
 from yolo3.data.yolo_layout import label_rows, write_yolo_layout
 
-PHOTOS = SHARED_DIR / "images"
 
 
 @pytest.fixture(scope="module")
 def photos():
-    if not PHOTOS.is_dir():
-        pytest.fail(f"real photographs not found at {PHOTOS} (the shared/ folder beside the repo)")
-    return load_photos(str(PHOTOS))
+    return load_photos(str(shared("images")))
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 import pytest
-from locations import SHARED
+from locations import shared
 from voc_devkit import voc_reference
 
 from yolo3.core.errors import FileFormatError
@@ -232,7 +232,7 @@ def test_evaluate_cli_with_a_model_equals_its_saved_json(tmp_path):
     from yolo3.modeling.bodies import build_body
     from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-    images = SHARED / "images"
+    images = shared("images")
     keras.utils.set_random_seed(3)
     build_body("tiny", 2).save(tmp_path / "m.keras")
     write_anchors(tmp_path / "anchors.txt", TINY_YOLO_ANCHORS)
@@ -262,7 +262,7 @@ def test_evaluate_cli_sliced_scores_the_tiled_detections(tmp_path, capsys):
     from yolo3.modeling.bodies import build_body
     from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-    images = SHARED / "images"
+    images = shared("images")
     keras.utils.set_random_seed(5)
     build_body("tiny", 2).save(tmp_path / "m.keras")
     write_anchors(tmp_path / "anchors.txt", TINY_YOLO_ANCHORS)
@@ -314,7 +314,7 @@ def test_evaluate_slices_a_tiled_model_as_its_file_records_and_tile_0_turns_it_o
     from yolo3.ops.anchors import TINY_YOLO_ANCHORS
     from yolo3.ops.tiles import Slicing
 
-    images = SHARED / "images"
+    images = shared("images")
     keras.utils.set_random_seed(5)
     model = tmp_path / "m.keras"
     build_body("tiny", 2).save(model)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from locations import SHARED
+from locations import shared
 
 from yolo3.data.class_names import write_classes
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, write_anchors
 
-SHARED_IMAGES = SHARED / "images"
 INPUT = 128
 
 
@@ -42,7 +41,7 @@ def sample_images():
     from PIL import Image
     out = []
     for name in ("dog.jpg", "person.jpg"):
-        with Image.open(SHARED_IMAGES / name) as im:
+        with Image.open(shared("images", name)) as im:
             out.append(np.asarray(im.convert("RGB").resize((INPUT, INPUT))))
     out.append(np.random.default_rng(0).integers(0, 256, (INPUT, INPUT, 3), dtype=np.uint8))
     return out
@@ -99,7 +98,7 @@ def _full_size_images():
     from PIL import Image
     out = []
     for name in ("dog.jpg", "person.jpg"):
-        with Image.open(SHARED_IMAGES / name) as im:
+        with Image.open(shared("images", name)) as im:
             out.append(np.asarray(im.convert("RGB")))
     return out
 

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 import pytest
 from cli_harness import run_cli, snapshot
-from locations import SHARED
+from locations import shared
 from PIL import Image
 
 from yolo3.cli import main as yolo3_main
@@ -269,8 +269,8 @@ def _convert_cfg_is_folder(world, tmp_path):
             str(tmp_path))
 
 
-def _convert_over_the_weights(world, tmp_path, darknet=SHARED.parent /
-                              "shared" / "darknet"):
+def _convert_over_the_weights(world, tmp_path):
+    darknet = shared("darknet")
     weights = tmp_path / "yolov3-tiny.weights"
     weights.write_bytes(b"\0" * 64)
     return (["convert", darknet / "yolov3-tiny.cfg", weights, weights], [weights], str(weights))

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DIR
+from locations import shared
 from locations import REPO
 
 
@@ -33,7 +33,7 @@ def realistic(tmp_path_factory):
     from yolo3.data.photo_synthetic import PHOTO_CLASSES, make_photo_dataset
     from yolo3.ops.anchors import kmeans_anchors, write_anchors
     d = tmp_path_factory.mktemp("realistic")
-    make_photo_dataset(str(d), 250, str(SHARED_DIR / "images"), seed=11, max_objects=4,
+    make_photo_dataset(str(d), 250, str(shared("images")), seed=11, max_objects=4,
                        min_frac=0.12, val_fraction=0.2)
     records = load_annotations(str(d / "train.txt"), list(PHOTO_CLASSES))
     anchors, _ = kmeans_anchors(box_sizes(records, (128, 128)), 6, seed=0)

@@ -386,12 +386,12 @@ def test_training_profile_child_measures_real_op_types():
 def test_the_tiles_set_has_small_objects_in_large_images(tmp_path):
     import argparse
 
-    from locations import SHARED
+    from locations import shared
 
     from yolo3.benchmarks.tiles import make_high_resolution_set
     from yolo3.data.annotations import load_annotations
     args = argparse.Namespace(image_size=[540, 960], num_images=6, val_images=2, photos=str(
-        SHARED / "images"), seed=1, min_px=8.0, max_px=40.0, max_objects=10, class_shares=None)
+        shared("images")), seed=1, min_px=8.0, max_px=40.0, max_objects=10, class_shares=None)
     folder = make_high_resolution_set(str(tmp_path / "hd"), args)
     records = load_annotations(f"{folder}/annotations.txt")
     assert len(records) == 8 and {r.image_hw for r in records} == {(540, 960)}
@@ -431,12 +431,12 @@ def test_the_balance_contenders_are_valid_settings_and_unknown_ones_are_refused(
 def test_the_balance_set_makes_the_last_class_rare(tmp_path):
     import argparse
 
-    from locations import SHARED
+    from locations import shared
 
     from yolo3.benchmarks.balance import _make_set
     from yolo3.data.annotations import load_annotations
     args = argparse.Namespace(rare_share=0.05, num_images=100, val_images=10, photos=str(
-        SHARED / "images"))
+        shared("images")))
     folder = _make_set(str(tmp_path / "rare"), args, seed=3)
     boxes = np.concatenate([r.boxes for r in load_annotations(f"{folder}/annotations.txt")])
     assert np.mean(boxes[:, 4] == 3) == pytest.approx(0.05, abs=0.03)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from locations import SHARED
+from locations import shared
 
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.modeling.bodies import build_spec_body
@@ -209,12 +209,12 @@ def test_bfloat16_finds_the_float32_detections_on_real_weights(tmp_path):
     from yolo3.data.images import load_image
     from yolo3.inference.detector import YOLO
     from yolo3.ops.boxes import iou_xyxy
-    convert(SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights",
+    convert(shared("darknet", "yolov3-tiny.cfg"), shared("darknet", "yolov3-tiny.weights"),
             tmp_path / "tiny.keras", progress=False)
     f32 = YOLO(tmp_path / "tiny.keras", score=0.3, precision="float32")
     b16 = YOLO(tmp_path / "tiny.keras", score=0.2, precision="bfloat16")
     found = 0
-    for photo in sorted((SHARED / "images").glob("*.jpg")):
+    for photo in sorted(shared("images").glob("*.jpg")):
         image = load_image(photo)
         (fb, _, fc), (bb, _, bc) = f32.detect(image), b16.detect(image)
         found += len(fb)

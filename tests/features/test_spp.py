@@ -13,7 +13,7 @@ from darknet_helpers import (
     rel_err,
     spp_cfg_text,
 )
-from locations import SHARED
+from locations import shared
 
 from yolo3.checkpoint.darknet_convert import convert
 from yolo3.checkpoint.weights import load_weights_by_name
@@ -38,7 +38,7 @@ def spp_cfg(tmp_path_factory, darknet_cfg_dir_module):
 
 @pytest.fixture(scope="module")
 def darknet_cfg_dir_module():
-    path = SHARED / "darknet"
+    path = shared("darknet")
     if not path.is_dir():
         pytest.fail(f"reference Darknet cfgs not found at {path}")
     return path

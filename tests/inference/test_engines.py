@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from locations import SHARED
+from locations import SHARED, shared
 
 from yolo3.core.errors import ArgumentError
 from yolo3.inference.engines import engine_installed, resolve_engine
@@ -29,7 +29,7 @@ def tiny(tmp_path_factory):
     from yolo3.checkpoint.darknet_convert import convert
     from yolo3.inference.detector import YOLO
     root = tmp_path_factory.mktemp("engines")
-    convert(SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights",
+    convert(shared("darknet", "yolov3-tiny.cfg"), shared("darknet", "yolov3-tiny.weights"),
             root / "tiny.keras", progress=False)
     return root / "tiny.keras", YOLO(root / "tiny.keras", precision="float32", score=0.25)
 

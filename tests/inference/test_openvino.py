@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from locations import SHARED
+from locations import SHARED, shared
 
 PHOTOS = sorted((SHARED / "images").glob("*.jpg"))
 INPUT = (256, 320)  # not square: the IR keeps (h, w)
@@ -26,8 +26,9 @@ def tiny(tmp_path_factory):
     from yolo3.cli.export import main
     from yolo3.data.images import load_image
     from yolo3.inference.detector import YOLO
+    shared("images")  # the calibration and the photos: skipped, with the reason, without them
     root = tmp_path_factory.mktemp("openvino")
-    convert(SHARED / "darknet" / "yolov3-tiny.cfg", SHARED / "darknet" / "yolov3-tiny.weights",
+    convert(shared("darknet", "yolov3-tiny.cfg"), shared("darknet", "yolov3-tiny.weights"),
             root / "tiny.keras", progress=False)
     det = YOLO(root / "tiny.keras", precision="float32", score=0.25, input_size=INPUT)
     common = ["--model", str(root / "tiny.keras"), "--input-size", *map(str, INPUT),

@@ -9,6 +9,7 @@ order; a cfg without ``[yolo]`` (a backbone) outputs its last layer.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -19,6 +20,7 @@ from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.metadata import write_sidecars as _write_sidecar_files
 from yolo3.checkpoint.saving import atomic_save_model, atomic_save_weights
 from yolo3.core.errors import DarknetError, PathLike
+from yolo3.darknet import published as published_weights
 from yolo3.darknet.cfg import (
     ConvSpec,
     DarknetCfg,
@@ -142,10 +144,13 @@ class ConvertResult:
     header: Header
     output_names: List[str] = field(default_factory=list)
     default_names: Optional[str] = None  # "COCO" / "VOC": the names stored without class_names
+    published: Optional[published_weights.PublishedWeights] = None  # the weights, recognised by checksum
 
     def summary(self) -> str:
-        lines = [f"wrote {self.out_path}",
-                 f"  outputs: {', '.join(self.output_names)}",
+        lines = [f"wrote {self.out_path}"]
+        if self.published is not None:
+            lines.append(f"  weights: {self.published.describe()}, recognised by its checksum")
+        lines += [f"  outputs: {', '.join(self.output_names)}",
                  f"  weights header: major={self.header.major} minor={self.header.minor} "
                  f"revision={self.header.revision} seen={self.header.seen}"]
         if self.anchors is not None:
@@ -201,7 +206,13 @@ def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
     if not (out.name.endswith(".keras") or out.name.endswith(".weights.h5")):
         raise DarknetError(out, "output must end with .keras (model) or .weights.h5 (weights only)")
     cfg = parse_cfg(cfg_path)
-    header, blocks = read_weights(weights_path, cfg, progress=progress)
+    try:
+        header, blocks = read_weights(weights_path, cfg, progress=progress)
+    except DarknetError as error:  # a clearer cause where there is one (a web page, a cut download)
+        reason = published_weights.refusal(weights_path) if os.path.isfile(weights_path) else None
+        if reason is None:
+            raise
+        raise DarknetError(weights_path, reason) from error
     info = model_info(cfg, header, class_names)
     model = build_model(cfg, kernel_initializer="zeros")
     load_darknet_weights(model, cfg, blocks)
@@ -218,4 +229,4 @@ def convert(cfg_path: PathLike, weights_path: PathLike, out_path: PathLike,
                          anchors=anchors, masks=masks, num_classes=num_classes,
                          input_size=(cfg.height, cfg.width), header=header, output_names=names,
                          default_names=known[0] if known is not None and out.name.endswith(".keras")
-                         else None)
+                         else None, published=published_weights.identify(weights_path))
