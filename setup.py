@@ -34,7 +34,9 @@ setup(
     packages=find_packages(include=["yolo3", "yolo3.*"]),
     install_requires=[
         "tensorflow>=2.16",
-        "keras>=3",
+        # yolo3.modeling.keras_compat reaches two private Keras APIs (keras.src): capped at the
+        # newest minor release tested here, raised when a newer one passes the suite
+        "keras>=3,<3.16",
         "numpy",
         "pillow>=9.4",  # ImageOps.exif_transpose(in_place=True)
         # OpenCV 5 dropped cv2.dnn.readNetFromDarknet, the reference the tests compare against.
@@ -44,6 +46,8 @@ setup(
         "pyyaml>=6",
         # training writes TensorBoard logs (keras.callbacks.TensorBoard needs the package)
         "tensorboard",
+        # every run's plots (labels.png, results.png) and evaluate's
+        "matplotlib",
     ],
     extras_require={
         "export": EXPORT,
@@ -71,7 +75,7 @@ setup(
             "scikit-image",
             *EXPORT,
         ],
-        "plot": ["matplotlib"],
+        "plot": ["matplotlib"],  # now a core dependency: kept so that yolo3[plot] still installs
         # yolo3 track: Roboflow's motion trackers (ByteTrack, BoT-SORT, OC-SORT, SORT; no
         # PyTorch) and TrackEval's HOTA, IDF1 and MOTA
         "track": ["trackers>=2.6", "supervision", "trackeval>=1.3"],

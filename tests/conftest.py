@@ -9,7 +9,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 from locations import REPO as REPO_ROOT
-from locations import SHARED as SHARED_DIR
 from locations import shared
 
 

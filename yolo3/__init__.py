@@ -1,4 +1,4 @@
-"""yolo3: YOLOv3 object detectors for Keras 3 (TensorFlow today).
+"""yolo3: YOLOv3 object detectors for Keras 3, on TensorFlow, JAX and PyTorch.
 
 The package's folders are its architecture, each importing only from the folders below it
 (``.importlinter``; docs/architecture.md): ``core`` (errors, files, paths, logging), ``config``

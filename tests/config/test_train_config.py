@@ -72,15 +72,15 @@ def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
 
 
 @pytest.mark.parametrize("setting, value, settings, message", [
-    ("batch_size", 0, ("batch_size",), "batch_size must be >= 1, got 0"),
+    ("batch_size", 0, ("batch_size",), r"batch_size must be in \[1, 4096\], got 0"),
     ("optimizer", "rmsprop", ("optimizer",), "optimizer must be one of adam, sgd"),
     ("box_loss", "l1", ("box_loss",), "box_loss must be one of mse, giou, diou, ciou"),
     ("objectness", "quality", ("objectness",), "objectness must be one of one, iou"),
     ("assign_iou", 0.0, ("assign_iou",), r"assign_iou must be in \(0, 1\]"),
     ("ignore_iou", 1.5, ("ignore_iou",), r"ignore_iou must be in \(0, 1\]"),
-    ("box_gain", 0.0, ("box_gain",), "box_gain must be a positive number, got 0.0"),
-    ("class_gain", float("nan"), ("class_gain",), "class_gain must be a positive number, got nan"),
-    ("mosaic", 1.5, ("mosaic",), "mosaic must be a probability"),
+    ("box_gain", 0.0, ("box_gain",), "box_gain must be a positive number up to 1000, got 0.0"),
+    ("class_gain", float("nan"), ("class_gain",), "class_gain must be a positive number up to 1000, got nan"),
+    ("mosaic", 1.5, ("mosaic",), r"mosaic must be in \[0, 1\] \(a probability\)"),
     ("class_weights", "median", ("class_weights",), "class_weights must be auto, one of inverse, "
                                                     "sqrt, effective or a file of weights, got "
                                                     "'median'"),
@@ -90,12 +90,12 @@ def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
     ("tile", "big", ("tile",), "tile must be a size in pixels >= 32 or auto, got 'big'"),
     ("tile_whole", 1.5, ("tile_whole",), r"tile_whole must be in \[0, 1\], got 1.5"),
     ("tile_background", -0.1, ("tile_background",), r"tile_background must be in \[0, 1\]"),
-    ("tile_overlap", 1.0, ("tile_overlap",), r"tile_overlap must be in \[0, 1\), got 1.0"),
-    ("tile_whole_from", -2.0, ("tile_whole_from",), "tile_whole_from must be pixels >= 0, got -2.0"),
+    ("tile_overlap", 1.0, ("tile_overlap",), r"tile_overlap must be in \[0, 0.75\], got 1.0"),
+    ("tile_whole_from", -2.0, ("tile_whole_from",), r"tile_whole_from must be in \[0, 16384\] \(pixels at the input\), got -2.0"),
     ("variant", "yolo9", ("variant",), "unknown variant 'yolo9'"),
     ("input_size", 100, ("input_size",), "multiple of 32"),
     ("multi_scale", (320, 300), ("multi_scale",), "MIN <= MAX"),
-    ("eval_every", -1, ("eval_every",), "eval_every must be >= 0"),
+    ("eval_every", -1, ("eval_every",), r"eval_every must be in \[0, 100000\] \(0: no evaluation\)"),
     ("strategy", "ring", ("strategy",), "strategy must be one of wrapper, mirrored, multiworker"),
     ("weights", "missing.keras", ("weights",), "weights not found: missing.keras"),
 ])
@@ -274,3 +274,26 @@ def test_the_tiles_hand_over_defaults_to_where_the_whole_image_sees_as_well():
     """config cannot import ops (the layers): the default is written twice, and kept equal here."""
     from yolo3.ops.tiles import WHOLE_SEES
     assert TrainConfig().data.tile_whole_from == WHOLE_SEES
+
+
+def test_each_ranged_setting_has_one_declaration_read_by_its_flag_and_the_check(tmp_path):
+    """RANGES is the one declaration: the train flag of every ranged setting parses by it (so a
+    value the flag takes is never refused later, as --focal-gamma 6 once was), and check()
+    refuses just outside it with the setting named."""
+    from yolo3.cli.flags import Number
+    from yolo3.cli.train import build_parser
+    from yolo3.config.train_config import RANGES
+    flags = {a.dest: a.type for a in build_parser()._actions if isinstance(a.type, Number)}
+    assert set(RANGES) <= set(flags)
+    for name, r in RANGES.items():
+        flag = flags[name]
+        assert (flag.kind, flag.lo, flag.hi, flag.lo_open, flag.hi_open) == \
+            (r.kind, r.lo, r.hi, r.lo_open, r.hi_open), name
+        step = 1 if r.kind is int else 1e-3
+        for value, inside in ((r.lo - step, False), (r.hi + step, False),
+                              (r.lo, not r.lo_open), (r.hi, not r.hi_open)):
+            assert flag.accepts(value) == inside == r.holds(value), (name, value)
+            if not inside:
+                with pytest.raises(SettingError, match=f"^{name} must be") as caught:
+                    check(TrainConfig(**_files(tmp_path), **{name: value}))
+                assert caught.value.settings == (name,)

@@ -1,5 +1,5 @@
-"""A real virtual environment without TensorFlow (Keras, JAX, NumPy, OpenCV, Pillow, tqdm, PyYAML
-and tensorboard, at this environment's versions; yolo3 installed without its dependencies), built
+"""A real virtual environment without TensorFlow (Keras, JAX, NumPy, OpenCV, Pillow, tqdm, PyYAML,
+tensorboard and matplotlib, at this environment's versions; yolo3 installed without its dependencies), built
 once by the test set-up: a missing import that only an install shows is what users hit. There
 ``yolo3 synth``, ``train`` (fed by the NumPy pipeline), ``detect`` and ``evaluate`` run end to end.
 ``YOLO3_NOTF_VENV`` names the folder (default ``.venv-notf`` in the repository, rebuilt when
@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # what a JAX user installs beside yolo3 --no-deps (setup.py's core list, TensorFlow left out)
 PACKAGES = ("keras", "jax", "jaxlib", "numpy", "pillow", "opencv-python", "tqdm", "pyyaml",
-            "tensorboard")
+            "tensorboard", "matplotlib")
 
 
 def _pinned(name: str) -> str:

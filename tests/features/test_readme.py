@@ -168,15 +168,16 @@ def _anchor(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def test_the_readme_line_counting_example_counts_what_crosses(monkeypatch, capsys):
-    """The README's tracking example, run as written: a detector that sees two objects, one
+def test_the_guides_line_counting_example_counts_what_crosses(monkeypatch, capsys):
+    """The guide's tracking example, run as written: a detector that sees two objects, one
     moving down across the line y = 240, one moving sideways above it; it prints 1."""
     import numpy as np
 
     import yolo3.inference.detector as detector_module
     import yolo3.inference.video as video
 
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    guide = (REPO / "docs" / "guide.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", guide, flags=re.S)
                if "crossed the line" in b]
 
     class Detector:
@@ -194,5 +195,24 @@ def test_the_readme_line_counting_example_counts_what_crosses(monkeypatch, capsy
 
     monkeypatch.setattr(detector_module, "load_detector", lambda *a, **kw: Detector())
     monkeypatch.setattr(video, "open_video", lambda path: Video())
-    exec(compile(block, "README.md", "exec"), {})
+    exec(compile(block, "docs/guide.md", "exec"), {})
     assert capsys.readouterr().out.strip() == "1 objects crossed the line"
+
+
+def test_every_section_the_library_cites_is_a_heading_of_that_page():
+    """A message that sends the user to "(docs/benchmarks.md: Frozen batch norm)" or
+    "(README: ...)" names a heading that exists, so that a moved section fails here."""
+    import ast
+    import re
+    cited = []
+    for path in sorted((REPO / "yolo3").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                cited += [(path.name, page, section.strip()) for page, section in
+                          re.findall(r"(README|docs/[\w-]+\.md): ([^)\n]+)\)", node.value)]
+    assert len(cited) >= 3  # the warnings of freeze_bn, bn_stats_images and --freeze-bn
+    for source, page, section in cited:
+        text = (REPO / ("README.md" if page == "README" else page)).read_text(encoding="utf-8")
+        headings = [line.lstrip("#").strip().lower() for line in text.splitlines()
+                    if line.startswith("#")]
+        assert any(h.startswith(section.lower()) for h in headings), (source, page, section)

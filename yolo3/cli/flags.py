@@ -90,6 +90,14 @@ class Number(Declared):
         self.words = tuple(words)
         self.hi_why = hi_why
 
+    @classmethod
+    def within(cls, setting: str) -> "Number":
+        """The flag of a training setting with a declared range (``config.train_config.RANGES``):
+        the parser and the settings check read the one declaration."""
+        from yolo3.config.train_config import RANGES
+        r = RANGES[setting]
+        return cls(r.kind, r.lo, r.hi, lo_open=r.lo_open, hi_open=r.hi_open)
+
     @property
     def hi(self) -> float:
         return self._hi() if callable(self._hi) else self._hi

@@ -12,21 +12,8 @@ from yolo3.cli.common import (
     run_command,
 )
 from yolo3.cli.flags import (
-    BATCH,
-    COUNT,
-    COUNT0,
     CPU_REPLICAS,
-    EPOCHS,
-    FRACTION,
-    GAIN,
-    GPUS,
     INPUT_SIDE,
-    LEARNING_RATE,
-    MOMENTUM,
-    OVERLAP,
-    PIXELS,
-    SEED,
-    SHARE,
     TILE_OR_AUTO,
     InputPath,
     Number,
@@ -71,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       "a VOC folder/XML, a COCO JSON, or a YOLO-layout image folder or image-list file (labels in "
       "labels/ or beside the images)")
     a("--val-annotations", default=None, type=InputPath("any", text=True), help="validation annotations (default: split off --val-split)")
-    a("--val-split", type=Number(float, 0.0, 1.0, hi_open=True), default=d("val_split"), help="fraction of --annotations held out "
+    a("--val-split", type=Number.within("val_split"), default=d("val_split"), help="fraction of --annotations held out "
       "for validation when --val-annotations is not given (default %(default)s)")
     a("--classes", default=None, type=InputPath(text=True), help="class list file, one name per line (class id = line index); "
       "needed with --annotations, optional with --data")
@@ -86,14 +73,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       "(.keras / .weights.h5 / .h5); layers are matched by name; output layers of another class "
       "count take their box and objectness channels (see --head-transfer), others that differ "
       "are skipped and listed")
-    a("--freeze-epochs", type=Number(int, 0, EPOCHS.hi), default=d("freeze_epochs"), help="stage 1: epochs training only "
+    a("--freeze-epochs", type=Number.within("freeze_epochs"), default=d("freeze_epochs"), help="stage 1: epochs training only "
       "the heads, the backbone_* layers frozen (default %(default)s)")
-    a("--epochs", type=EPOCHS, default=d("epochs"), help="total epochs including --freeze-epochs "
+    a("--epochs", type=Number.within("epochs"), default=d("epochs"), help="total epochs including --freeze-epochs "
       "(default %(default)s)")
-    a("--batch-size", type=BATCH, default=d("batch_size"), help="images per replica per step; the "
+    a("--batch-size", type=Number.within("batch_size"), default=d("batch_size"), help="images per replica per step; the "
       "global batch is this times the replicas (GPUs, CPU replicas or workers), and the start of "
       "training prints it (default %(default)s)")
-    a("--gpus", type=GPUS, default=0, help="number of GPUs (/gpu:0..N-1) to train on (TensorFlow: "
+    a("--gpus", type=Number.within("gpus"), default=0, help="number of GPUs (/gpu:0..N-1) to train on (TensorFlow: "
       "the replica wrapper; JAX: Keras's DataParallel)")
     a("--cpu-replicas", type=CPU_REPLICAS, default=None, metavar="N", help="split the CPU into N "
       "logical devices (1 to 4 per core, at least 8 allowed) and use them as replicas (machines "
@@ -104,19 +91,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("recipe")
     r.add_argument("--optimizer", choices=OPTIMIZERS, default=d("optimizer"),
                    help="adam, or sgd (momentum 0.937, Nesterov) (default %(default)s)")
-    r.add_argument("--lr", type=LEARNING_RATE, default=d("lr"), help="peak learning rate (default: "
+    r.add_argument("--lr", type=Number.within("lr"), default=d("lr"), help="peak learning rate (default: "
                    f"{DEFAULT_LR['adam']:g} for adam, {DEFAULT_LR['sgd']:g} for sgd)")
     r.add_argument("--schedule", choices=SCHEDULES, default=d("schedule"),
                    help="cosine: linear warm-up then cosine decay per stage; plateau: reduce on "
                    "val_loss plateau (default %(default)s)")
-    r.add_argument("--warmup-epochs", type=Number(float, 0.0, EPOCHS.hi), default=d("warmup_epochs"),
+    r.add_argument("--warmup-epochs", type=Number.within("warmup_epochs"), default=d("warmup_epochs"),
                    help="warm-up length for --schedule cosine (default %(default)s)")
-    r.add_argument("--weight-decay", type=Number(float, 0.0, 1.0), default=d("weight_decay"), help="decoupled weight "
+    r.add_argument("--weight-decay", type=Number.within("weight_decay"), default=d("weight_decay"), help="decoupled weight "
                    "decay, not on batch-norm or biases; 0 turns it off (default %(default)s)")
     r.add_argument("--ema", action=argparse.BooleanOptionalAction, default=d("ema"),
                    help="keep an exponential moving average of the weights; evaluation, "
                    "checkpoints and final.keras use it (default %(default)s)")
-    r.add_argument("--ema-momentum", type=MOMENTUM, default=d("ema_momentum"), help="EMA momentum "
+    r.add_argument("--ema-momentum", type=Number.within("ema_momentum"), default=d("ema_momentum"), help="EMA momentum "
                    "(default: from the run's length, averaging over about 5%% of its steps)")
     r.add_argument("--prior-bias", action=argparse.BooleanOptionalAction, default=d("prior_bias"),
                    help="start new output layers (training from scratch, or heads of another "
@@ -130,23 +117,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--box-loss", choices=BOX_LOSSES, default=d("box_loss"),
                    help="box regression loss: mse (keras-yolo3's), giou, diou or ciou "
                    "(default %(default)s)")
-    r.add_argument("--label-smoothing", type=Number(float, 0.0, 1.0, hi_open=True), default=d("label_smoothing"),
+    r.add_argument("--label-smoothing", type=Number.within("label_smoothing"), default=d("label_smoothing"),
                    help="class label smoothing (default %(default)s)")
     r.add_argument("--objectness", choices=OBJECTNESS_TARGETS, default=d("objectness"),
                    help="confidence target of a positive: one (Darknet's, keras-yolo3's) or iou "
                    "(the IoU of its predicted box with the true box, YOLOv5's: scores rank "
                    "detections by how well they are placed) (default %(default)s)")
-    r.add_argument("--box-gain", type=GAIN, default=d("box_gain"), metavar="G",
+    r.add_argument("--box-gain", type=Number.within("box_gain"), default=d("box_gain"), metavar="G",
                    help="weight of the box loss against the confidence loss (default "
                    "%(default)s)")
-    r.add_argument("--class-gain", type=GAIN, default=d("class_gain"), metavar="G",
+    r.add_argument("--class-gain", type=Number.within("class_gain"), default=d("class_gain"), metavar="G",
                    help="weight of the class loss against the confidence loss (default "
                    "%(default)s)")
-    r.add_argument("--assign-iou", type=SHARE, default=d("assign_iou"), metavar="T",
+    r.add_argument("--assign-iou", type=Number.within("assign_iou"), default=d("assign_iou"), metavar="T",
                    help="a box is also a positive on every other anchor whose shape IoU with it "
                    "exceeds T (Darknet's iou_thresh); 1: only its best anchor, as keras-yolo3 "
                    "(default %(default)s)")
-    r.add_argument("--ignore-iou", type=SHARE, default=d("ignore_iou"), metavar="T",
+    r.add_argument("--ignore-iou", type=Number.within("ignore_iou"), default=d("ignore_iou"), metavar="T",
                    help="a prediction that is not a positive but overlaps a true box by more "
                    "than IoU T is left out of the confidence loss (Darknet's ignore_thresh) "
                    "(default %(default)s)")
@@ -156,18 +143,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "none (default %(default)s)")
     r.add_argument("--no-augment", dest="augment", action="store_const", const="none",
                    help="same as --augment none")
-    r.add_argument("--mosaic", type=FRACTION, default=d("mosaic"), help="probability of a 4-image "
+    r.add_argument("--mosaic", type=Number.within("mosaic"), default=d("mosaic"), help="probability of a 4-image "
                    "mosaic per training image (default %(default)s)")
     r.add_argument("--multi-scale", type=INPUT_SIDE, nargs=2, metavar=("MIN", "MAX"),
                    default=d("multi_scale"), help="multi-scale training: every --multi-scale-every "
                    "steps a random multiple of 32 in [MIN, MAX] becomes the input size")
-    r.add_argument("--multi-scale-every", type=COUNT, default=d("multi_scale_every"),
+    r.add_argument("--multi-scale-every", type=Number.within("multi_scale_every"), default=d("multi_scale_every"),
                    help="steps between two multi-scale size changes (default %(default)s)")
     r.add_argument("--pipeline", choices=PIPELINES, default=d("pipeline"),
                    help="the input pipeline: tf (tf.data), numpy (NumPy and OpenCV in worker "
                    "threads: no TensorFlow needed) or auto (tf where TensorFlow imports, else "
                    "numpy) (default %(default)s)")
-    r.add_argument("--data-workers", type=Number(int, 0, 256), default=d("data_workers"),
+    r.add_argument("--data-workers", type=Number.within("data_workers"), default=d("data_workers"),
                    metavar="N", help="threads of the numpy pipeline; 0: one per core, at most "
                    "32 (default %(default)s)")
     b = p.add_argument_group("rare classes")
@@ -177,10 +164,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "samples), inverse, sqrt (inverse square root of the box count), capped at "
                    "10x apart and averaging 1 over the boxes; or a file of weights, one per "
                    "class ('name weight' or in class order) (default: none)")
-    b.add_argument("--focal-gamma", type=Number(float, 0.0, 10.0), default=d("focal_gamma"), metavar="G",
+    b.add_argument("--focal-gamma", type=Number.within("focal_gamma"), default=d("focal_gamma"), metavar="G",
                    help="focal loss on the class probabilities: each cross-entropy scaled by "
                    "|target - p|^G (Darknet's focal_loss: 2); 0: plain (default %(default)s)")
-    b.add_argument("--repeat-threshold", type=FRACTION, default=d("repeat_threshold"), metavar="T",
+    b.add_argument("--repeat-threshold", type=Number.within("repeat_threshold"), default=d("repeat_threshold"), metavar="T",
                    help="repeat-factor sampling (LVIS): an image repeats sqrt(T / f) times "
                    "where f is the share of images holding its rarest class, when f < T; 0: "
                    "every image once (default %(default)s)")
@@ -191,17 +178,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "and validate sliced (tiles plus the whole image, as detect --tile); auto: "
                    "the size yolo3 check suggests from the boxes (whole images when none is "
                    "needed) (default: whole images)")
-    t.add_argument("--tile-whole", type=FRACTION, default=d("tile_whole"), metavar="F",
+    t.add_argument("--tile-whole", type=Number.within("tile_whole"), default=d("tile_whole"), metavar="F",
                    help="with --tile: the share of training images kept whole (default "
                    "%(default)s)")
-    t.add_argument("--tile-background", type=FRACTION, default=d("tile_background"), metavar="F",
+    t.add_argument("--tile-background", type=Number.within("tile_background"), default=d("tile_background"), metavar="F",
                    help="with --tile: the share of windows drawn anywhere rather than around "
                    "an object (default %(default)s)")
-    t.add_argument("--tile-whole-from", type=PIXELS, default=d("tile_whole_from"), metavar="PX",
+    t.add_argument("--tile-whole-from", type=Number.within("tile_whole_from"), default=d("tile_whole_from"), metavar="PX",
                    help="with --tile: objects of at least PX pixels at the whole-image resize "
                    "train on, and are detected from, the whole image rather than tiles; 0: "
                    "every object gets tiles (default %(default)s)")
-    t.add_argument("--tile-overlap", "--overlap", dest="tile_overlap", type=OVERLAP,
+    t.add_argument("--tile-overlap", "--overlap", dest="tile_overlap", type=Number.within("tile_overlap"),
                    default=d("tile_overlap"), metavar="F",
                    help="with --tile: sliced validation's overlap between neighbouring tiles "
                    "(default %(default)s)")
@@ -215,21 +202,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--freeze-bn", action="store_true", help="keep every batch-norm layer frozen in "
                    "inference mode (its statistics from --weights): replicas then match one device "
                    "exactly, but the network trains unnormalised, and with this recipe such runs "
-                   "diverged or learned little (warned; README: frozen batch norm)")
-    r.add_argument("--bn-stats-images", type=COUNT0, default=d("bn_stats_images"), metavar="N",
+                   "diverged or learned little (warned; docs/benchmarks.md: Frozen batch norm)")
+    r.add_argument("--bn-stats-images", type=Number.within("bn_stats_images"), default=d("bn_stats_images"), metavar="N",
                    help="recompute the batch-norm statistics with the weights being evaluated "
                         "and saved (the EMA's too) over N training images before each "
                         "validation and checkpoint, whatever the batch size and run length; 0: "
                         "Keras's moving averages (momentum 0.99) (default %(default)s)")
-    r.add_argument("--bn-momentum", type=MOMENTUM, default=d("bn_momentum"), metavar="M",
+    r.add_argument("--bn-momentum", type=Number.within("bn_momentum"), default=d("bn_momentum"), metavar="M",
                    help="momentum of the batch norms' moving averages (default: Keras's 0.99); "
                         "they matter only with --bn-stats-images 0")
     e = p.add_argument_group("evaluation and output")
-    e.add_argument("--eval-every", type=Number(int, 0, EPOCHS.hi), default=d("eval_every"), help="epochs between two "
+    e.add_argument("--eval-every", type=Number.within("eval_every"), default=d("eval_every"), help="epochs between two "
                    "validation mAP evaluations; best.* is then the best mAP@0.5:0.95 (0: no "
                    "evaluation, best by val_loss; default: every epoch up to 500 validation "
                    "images, else an interval keeping evaluation under about 10%% of training)")
-    e.add_argument("--patience", type=Number(int, 0, EPOCHS.hi), default=d("patience"), help="stop when mAP@0.5:0.95 has "
+    e.add_argument("--patience", type=Number.within("patience"), default=d("patience"), help="stop when mAP@0.5:0.95 has "
                    "not improved for N evaluations (default 0: never)")
     e.add_argument("--output", dest="output_dir", required=True, type=OutputPath("folder"), help="output folder: checkpoints, final.keras, "
                    "final.weights.h5, history.csv, logs/ (TensorBoard)")
@@ -239,14 +226,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--no-pictures", dest="pictures", action="store_false", help="draw no "
                    "pictures into --output (by default: labels.png, train_batch0-2.jpg, "
                    "results.png at each evaluation, val_gallery.png when the best model changes)")
-    e.add_argument("--seed", type=SEED, default=d("seed"), help="random seed (default %(default)s)")
-    e.add_argument("--steps-per-epoch", type=COUNT, default=None, help="steps per epoch (default: "
+    e.add_argument("--seed", type=Number.within("seed"), default=d("seed"), help="random seed (default %(default)s)")
+    e.add_argument("--steps-per-epoch", type=Number.within("steps_per_epoch"), default=None, help="steps per epoch (default: "
                    "one pass over the data)")
-    e.add_argument("--validation-steps", type=COUNT, default=None, help="validation steps (default: all)")
+    e.add_argument("--validation-steps", type=Number.within("validation_steps"), default=None, help="validation steps (default: all)")
     e.add_argument("--strict", action="store_true", help="refuse annotation files with invalid "
                    "boxes (no area, outside the image); by default such boxes are dropped with a "
                    "warning naming FILE:LINE")
-    e.add_argument("--max-boxes", type=Number(int, 1, 10_000), default=d("max_boxes"), help="ground-truth boxes kept "
+    e.add_argument("--max-boxes", type=Number.within("max_boxes"), default=d("max_boxes"), help="ground-truth boxes kept "
                    "per image (the loss's static padding; images with more are reported; "
                    "default %(default)s)")
 

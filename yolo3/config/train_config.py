@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 import os
 import typing
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from yolo3.core.value_types import conforms, describe, from_text
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
            "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS", "ConfigError", "check_value",
-           "VALUE_RULES"]
+           "VALUE_RULES", "RANGES", "Range", "LOSS_RANGES"]
 
 
 @dataclass
@@ -302,6 +303,7 @@ def check(config: TrainConfig) -> List[Caution]:
     :class:`SettingError` naming them. Returns the :func:`cautions` of the settings it accepts, so
     one pass over ``config`` both refuses and cautions."""
     _check_types(config)
+    _check_ranges(config)
     _check_data(config.data)
     _check_recipe(config.recipe)
     _check_schedule(config.schedule)
@@ -340,16 +342,16 @@ def cautions(config: TrainConfig) -> List[Caution]:
         found.append(Caution(
             "freeze_bn: every batch norm stays frozen, so the network trains unnormalised; with "
             "this recipe every measured run diverged or learned a fraction of what it learns "
-            "with batch norm, from scratch and fine-tuned, at every learning rate tried (README: "
-            "frozen batch norm). Replicas need no frozen batch norm: each normalises its own "
+            "with batch norm, from scratch and fine-tuned, at every learning rate tried "
+            "(docs/benchmarks.md: Frozen batch norm). Replicas need no frozen batch norm: each normalises its own "
             "slice, and the statistics are recomputed before every evaluation and save "
             "(bn_stats_images)", ("freeze_bn", "bn_stats_images")))
     if config.recipe.bn_stats_images == 0:
         found.append(Caution(
             "bn_stats_images=0: the evaluated and saved models normalise with the batch norms' "
             "moving averages, which lag behind the weights; measured on realistic sets: mAP near "
-            "0 at global batch 16 and above in 10-epoch runs (README: batch size on realistic "
-            "data)", ("bn_stats_images",)))
+            "0 at global batch 16 and above in 10-epoch runs (docs/benchmarks.md: Batch size "
+            "on realistic data)", ("bn_stats_images",)))
     return found
 
 
@@ -368,8 +370,86 @@ def _check_types(config: TrainConfig) -> None:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (NumPy's too), not a bool."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(float(value)))
 
+
+@dataclass(frozen=True)
+class Range:
+    """A numeric setting's range, declared once: the settings check (:data:`VALUE_RULES`) and
+    the command line's flag (``yolo3.cli.flags.Number.within``) both read it."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+    note: str = ""  # what a value means, said with the rule
+    kind: type = float  # int: a whole number
+
+    def holds(self, value: Any) -> bool:
+        if not _finite(value) or (self.kind is int and value != int(value)):
+            return False
+        above = value > self.lo if self.lo_open else value >= self.lo
+        below = value < self.hi if self.hi_open else value <= self.hi
+        return above and below
+
+    def describe(self) -> str:
+        def shown(v: float) -> str:
+            return str(int(v)) if float(v).is_integer() else f"{v:g}"
+        if self.lo_open and self.lo == 0 and not self.hi_open and self.hi >= 100:
+            text = f"must be a positive number up to {shown(self.hi)}"
+        else:
+            text = (f"must be in {'(' if self.lo_open else '['}{shown(self.lo)}, {shown(self.hi)}"
+                    f"{')' if self.hi_open else ']'}")
+        return f"{text} ({self.note})" if self.note else text
+
+
+_EPOCHS, _STEPS = 100_000, 10_000_000
+# the numeric settings' ranges, one declaration each: check() refuses a value outside (None:
+# the setting's default), and each setting's flag (yolo3.cli.flags.Number.within) parses by it.
+# What depends on another setting (freeze_epochs <= epochs, val_split without val_annotations,
+# the input size's multiple) stays a rule of check().
+RANGES: Dict[str, Range] = {
+    # the loss's and the target encoding's own (VALUE_RULES)
+    "assign_iou": Range(0, 1, lo_open=True, note="1: only the best anchor"),
+    "ignore_iou": Range(0, 1, lo_open=True),
+    "box_gain": Range(0, 1000, lo_open=True),
+    "class_gain": Range(0, 1000, lo_open=True),
+    "label_smoothing": Range(0, 1, hi_open=True),
+    "focal_gamma": Range(0, 5, note="0: plain cross-entropy"),
+    # data
+    "val_split": Range(0, 1, hi_open=True),
+    "max_boxes": Range(1, 10_000, kind=int),
+    "mosaic": Range(0, 1, note="a probability"),
+    "data_workers": Range(0, 256, note="0: one per core", kind=int),
+    "multi_scale_every": Range(1, _STEPS, kind=int),
+    "tile_whole": Range(0, 1),
+    "tile_background": Range(0, 1),
+    "tile_whole_from": Range(0, 16_384, note="pixels at the input"),
+    "tile_overlap": Range(0, 0.75),
+    "repeat_threshold": Range(0, 1, note="0: off"),
+    # recipe
+    "lr": Range(0, 10, lo_open=True),
+    "weight_decay": Range(0, 1),
+    "ema_momentum": Range(0, 1, lo_open=True, hi_open=True),
+    "bn_stats_images": Range(0, _STEPS, note="0: the moving averages", kind=int),
+    "bn_momentum": Range(0, 1, hi_open=True),
+    # schedule
+    "epochs": Range(1, _EPOCHS, kind=int),
+    "freeze_epochs": Range(0, _EPOCHS, kind=int),
+    "warmup_epochs": Range(0, _EPOCHS),
+    "steps_per_epoch": Range(1, _STEPS, note="default: all", kind=int),
+    "validation_steps": Range(1, _STEPS, note="default: all", kind=int),
+    "eval_every": Range(0, _EPOCHS, note="0: no evaluation", kind=int),
+    "patience": Range(0, _EPOCHS, note="0: none", kind=int),
+    "seed": Range(0, 2**32 - 1, kind=int),
+    # hardware
+    "batch_size": Range(1, 4096, kind=int),
+    "gpus": Range(0, 1024, kind=int),
+}
+LOSS_RANGES = ("assign_iou", "ignore_iou", "box_gain", "class_gain", "label_smoothing",
+               "focal_gamma")
 
 # the rules of the settings the loss and the target encoding take themselves (the one owner: the
 # settings check, YoloLoss, AnchorFreeLoss and the target encoding all ask check_value)
@@ -377,14 +457,7 @@ VALUE_RULES: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     "box_loss": (lambda v: v in BOX_LOSSES, f"must be one of {', '.join(BOX_LOSSES)}"),
     "objectness": (lambda v: v in OBJECTNESS_TARGETS,
                    f"must be one of {', '.join(OBJECTNESS_TARGETS)}"),
-    "assign_iou": (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1] (1: only the best "
-                                                         "anchor)"),
-    "ignore_iou": (lambda v: _finite(v) and 0 < v <= 1, "must be in (0, 1]"),
-    "box_gain": (lambda v: _finite(v) and v > 0, "must be a positive number"),
-    "class_gain": (lambda v: _finite(v) and v > 0, "must be a positive number"),
-    "label_smoothing": (lambda v: _finite(v) and 0 <= v < 1, "must be in [0, 1)"),
-    "focal_gamma": (lambda v: _finite(v) and 0 <= v <= 5, "must be in [0, 5] (0: plain "
-                                                          "cross-entropy)"),
+    **{name: (RANGES[name].holds, RANGES[name].describe()) for name in LOSS_RANGES},
 }
 
 
@@ -407,6 +480,14 @@ def _one_of(value: Any, allowed: Tuple[str, ...], setting: str) -> None:
     _need(value in allowed, f"{setting} must be one of {', '.join(allowed)}, got {value!r}", setting)
 
 
+def _check_ranges(config: TrainConfig) -> None:
+    """Every setting of :data:`RANGES` inside its range (None: its default, decided later)."""
+    settings = config.settings()
+    for name, r in RANGES.items():
+        value = settings[name]
+        _need(value is None or r.holds(value), f"{name} {r.describe()}, got {value!r}", name)
+
+
 def _exists(path: Optional[str], setting: str) -> None:
     _need(path is None or os.path.exists(path), f"{setting} not found: {path}", setting)
 
@@ -424,41 +505,20 @@ def _check_data(data: DataSettings) -> None:
     for setting in ("annotations", "val_annotations", "classes", "anchors", "data_file"):
         value = getattr(data, setting) or None
         _exists(None if setting == "anchors" and value == AUTO_ANCHORS else value, setting)
-    _need(data.max_boxes >= 1, f"max_boxes must be >= 1, got {data.max_boxes}", "max_boxes")
     _need(bool(data.val_annotations) or bool(data.data_file) or 0 < data.val_split < 1,
           f"val_split must be in (0, 1) without val_annotations, got {data.val_split}",
           "val_split", "val_annotations")
     _one_of(data.augment, AUGMENT_PRESETS, "augment")
-    _need(0 <= data.mosaic <= 1, f"mosaic must be a probability in [0, 1], got {data.mosaic}",
-          "mosaic")
     _need(not (data.mosaic and data.augment == "none"),
           "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
     _one_of(data.pipeline, PIPELINES, "pipeline")
-    _need(isinstance(data.data_workers, int) and 0 <= data.data_workers <= 256,
-          f"data_workers must be a whole number in [0, 256] (0: one per core), got "
-          f"{data.data_workers!r}", "data_workers")
-    _need(data.multi_scale_every >= 1,
-          f"multi_scale_every must be >= 1, got {data.multi_scale_every}", "multi_scale_every")
     _need(data.tile is None or data.tile == AUTO_TILE
           or (isinstance(data.tile, int) and not isinstance(data.tile, bool) and data.tile >= 32),
           f"tile must be a size in pixels >= 32 or {AUTO_TILE}, got {data.tile!r}", "tile")
-    for setting in ("tile_whole", "tile_background"):
-        value = getattr(data, setting)
-        _need(_finite(value) and 0 <= value <= 1, f"{setting} must be in [0, 1], got {value}",
-              setting)
-    _need(_finite(data.tile_whole_from) and data.tile_whole_from >= 0,
-          f"tile_whole_from must be pixels >= 0, got {data.tile_whole_from}", "tile_whole_from")
-    _need(_finite(data.tile_overlap) and 0 <= data.tile_overlap < 1,
-          f"tile_overlap must be in [0, 1), got {data.tile_overlap}", "tile_overlap")
-    _need(_finite(data.repeat_threshold) and 0 <= data.repeat_threshold <= 1,
-          f"repeat_threshold must be in [0, 1] (0: off), got {data.repeat_threshold}",
-          "repeat_threshold")
 
 
 def _check_model(model: ModelSettings, data: DataSettings) -> None:
     _exists(model.weights, "weights")
-    _need(model.bn_momentum is None or 0 <= model.bn_momentum < 1,
-          f"bn_momentum must be in [0, 1), got {model.bn_momentum}", "bn_momentum")
     try:
         spec = get_spec(model.variant)
     except Yolo3Error as e:
@@ -478,11 +538,6 @@ def _check_recipe(recipe: RecipeSettings) -> None:
     _one_of(recipe.optimizer, OPTIMIZERS, "optimizer")
     _one_of(recipe.precision, TRAINING_PRECISIONS, "precision")
     _one_of(recipe.jit, JIT_CHOICES, "jit")
-    _need(recipe.lr is None or recipe.lr > 0, f"lr must be positive, got {recipe.lr}", "lr")
-    _need(recipe.weight_decay >= 0, f"weight_decay must be >= 0, got {recipe.weight_decay}",
-          "weight_decay")
-    _need(recipe.ema_momentum is None or 0 < recipe.ema_momentum < 1,
-          f"ema_momentum must be in (0, 1), got {recipe.ema_momentum}", "ema_momentum")
     for setting in VALUE_RULES:
         check_value(setting, getattr(recipe, setting))
     weights = recipe.class_weights
@@ -490,32 +545,18 @@ def _check_recipe(recipe: RecipeSettings) -> None:
           or os.path.isfile(weights),
           f"class_weights must be {AUTO_CLASS_WEIGHTS}, one of {', '.join(CLASS_WEIGHT_METHODS)} or a "
           f"file of weights, got {weights!r} (no such file)", "class_weights")
-    _need(recipe.bn_stats_images >= 0,
-          f"bn_stats_images must be >= 0, got {recipe.bn_stats_images}", "bn_stats_images")
 
 
 def _check_schedule(schedule: ScheduleSettings) -> None:
-    _need(schedule.epochs >= 1 and 0 <= schedule.freeze_epochs <= schedule.epochs,
-          f"need 0 <= freeze_epochs ({schedule.freeze_epochs}) <= epochs ({schedule.epochs}) and "
-          "epochs >= 1", "freeze_epochs", "epochs")
+    _need(schedule.freeze_epochs <= schedule.epochs,
+          f"need freeze_epochs ({schedule.freeze_epochs}) <= epochs ({schedule.epochs})",
+          "freeze_epochs", "epochs")
     _one_of(schedule.schedule, SCHEDULES, "schedule")
-    _need(schedule.warmup_epochs >= 0 and math.isfinite(schedule.warmup_epochs),
-          f"warmup_epochs must be >= 0, got {schedule.warmup_epochs}", "warmup_epochs")
-    for name in ("steps_per_epoch", "validation_steps"):
-        value = getattr(schedule, name)
-        _need(value is None or value >= 1, f"{name} must be >= 1 (default: all), got {value}",
-              name)
-    _need(schedule.eval_every is None or schedule.eval_every >= 0,
-          f"eval_every must be >= 0 (0: no evaluation), got {schedule.eval_every}", "eval_every")
-    _need(schedule.patience >= 0, f"patience must be >= 0, got {schedule.patience}", "patience")
     _need(not (schedule.patience and schedule.eval_every == 0),
           "patience counts evaluations: it needs eval_every above 0", "patience", "eval_every")
 
 
 def _check_hardware(hardware: HardwareSettings) -> None:
-    _need(hardware.batch_size >= 1, f"batch_size must be >= 1, got {hardware.batch_size}",
-          "batch_size")
-    _need(hardware.gpus >= 0, f"gpus must be >= 0, got {hardware.gpus}", "gpus")
     _need(hardware.cpu_replicas >= 0, f"cpu_replicas must be >= 0, got {hardware.cpu_replicas}",
           "cpu_replicas")
     _need(not (hardware.gpus and hardware.cpu_replicas),

@@ -23,7 +23,7 @@ EMA_HORIZON_SHARE = 0.05  # the EMA averages over about this share of the run's 
 EMA_MIN_HORIZON = 10
 # an anchor-free head starts every box side at this many strides from its cell's centre (a box
 # three strides wide, about the size of an anchor on its scale). Measured on three realistic sets at
-# 192 px: +8% mAP@0.5:0.95 over YOLOv8's start (README: anchor-free variants)
+# 192 px: +8% mAP@0.5:0.95 over YOLOv8's start (docs/recipe.md: The anchor-free variants)
 AF_PRIOR_DISTANCE = 1.5
 
 __all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "AF_PRIOR_DISTANCE",
