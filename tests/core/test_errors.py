@@ -50,3 +50,9 @@ def test_setting_error_words_whole_setting_names_only():
     assert paths.worded({"resume": "--resume"}.get) == \
         "runs/resume/resume.json: cannot --resume: no --resume."
     assert isinstance(e, ValueError) and e.settings == ("batch_size",)
+
+
+def test_an_error_given_more_than_its_message_still_reads_as_the_message():
+    from yolo3.core.errors import ArgumentError, CommandFailed
+    assert str(ArgumentError("--out x: refused", "OUT")) == "--out x: refused"
+    assert str(CommandFailed("it failed", 3)) == "it failed"

@@ -294,3 +294,96 @@ def test_training_settings_out_of_range_are_refused_naming_the_flag(trained_worl
     code, err = run_cli(argv + [flag, value], capsys)
     assert_refused(code, err, flag, value)
     assert not out.exists()
+
+
+# ------------------------------------------------- yolo3's own files, read back damaged (issue 66)
+
+DAMAGE = {
+    "binary": b"\x00\x9f\xff\xfe garbage \x81\x00" * 8,
+    "cut": None,  # the file's own first half
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+@pytest.mark.parametrize("name", ["history.csv", "run.json", "diagnostics/diagnostics.json"])
+def test_report_names_a_damaged_file_of_the_run(trained_world, tmp_path, capsys, name, damage):
+    """Every file the report reads back: a binary or cut-short one is refused naming the file
+    and the cause (exit 2), never an 'unexpected UnicodeDecodeError' or 'JSONDecodeError'."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_world["run"], run)
+    target = run / name
+    if not target.exists():  # the run wrote no diagnostics (no box in its validation set)
+        target.parent.mkdir(exist_ok=True)
+        target.write_text('{"per_class": [], "epoch": 1}')
+    whole = target.read_bytes()
+    target.write_bytes(DAMAGE[damage] if DAMAGE[damage] is not None else whole[:len(whole) // 2])
+    if damage == "cut" and name.endswith(".csv"):
+        target.write_bytes(b"epoch,loss\n1,\x00\x00")  # a CSV cut inside a write
+    before = snapshot(run)
+    code, err = run_cli(["report", run], capsys)
+    assert_refused(code, err, target)
+    assert snapshot(run) == before
+
+
+@pytest.mark.parametrize("command", ["report", "evaluate"])
+def test_a_cut_json_of_yolo3s_is_named_with_its_line(trained_world, tmp_path, capsys, command):
+    figures = tmp_path / "eval.json"
+    figures.write_text('{\n "per_class": [\n  {"name": "a"')
+    d = trained_world["data"]
+    argv = (["report", figures] if command == "report" else
+            ["evaluate", "--annotations", d / "val.txt", "--classes", d / "classes.txt",
+             "--detections", figures, "--out", tmp_path / "o.json"])
+    code, err = run_cli(argv, capsys)
+    assert_refused(code, err, f"{figures}:3", "not valid JSON", "cut short or damaged")
+    assert "('" not in err  # never a Python tuple
+
+
+# -------------------------------------------------- sizes read from a file: bounded before use
+
+
+@pytest.mark.parametrize("frame", ["10000000000", "2000000"])
+def test_a_frame_number_beyond_the_limit_is_refused_at_its_line(tmp_path, capsys, frame):
+    gt, tracks = tmp_path / "gt.txt", tmp_path / "tracks.txt"
+    gt.write_text("1,1,10,10,20,20,1,1,1\n")
+    tracks.write_text(f"1,1,10,10,20,20,0.9\n{frame},2,10,10,20,20,0.9\n")
+    started = time.monotonic()
+    code, err = run_cli(["evaluate-tracks", "--gt", gt, "--tracks", tracks], capsys)
+    assert_refused(code, err, f"{tracks}:2", f"frame {frame} is beyond 200,000")
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("option, value", [("filters", 10**9), ("width", 10**7), ("size", 10**5),
+                                           ("classes", 10**8)])
+def test_a_darknet_cfg_size_beyond_the_limit_is_refused_at_its_line(tmp_path, capsys, option,
+                                                                     value):
+    from yolo3.darknet.layout import layout_cfg_text
+    text = layout_cfg_text("tiny")
+    lines = text.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith(f"{option}="))
+    lines[at] = f"{option}={value}"
+    cfg = tmp_path / "big.cfg"
+    cfg.write_text("\n".join(lines) + "\n")
+    (tmp_path / "w.weights").write_bytes(b"\0" * 64)
+    code, err = run_cli(["convert", cfg, tmp_path / "w.weights", tmp_path / "m.keras"], capsys)
+    assert_refused(code, err, f"{cfg}:{at + 1}", f"option {option} {value} is beyond")
+    assert not (tmp_path / "m.keras").exists()
+
+
+def test_evaluate_tracks_says_what_it_leaves_out(tmp_path, capsys):
+    """A track beyond its sequence's length, a folder without ground truth and a tracks file of
+    no sequence are each named on stderr, not dropped without a word."""
+    gt_root, tracks = tmp_path / "gt", tmp_path / "tracks"
+    seq = gt_root / "seq01"
+    (seq / "gt").mkdir(parents=True)
+    (seq / "gt" / "gt.txt").write_text("1,1,10,10,20,20,1,1,1\n2,1,12,10,20,20,1,1,1\n")
+    (seq / "seqinfo.ini").write_text("[Sequence]\nname=seq01\nseqLength=2\n")
+    (gt_root / "notes").mkdir()
+    tracks.mkdir()
+    (tracks / "seq01.txt").write_text("1,1,10,10,20,20,0.9\n2,1,12,10,20,20,0.9\n"
+                                      "7,1,12,10,20,20,0.9\n")
+    (tracks / "seq99.txt").write_text("1,1,10,10,20,20,0.9\n")
+    code, err = run_cli(["evaluate-tracks", "--gt", gt_root, "--tracks", tracks], capsys)
+    assert code == 0, err
+    assert "1 boxes in frames after the sequence's 2 (seqinfo.ini of seq01) are not scored" in err
+    assert "1 folders without gt/gt.txt are not scored (first: notes)" in err
+    assert "1 tracks files of no sequence in --gt are not scored (first: seq99.txt)" in err

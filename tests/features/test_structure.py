@@ -351,6 +351,27 @@ def test_one_module_renames_files_into_place():
     assert not offenders, "write through yolo3.core.fileio instead:\n" + "\n".join(offenders)
 
 
+# reading a JSON or CSV file whole: only through core.fileio's readers, which name the file and
+# the cause (a binary history.csv or a cut run.json is a FileFormatError, exit 2, never an
+# "unexpected UnicodeDecodeError"); the manifest reads a damaged record as one listing nothing
+# (then every file there is the user's, the safe side)
+FILE_READERS = {("json", "load"), ("csv", "DictReader"), ("csv", "reader")}
+OWN_READERS = {PACKAGE / "core" / "fileio.py", PACKAGE / "core" / "manifest.py"}
+
+
+def test_one_module_reads_json_and_csv_files():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in OWN_READERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and (node.value.id, node.attr) in FILE_READERS:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not offenders, "read through yolo3.core.fileio (read_json, read_csv_rows):\n" + \
+        "\n".join(offenders)
+
+
 def test_variant_flags_keep_their_old_spelling_with_a_warning(capsys):
     from yolo3.cli import build_parser
     parser = build_parser()

@@ -3,7 +3,6 @@ trains on in the YOLO layout, the command of its driver (:mod:`yolo3.benchmarks.
 and its detections scored by our COCO code."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from yolo3.core.fileio import read_json
 from yolo3.data.annotations import Record, load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.yolo_layout import write_yolo_layout
@@ -54,14 +54,12 @@ def run_peer(python: str, data: PeerData, out: str, threads: int, options: Seque
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     if proc.returncode != 0:
         raise RuntimeError(f"the peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    with open(os.path.join(out, "peer.json"), encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(os.path.join(out, "peer.json"), "the peer's results")
 
 
 def score_peer_detections(path: str, data: PeerData) -> dict:
     """COCO figures of the peer's detection JSON ``path`` on the validation records."""
-    with open(path, encoding="utf-8") as f:
-        by_path = {d["image"]: d for d in json.load(f)}
+    by_path = {d["image"]: d for d in read_json(path, "the peer's detections")}
     gt, dets = {}, {}
     for k, record in enumerate(data.val):
         d = by_path[record.path]

@@ -52,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
         if not any(os.path.exists(os.path.join(source, name)) for name in
                    ("history.csv", "run.json", "diagnostics")):
             raise ArgumentError(f"{source}: not a training run's folder (no history.csv, "
-                                "run.json or diagnostics/)", "RUN_OR_EVAL")
+                                "run.json or diagnostics/)")
     elif not source.lower().endswith(".json"):
         raise ArgumentError(f"{source}: expected a training run's folder or yolo3 evaluate's "
-                            "JSON", "RUN_OR_EVAL")
+                            "JSON")
     out = args.out or default_report_path(source)
     run_folder = None
     if args.out is not None or not os.path.isdir(source):
@@ -79,18 +79,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluation_page(path: str) -> str:
-    import json
-
-    from yolo3.core.errors import ArgumentError
+    from yolo3.core.errors import FileFormatError
+    from yolo3.core.fileio import read_json
     from yolo3.evaluation.report import evaluation_report
-    try:
-        with open(path, encoding="utf-8") as f:
-            figures = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ArgumentError(f"{path}: not readable as JSON ({e})", "RUN_OR_EVAL") from None
+    figures = read_json(path, "evaluation")
     if not isinstance(figures, dict) or "per_class" not in figures:
-        raise ArgumentError(f"{path}: not the JSON yolo3 evaluate --out writes (no per_class)",
-                            "RUN_OR_EVAL")
+        raise FileFormatError(path, "not the JSON yolo3 evaluate --out writes (no per_class)")
     return evaluation_report(path, figures)
 
 

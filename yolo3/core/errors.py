@@ -11,6 +11,10 @@ PathLike = Union[str, os.PathLike]
 class Yolo3Error(Exception):
     """Base class of the errors yolo3 raises on purpose."""
 
+    def __str__(self) -> str:
+        """The message alone: what else a caller passed never turns it into a tuple."""
+        return str(self.args[0]) if self.args else ""
+
 
 class FileFormatError(Yolo3Error, ValueError):
     """A user's file is malformed.

@@ -15,13 +15,16 @@ files a user gives (anchors, class lists) are read by :func:`read_text`. No Tens
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
+import json
 import os
 import re
 import shutil
 import socket
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from yolo3.core.errors import FileFormatError, PathLike
 
@@ -79,6 +82,32 @@ def read_text(path: PathLike, what: str) -> str:
         raise FileFormatError(path, f"cannot read {what} file: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise FileFormatError(path, f"{what} file is not UTF-8 text") from None
+
+
+def read_json(path: PathLike, what: str) -> Any:
+    """The JSON value of a file (a byte-order mark dropped): the one reader of the JSON files
+    yolo3 writes and reads back (a run's ``run.json``, an evaluation, resume state); a file
+    that cannot be read, is not UTF-8 or is not whole JSON is a FileFormatError naming it,
+    ``what`` it is, and the line."""
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FileFormatError(path, f"{what} file is not valid JSON ({e.msg}): cut short or "
+                                    "damaged", line=e.lineno) from None
+
+
+def read_csv_rows(path: PathLike, what: str) -> Tuple[List[str], List[Dict[str, str]]]:
+    """``(field names, rows)`` of a CSV file yolo3 wrote (a run's ``history.csv``); one that
+    cannot be read or is not UTF-8 text is a FileFormatError naming it and ``what`` it is."""
+    text = read_text(path, what)
+    if "\0" in text:
+        raise FileFormatError(path, f"{what} file holds NUL bytes: not text, damaged")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        return list(reader.fieldnames or []), list(reader)
+    except csv.Error as e:
+        raise FileFormatError(path, f"{what} file is not CSV: {e}") from None
 
 
 def fsync_file(path: PathLike) -> None:

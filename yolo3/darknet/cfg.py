@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from yolo3.core.errors import DarknetError, PathLike
+from yolo3.core.limits import beyond_limit
 
 ACTIVATIONS = ("leaky", "linear", "relu", "mish", "logistic")
 MAX_ROUTE_INPUTS = 4
@@ -191,7 +192,10 @@ class _Options:
         line = self.s.option_lines.get(key, self.s.line)
         return DarknetError(self.path, reason, line=line, where=self.where)
 
-    def int(self, key: str, default: Optional[int] = None, minimum: Optional[int] = None) -> int:
+    def int(self, key: str, default: Optional[int] = None, minimum: Optional[int] = None,
+            limit: Optional[str] = None) -> int:
+        """The option ``key`` as an integer, at least ``minimum``, and within ``limit``, a kind
+        of :data:`yolo3.core.limits.LIMITS` (a size yolo3 allocates by)."""
         self.used.add(key)
         if key not in self.s.options:
             if default is None:
@@ -204,6 +208,9 @@ class _Options:
             raise self._err(key, f"option {key}={raw!r} is not an integer") from None
         if minimum is not None and value < minimum:
             raise self._err(key, f"option {key}={value} must be >= {minimum}")
+        reason = beyond_limit(limit, value, f"option {key}") if limit else None
+        if reason:
+            raise self._err(key, reason)
         return value
 
     def ints(self, key: str, default: Optional[List[int]] = None) -> List[int]:
@@ -261,10 +268,10 @@ def _parse_layer(section: _Section, index: int, path: Optional[str]) -> Spec:
         opts.refuse("dilation", ["1"])
         opts.refuse("binary", ["0"])
         opts.refuse("xnor", ["0"])
-        size = opts.int("size", 1, minimum=1)
+        size = opts.int("size", 1, minimum=1, limit="kernel")
         pad = size // 2 if opts.int("pad", 0) else opts.int("padding", 0, minimum=0)
-        return ConvSpec(filters=opts.int("filters", 1, minimum=1), size=size,
-                        stride=opts.int("stride", 1, minimum=1), pad=pad,
+        return ConvSpec(filters=opts.int("filters", 1, minimum=1, limit="filters"), size=size,
+                        stride=opts.int("stride", 1, minimum=1, limit="stride"), pad=pad,
                         batch_normalize=bool(opts.int("batch_normalize", 0)),
                         activation=_activation(opts))
     if kind == "shortcut":
@@ -281,13 +288,13 @@ def _parse_layer(section: _Section, index: int, path: Optional[str]) -> Spec:
             raise opts._err("layers", f"[route] needs 1 to {MAX_ROUTE_INPUTS} layers, got {len(refs)}")
         return RouteSpec(sources=[_resolve(index, r, opts, "layers") for r in refs])
     if kind == "upsample":
-        stride = opts.int("stride", 2, minimum=1)
+        stride = opts.int("stride", 2, minimum=1, limit="stride")
         if "scale" in section.options and float(section.options["scale"]) != 1:
             raise opts._err("scale", "[upsample] scale other than 1 is not supported")
         return UpsampleSpec(stride=stride)
     if kind == "maxpool":
-        size = opts.int("size", 1, minimum=1)
-        stride = opts.int("stride", 1, minimum=1)
+        size = opts.int("size", 1, minimum=1, limit="kernel")
+        stride = opts.int("stride", 1, minimum=1, limit="stride")
         if "padding" in section.options and opts.int("padding") != size - 1:
             raise opts._err("padding", "[maxpool] padding other than size-1 is not supported")
         if stride != 1 and not size == stride == 2:
@@ -295,7 +302,7 @@ def _parse_layer(section: _Section, index: int, path: Optional[str]) -> Spec:
                                       f"(use stride 1, or size 2 with stride 2)")
         return MaxpoolSpec(size=size, stride=stride)
     if kind == "yolo":
-        classes = opts.int("classes", 20, minimum=1)
+        classes = opts.int("classes", 20, minimum=1, limit="classes")
         anchors = np.asarray(opts.floats("anchors"), dtype=np.float32)
         if anchors.size == 0 or anchors.size % 2:
             raise opts._err("anchors", "[yolo] anchors must be a non-empty list of width,height pairs")
@@ -367,9 +374,9 @@ def parse_cfg_text(text: str, path: Optional[PathLike] = None) -> DarknetCfg:
     net_sec = sections[0]
     net_opts = _Options(net_sec, spath, "[net]")
     cfg = DarknetCfg(path=spath, net=dict(net_sec.options), layers=[],
-                     width=net_opts.int("width", 416, minimum=1),
-                     height=net_opts.int("height", 416, minimum=1),
-                     channels=net_opts.int("channels", 3, minimum=1))
+                     width=net_opts.int("width", 416, minimum=1, limit="image side"),
+                     height=net_opts.int("height", 416, minimum=1, limit="image side"),
+                     channels=net_opts.int("channels", 3, minimum=1, limit="channels"))
     for index, section in enumerate(sections[1:]):
         spec = _parse_layer(section, index, spath)
         cfg.layers.append(Layer(index=index, kind=section.kind, spec=spec, line=section.line))

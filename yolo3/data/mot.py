@@ -21,6 +21,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 import numpy as np
 
 from yolo3.core.errors import AnnotationError, PathLike
+from yolo3.core.limits import beyond_limit
 
 __all__ = ["MotTracks", "read_mot", "mot_lines", "MOT_FIELDS"]
 
@@ -124,6 +125,9 @@ def read_mot(path: PathLike) -> MotTracks:
             cls = int(value) if value == int(value) else -1
         if frame < 1:
             raise AnnotationError(path, f"frame {frame}: frames count from 1", line=number)
+        too_long = beyond_limit("frame", frame)  # before anything is allocated per frame
+        if too_long:
+            raise AnnotationError(path, too_long, line=number)
         if ident < 0:
             raise AnnotationError(path, f"id {ident}: IDs are 0 or more", line=number)
         if w <= 0 or h <= 0:

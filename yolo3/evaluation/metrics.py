@@ -38,7 +38,7 @@ from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.core.fileio import write_text_atomic
+from yolo3.core.fileio import read_json, write_text_atomic
 from yolo3.ops.boxes import ioa_xyxy, iou_xyxy
 
 # Exactly pycocotools' Params: np.linspace(.5, 0.95, 10) and np.linspace(.0, 1.00, 101).
@@ -549,13 +549,7 @@ def detection_entry(image: str, boxes: np.ndarray, scores: np.ndarray, classes: 
 def load_detection_json(path: PathLike, num_classes: Optional[int] = None
                         ) -> Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Read a detection JSON into ``image path -> (boxes (M, 4), scores (M,), classes (M,))``."""
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise FileFormatError(path, f"cannot read detections: {e.strerror or e}")
-    except ValueError as e:
-        raise FileFormatError(path, f"not valid JSON: {e}")
+    data = read_json(path, "detections")
     if not isinstance(data, list):
         raise FileFormatError(path, "expected a list with one object per image")
     out: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}

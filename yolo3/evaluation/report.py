@@ -15,7 +15,6 @@ works, no script error) and writes the verdict into ``<pre id="selftest">``: the
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import io
 import json
@@ -24,6 +23,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from PIL import Image
 
+from yolo3.core.errors import FileFormatError
+from yolo3.core.fileio import read_csv_rows, read_json
 from yolo3.core.ownership import YOLO3_SOFTWARE
 from yolo3.core.version import __version__
 from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES
@@ -234,8 +235,7 @@ def evaluation_report(json_path: str, evaluation: Optional[Mapping[str, Any]] = 
     """The page of ``yolo3 evaluate``'s JSON at ``json_path`` and its pictures beside it;
     ``evaluation``: that JSON's content where the caller holds it already (read otherwise)."""
     if evaluation is None:
-        with open(json_path, encoding="utf-8") as f:
-            evaluation = json.load(f)
+        evaluation = read_json(json_path, "evaluation")
     stem = os.path.splitext(json_path)[0]
     pictures = picture_paths(f"{stem}_")
     facts = [f"evaluation {os.path.abspath(json_path)}", f"yolo3 {__version__}"]
@@ -245,23 +245,27 @@ def evaluation_report(json_path: str, evaluation: Optional[Mapping[str, Any]] = 
 
 
 def _history_rows(path: str) -> List[Dict[str, str]]:
-    if not os.path.isfile(path):
-        return []
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    return read_csv_rows(path, "history")[1] if os.path.isfile(path) else []
+
+
+def _object(path: str, what: str) -> Dict[str, Any]:
+    """A JSON object yolo3 wrote (``run.json``, an evaluation); anything else is refused, named."""
+    value = read_json(path, what)
+    if not isinstance(value, dict):
+        raise FileFormatError(path, f"{what} file holds {type(value).__name__}, not the object "
+                                    "yolo3 writes")
+    return value
 
 
 def run_report(folder: str) -> str:
     """The page of the training run in ``folder``."""
     run: Dict[str, Any] = {}
     if os.path.isfile(os.path.join(folder, "run.json")):
-        with open(os.path.join(folder, "run.json"), encoding="utf-8") as f:
-            run = json.load(f)
+        run = _object(os.path.join(folder, "run.json"), "run")
     evaluation = None
     diagnostics = os.path.join(folder, "diagnostics", "diagnostics.json")
     if os.path.isfile(diagnostics):
-        with open(diagnostics, encoding="utf-8") as f:
-            evaluation = json.load(f)
+        evaluation = _object(diagnostics, "evaluation")
     history = _history_rows(os.path.join(folder, "history.csv"))
     facts = [f"training run {os.path.abspath(folder)}", f"yolo3 {__version__}"]
     if history:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from yolo3.core.errors import FileFormatError, PathLike
+from yolo3.core.fileio import read_csv_rows
 from yolo3.core.ownership import OutputFolder
 
 __all__ = ["HISTORY", "read_history", "read_rows", "truncate_history", "write_history",
@@ -25,12 +26,7 @@ def read_rows(path: PathLike) -> Tuple[List[str], List[Dict[str, str]]]:
     path = Path(path)
     if not path.exists():
         return [], []
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            return list(reader.fieldnames or []), list(reader)
-    except (OSError, UnicodeDecodeError) as e:
-        raise FileFormatError(path, f"cannot read history: {e}") from None
+    return read_csv_rows(path, "history")
 
 
 def read_history(path: PathLike) -> Dict[str, List[float]]:
