@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
      "--quantize int8 needs --calibration"),
     (Excludes("--gpus", "--cpus"), ["--gpus", "2", "--cpus", "2"],
      "--gpus and --cpus exclude each other"),
+    (Excludes("--photos", "--style", values=("solid",), why="they texture the photo style"),
+     ["--photos", "p"], "--photos does nothing with --style solid: they texture the photo style"),
     (AtMost("--low", "--high"), ["--low", "3"], "--low 3.0 must be at most --high 2.0"),
     (AtMost("--pair"), ["--pair", "5", "1"], "--pair 5 1: the first value must be at most"),
 ])

@@ -387,3 +387,72 @@ def test_evaluate_tracks_says_what_it_leaves_out(tmp_path, capsys):
     assert "1 boxes in frames after the sequence's 2 (seqinfo.ini of seq01) are not scored" in err
     assert "1 folders without gt/gt.txt are not scored (first: notes)" in err
     assert "1 tracks files of no sequence in --gt are not scored (first: seq99.txt)" in err
+
+
+# ------------------------------------------------------------ a backend that is not installed
+
+
+@pytest.mark.parametrize("command", ["detect", "track", "train"])
+def test_a_backend_that_is_not_installed_is_named_with_its_install(trained_world, tmp_path,
+                                                                   command):
+    """KERAS_BACKEND=torch without PyTorch: exit 2 naming the backend and how to install it (it
+    was 'unexpected ModuleNotFoundError', exit 1), in a fresh process (Keras picks its backend
+    once)."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("PyTorch is installed here: the missing-backend message cannot be shown")
+    model, d = trained_world["run"] / "final.keras", trained_world["data"]
+    image = sorted((d / "images").iterdir())[0]
+    argv = {"detect": ["detect", "--model", model, "--input", image, "--output", tmp_path / "o"],
+            "track": ["track", "--model", model, "--input", d / "images", "--output", tmp_path / "o"],
+            "train": train_argv(trained_world, tmp_path / "run")}[command]
+    done = subprocess.run([sys.executable, "-m", "yolo3", *map(str, argv)], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, KERAS_BACKEND="torch"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"yolo3 {command}: error: the Keras backend PyTorch is not installed (KERAS_BACKEND=torch): "
+        "pip install torch, or set KERAS_BACKEND to one that is (tensorflow, jax, torch)")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------- errors name the user's words
+
+
+def _small_video(path: Path, frames: int = 3) -> Path:
+    import cv2
+    import numpy as np
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (64, 48))
+    for k in range(frames):
+        writer.write(np.full((48, 64, 3), 40 * k, np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.mark.parametrize("command", ["detect", "track"])
+def test_a_codec_that_cannot_write_names_the_flag_and_the_output(trained_world, tmp_path, capsys,
+                                                                  command):
+    video = _small_video(tmp_path / "clip.avi")
+    out = tmp_path / "out"
+    code, err = run_cli([command, "--model", trained_world["run"] / "final.keras", "--input",
+                         video, "--output", out, "--fourcc", "zzzz"], capsys)
+    assert_refused(code, err, "--fourcc zzzz: OpenCV cannot write", out / "clip.mp4")
+    assert ".tmp" not in err  # never the temporary file's name
+    assert not any(p.is_file() and not p.name.startswith(".yolo3") for p in out.rglob("*")) \
+        if out.exists() else True
+
+
+@pytest.mark.parametrize("command", ["detect", "evaluate"])
+def test_a_model_that_is_a_folder_is_called_a_folder(trained_world, tmp_path, capsys, command):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    d = trained_world["data"]
+    argv = (["detect", "--model", folder, "--input", d / "images", "--output", tmp_path / "o"]
+            if command == "detect" else
+            ["evaluate", "--model", folder, "--annotations", d / "val.txt", "--out",
+             tmp_path / "e.json"])
+    code, err = run_cli(argv, capsys)
+    assert_refused(code, err, folder, "a folder that holds no model yolo3 reads")
+    assert "not found" not in err

@@ -198,6 +198,34 @@ def test_a_rerun_keeps_every_file_of_the_users_at_every_depth(writer, world, tmp
     _check_writer(writer, world, tmp_path, capsys)
 
 
+@pytest.mark.parametrize("writer", [w for w in WRITERS if w.folder], ids=repr)
+def test_a_first_run_into_a_folder_holding_a_users_file_is_refused(writer, world, tmp_path,
+                                                                    capsys):
+    """The same rule for every folder writer from its first run (synth --video wrote beside a
+    user's file where synth refused): refused before any work, naming the file and --exist-ok."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / PLANTED).write_text("the user's\n")
+    argv = writer.argv(world, out)  # (which may lay out its inputs first)
+    before = snapshot(tmp_path)
+    code, err = run_cli([*argv, "--quiet"], capsys)
+    assert_refused(code, err, PLANTED, "--exist-ok")
+    assert snapshot(tmp_path) == before
+
+
+def test_a_refusal_advises_exist_ok_only_where_it_would_help(world, tmp_path, capsys):
+    """A file of the user's at a path the command writes is refused, with or without
+    --exist-ok, by one message that says --exist-ok would not help."""
+    argv = ["synth", "--out", tmp_path / "out", "--num-images", "3", "--size", "48",
+            "--val-fraction", "0.34"]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "classes.txt").write_text("mine\n")
+    for extra in ([], ["--exist-ok"]):
+        code, err = run_cli([*argv, *extra, "--quiet"], capsys)
+        assert_refused(code, err, "classes.txt", "not even with --exist-ok")
+        assert "give --exist-ok" not in err
+
+
 @pytest.mark.slow  # an export, a training run, a conversion and a benchmark: CI runs the slow set
 @pytest.mark.parametrize("writer", SLOW_WRITERS, ids=repr)
 def test_a_rerun_of_a_long_writer_keeps_every_file_of_the_users(writer, world, tmp_path,

@@ -44,6 +44,10 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
     (:func:`yolo3.checkpoint.metadata.resolve_info`).
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise FileFormatError(path, "a folder that holds no model yolo3 reads: give a .keras, "
+                                    ".weights.h5 or keras-yolo3 .h5 file, or an exported "
+                                    "SavedModel or OpenVINO IR folder")
     if not os.path.isfile(path):
         raise FileFormatError(path, "model file not found")
     if path.endswith(".h5") and not path.endswith(".weights.h5"):

@@ -160,6 +160,20 @@ def _draw_batches(args, records: Sequence[Record], names: Sequence[str], input_h
           f"{os.path.join(args.plots, 'train_batch0.jpg')} ...")
 
 
+def _remove_older_batches(folder, drawn: int) -> None:
+    """A rerun with fewer ``--batches`` removes the batches an earlier run drew beyond them (its
+    own, unchanged; a user's file is kept), so that no picture in the folder looks current that
+    is not."""
+    import re
+    names = sorted(os.listdir(folder.path)) if os.path.isdir(folder.path) else []
+    older = [name for name in names if
+             (m := re.fullmatch(r"train_batch(\d+)\.jpg", name)) and int(m.group(1)) >= drawn]
+    if older:
+        with folder:
+            for name in older:
+                folder.remove(name)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_source_arguments(p, "text / VOC / COCO annotations", split=None)
     p.add_argument("--classes", type=InputPath(text=True),
@@ -234,8 +248,10 @@ def run(args: argparse.Namespace) -> int:
               "(--include-difficult / --include-crowd read them as boxes)")
     if plots is not None:
         _plot_labels(args, res.records, names, input_hw, plots)
-        if args.batches and res.records:
+        drawn = args.batches if res.records else 0
+        if drawn:
             _draw_batches(args, res.records, names, input_hw, plots)
+        _remove_older_batches(plots, drawn)
     if args.draw and res.records:
         protect_inputs(args, [r.path for r in res.records])
         rng = np.random.default_rng(args.seed)

@@ -205,6 +205,11 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
         error(name, f"{e.filename + ': ' if getattr(e, 'filename', None) else ''}"
                     f"{e.strerror or e}")
         return EXIT_FAILED
+    except ModuleNotFoundError as e:  # a backend, or a package, that is not installed
+        if getattr(args, "debug", False) or os.environ.get("YOLO3_TRACEBACK"):
+            raise
+        error(name, missing_module(e))
+        return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - the one place unexpected errors become a message
         if getattr(args, "debug", False) or os.environ.get("YOLO3_TRACEBACK"):
             raise
@@ -212,6 +217,23 @@ def execute(name: str, run: Callable[[argparse.Namespace], Optional[int]],
         error(name, f"unexpected {type(e).__name__}: {capped(first, 300)} "
                     "(--debug shows the traceback)")
         return EXIT_FAILED
+
+
+# Keras's backends: the module each needs, its name and what installs it
+BACKEND_MODULES = {"tensorflow": ("TensorFlow", "tensorflow"), "jax": ("JAX", "jax"),
+                   "jaxlib": ("JAX", "jax"), "torch": ("PyTorch", "torch")}
+
+
+def missing_module(e: ModuleNotFoundError) -> str:
+    """The message of a package that is not installed: a Keras backend named as the backend
+    KERAS_BACKEND chose (and how to install it or choose another), any other package by name."""
+    module = (e.name or "").split(".")[0] or str(e)
+    if module in BACKEND_MODULES:
+        label, package = BACKEND_MODULES[module]
+        chosen = os.environ.get("KERAS_BACKEND", "tensorflow (Keras's default)")
+        return (f"the Keras backend {label} is not installed (KERAS_BACKEND={chosen}): pip "
+                f"install {package}, or set KERAS_BACKEND to one that is (tensorflow, jax, torch)")
+    return f"the package {module!r} is not installed (pip install {module})"
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -249,7 +249,8 @@ def run_video(detector, source: str, is_webcam: bool, args, entries: list, folde
         writer = None
         if not args.no_draw:
             tmp = stack.enter_context(folders["--output"].writing(name))
-            writer = VideoWriter(tmp, args.fourcc, video.fps)
+            writer = VideoWriter(tmp, args.fourcc, video.fps,
+                                 shown=os.path.join(args.output, name))
         try:
             with tqdm(total=total or None, desc=os.path.basename(str(source)), unit="frame",
                       file=sys.stderr, disable=not show_progress(args)) as bar:

@@ -107,7 +107,11 @@ def run_video(args: argparse.Namespace) -> int:
     from yolo3.core.ownership import check_output_folder
     from yolo3.data.synthetic_video import make_video_sequence, sequence_entries
     folders = [os.path.join(args.out, f"seq{k + 1:02d}") for k in range(args.sequences)]
-    for folder in folders:  # every sequence's folder refused before any is written
+    # --out itself as synth's other outputs (a file of the user's there needs --exist-ok; the
+    # sequences' own manifests make a rerun's folders yolo3's), then every sequence's folder,
+    # all refused before any is written
+    check_output_folder(args.out, "--out", args.exist_ok)
+    for folder in folders:
         check_output_folder(folder, "--out", args.exist_ok, sequence_entries(args.video))
     size = (240, 320) if args.size is None else (
         (args.size, args.size) if isinstance(args.size, int) else tuple(args.size))

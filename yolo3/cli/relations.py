@@ -33,10 +33,14 @@ class Needs:
 
 @dataclass(frozen=True)
 class Excludes:
-    """``flag`` and ``other`` are never both given."""
+    """``flag`` and ``other`` are never both given; with ``values``, ``flag`` is never given
+    while ``other`` has one of them (defaults included): a flag that would do nothing there,
+    ``why`` saying what it does."""
 
     flag: str
     other: str
+    values: Tuple[object, ...] = ()
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ _PHOTO = "it shapes the photo style's images"
 RELATIONS: Dict[str, Tuple[Relation, ...]] = {
     "train": (
         Excludes("--gpus", "--cpu-replicas"),
+        Excludes("--data-workers", "--pipeline", values=("tf",),
+                 why="it sets the numpy pipeline's threads, and tf.data picks its own"),
         Needs("--tile-whole", ("--tile",), "it sets the share of whole images in tiled training"),
         Needs("--tile-background", ("--tile",), "it sets the share of background windows"),
         Needs("--tile-whole-from", ("--tile",), "it sets which objects tiles leave to the whole "
@@ -177,8 +183,13 @@ def check_relation(relation: Relation, parser: argparse.ArgumentParser,
                    args: argparse.Namespace) -> None:
     """Refuse ``args`` breaking ``relation`` (an :class:`~yolo3.core.errors.ArgumentError`)."""
     if isinstance(relation, Excludes):
-        if given(_action(parser, relation.flag), args) and \
-                given(_action(parser, relation.other), args):
+        if not given(_action(parser, relation.flag), args):
+            return
+        other = _value(parser, args, relation.other)
+        if relation.values and other in relation.values:
+            raise ArgumentError(f"{relation.flag} does nothing with {relation.other} "
+                                f"{_shown(other)}" + (f": {relation.why}" if relation.why else ""))
+        if not relation.values and given(_action(parser, relation.other), args):
             raise ArgumentError(f"{relation.flag} and {relation.other} exclude each other: "
                                 "give one of them")
         return

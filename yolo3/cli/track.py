@@ -215,7 +215,8 @@ def _track(detector, tracker, frames, fps: float, total: int, name: str, video_n
         writer = None
         if not args.no_draw:
             writer = VideoWriter(stack.enter_context(folder.writing(video_name)), args.fourcc,
-                                 fps or args.frame_rate or 30.0)
+                                 fps or args.frame_rate or 30.0,
+                                 shown=os.path.join(args.output, video_name))
             stack.callback(writer.release)
         js.write("[")
         bar = stack.enter_context(tqdm(total=total or None, desc=name, unit="frame",

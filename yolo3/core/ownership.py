@@ -112,18 +112,18 @@ def _refuse_foreign(contents: FolderContents, flag: str, exist_ok: bool,
         return
     path = contents.path
     count = len(contents.foreign)
-    if not exist_ok:
-        raise SettingError(
-            f"{path}: {flag} holds {count} {'file' if count == 1 else 'files'} yolo3 did not "
-            f"write, or that changed since ({_listed(contents.foreign)}); choose a new or empty "
-            f"folder, or give {EXIST_OK} to write beside them (they are kept)", flag, EXIST_OK)
     clashes = _collisions(contents.foreign, writes)
-    if clashes:
+    if clashes:  # first: --exist-ok would not help, so the refusal never advises it
         raise SettingError(
             f"{path}: {flag} holds {_listed(clashes)}, which yolo3 did not write (or which "
             f"changed since) and this command would replace: yolo3 never replaces what it did "
             f"not write, not even with {EXIST_OK}; move {'it' if len(clashes) == 1 else 'them'} "
             "away or choose another folder", flag, EXIST_OK)
+    if not exist_ok:
+        raise SettingError(
+            f"{path}: {flag} holds {count} {'file' if count == 1 else 'files'} yolo3 did not "
+            f"write, or that changed since ({_listed(contents.foreign)}); choose a new or empty "
+            f"folder, or give {EXIST_OK} to write beside them (they are kept)", flag, EXIST_OK)
 
 
 def check_output_folder(path: PathLike, flag: str, exist_ok: bool = False,

@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Union
 
 import numpy as np
 
-from yolo3.core.errors import CommandFailed
+from yolo3.core.errors import ArgumentError, CommandFailed
 
 __all__ = ["VideoSource", "open_video", "VideoWriter", "detect_video"]
 
@@ -56,10 +56,13 @@ def open_video(source: Union[str, int]) -> VideoSource:
 
 class VideoWriter:
     """Writes RGB frames to ``path`` (``fourcc`` an OpenCV codec name or code) at ``fps``; opened on
-    the first frame, with that frame's size."""
+    the first frame, with that frame's size. ``shown``: the file as the user knows it (``path``
+    may be a temporary name), for the refusal of a codec OpenCV cannot write."""
 
-    def __init__(self, path: str, fourcc: Union[str, int], fps: float):
+    def __init__(self, path: str, fourcc: Union[str, int], fps: float,
+                 shown: Optional[str] = None):
         self.path, self.fourcc, self.fps = path, fourcc, fps
+        self.shown = shown or path
         self.writer = None
 
     def write(self, rgb: np.ndarray) -> None:
@@ -70,7 +73,8 @@ class VideoWriter:
             h, w = rgb.shape[:2]
             self.writer = cv2.VideoWriter(self.path, code, self.fps, (w, h))
             if not self.writer.isOpened():
-                raise CommandFailed(f"{self.path}: cannot open a video writer ({self.fourcc})")
+                raise ArgumentError(f"--fourcc {self.fourcc}: OpenCV cannot write {self.shown} "
+                                    "with this codec (mp4v writes .mp4, MJPG and XVID .avi)")
         self.writer.write(np.ascontiguousarray(rgb[:, :, ::-1]))
 
     def release(self) -> None:
