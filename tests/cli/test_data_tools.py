@@ -195,7 +195,7 @@ def test_check_prints_the_tile_and_balance_suggestions(tmp_path, capsys):
 
 def test_check_plots_rerun_with_fewer_batches_removes_its_older_ones(tmp_path, capsys):
     """The second run draws one batch: the first run's train_batch1.jpg goes (it would look
-    current), a user's train_batch7.jpg stays."""
+    current), a file of the user's beside it stays."""
     from yolo3.cli import check_dataset
     from yolo3.data.synthetic import make_synthetic_dataset
     make_synthetic_dataset(str(tmp_path / "d"), 6, (64, 64), val_fraction=0.0, seed=1)
@@ -203,8 +203,8 @@ def test_check_plots_rerun_with_fewer_batches_removes_its_older_ones(tmp_path, c
             str(tmp_path / "d" / "classes.txt"), "--plots", str(tmp_path / "p")]
     assert check_dataset.main(argv + ["--batches", "2"]) == 0
     assert (tmp_path / "p" / "train_batch1.jpg").is_file()
-    (tmp_path / "p" / "train_batch7.jpg").write_bytes(b"the user's")
+    (tmp_path / "p" / "notes.jpg").write_bytes(b"the user's")
     assert check_dataset.main(argv + ["--batches", "1", "--exist-ok"]) == 0
     assert (tmp_path / "p" / "train_batch0.jpg").is_file()
     assert not (tmp_path / "p" / "train_batch1.jpg").exists()
-    assert (tmp_path / "p" / "train_batch7.jpg").read_bytes() == b"the user's"
+    assert (tmp_path / "p" / "notes.jpg").read_bytes() == b"the user's"
