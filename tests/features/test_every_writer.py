@@ -390,3 +390,25 @@ def test_an_output_that_is_an_input_of_its_own_kind_is_refused(world, tmp_path, 
                          "--quiet"], capsys)
     assert_refused(code, err, rows, "--out", "is the input")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("flag", ["--json", "--out", "--save-detections"])
+def test_a_named_output_is_never_an_output_folders_record(world, tmp_path, capsys, flag):
+    """``--json DIR/.yolo3-output.json`` would have replaced the folder's record of which files
+    are yolo3's (and so handed the user's files to the next run): refused, nothing changed."""
+    folder = tmp_path / "detected"
+    _run_ok(["detect", "--model", world["run"] / "final.keras", "--input", _image(world),
+             "--output", folder, "--json", tmp_path / "d.json"], capsys)
+    record = folder / ".yolo3-output.json"
+    assert record.is_file()
+    argv = {"--json": ["detect", "--model", world["run"] / "final.keras", "--input",
+                       _image(world), "--output", tmp_path / "other", "--json", record],
+            "--out": ["evaluate", "--model", world["run"] / "final.keras", "--annotations",
+                      world["data"] / "val.txt", "--out", record],
+            "--save-detections": ["evaluate", "--model", world["run"] / "final.keras",
+                                  "--annotations", world["data"] / "val.txt", "--out",
+                                  tmp_path / "e.json", "--save-detections", record]}[flag]
+    before = snapshot(tmp_path)
+    code, err = run_cli([*argv, "--quiet"], capsys)
+    assert_refused(code, err, record, "names yolo3's record of an output folder")
+    assert snapshot(tmp_path) == before

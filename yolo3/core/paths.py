@@ -11,6 +11,7 @@ import os
 from typing import Iterable, Optional, Sequence, Tuple
 
 from yolo3.core.errors import ArgumentError, PathLike, SettingError
+from yolo3.core.manifest import is_bookkeeping
 
 __all__ = ["check_output_dir", "check_output_file", "check_outputs", "refuse_overwriting_inputs",
            "same_or_inside", "user_cache_dir"]
@@ -47,10 +48,14 @@ def check_output_dir(path: PathLike, flag: str) -> str:
 
 
 def check_output_file(path: PathLike, flag: str) -> str:
-    """``path`` must be a file or not exist yet (its folder existing or makeable); returns it."""
+    """``path`` must be a file or not exist yet (its folder existing or makeable), and never an
+    output folder's record (``.yolo3-output.json``, its journal, a temporary); returns it."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise SettingError(f"{path}: {flag} must be a file, and this is a folder", flag)
+    if is_bookkeeping(os.path.basename(path)):
+        raise SettingError(f"{path}: {flag} names yolo3's record of an output folder (which files "
+                           "there are yolo3's): it is never replaced; choose another name", flag)
     blocker = _blocking_ancestor(path)
     if blocker:
         raise SettingError(f"{path}: {flag} cannot be written: {blocker} is a file, not a folder", flag)
