@@ -110,17 +110,22 @@ def test_kmeans_cli_writes_anchor_file(shapes, tmp_path, capsys):
     assert anchors.shape == (6, 2) and np.all(np.diff(anchors.prod(1)) >= 0)
 
 
-def test_voc_annotation_cli(tmp_path):
-    year = tmp_path / "VOCdevkit" / "VOC2012"
+def _voc_year(year: Path, image: str = "a b.jpg") -> Path:
+    """A VOC year folder with one image and its XML: a dog, and a cat marked difficult."""
     for sub in ("Annotations", "ImageSets/Main", "JPEGImages"):
         (year / sub).mkdir(parents=True)
-    Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(year / "JPEGImages" / "a b.jpg")
+    Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(year / "JPEGImages" / image)
     (year / "Annotations" / "ab.xml").write_text(
-        "<annotation><filename>a b.jpg</filename>"
+        f"<annotation><filename>{image}</filename>"
         "<object><name>dog</name><difficult>0</difficult><bndbox><xmin>1</xmin><ymin>2</ymin><xmax>30</xmax>"
         "<ymax>20</ymax></bndbox></object><object><name>cat</name><difficult>1</difficult><bndbox><xmin>1</xmin>"
         "<ymin>2</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>")
     (year / "ImageSets" / "Main" / "val.txt").write_text("ab\n")
+    return year
+
+
+def test_voc_annotation_cli(tmp_path):
+    year = _voc_year(tmp_path / "VOCdevkit" / "VOC2012")
     out = tmp_path / "voc.txt"
     base = ["--voc-root", str(tmp_path / "VOCdevkit"), "--year", "2012", "--image-set", "val", "--out", str(out)]
     assert voc_annotation.main(base) == 0
@@ -133,15 +138,7 @@ def test_voc_annotation_cli(tmp_path):
 
 def test_check_counts_the_ignore_regions(tmp_path, capsys):
     from yolo3.cli import check_dataset
-    year = tmp_path / "VOC2012"
-    for sub in ("Annotations", "JPEGImages"):
-        (year / sub).mkdir(parents=True)
-    Image.fromarray(np.zeros((40, 50, 3), np.uint8)).save(year / "JPEGImages" / "a.jpg")
-    (year / "Annotations" / "a.xml").write_text(
-        "<annotation><filename>a.jpg</filename>"
-        "<object><name>dog</name><difficult>1</difficult><bndbox><xmin>1</xmin><ymin>2</ymin><xmax>30</xmax>"
-        "<ymax>20</ymax></bndbox></object><object><name>cat</name><difficult>0</difficult><bndbox><xmin>1</xmin>"
-        "<ymin>2</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>")
+    year = _voc_year(tmp_path / "VOC2012", "a.jpg")
     assert check_dataset.main(["--annotations", str(year / "Annotations")]) == 0
     assert "ignore regions: 1 difficult, 0 crowd: evaluation counts a detection on one neither " \
            "way, training leaves them out" in capsys.readouterr().out
