@@ -31,7 +31,7 @@ def shared_missing(*parts: str) -> str:
     what = WHAT_IS_SHARED.get(parts[0], "a reference file") if parts else "the shared folder"
     return (f"{path} not found ({what}): this test needs the shared reference folder, which a "
             "public clone does not have; set YOLO3_SHARED to a folder holding darknet/ and "
-            "images/ (README: Tests) to run it")
+            "images/ (README: The two commands) to run it")
 
 
 def shared(*parts: str) -> Path:
