@@ -10,7 +10,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from locations import REPO
+from locations import shared
 
 from yolo3.checkpoint.metadata import (
     INFO_NAME,

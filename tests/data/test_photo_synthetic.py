@@ -84,9 +84,9 @@ def test_objects_keep_their_class_whatever_their_colour(rendered):
 
 
 def test_the_dataset_is_reproducible_from_its_seed(tmp_path):
-    a = make_photo_dataset(str(tmp_path / "a"), 12, str(PHOTOS), seed=3, val_fraction=0.25)
-    b = make_photo_dataset(str(tmp_path / "b"), 12, str(PHOTOS), seed=3, val_fraction=0.25)
-    c = make_photo_dataset(str(tmp_path / "c"), 12, str(PHOTOS), seed=4)
+    a = make_photo_dataset(str(tmp_path / "a"), 12, str(shared("images")), seed=3, val_fraction=0.25)
+    b = make_photo_dataset(str(tmp_path / "b"), 12, str(shared("images")), seed=3, val_fraction=0.25)
+    c = make_photo_dataset(str(tmp_path / "c"), 12, str(shared("images")), seed=4)
     text = [Path(p[0]).read_text() for p in (a, b, c)]
     assert text[0] == text[1] != text[2]
     for name in sorted(os.listdir(tmp_path / "a" / "images")):
@@ -196,16 +196,16 @@ def test_enlarged_backgrounds_keep_the_objects_and_are_smoother(photos):
 
 def test_bad_box_extent_occlusion_or_folder_is_a_setting_error(tmp_path):
     with pytest.raises(SettingError, match="boxes must be one of visible, full") as e:
-        make_photo_dataset(str(tmp_path / "a"), 2, str(PHOTOS), boxes="amodal")
+        make_photo_dataset(str(tmp_path / "a"), 2, str(shared("images")), boxes="amodal")
     assert e.value.settings == ("boxes",)
     with pytest.raises(SettingError, match=r"min_visible must be in \(0, 1\], got 0") as e:
-        make_photo_dataset(str(tmp_path / "b"), 2, str(PHOTOS), min_visible=0)
+        make_photo_dataset(str(tmp_path / "b"), 2, str(shared("images")), min_visible=0)
     with pytest.raises(SettingError, match="background_photos: .*not a folder") as e:
-        make_photo_dataset(str(tmp_path / "c"), 2, str(PHOTOS),
+        make_photo_dataset(str(tmp_path / "c"), 2, str(shared("images")),
                            background_photos=str(tmp_path / "missing"))
     assert e.value.settings == ("background_photos",)
     with pytest.raises(SettingError, match="background_zoom must be two shares .* 0.5 0.2") as e:
-        make_photo_dataset(str(tmp_path / "d"), 2, str(PHOTOS), background_zoom=(0.5, 0.2))
+        make_photo_dataset(str(tmp_path / "d"), 2, str(shared("images")), background_zoom=(0.5, 0.2))
     assert e.value.settings == ("background_zoom",)
     assert not any((tmp_path / name).exists() for name in "abcd")  # refused before writing
     with pytest.raises(ValueError, match="boxes must be one of visible, full, got 'amodal'"):
@@ -232,13 +232,13 @@ def test_object_sizes_follow_the_chosen_distribution(distribution, median):
 def test_a_uniform_set_has_larger_objects_and_unknown_names_are_refused(tmp_path):
     sides = {}
     for distribution in ("log", "uniform"):
-        ann, _ = make_photo_dataset(str(tmp_path / distribution), 40, str(PHOTOS), seed=3,
+        ann, _ = make_photo_dataset(str(tmp_path / distribution), 40, str(shared("images")), seed=3,
                                     size_distribution=distribution)
         boxes = np.concatenate([r.boxes for r in load_annotations(ann, list(PHOTO_CLASSES))])
         sides[distribution] = np.median((boxes[:, 2:4] - boxes[:, 0:2]).max(axis=1))
     assert sides["uniform"] > 1.3 * sides["log"], sides
     with pytest.raises(ValueError, match="unknown size distribution 'normal'"):
-        make_photo_dataset(str(tmp_path / "n"), 2, str(PHOTOS), size_distribution="normal")
+        make_photo_dataset(str(tmp_path / "n"), 2, str(shared("images")), size_distribution="normal")
     with pytest.raises(ValueError, match="unknown size distribution 'normal'"):  # drawn directly
         photo_synthetic._object_size(np.random.default_rng(0), "circle", 100, 0.1, 0.5, "normal")
     assert not (tmp_path / "n").exists()
@@ -258,20 +258,20 @@ def test_photographs_are_found_or_named(tmp_path, monkeypatch):
 def test_synth_command_photo_style(tmp_path, capsys):
     out = tmp_path / "photo"
     assert yolo3_main(["synth", "--out", str(out), "--style", "photo", "--num-images", "6",
-                       "--photos", str(PHOTOS), "--size", "160", "200"]) == 0
+                       "--photos", str(shared("images")), "--size", "160", "200"]) == 0
     for name in sorted(os.listdir(out / "images")):
         with Image.open(out / "images" / name) as im:
             assert (im.height, im.width) == (160, 200) and im.format == "JPEG"
     assert (out / "classes.txt").read_text().split() == list(PHOTO_CLASSES)
     assert yolo3_main(["synth", "--out", str(tmp_path / "x"), "--num-images", "2",
-                       "--photos", str(PHOTOS)]) == 2
+                       "--photos", str(shared("images"))]) == 2
     assert "--photos needs --style photo" in capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "w"), "--num-images", "2",
                        "--no-distractors", "--boxes", "full", "--no-recolour"]) == 2
     assert "--no-distractors needs --style photo" in capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "z"), "--num-images", "2",
                        "--size-distribution", "uniform", "--min-visible", "1",
-                       "--background-photos", str(PHOTOS), "--background-zoom", "0.1", "0.2"]) == 2
+                       "--background-photos", str(shared("images")), "--background-zoom", "0.1", "0.2"]) == 2
     assert ("--size-distribution needs --style photo"
             in capsys.readouterr().err)
     assert not (tmp_path / "z").exists()
@@ -279,34 +279,34 @@ def test_synth_command_photo_style(tmp_path, capsys):
                        "--num-images", "2", "--photos", str(tmp_path / "none")]) == 2
     assert "--photos: " in capsys.readouterr().err and not (tmp_path / "y" / "images").exists()
     assert yolo3_main(["synth", "--out", str(tmp_path / "v"), "--style", "photo",
-                       "--num-images", "2", "--photos", str(PHOTOS), "--background-photos",
+                       "--num-images", "2", "--photos", str(shared("images")), "--background-photos",
                        str(tmp_path / "none")]) == 2
     assert "--background-photos: " in capsys.readouterr().err
     for bad in ("1.5", "0"):  # argparse: before anything else
         assert yolo3_main(["synth", "--out", str(tmp_path / "u"), "--style", "photo",
-                           "--num-images", "2", "--photos", str(PHOTOS), "--min-visible",
+                           "--num-images", "2", "--photos", str(shared("images")), "--min-visible",
                            bad]) == 2
         assert f"argument --min-visible: expected a number above 0, up to 1, got '{bad}'" in \
             capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "t"), "--style", "photo",
-                       "--num-images", "2", "--photos", str(PHOTOS), "--background-zoom", "0",
+                       "--num-images", "2", "--photos", str(shared("images")), "--background-zoom", "0",
                        "0.5"]) == 2
     assert "argument --background-zoom: expected a number above 0" in capsys.readouterr().err
     assert yolo3_main(["synth", "--out", str(tmp_path / "t"), "--style", "photo",
-                       "--num-images", "2", "--photos", str(PHOTOS), "--background-zoom", "0.5",
+                       "--num-images", "2", "--photos", str(shared("images")), "--background-zoom", "0.5",
                        "0.25"]) == 2
     assert "--background-zoom 0.5 0.25: the first value must be at most the second" in \
         capsys.readouterr().err
     assert not (tmp_path / "t" / "images").exists()
     full = tmp_path / "full"
     assert yolo3_main(["synth", "--out", str(full), "--style", "photo", "--num-images", "3",
-                       "--photos", str(PHOTOS), "--background-photos", str(PHOTOS),
+                       "--photos", str(shared("images")), "--background-photos", str(shared("images")),
                        "--boxes", "full", "--no-recolour", "--min-visible", "0.5"]) == 0
     assert len(load_annotations(str(full / "annotations.txt"), list(PHOTO_CLASSES))) == 3
 
 
 def test_yolo_layout_round_trip(tmp_path):
-    ann, classes = make_photo_dataset(str(tmp_path / "d"), 10, str(PHOTOS), seed=5,
+    ann, classes = make_photo_dataset(str(tmp_path / "d"), 10, str(shared("images")), seed=5,
                                       val_fraction=0.3)
     train = load_annotations(str(tmp_path / "d" / "train.txt"), list(PHOTO_CLASSES))
     val = load_annotations(str(tmp_path / "d" / "val.txt"), list(PHOTO_CLASSES))
@@ -340,7 +340,7 @@ def test_label_rows_of_a_negative_and_a_box():
 
 def test_class_shares_make_a_rare_class_and_bad_shares_are_refused(tmp_path, capsys):
     from cli_harness import assert_refused, run_cli
-    code, err = run_cli(["synth", "--style", "photo", "--photos", PHOTOS, "--out", tmp_path / "r",
+    code, err = run_cli(["synth", "--style", "photo", "--photos", shared("images"), "--out", tmp_path / "r",
                          "--num-images", 60, "--seed", 4, "--class-shares", 1, 1, 1, 0.15,
                          "--quiet"], capsys)
     assert code == 0, err
@@ -351,7 +351,7 @@ def test_class_shares_make_a_rare_class_and_bad_shares_are_refused(tmp_path, cap
     assert 0.0 < share < 0.12 and len(boxes) > 100  # about 5%: 0.15 / 3.15
     for bad, named in (([1, 1], "4 positive weights needed"), ([1, 1, 1, 0], "--class-shares"),
                        ([1e308, 1e308, 1, 1], "--class-shares")):
-        code, err = run_cli(["synth", "--style", "photo", "--photos", PHOTOS, "--out",
+        code, err = run_cli(["synth", "--style", "photo", "--photos", shared("images"), "--out",
                              tmp_path / "bad", "--num-images", 2, "--class-shares", *bad], capsys)
         assert_refused(code, err, named)
         assert not (tmp_path / "bad").exists()

@@ -58,7 +58,7 @@ def test_bad_arguments_are_refused(dataset, tmp_path, capsys):
             (["--bn-momentum", "1.5"], "argument --bn-momentum: expected a number from 0, below "
                                        "1, got '1.5'"),
             (["--assign-iou", "0"], "argument --assign-iou: expected a number above 0, up to 1"),
-            (["--box-gain", "-2"], "argument --box-gain: expected a number from 0 to 1000"),
+            (["--box-gain", "-2"], "argument --box-gain: expected a number above 0, up to 1000"),
             (["--objectness", "quality"], "--objectness: invalid choice: 'quality'"),
             (["--input-size", "96", "80"], "argument --input-size: expected a whole number "
                                            "from 32 to 4096, a multiple of 32, got '80'")):
