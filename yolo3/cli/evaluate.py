@@ -171,11 +171,11 @@ def run(args: argparse.Namespace) -> int:
         class_names = data_names
     elif det is not None:
         class_names = det.class_names
-    elif own_class_names(sources) is not None:  # a COCO file's categories
-        class_names = own_class_names(sources)
     else:
-        raise ArgumentError("--classes (or --data) is required with --detections (a COCO file "
-                            "brings its own)")
+        class_names = own_class_names(sources)  # a COCO file's categories
+        if class_names is None:
+            raise ArgumentError("--classes (or --data) is required with --detections (a COCO "
+                                "file brings its own)")
     records = load_annotations(sources, class_names, image_dir=args.image_dir,
                                check_images=det is not None)
     protect_inputs(args, [r.path for r in records])  # the images read: never an output
