@@ -66,6 +66,16 @@ def test_unreadable_sources_are_named(tmp_path):
 def test_a_writer_that_cannot_open_names_its_file(tmp_path):
     path = str(tmp_path / "no_such_folder" / "out.avi")
     writer = VideoWriter(path, "MJPG", 10.0)
-    with pytest.raises(CommandFailed, match="out.avi: cannot open a video writer"):
+    with pytest.raises(CommandFailed, match="out.avi: cannot open a video writer \\(its folder "
+                                            "cannot be written\\)"):
+        writer.write(_frames(1)[0])
+    writer.release()
+
+
+def test_a_codec_opencv_cannot_write_names_the_flag_and_the_file_the_user_knows(tmp_path):
+    from yolo3.core.errors import ArgumentError
+    writer = VideoWriter(str(tmp_path / ".tmp-123-out.mp4"), "zzzz", 10.0, shown="out/clip.mp4")
+    with pytest.raises(ArgumentError, match="^--fourcc zzzz: OpenCV cannot write out/clip.mp4 "
+                                            "with this codec"):
         writer.write(_frames(1)[0])
     writer.release()

@@ -73,6 +73,10 @@ class VideoWriter:
             h, w = rgb.shape[:2]
             self.writer = cv2.VideoWriter(self.path, code, self.fps, (w, h))
             if not self.writer.isOpened():
+                folder = os.path.dirname(os.path.abspath(self.path))
+                if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+                    raise CommandFailed(f"{self.shown}: cannot open a video writer (its folder "
+                                        "cannot be written)")
                 raise ArgumentError(f"--fourcc {self.fourcc}: OpenCV cannot write {self.shown} "
                                     "with this codec (mp4v writes .mp4, MJPG and XVID .avi)")
         self.writer.write(np.ascontiguousarray(rgb[:, :, ::-1]))
