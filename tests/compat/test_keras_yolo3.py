@@ -211,7 +211,8 @@ def test_keras_yolo3_yolo_py_flow_finds_the_dog(real_tiny):
 
 # -- keras-yolo3's weight files ------------------------------------------------------------------
 
-@pytest.fixture(scope="module", params=[("tiny", 3, 1), ("tiny", 80, 0), ("yolov3", 5, 14)],
+@pytest.fixture(scope="module", params=[("tiny", 3, 1), ("tiny", 80, 0),
+                                        pytest.param(("yolov3", 5, 14), marks=pytest.mark.slow)],
                 ids=["tiny-3-classes", "tiny-80-tfkeras-names", "yolov3-5-classes-offset-names"])
 def keras_yolo3_files(request, tmp_path_factory):
     """A keras-yolo3 reference model, random weights, written as whole-model and weights-only .h5."""
@@ -358,6 +359,7 @@ def test_detect_video_writes_every_frame(keras_yolo3_folder, tmp_path):
     assert frames == 5 and cap.get(cv2.CAP_PROP_FPS) == pytest.approx(10.0)
 
 
+@pytest.mark.slow  # CI runs it; the trainer taking keras-yolo3 files keeps its default test above
 def test_trainer_starts_from_a_keras_yolo3_file(keras_yolo3_folder, tmp_path, capsys):
     from yolo3.cli.train import main
     from yolo3.data.synthetic import make_synthetic_dataset

@@ -23,7 +23,8 @@ TOLERANCE = 1e-5
 CUSTOM_ANCHORS = np.array([[6, 9], [14, 20], [30, 26], [52, 70], [120, 96], [260, 210]], np.float32)
 
 
-@pytest.mark.parametrize("name", ["yolov3-tiny", "darknet53", "yolov3"])
+@pytest.mark.parametrize("name", ["yolov3-tiny", "darknet53",
+                                  pytest.param("yolov3", marks=pytest.mark.slow)])
 def test_round_trip_is_byte_identical(tmp_path, darknet_cfg_dir, name):
     """CLI import then CLI export (metadata from the sidecars) gives the same bytes and cfg."""
     cfg_path = darknet_cfg_dir / f"{name}.cfg"

@@ -223,6 +223,7 @@ def _run_of(cli_runs, backend: str, index: int) -> dict:
     return cli_runs[backend][index]
 
 
+@pytest.mark.slow  # CI runs it; detection under JAX keeps tests/inference/test_portable.py's
 @pytest.mark.parametrize("backend", _other_backends())
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, cli_runs,
@@ -250,6 +251,7 @@ def test_detect_without_tensorflow_finds_what_tensorflow_finds(detection_world, 
     assert total >= 10, f"{variant}: too few detections ({total}) to compare"
 
 
+@pytest.mark.slow  # CI runs it, with the command-line runs above
 def test_a_converting_engine_is_refused_on_jax_naming_the_flag(cli_runs):
     run = _run_of(cli_runs, "jax", len(VARIANTS))
     assert run["code"] == 2, run["err"][-2000:]

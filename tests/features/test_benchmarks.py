@@ -471,6 +471,7 @@ def test_track_detections_err_as_documented():
     assert 30 < len(fp_scores) < 70 and fp_scores.max() <= 0.5
 
 
+@pytest.mark.slow  # CI runs it; the trackers and their scores keep their own default tests
 def test_track_benchmark_runs_every_tracker_on_the_same_detections(tmp_path, capsys):
     from yolo3.cli import main
     js = tmp_path / "track.json"

@@ -360,7 +360,8 @@ _WITH_SIGINT = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.
                 "sys.argv[0] = 'yolo3'; runpy.run_module('yolo3', run_name='__main__')")
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig, code", [pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow),
+                                       (signal.SIGINT, 130)])
 def test_an_interrupted_conversion_leaves_nothing_behind(trained_world, tmp_path, sig, code):
     annotations = _big_annotation_file(trained_world, tmp_path, 40000)
     parent = tmp_path / "outputs"

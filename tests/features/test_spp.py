@@ -56,6 +56,7 @@ def test_parameter_count_matches_the_cfg(spp_cfg):
     assert build_spec_body(get_spec("yolov3-spp"), 80).count_params() == floats
 
 
+@pytest.mark.slow  # CI runs it; SPP against OpenCV keeps test_darknet_convert's default test
 def test_exported_spp_body_runs_in_opencv(tmp_path):
     rng = np.random.default_rng(4)
     body = build_spec_body(get_spec("yolov3-spp"), 3)
@@ -70,6 +71,7 @@ def test_exported_spp_body_runs_in_opencv(tmp_path):
     assert max(errors) <= TOLERANCE, errors
 
 
+@pytest.mark.slow  # CI runs it; converting SPP keeps test_darknet_convert's default test
 def test_converted_spp_loads_into_the_spp_body(spp_cfg, tmp_path):
     weights = tmp_path / "spp.weights"
     write_random_weights(spp_cfg, weights, seed=9)

@@ -301,6 +301,7 @@ def test_multiworker_restarts_from_backup_after_a_worker_dies(dataset, tmp_path)
     assert not (out / "backup" / "training_metadata.json").exists()  # deleted once training ends
 
 
+@pytest.mark.slow  # CI runs it; the reader's dropping and --strict keep their default tests
 def test_invalid_boxes_are_dropped_with_a_warning_unless_strict(dataset, tmp_path, capsys):
     d, classes = dataset
     lines = (d / "train.txt").read_text().splitlines()

@@ -229,6 +229,7 @@ def test_multi_scale_training_runs_and_saves_a_model_of_the_base_size(dataset, t
     assert info.input_size == (64, 64)
 
 
+@pytest.mark.slow  # CI runs it; mixed bfloat16 steps keep the wrapper's and mirrored's tests
 def test_mixed_bfloat16_trains_with_a_float32_loss_and_saves_float32(dataset, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="yolo3")
     from yolo3.checkpoint.loading import load_body

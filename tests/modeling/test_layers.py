@@ -208,7 +208,13 @@ CASES = [*(_body_case(s) for s in all_specs()),
          Case("ReplicaWrapper", _replica_wrapper)]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+# the full-size bodies' harness beside YOLOv3's own: CI runs them (the slow set), the default
+# suite keeps YOLOv3 and every tiny body (each layer kind is in those)
+SLOW_CASES = ("body-yolov3-af", "body-yolov3-spp")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES
+                                  else c for c in CASES], ids=[c.name for c in CASES])
 def test_harness(case, tmp_path):
     case.check(tmp_path)
 

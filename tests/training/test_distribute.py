@@ -71,6 +71,7 @@ def test_mirrored_two_replicas_match_single_device_update():
     assert r["rel"] <= 1e-4, r  # an N-times gradient bug would give rel ~ 1
 
 
+@pytest.mark.slow  # CI runs it; mixed bfloat16 replicas keep the wrapper's default test
 def test_mirrored_two_replicas_match_single_device_in_mixed_bfloat16():
     """The same step in mixed_bfloat16: bfloat16 rounds per replica slice differently from the
     whole batch (see test_parallel's documented tolerance, 3e-2 for all gradients together)."""
@@ -128,6 +129,7 @@ result = {"replicas": strategy.num_replicas_in_sync, "rel": rel(single, multi),
 """
 
 
+@pytest.mark.slow  # CI runs it, beside the multi-worker training run of the slow set
 def test_multiworker_two_workers_scale_gradients_like_one_process():
     """Two MultiWorkerMirroredStrategy workers on 127.0.0.1, 2 images each, give the SGD step of one
     process on all 4 (BN frozen: in training mode each worker would normalise with its own half-batch

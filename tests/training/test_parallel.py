@@ -131,7 +131,8 @@ def test_wrapper_equals_template_in_mixed_bfloat16():
         assert r[str(n)]["grad_rel_all"] <= MIXED_GRAD_RTOL, (n, r[str(n)])
 
 
-@pytest.mark.parametrize("ndev,sizes", [(2, [4, 5, 1]), (3, [6, 7, 2])])
+@pytest.mark.parametrize("ndev,sizes", [(2, [4, 5, 1]),
+                                        pytest.param(3, [6, 7, 2], marks=pytest.mark.slow)])
 def test_wrapper_equals_template(ndev, sizes):
     r = run_with_devices(ndev, _equality(ndev, sizes))
     assert r["nweights"][0] == r["nweights"][1] and r["same_vars"]
@@ -259,7 +260,7 @@ result["fit_loss_finite"] = bool(np.isfinite(history.history["loss"][0]))
 """
 
 
-@pytest.mark.parametrize("ndev", [2, 3])
+@pytest.mark.parametrize("ndev", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_a_replica_without_images_is_never_called(ndev):
     """Batch 1, and batches smaller than, equal to and larger than the number of devices: the
     template runs once per non-empty slice on exactly the batch's images, in eager mode and in
