@@ -48,7 +48,8 @@ def test_yolo3_body_cfg_matches_darknet_structure(tmp_path, darknet_cfg_dir, kin
     assert equivalent(parse_cfg(tmp_path / "b.cfg"), parse_cfg(darknet_cfg_dir / ref))
 
 
-@pytest.mark.parametrize("kind, h, w", [("tiny", 160, 160), ("tiny", 96, 192), ("yolov3", 128, 128)])
+@pytest.mark.parametrize("kind, h, w", [("tiny", 160, 160), ("tiny", 96, 192),
+                                        pytest.param("yolov3", 128, 128, marks=pytest.mark.slow)])
 def test_opencv_runs_exported_body(tmp_path, kind, h, w):
     """A fresh 3-class body (tiny: custom anchors) exported: OpenCV's outputs match Keras's."""
     rng = np.random.default_rng(7)

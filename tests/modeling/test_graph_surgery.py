@@ -142,7 +142,8 @@ def test_the_channels_first_convolution_is_a_convolution():
 
 
 @pytest.mark.parametrize("variant, shape", [("tiny", (None, None)), ("tiny-af", (64, 96)),
-                                            ("yolov3-spp", (None, None))])
+                                            pytest.param("yolov3-spp", (None, None),
+                                                         marks=pytest.mark.slow)])
 def test_the_channels_first_twin_gives_the_folded_bodys_maps(variant, shape):
     from yolo3.config.specs import get_spec
     from yolo3.modeling.bodies import build_spec_body
