@@ -456,3 +456,16 @@ def test_a_model_that_is_a_folder_is_called_a_folder(trained_world, tmp_path, ca
     code, err = run_cli(argv, capsys)
     assert_refused(code, err, folder, "a folder that holds no model yolo3 reads")
     assert "not found" not in err
+
+
+def test_any_package_that_is_not_installed_is_named_with_its_install(monkeypatch, capsys):
+    """Not only a backend: a module missing while a command runs is named with the package that
+    brings it (its PyPI name where that differs), exit 2."""
+    from yolo3.cli import common
+
+    def run(args):
+        raise ModuleNotFoundError("No module named 'cv2'", name="cv2")
+    code = common.execute("detect", run, common.make_parser("detect", "").parse_args([]))
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "yolo3 detect: error: the package 'cv2' is not installed (pip install opencv-python)")

@@ -233,7 +233,8 @@ def missing_module(e: ModuleNotFoundError) -> str:
         chosen = os.environ.get("KERAS_BACKEND", "tensorflow (Keras's default)")
         return (f"the Keras backend {label} is not installed (KERAS_BACKEND={chosen}): pip "
                 f"install {package}, or set KERAS_BACKEND to one that is (tensorflow, jax, torch)")
-    return f"the package {module!r} is not installed (pip install {module})"
+    from yolo3.core.extras import install_hint
+    return f"the package {module!r} is not installed ({install_hint(module)})"
 
 
 def check_arguments(args: argparse.Namespace) -> None:

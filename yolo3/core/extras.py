@@ -29,6 +29,10 @@ EXTRAS = {
     "tensorboard": (None, "tensorboard"),
     # export, OpenVINO and tf.data: a JAX or PyTorch install trains and detects without it
     "tensorflow": (None, "tensorflow"),
+    # core dependencies whose PyPI name is not their module's (an install with --no-deps)
+    "cv2": (None, "opencv-python"),
+    "yaml": (None, "pyyaml"),
+    "PIL": (None, "pillow"),
 }
 
 __all__ = ["EXTRAS", "install_hint", "installed", "require"]
