@@ -704,12 +704,12 @@ def _scan(path: Sources, class_names: Optional[Sequence[str]] = None, *,
 
 
 def _clip_regions(regions: np.ndarray, hw: Tuple[int, int]) -> np.ndarray:
-    """Ignore regions clipped to their ``hw`` image; those left without area are dropped (a
-    region outside the image covers no detection)."""
-    out = np.asarray(regions, np.float32).reshape(-1, 5).copy()
-    out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, hw[1])
-    out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, hw[0])
-    return out[(out[:, 2] > out[:, 0]) & (out[:, 3] > out[:, 1])]
+    """Ignore regions clipped to their ``hw`` image (:func:`_clip_to_image`); those left without
+    area are dropped without a word (a region outside the image covers no detection)."""
+    kept, _ = _clip_to_image(np.asarray(regions, np.float32).reshape(-1, 5), hw,
+                             lambda r, kind=AnnotationError: kind(None, r),
+                             _Sink(strict=False, drop_invalid_boxes=True))
+    return kept
 
 
 def _merged(results: Sequence[ScanResult]) -> ScanResult:
