@@ -84,6 +84,17 @@ def test_saved_model_matches_keras_detector(exported):
             compare({k: v.numpy()[i:i + 1] for k, v in res.items()}, ref)
 
 
+def test_saved_model_stores_each_weight_once(exported):
+    """The checkpoint holds the inference body's weights once (Keras's ``track()`` would write
+    each a second time, keras-team/keras#23553): its stored values number the folded body's."""
+    from yolo3.inference.detector import YOLO
+    det = YOLO(exported / "final.keras", input_size=INPUT, precision="float32")
+    stored = sum(int(np.prod(shape)) for name, shape in
+                 tf.train.list_variables(str(exported / "saved" / "variables" / "variables"))
+                 if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert stored == det.inference_body.count_params()
+
+
 def test_tflite_refuses_a_bfloat16_detector(exported, tmp_path):
     from yolo3.export import export_tflite
     from yolo3.inference.detector import YOLO

@@ -80,6 +80,11 @@ class CommandFailed(Yolo3Error):
     command line reports it and exits with status 1, where bad input exits with 2."""
 
 
+class NotEnoughMemory(Yolo3Error, MemoryError):
+    """The machine has less memory than a piece of work needs: the command line reports it in one
+    line (what, how much it needs, how much there was), exit 2, and nothing is left written."""
+
+
 class InvalidBoxError(AnnotationError):
     """A box without area (``x2 <= x1`` or ``y2 <= y1``) or lying outside its image: an error when
     annotations are read strictly, dropped with a warning when training reads them leniently."""

@@ -30,7 +30,7 @@ from yolo3.core.file_cache import FileCache
 from yolo3.core.fileio import atomic_directory
 from yolo3.core.paths import user_cache_dir
 from yolo3.core.version import __version__
-from yolo3.inference.conversion import onnx_model, openvino_model
+from yolo3.inference.conversion import openvino_model, write_onnx
 from yolo3.inference.runners import OnnxRunner, OpenVINORunner, ordered_raw_maps, relative_error
 
 CHECK_TOLERANCE = 1e-4  # relative error of the converted network's raw maps, both in float32
@@ -127,10 +127,9 @@ def _convert_openvino(function, folder: Path) -> Path:
     return xml
 
 
-def _convert_onnx(function, folder: Path) -> Path:
-    import onnx
+def _convert_onnx(function, folder: Path, what: str) -> Path:
     path = folder / "model.onnx"
-    onnx.save(onnx_model(function), os.fspath(path))
+    write_onnx(function, path, what=what)
     return path
 
 
@@ -172,7 +171,8 @@ def engine_runner(engine: str, function, reference: Callable[[np.ndarray], List[
         start = time.perf_counter()
 
         def convert(tmp: Path) -> None:
-            path = (_convert_openvino if engine == "openvino" else _convert_onnx)(function, tmp)
+            path = (_convert_openvino(function, tmp) if engine == "openvino"
+                    else _convert_onnx(function, tmp, model_path))
             error = _check(_open(engine, os.fspath(path), "float32", num_threads, ""),
                            reference, input_hw)
             if not error <= CHECK_TOLERANCE:
