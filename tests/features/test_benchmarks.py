@@ -547,3 +547,53 @@ def test_track_peer_driver_feeds_ultralytics_the_same_detections(tmp_path):
         np.testing.assert_allclose(out[f"{name}_rows"], [[1, 1, 1, 2, 11, 12, 0.9]], rtol=1e-6)
         assert out[f"{name}_seconds"] >= 0
     assert str(out["version"]) == "stand-in"
+
+
+MEMORY_CHILD = """
+import subprocess, sys, time
+held = bytearray(200_000_000)  # touched: resident
+grandchild = subprocess.Popen([sys.executable, "-c",
+    "import time; b = bytearray(400_000_000); time.sleep(1.0)"])
+grandchild.wait()
+print("done")
+"""
+
+
+def test_run_measured_sees_the_largest_process_and_the_tree_together():
+    """A parent holding 200 MB while its child holds 400 MB: the largest process peaks at 400 MB
+    (what /usr/bin/time reports), the two together at 600 MB."""
+    import sys
+
+    from yolo3.benchmarks.memory import run_measured
+    m = run_measured([sys.executable, "-c", MEMORY_CHILD])
+    assert m.returncode == 0 and m.stdout.strip() == "done"
+    assert 400e6 <= m.largest_bytes < 520e6, m
+    assert 600e6 <= m.peak_bytes < 800e6, m
+    failed = run_measured([sys.executable, "-c", "import sys; sys.exit('bad input')"])
+    assert failed.returncode == 1 and "bad input" in failed.stderr
+    slow = run_measured([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert slow.returncode == -9 and slow.seconds < 10
+
+
+@pytest.mark.slow  # CI runs it: seven exports and their timings, about 3 minutes on 2 cores
+def test_export_benchmark_gives_every_formats_time_memory_and_size(tmp_path):
+    """tiny-af (no Darknet layout: random Keras weights, no OpenCV DNN) at 96: a cost row per
+    format with its seconds and both peaks, then the latency table."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "yolo3", "benchmark", "export", "--variants",
+                           "tiny-af", "--input-size", "96", "--runs", "1", "--rounds", "1",
+                           "--warmup", "0", "--calibration-images", "4"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines
+            if line.startswith("| ") and " GB | " in line}
+    assert set(rows) == {"SavedModel", "TFLite float32", "TFLite float16", "TFLite int8", "ONNX",
+                         "OpenVINO IR", "OpenVINO int8 (NNCF)"}, proc.stdout
+    for label, cells in rows.items():
+        seconds, largest, together = float(cells[1]), cells[2], cells[3]
+        assert seconds > 0 and largest.endswith(" GB") and together.endswith(" GB"), cells
+        assert 0.3 < float(largest[:-3]) <= float(together[:-3]) < 4.0, cells
+    assert "tiny-af-96 (random Keras weights)" in proc.stdout
+    assert any(line.startswith("| ONNX Runtime |") for line in lines), proc.stdout

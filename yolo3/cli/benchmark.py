@@ -218,7 +218,9 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
                    "default: ../shared/darknet, where it exists)")
     p.add_argument("--calibration", default=None, type=InputPath("any"), help="int8 calibration "
                    "images: annotation file or folder (default: synthetic images)")
-    p.add_argument("--calibration-images", type=COUNT, default=32)
+    p.add_argument("--calibration-images", type=COUNT, default=32,
+                   help="int8 calibration images: at most this many of --calibration, or this "
+                        "many synthetic ones")
     p.add_argument("--runs", type=COUNT, default=10, help="timed runs per contender and round")
     p.add_argument("--rounds", type=COUNT, default=2)
     p.add_argument("--warmup", type=COUNT0, default=3)
@@ -355,8 +357,9 @@ BENCHMARKS = {
               "ID switches and time per frame, yolo3's and (--peer-python) Ultralytics'.",
               _track_arguments),
     "export": ("yolo3.benchmarks.export",
-               "Deployment formats side by side: latency, size and mAP of Keras, TFLite "
-               "float32/float16/int8, ONNX Runtime and OpenCV DNN, each in its own process.",
+               "Deployment formats side by side: each export's time and peak memory, then "
+               "latency, size and mAP of Keras, TFLite float32/float16/int8, ONNX Runtime, "
+               "OpenVINO and OpenCV DNN, each in its own process.",
                _export_arguments),
 }
 

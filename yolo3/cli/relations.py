@@ -150,7 +150,7 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
               "held-out set"),
         Needs("--annotations", ("--trained",), "it is the held-out set of a trained model"),
         Needs("--data", ("--trained",), "it is the held-out set of a trained model"),
-        Needs("--calibration-images", ("--calibration",), "it samples the calibration images"),
+        # --calibration-images alone: how many synthetic calibration images the benchmark makes
     ),
 }
 
