@@ -50,6 +50,15 @@ def setup(tmp_path_factory):
     return root, det, Path(ann)
 
 
+@pytest.fixture(scope="module")
+def onnx_file(setup, tmp_path_factory):
+    """The setup's detector exported to ONNX (uint8 input, decoding inside), once for the module."""
+    from yolo3.export import export_onnx
+    path = tmp_path_factory.mktemp("onnx") / "m.onnx"
+    export_onnx(setup[1], path)
+    return path
+
+
 def _images(setup):
     from yolo3.export.calibration import calibration_images, calibration_paths
     root, det, ann = setup
@@ -58,8 +67,8 @@ def _images(setup):
 
 @pytest.mark.parametrize("fmt, quantize, limit", [("tflite", "none", 1e-4), ("tflite", "float16", 1e-2),
                                                   ("tflite", "int8", 0.1), ("onnx", "none", 1e-4)])
-def test_export_round_trips(setup, tmp_path, fmt, quantize, limit):
-    from yolo3.export import export_onnx, export_tflite, verify_export
+def test_export_round_trips(setup, tmp_path, fmt, quantize, limit, request):
+    from yolo3.export import export_tflite, verify_export
     from yolo3.inference.exported import ExportedDetector
     root, det, ann = setup
     images = _images(setup)
@@ -67,7 +76,7 @@ def test_export_round_trips(setup, tmp_path, fmt, quantize, limit):
     if fmt == "tflite":
         export_tflite(det, path, quantize=quantize, calibration=images)
     else:
-        export_onnx(det, path)
+        path = request.getfixturevalue("onnx_file")
     report = verify_export(path, det, images, quantize)
     assert max(report.raw_errors) <= limit and report.detections_checked > 0
     exported = ExportedDetector(path, score=0.2)
@@ -169,17 +178,15 @@ def test_bad_export_input(setup, tmp_path, capsys, argv, message):
     assert not (tmp_path / "x.tflite").exists() and not (tmp_path / "x.onnx").exists()
 
 
-def test_unknown_model_file_and_missing_packages(setup, tmp_path, capsys, monkeypatch):
+def test_unknown_model_file_and_missing_packages(setup, onnx_file, tmp_path, capsys, monkeypatch):
     from yolo3.cli import main
-    from yolo3.export import export_onnx
     root, det, ann = setup
     (tmp_path / "m.xyz").write_bytes(b"nonsense")
     assert main(["detect", "--model", str(tmp_path / "m.xyz"), "--input", str(ann),
                  "--output", str(tmp_path / "o")]) == 2
     assert "m.xyz" in capsys.readouterr().err
-    export_onnx(det, tmp_path / "m.onnx")
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
-    assert main(["evaluate", "--annotations", str(ann), "--model", str(tmp_path / "m.onnx"),
+    assert main(["evaluate", "--annotations", str(ann), "--model", str(onnx_file),
                  "--out", str(tmp_path / "e.json")]) == 2
     err = capsys.readouterr().err
     assert "pip install 'yolo3[export]'" in err and "Traceback" not in err

@@ -50,30 +50,29 @@ def _session(path):
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def test_onnx_computes_what_the_function_computes(function, tmp_path):
-    import onnx
-    write_onnx(function, tmp_path / "f.onnx")
-    assert onnx.load(str(tmp_path / "f.onnx")).opset_import[0].version == ONNX_OPSET
-    session = _session(tmp_path / "f.onnx")
-    assert [i.name for i in session.get_inputs()] == ["images"]
-    assert [o.name for o in session.get_outputs()] == ["raw_s32"]
-    got = session.run(None, {"images": _inputs()})[0]
-    np.testing.assert_allclose(got, function(_inputs())["raw_s32"].numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_onnx_of_variables_carries_their_values_and_the_metadata(variable_function, tmp_path):
-    """The weights come back from tf2onnx's large-model storage into the one file (no external
-    data file beside it), and the metadata entries are written."""
+def test_onnx_computes_what_the_function_computes_and_carries_the_metadata(variable_function,
+                                                                           tmp_path):
+    """The converted model computes what the function computes (ONNX Runtime and OpenVINO): the
+    weights come back from tf2onnx's large-model storage into the one file (no external data file
+    beside it), the input and outputs keep their names, and the metadata entries are written."""
     import onnx
     write_onnx(variable_function, tmp_path / "v.onnx", metadata={"yolo3": '{"a": 1}', "b": "2"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.onnx"]
     model = onnx.load(str(tmp_path / "v.onnx"), load_external_data=False)
     assert {p.key: p.value for p in model.metadata_props} == {"yolo3": '{"a": 1}', "b": "2"}
     assert all(t.data_location == onnx.TensorProto.DEFAULT for t in model.graph.initializer)
+    assert model.opset_import[0].version == ONNX_OPSET
+    session = _session(tmp_path / "v.onnx")
+    assert [i.name for i in session.get_inputs()] == ["images"]
+    assert [o.name for o in session.get_outputs()] == ["raw_s8"]
     x = _inputs((1, 8, 8, 3))
-    got = _session(tmp_path / "v.onnx").run(None, {"images": x})[0]
+    got = session.run(None, {"images": x})[0]
     want = variable_function(x)["raw_s8"].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    import openvino as ov  # the same file loads in OpenVINO too
+    compiled = ov.Core().compile_model(str(tmp_path / "v.onnx"), "CPU",
+                                       {"INFERENCE_PRECISION_HINT": "f32"})
+    np.testing.assert_allclose(compiled(x)[0], want, rtol=1e-5, atol=1e-5)
 
 
 def test_the_converter_runs_apart_with_pure_python_protobuf_and_no_gpu():

@@ -210,7 +210,9 @@ CASES = [*(_body_case(s) for s in all_specs()),
 
 # the full-size bodies' harness beside YOLOv3's own: CI runs them (the slow set), the default
 # suite keeps YOLOv3 and every tiny body (each layer kind is in those)
-SLOW_CASES = ("body-yolov3-af", "body-yolov3-spp")
+# full-size bodies: the slow set (CI); tiny and tiny-af keep the harness in the default suite, and
+# YOLOv3's body is checked there against OpenCV (test_darknet_convert) and round-tripped
+SLOW_CASES = ("body-yolov3-af", "body-yolov3-spp", "body-yolov3")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.name in SLOW_CASES
