@@ -18,14 +18,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from typing import Dict, Optional
 
 from yolo3.core.errors import CommandFailed, NotEnoughMemory, PathLike
 from yolo3.core.extras import require
+from yolo3.core.fileio import make_temporary_folder
 from yolo3.core.memory import available_memory, gigabytes, peak_resident
 from yolo3.inference import onnx_converter
 
@@ -119,28 +120,41 @@ def write_onnx(function, path: PathLike, opset: int = ONNX_OPSET,
         raise NotEnoughMemory(
             f"ONNX conversion of {what}: needs about {gigabytes(needed)} of memory, "
             f"{gigabytes(available)} is available; nothing was written")
-    with tempfile.TemporaryDirectory(prefix="yolo3-onnx-") as tmp:
-        saved = os.path.join(tmp, "function")
-        _save_function(concrete, saved)
-        request, error_file = os.path.join(tmp, "request.json"), os.path.join(tmp, "error.txt")
-        with open(request, "w", encoding="utf-8") as f:
-            json.dump({"saved_model": saved, "out": os.path.abspath(os.fspath(path)),
-                       "opset": int(opset), "metadata": metadata or {},
-                       "error_file": error_file}, f)
-        log_path = os.path.join(tmp, "converter.log")
-        code, peak = _run_converter(request, log_path)
-        if peak is not None:
-            log.debug("ONNX converter of %s: exit %d, peak %s", what, code, gigabytes(peak))
-        if hasattr(signal, "SIGKILL") and code == -signal.SIGKILL:
-            reached = f" (it had reached {gigabytes(peak)})" if peak else ""
-            raise NotEnoughMemory(
-                f"ONNX conversion of {what}: the converter was killed, most likely for memory: "
-                f"it needs about {gigabytes(needed)}{reached}, "
-                f"{gigabytes(available) if available is not None else 'an unknown amount'} "
-                "was available when it started; nothing was written")
-        if code != 0:
-            raise CommandFailed(f"ONNX conversion of {what} failed: "
-                                f"{_converter_error(error_file, log_path)}")
+    # beside the output, not in the system's temporary folder, which may be memory (tmpfs): the
+    # SavedModel holds a copy of the weights; a killed process's folder is swept as yolo3's are
+    out = os.path.abspath(os.fspath(path))
+    tmp = os.fspath(make_temporary_folder(os.path.dirname(out), os.path.basename(out)))
+    try:
+        _convert_in_folder(concrete, out, tmp, opset, metadata, what, needed, available)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _convert_in_folder(concrete, out: str, tmp: str, opset: int,
+                       metadata: Optional[Dict[str, str]], what: str, needed: int,
+                       available: Optional[int]) -> None:
+    """:func:`write_onnx`'s conversion, its SavedModel, request and logs in the folder ``tmp``."""
+    saved = os.path.join(tmp, "function")
+    _save_function(concrete, saved)
+    request, error_file = os.path.join(tmp, "request.json"), os.path.join(tmp, "error.txt")
+    with open(request, "w", encoding="utf-8") as f:
+        json.dump({"saved_model": saved, "out": out,
+                   "opset": int(opset), "metadata": metadata or {},
+                   "error_file": error_file}, f)
+    log_path = os.path.join(tmp, "converter.log")
+    code, peak = _run_converter(request, log_path)
+    if peak is not None:
+        log.debug("ONNX converter of %s: exit %d, peak %s", what, code, gigabytes(peak))
+    if hasattr(signal, "SIGKILL") and code == -signal.SIGKILL:
+        reached = f" (it had reached {gigabytes(peak)})" if peak else ""
+        raise NotEnoughMemory(
+            f"ONNX conversion of {what}: the converter was killed, most likely for memory: "
+            f"it needs about {gigabytes(needed)}{reached}, "
+            f"{gigabytes(available) if available is not None else 'an unknown amount'} "
+            "was available when it started; nothing was written")
+    if code != 0:
+        raise CommandFailed(f"ONNX conversion of {what} failed: "
+                            f"{_converter_error(error_file, log_path)}")
 
 
 def openvino_model(function):
