@@ -321,6 +321,7 @@ def test_images_without_boxes_leave_only_the_class_term():
     assert float(got["class"]) == pytest.approx(want, rel=1e-5) and want > 0
 
 
+@pytest.mark.slow  # CI runs it; anchor-free training keeps test_models' run at several sizes
 def test_gradients_are_finite_and_descent_learns_a_fixed_batch():
     rng = np.random.default_rng(9)
     variables = [tf.Variable(o) for o in random_outputs(rng, scale=0.1)]

@@ -61,7 +61,8 @@ def _save_function(concrete, folder: str) -> None:
 
 def _converter_env() -> Dict[str, str]:
     """The converter's environment: pure-Python protobuf (see the module docstring), no GPU (the
-    conversion needs none, and this process may hold it), quiet TensorFlow, this yolo3 importable."""
+    conversion needs none, and this process may hold it), quiet TensorFlow, this yolo3
+    importable."""
     env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python",
                CUDA_VISIBLE_DEVICES="-1", TF_CPP_MIN_LOG_LEVEL="3")
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
