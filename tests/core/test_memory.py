@@ -2,7 +2,7 @@
 limit where it is less, and the units of ru_maxrss per platform."""
 from __future__ import annotations
 
-from yolo3.core.memory import available_memory, gigabytes, peak_resident
+from yolo3.core.memory import available_memory, gigabytes, peak_resident, proc_field_bytes
 
 MEMINFO = "MemTotal:       24000000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n"
 
@@ -63,3 +63,12 @@ def test_a_processes_peak_is_its_high_water_mark(tmp_path):
 
 def test_the_gigabytes_shown():
     assert gigabytes(2_449_000_000) == "2.4 GB" and gigabytes(21.7e9) == "21.7 GB"
+
+
+def test_a_proc_fields_kilobytes_read_as_bytes(tmp_path):
+    rollup = tmp_path / "smaps_rollup"
+    rollup.write_text("00400000-7ffd [rollup]\nRss:      2048 kB\nPss:      1500 kB\n")
+    assert proc_field_bytes(str(rollup), "Pss") == 1_536_000
+    assert proc_field_bytes(str(rollup), "Rss") == 2_097_152
+    assert proc_field_bytes(str(rollup), "Pss_Anon") is None  # a key is matched whole
+    assert proc_field_bytes(str(tmp_path / "missing"), "Pss") is None

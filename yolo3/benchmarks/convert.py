@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.benchmarks.memory import run_measured
 from yolo3.core.errors import ArgumentError, CommandFailed
 from yolo3.darknet.layout import layout_cfg_text
 from yolo3.darknet.random_weights import write_random_weights
@@ -49,15 +48,15 @@ def run(args: argparse.Namespace) -> int:
         write_random_weights(args.cfg, weights, seed=0)
         gen_s = time.perf_counter() - t
         out = Path(tmp) / f"converted.{args.out_format}"
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(args.cfg), str(weights), str(out)],
-                              capture_output=True, text=True)
-        wall_s = time.perf_counter() - t
+        # its peak is its own VmHWM: a child's ru_maxrss would count this process's pages too
+        proc = run_measured([sys.executable, "-c", _CHILD, str(args.cfg), str(weights), str(out)])
+        wall_s = proc.seconds
         if proc.returncode:
             raise CommandFailed(f"the converter process failed ({proc.returncode}):\n"
                                 f"{proc.stderr[-3000:]}")
         times = json.loads(proc.stdout.strip().splitlines()[-1])
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+        peak = (f"{proc.largest_bytes / 2**20:.0f} MB" if proc.largest_bytes
+                else "unknown (no /proc)")
         rows = [("cfg", str(args.cfg.name)),
                 ("weights size", f"{weights.stat().st_size / 1e6:.1f} MB"),
                 ("output", f"{out.name} ({out.stat().st_size / 1e6:.1f} MB)"),
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 ("import yolo3 + TF", f"{times['import_s']:.1f} s"),
                 ("convert (parse, read, build, load, save)", f"{times['convert_s']:.1f} s"),
                 ("converter process wall time", f"{wall_s:.1f} s"),
-                ("converter process peak RSS", f"{peak_mb:.0f} MB")]
+                ("converter process peak RSS", peak)]
     print(machine_line(matmul_peak_gflops()))
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}} | value\n{'-' * width}-+------")

@@ -23,9 +23,10 @@ Accuracy (``--trained``, a model such as the demo's ``final.keras``, with ``--an
 held-out set): the model exported to each format (decoding included), every format's raw maps
 decoded alike on the host, COCO mAP@0.5 and mAP@0.5:0.95; OpenCV DNN on its Darknet export.
 
-Targets (2-core CPU): each format's export of YOLOv3-416 under 4 GB of memory; int8 mAP@0.5 within 0.01 and mAP@0.5:0.95 within 0.02 of float32, latency
-<= 0.5 x float32 TFLite, size <= 0.3 x; ONNX Runtime <= 0.9 x OpenCV DNN for YOLOv3-416; OpenVINO
-int8 mAP@0.5 and mAP@0.5:0.95 within 0.01 of OpenVINO float, latency <= 0.7 x it.
+Targets (2-core CPU): each format's export of YOLOv3-416 under 4 GB of memory; int8 mAP@0.5
+within 0.01 and mAP@0.5:0.95 within 0.02 of float32, latency <= 0.5 x float32 TFLite, size
+<= 0.3 x; ONNX Runtime <= 0.9 x OpenCV DNN for YOLOv3-416; OpenVINO int8 mAP@0.5 and
+mAP@0.5:0.95 within 0.01 of OpenVINO float, latency <= 0.7 x it.
 """
 from __future__ import annotations
 
@@ -39,13 +40,15 @@ import numpy as np
 
 from yolo3.benchmarks.contenders import OpenCVRunner
 from yolo3.benchmarks.isolated import interleaved, median
-from yolo3.benchmarks.memory import run_measured
 from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.benchmarks.memory import run_measured
 from yolo3.checkpoint.darknet_convert import convert
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.saving import atomic_save_model
 from yolo3.config.precision import resolve_precision
 from yolo3.config.specs import UnknownVariantError, get_spec
+from yolo3.core.errors import CommandFailed
+from yolo3.core.memory import gigabytes
 from yolo3.darknet.cfg import parse_cfg
 from yolo3.darknet.layout import layout_cfg_text
 from yolo3.darknet.random_weights import write_random_weights
@@ -54,8 +57,6 @@ from yolo3.data.images import load_image
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.data.yolo_layout import read_data_file
 from yolo3.evaluation.metrics import evaluate_detections
-from yolo3.core.errors import CommandFailed
-from yolo3.core.memory import gigabytes
 from yolo3.export.darknet import export_darknet
 from yolo3.inference.detector import YOLO
 from yolo3.inference.engines import engine_installed

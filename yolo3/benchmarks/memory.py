@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
-from yolo3.core.memory import peak_resident
+from yolo3.core.memory import peak_resident, proc_field_bytes
 
 __all__ = ["Measured", "run_measured", "tree_memory"]
 
@@ -55,13 +55,9 @@ def _children(proc_root: str) -> Dict[int, List[int]]:
 def _process_bytes(folder: str) -> int:
     """One process's proportional set (``Pss`` of ``smaps_rollup``), or its resident set (``statm``)
     where the kernel has no rollup."""
-    try:
-        with open(os.path.join(folder, "smaps_rollup"), encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    pss = proc_field_bytes(os.path.join(folder, "smaps_rollup"), "Pss")
+    if pss is not None:
+        return pss
     with open(os.path.join(folder, "statm"), encoding="ascii") as f:
         return int(f.read().split()[1]) * PAGE
 
@@ -76,18 +72,23 @@ def _tree(pid: int, proc_root: str) -> List[int]:
     return found
 
 
+def _summed(pids: Sequence[int], proc_root: str) -> int:
+    """Bytes the processes ``pids`` hold now, summed (PSS, see :func:`_process_bytes`)."""
+    total = 0
+    for pid in pids:
+        try:
+            total += _process_bytes(os.path.join(proc_root, str(pid)))
+        except (OSError, ValueError, IndexError):  # gone meanwhile
+            continue
+    return total
+
+
 def tree_memory(pid: int, proc_root: str = "/proc") -> Optional[int]:
     """Bytes ``pid`` and all its descendants hold now, summed (PSS, see :func:`_process_bytes`);
     None where there is no ``/proc``."""
     if not os.path.isdir(proc_root):
         return None
-    total = 0
-    for current in _tree(pid, proc_root):
-        try:
-            total += _process_bytes(os.path.join(proc_root, str(current)))
-        except (OSError, ValueError, IndexError):  # gone meanwhile
-            continue
-    return total
+    return _summed(_tree(pid, proc_root), proc_root)
 
 
 def run_measured(command: Sequence[str], env: Optional[Dict[str, str]] = None,
@@ -100,37 +101,23 @@ def run_measured(command: Sequence[str], env: Optional[Dict[str, str]] = None,
     together, largest = [0], [0]
     done = threading.Event()
 
-    def sample() -> None:
-        while not done.wait(interval):
-            if not os.path.isdir("/proc"):
-                return
+    def sample() -> None:  # one walk of the tree per sample: its sum and each one's peak
+        while os.path.isdir("/proc") and not done.wait(interval):
             pids = _tree(proc.pid, "/proc")
-            together[0] = max(together[0], tree_memory(proc.pid) or 0)
+            together[0] = max(together[0], _summed(pids, "/proc"))
             largest[0] = max([largest[0], *[peak_resident(p) or 0 for p in pids]])
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    output: Dict[str, str] = {}
-
-    def drain(name: str, stream) -> None:
-        output[name] = stream.read()
-    readers = [threading.Thread(target=drain, args=(n, s), daemon=True)
-               for n, s in (("out", proc.stdout), ("err", proc.stderr))]
-    for r in readers:
-        r.start()
-    timer = threading.Timer(timeout, proc.kill) if timeout else None
-    if timer:
-        timer.start()
     try:
-        proc.wait()
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     finally:
-        if timer:
-            timer.cancel()
         done.set()
         sampler.join()
-        for r in readers:
-            r.join()
     seconds = time.perf_counter() - start
     single = largest[0] or None
     peak = max(together[0], largest[0]) or None
-    return Measured(proc.returncode, seconds, single, peak, output.get("out", ""),
-                    output.get("err", ""))
+    return Measured(proc.returncode, seconds, single, peak, out or "", err or "")

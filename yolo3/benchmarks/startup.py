@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.core.memory import peak_resident
 
 __all__ = ["run_scale", "write_scale_dataset"]
 
@@ -65,16 +66,13 @@ def write_scale_dataset(folder: str, count: int, distinct: int, boxes_per_image:
 
 
 def _peak_rss(pid: int, stop: threading.Event, out: Dict[str, float]) -> None:
-    """Poll /proc for the peak resident memory (VmHWM) of ``pid`` (Linux; nothing elsewhere)."""
-    status = f"/proc/{pid}/status"
+    """Poll the peak resident memory (VmHWM, :func:`yolo3.core.memory.peak_resident`) of ``pid``
+    in GiB (Linux; nothing elsewhere)."""
     while not stop.is_set():
-        try:
-            with open(status, encoding="ascii") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        out["peak_gb"] = max(out.get("peak_gb", 0.0), int(line.split()[1]) / 2**20)
-        except OSError:
+        peak = peak_resident(pid)
+        if peak is None:
             return
+        out["peak_gb"] = max(out.get("peak_gb", 0.0), peak / 2**30)
         stop.wait(0.2)
 
 

@@ -9,19 +9,20 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-__all__ = ["available_memory", "peak_resident", "gigabytes"]
+__all__ = ["available_memory", "peak_resident", "proc_field_bytes", "gigabytes"]
 
 MEMINFO = "/proc/meminfo"
 CGROUP = "/sys/fs/cgroup"
 
 
-def _meminfo_available(path: str = MEMINFO) -> Optional[int]:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes (the kernel's estimate of what new work can
-    take without swapping), or None where there is no such file."""
+def proc_field_bytes(path: str, key: str) -> Optional[int]:
+    """The ``KEY:  N kB`` line of a ``/proc`` file (``meminfo``, ``status``, ``smaps_rollup``) in
+    bytes, or None where the file or the line is not there."""
+    prefix = f"{key}:"
     try:
-        with open(path, encoding="ascii") as f:
+        with open(path, encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(prefix):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
@@ -46,22 +47,15 @@ def _cgroup_room(root: str = CGROUP) -> Optional[int]:
 def available_memory(meminfo: str = MEMINFO, cgroup: str = CGROUP) -> Optional[int]:
     """Bytes new work can take now: the machine's ``MemAvailable``, or the room left under a
     container's limit where that is less. None where neither is known (not Linux)."""
-    known = [v for v in (_meminfo_available(meminfo), _cgroup_room(cgroup)) if v is not None]
+    known = [v for v in (proc_field_bytes(meminfo, "MemAvailable"), _cgroup_room(cgroup))
+             if v is not None]
     return min(known) if known else None
 
 
 def peak_resident(pid: int, proc_root: str = "/proc") -> Optional[int]:
     """The largest resident set process ``pid`` has had since its ``exec`` (``VmHWM``), in bytes;
     None when it is gone or there is no ``/proc``."""
-    try:
-        with open(os.path.join(proc_root, str(pid), "status"), encoding="ascii",
-                  errors="replace") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return proc_field_bytes(os.path.join(proc_root, str(pid), "status"), "VmHWM")
 
 
 def gigabytes(n_bytes: float) -> str:
