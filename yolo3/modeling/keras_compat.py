@@ -14,7 +14,7 @@ import keras
 __all__ = ["producing_layer", "inbound_tensors", "node_counts", "all_layers",
            "save_weights_without", "load_weights_without", "build_from_element_spec",
            "replace_step", "swap_ema_weights", "uses_ema", "ExactSwapEMAWeights",
-           "py_dataset_epoch"]
+           "py_dataset_epoch", "overrides_hook"]
 
 
 def producing_layer(tensor) -> keras.layers.Layer:
@@ -104,6 +104,13 @@ def swap_ema_weights(optimizer) -> None:
 def uses_ema(optimizer) -> bool:
     """Whether ``optimizer`` (or a loss-scale optimizer's inner one) keeps an EMA of the weights."""
     return bool(getattr(getattr(optimizer, "inner_optimizer", optimizer), "use_ema", False))
+
+
+def overrides_hook(callback: keras.callbacks.Callback, name: str) -> bool:
+    """Whether ``callback`` defines its own ``name`` hook (``on_train_batch_end`` ...), not
+    Keras's no-op: Keras marks its defaults (``utils.default``) so that ``fit`` dispatches batch
+    hooks asynchronously when nothing listens to them."""
+    return not getattr(getattr(callback, name), "_is_default", False)
 
 
 class ExactSwapEMAWeights(keras.callbacks.SwapEMAWeights):

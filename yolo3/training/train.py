@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 
@@ -78,6 +78,7 @@ from yolo3.training.run_folder import (
     restore_state,
 )
 from yolo3.training.stages import eval_interval, run_stage, stage_callbacks, stages
+from yolo3.training.user_callbacks import ForTemplate, check_callbacks, for_template
 
 logger = logging.getLogger(__name__)
 
@@ -107,16 +108,24 @@ def validate_config(config: TrainConfig) -> List[Caution]:
         raise ConfigError(str(e), *e.settings) from None
 
 
-def train(config: TrainConfig) -> TrainResult:
+def train(config: TrainConfig,
+          callbacks: Optional[Sequence[keras.callbacks.Callback]] = None) -> TrainResult:
     """Train as configured; returns the written paths and the loss history. The Keras dtype
-    policy of ``precision`` holds while training and is restored afterwards."""
+    policy of ``precision`` holds while training and is restored afterwards.
+
+    ``callbacks``: your Keras callbacks, run after yolo3's own with the training template as
+    their ``model`` (never the parallel wrapper; :mod:`yolo3.training.user_callbacks`)."""
     for caution in validate_config(config):
         logger.warning("%s", caution.message, extra={"settings": caution.settings})
+    try:
+        user_callbacks = check_callbacks(callbacks)
+    except SettingError as e:
+        raise ConfigError(str(e), *e.settings) from None
     with dtype_policy(training_precision(config)):
-        return _train(config)
+        return _train(config, user_callbacks)
 
 
-def _train(config: TrainConfig) -> TrainResult:
+def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback]) -> TrainResult:
     keras.utils.set_random_seed(config.seed)
     data = prepare_data(config)
     check_run_folder(config, data)
@@ -129,11 +138,13 @@ def _train(config: TrainConfig) -> TrainResult:
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
     with run.folder:  # the manifest settled however the run ends
-        return _run(config, data, placement, body, template, skipped, run)
+        return _run(config, data, placement, body, template, skipped, run,
+                    for_template(user_callbacks, template))
 
 
 def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras.Model,
-         template: keras.Model, skipped: List[Tuple[str, str]], run: RunFolder) -> TrainResult:
+         template: keras.Model, skipped: List[Tuple[str, str]], run: RunFolder,
+         user_callbacks: List[ForTemplate]) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     bn_images = batch_norm_images(config, data)
@@ -173,7 +184,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
         statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
                       if bn_images is not None else None)  # per stage: frozen layers differ
         callbacks = stage_callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
-                                    statistics, pictures)
+                                    statistics, pictures) + user_callbacks
         try:
             stage_history = run_stage(stage, config, body, template, placement, datasets,
                                       callbacks, start_epoch, state)
@@ -183,7 +194,8 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                 bool(config.output.verbose))) from None
         for k, v in stage_history.items():
             history.setdefault(k, []).extend(v)
-        if nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None):
+        if (nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None)
+                or any(c.stopped for c in user_callbacks)):
             break
     final_model, final_weights = finish(run, body, info, nan_stop)
     if final_model is None:
