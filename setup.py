@@ -73,6 +73,11 @@ setup(
             # photographs for yolo3 synth --style photo, run with TensorFlow unimportable
             # (tests/features/test_without_tensorflow.py)
             "scikit-image",
+            # the experiment trackers (a real MLflow server in the slow set; W&B offline) and
+            # the search over settings
+            "mlflow>=2.16",
+            "wandb>=0.18",
+            "optuna>=3.6",
             *EXPORT,
         ],
         "plot": ["matplotlib"],  # now a core dependency: kept so that yolo3[plot] still installs
@@ -83,6 +88,11 @@ setup(
         # permissively licensed ones), COCO scoring, plots. The peer (Ultralytics) pulls torch:
         # it lives in its own environment, never here.
         "bench": ["scikit-image", "pycocotools", "matplotlib"],
+        # yolo3 train --tracker mlflow | wandb: experiment trackers
+        "mlflow": ["mlflow>=2.16"],
+        "wandb": ["wandb>=0.18"],
+        # yolo3 tune: the search over settings (Optuna, its SQLite storage)
+        "tune": ["optuna>=3.6"],
     },
     entry_points={
         "console_scripts": [

@@ -30,6 +30,7 @@ from yolo3.config.choices import (
     PIPELINES,
     SCHEDULES,
     STRATEGIES,
+    TRACKERS,
     TRAINING_PRECISIONS,
 )
 
@@ -226,6 +227,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--no-pictures", dest="pictures", action="store_false", help="draw no "
                    "pictures into --output (by default: labels.png, train_batch0-2.jpg, "
                    "results.png at each evaluation, val_gallery.png when the best model changes)")
+    e.add_argument("--tracker", "--logger", dest="tracker", choices=TRACKERS,
+                   default=d("tracker"), help="also log the run to an experiment tracker: "
+                   "mlflow (MLFLOW_TRACKING_URI, or its local store ./mlflow.db; experiment "
+                   "MLFLOW_EXPERIMENT_NAME, default yolo3) or wandb (project WANDB_PROJECT, "
+                   "default yolo3; WANDB_MODE=offline works): the settings, every epoch's "
+                   "losses, mAPs and learning rate, the pictures, report, history and final "
+                   "model. A tracker that fails warns once; training goes on (default "
+                   "%(default)s)")
     e.add_argument("--seed", type=Number.within("seed"), default=d("seed"), help="random seed (default %(default)s)")
     e.add_argument("--steps-per-epoch", type=Number.within("steps_per_epoch"), default=None, help="steps per epoch (default: "
                    "one pass over the data)")

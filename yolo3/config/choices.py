@@ -16,6 +16,9 @@ STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
 # the input pipeline: tf.data where TensorFlow imports, else NumPy/OpenCV (auto); or either
 PIPELINES = ("auto", "tf", "numpy")
+# where a run is also logged: nowhere else, MLflow (its local store or MLFLOW_TRACKING_URI), or
+# Weights & Biases (online, or WANDB_MODE=offline)
+TRACKERS = ("none", "mlflow", "wandb")
 ANNOTATION_FORMATS = ("text", "coco", "voc", "yolo")  # the layouts yolo3 reads and writes
 ENGINES = ("auto", "keras", "openvino", "onnxruntime")  # what a .keras detector runs on
 SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spreads object sizes

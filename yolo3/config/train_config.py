@@ -36,10 +36,12 @@ from yolo3.config.choices import (
     PIPELINES,
     SCHEDULES,
     STRATEGIES,
+    TRACKERS,
     TRAINING_PRECISIONS,
 )
 from yolo3.config.specs import get_spec
 from yolo3.core.errors import SettingError, Yolo3Error
+from yolo3.core.extras import install_hint, installed
 from yolo3.core.value_types import conforms, describe, from_text
 
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
@@ -179,6 +181,9 @@ class OutputSettings:
     verbose: int = 1
     # labels.png, train_batch*.jpg, results.png and val_gallery.png in the run folder
     pictures: bool = True
+    # an experiment tracker the run is also logged to (TRACKERS): settings, every epoch's values,
+    # the pictures, report, history and final model
+    tracker: str = "none"
 
 
 SECTIONS = {"data": DataSettings, "model": ModelSettings, "recipe": RecipeSettings,
@@ -308,6 +313,7 @@ def check(config: TrainConfig) -> List[Caution]:
     _check_recipe(config.recipe)
     _check_schedule(config.schedule)
     _check_hardware(config.hardware)
+    _check_output(config.output)
     _check_model(config.model, config.data)  # last: the only rule that asks the registry
     return cautions(config)
 
@@ -554,6 +560,13 @@ def _check_schedule(schedule: ScheduleSettings) -> None:
     _one_of(schedule.schedule, SCHEDULES, "schedule")
     _need(not (schedule.patience and schedule.eval_every == 0),
           "patience counts evaluations: it needs eval_every above 0", "patience", "eval_every")
+
+
+def _check_output(output: OutputSettings) -> None:
+    _one_of(output.tracker, TRACKERS, "tracker")
+    if output.tracker != "none" and not installed(output.tracker):
+        raise SettingError(f"tracker {output.tracker}: the package is not installed "
+                           f"({install_hint(output.tracker)})", "tracker")
 
 
 def _check_hardware(hardware: HardwareSettings) -> None:

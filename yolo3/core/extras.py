@@ -27,6 +27,11 @@ EXTRAS = {
     "supervision": ("track", "supervision"),
     "trackeval": ("track", "trackeval"),
     "tensorboard": (None, "tensorboard"),
+    # experiment trackers (yolo3 train --tracker)
+    "mlflow": ("mlflow", "mlflow"),
+    "wandb": ("wandb", "wandb"),
+    # the search over settings (yolo3 tune)
+    "optuna": ("tune", "optuna"),
     # export, OpenVINO and tf.data: a JAX or PyTorch install trains and detects without it
     "tensorflow": (None, "tensorflow"),
     # core dependencies whose PyPI name is not their module's (an install with --no-deps)

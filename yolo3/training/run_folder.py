@@ -31,6 +31,7 @@ from yolo3.training.distribute import (
 from yolo3.training.history import truncate_history
 from yolo3.training.pictures import PICTURES
 from yolo3.training.resume import check_resume_files, load_resume_state
+from yolo3.training.trackers import TRACKER_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ RUN_FOLDER_WRITES = ("anchors.txt", "classes.txt", "history.csv", "resume.json",
                      "final.keras", "final.weights.h5", "best.keras", "best.weights.h5",
                      "last.keras", "last.weights.h5", "backup/*", "diagnostics/diagnostics.json",
                      *picture_paths("diagnostics/").values(), *PICTURES,
-                     "run.json", REPORT)
+                     "run.json", REPORT, TRACKER_FILE)
 # files other libraries write into a run as they go: TensorBoard's events, Keras's backup
 LIBRARY_WRITES = ("logs/*/events.out.tfevents.*", "backup/latest.weights.h5*",
                   "backup/training_metadata.json*")

@@ -34,6 +34,7 @@ import keras
 
 from yolo3.config.train_config import Caution, ConfigError, TrainConfig, check
 from yolo3.core.errors import CommandFailed, SettingError
+from yolo3.core.fileio import read_json
 from yolo3.core.log import NOTICE
 from yolo3.evaluation.report import REPORT, run_report
 from yolo3.training.bn_statistics import BatchNormStatistics
@@ -78,6 +79,14 @@ from yolo3.training.run_folder import (
     restore_state,
 )
 from yolo3.training.stages import eval_interval, run_stage, stage_callbacks, stages
+from yolo3.training.trackers import (
+    TRACKER_FILE,
+    Tracker,
+    TrackerCallback,
+    flat_parameters,
+    make_tracker,
+    run_artifacts,
+)
 from yolo3.training.user_callbacks import ForTemplate, check_callbacks, for_template
 
 logger = logging.getLogger(__name__)
@@ -138,13 +147,46 @@ def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback]) 
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
     with run.folder:  # the manifest settled however the run ends
-        return _run(config, data, placement, body, template, skipped, run,
-                    for_template(user_callbacks, template))
+        summary = run_summary(config, data)
+        if run.chief:  # what the report shows of the run: its settings and data
+            run.folder.write_text("run.json", json.dumps(summary, indent=1))
+        tracker = start_tracker(config, run, summary)
+        try:
+            result = _run(config, data, placement, body, template, skipped, run,
+                          for_template(user_callbacks, template), tracker)
+        except BaseException as e:
+            if tracker is not None:
+                tracker.finish([], "killed" if isinstance(e, KeyboardInterrupt) else "failed")
+            raise
+        if tracker is not None:
+            tracker.finish(run_artifacts(run.write_dir, result.final_model or None),
+                           "failed" if result.stopped_on_nan else "finished")
+        return result
+
+
+def start_tracker(config: TrainConfig, run: RunFolder, summary: dict) -> Optional[Tracker]:
+    """The run's experiment tracker (the chief's; None without one), started: the same tracker
+    run as before when resuming (``tracker.json``), a new one with the settings otherwise."""
+    if not run.chief:
+        return None
+    tracker = make_tracker(config.output.tracker, run.output.name, run.output)
+    if tracker is None:
+        return None
+    previous = None
+    if config.output.resume and (run.write_dir / TRACKER_FILE).is_file():
+        kept = read_json(run.write_dir / TRACKER_FILE, "tracker")
+        if isinstance(kept, dict) and kept.get("tracker") == tracker.kind:
+            previous = kept.get("run_id")
+    tracker.start(flat_parameters(summary), resume_id=previous)
+    if tracker.run_id is not None and tracker.run_id != previous:
+        run.folder.write_text(TRACKER_FILE, json.dumps(
+            {"tracker": tracker.kind, "run_id": tracker.run_id, "where": tracker.where}))
+    return tracker
 
 
 def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras.Model,
          template: keras.Model, skipped: List[Tuple[str, str]], run: RunFolder,
-         user_callbacks: List[ForTemplate]) -> TrainResult:
+         user_callbacks: List[ForTemplate], tracker: Optional[Tracker]) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     bn_images = batch_norm_images(config, data)
@@ -166,8 +208,6 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                                     verbose=config.output.verbose, info=info,
                                     monitor="mAP50_95" if every else "val_loss",
                                     mode="max" if every else "min", ema=config.recipe.ema)
-    if run.chief:  # what the report shows of the run: its settings and data
-        run.folder.write_text("run.json", json.dumps(run_summary(config, data), indent=1))
     pictures, drawing = None, 0.0
     if run.chief and config.output.pictures:
         plots = plots_wanted(True)
@@ -184,7 +224,9 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
         statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
                       if bn_images is not None else None)  # per stage: frozen layers differ
         callbacks = stage_callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
-                                    statistics, pictures) + user_callbacks
+                                    statistics, pictures)
+        callbacks += [TrackerCallback(tracker)] if tracker is not None else []
+        callbacks += user_callbacks  # last: they see what yolo3's own have done
         try:
             stage_history = run_stage(stage, config, body, template, placement, datasets,
                                       callbacks, start_epoch, state)
