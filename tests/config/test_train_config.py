@@ -72,7 +72,7 @@ def test_check_returns_the_cautions_of_what_it_accepts(tmp_path):
 
 
 @pytest.mark.parametrize("setting, value, settings, message", [
-    ("batch_size", 0, ("batch_size",), r"batch_size must be in \[1, 4096\], got 0"),
+    ("batch_size", 0, ("batch_size",), r"batch_size must be in \[1, 4096\] or auto, got 0"),
     ("optimizer", "rmsprop", ("optimizer",), "optimizer must be one of adam, sgd"),
     ("box_loss", "l1", ("box_loss",), "box_loss must be one of mse, giou, diou, ciou"),
     ("objectness", "quality", ("objectness",), "objectness must be one of one, iou"),
@@ -108,7 +108,7 @@ def test_check_names_the_setting(tmp_path, setting, value, settings, message):
 
 @pytest.mark.parametrize("setting, value, message", [
     ("ignore_iou", "abc", "ignore_iou must be a number, got 'abc'"),
-    ("batch_size", 2.5, "batch_size must be a whole number, got 2.5"),
+    ("batch_size", 2.5, "batch_size must be a whole number or auto, got 2.5"),
     ("ema", "yes", "ema must be true or false, got 'yes'"),
     ("multi_scale", (320,), r"multi_scale must be none or two whole numbers, got \(320,\)"),
     ("weights", 3, "weights must be none or text, got 3"),
@@ -153,7 +153,7 @@ def test_parse_setting_reads_text_as_the_settings_type():
     ("ignore_io", "1", r"no setting 'ignore_io' \(did you mean ignore_iou\?\)", ()),
     ("nothing_like_it", "1", "no setting 'nothing_like_it'$", ()),
     ("lr", "abc", "lr must be none or a number, got 'abc'", ("lr",)),
-    ("batch_size", "8.5", "batch_size must be a whole number, got '8.5'", ("batch_size",)),
+    ("batch_size", "8.5", "batch_size must be a whole number or auto, got '8.5'", ("batch_size",)),
 ])
 def test_parse_setting_refuses_an_unknown_name_or_a_bad_value(name, text, message, settings):
     with pytest.raises(SettingError, match=message) as caught:
@@ -233,7 +233,7 @@ def test_trains_old_variant_flag_still_works_and_warns(tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--batch-size", "0"], "yolo3 train: error: argument --batch-size: expected a whole number "
-                            "from 1 to 4096, got '0'"),
+                            "from 1 to 4096, or auto, got '0'"),
     (["--freeze-epochs", "9", "--epochs", "5"],
      "yolo3 train: error: --freeze-epochs 9 must be at most --epochs 5"),
     (["--assign-iou", "0"], "yolo3 train: error: argument --assign-iou: expected a number above "

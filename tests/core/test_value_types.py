@@ -67,3 +67,14 @@ def test_a_hint_of_another_kind_is_a_type_error_not_a_pass(hint):
         conforms([1], hint)
     with pytest.raises(TypeError, match="no words"):
         describe(hint)
+
+
+def test_a_literal_takes_its_words_beside_the_other_kinds():
+    from typing import Literal, Union
+    hint = Union[int, Literal["auto"]]  # batch_size
+    assert conforms("auto", hint) and conforms(8, hint)
+    assert not conforms("fast", hint) and not conforms(2.5, hint)
+    assert describe(hint) == "a whole number or auto"
+    assert from_text("auto", hint) == "auto" and from_text("16", hint) == 16
+    with pytest.raises(ValueError, match="must be a whole number or auto, got '8.5'"):
+        from_text("8.5", hint)

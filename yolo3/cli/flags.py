@@ -96,7 +96,7 @@ class Number(Declared):
         the parser and the settings check read the one declaration."""
         from yolo3.config.train_config import RANGES
         r = RANGES[setting]
-        return cls(r.kind, r.lo, r.hi, lo_open=r.lo_open, hi_open=r.hi_open)
+        return cls(r.kind, r.lo, r.hi, lo_open=r.lo_open, hi_open=r.hi_open, words=r.words)
 
     @property
     def hi(self) -> float:

@@ -26,6 +26,7 @@ SIZE_DISTRIBUTIONS = ("log", "uniform")  # how the photo-style synthetic set spr
 # parts included
 BOX_EXTENTS = ("visible", "full")
 AUTO_ANCHORS = "auto"  # anchors: computed by k-means on the training boxes, in place of a file
+AUTO_BATCH = "auto"  # batch_size: the largest on a ladder whose training step fits the device
 AUTO_TILE = "auto"  # tile: the size yolo3 check suggests from the training boxes
 AUTO_CLASS_WEIGHTS = "auto"  # class_weights: the effective number of samples, capped
 # class_weights computed from the box counts (yolo3.ops.class_balance)

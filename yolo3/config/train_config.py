@@ -21,11 +21,23 @@ import numbers
 import os
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    Union,
+)
 
 from yolo3.config.choices import (
     AUGMENT_PRESETS,
     AUTO_ANCHORS,
+    AUTO_BATCH,
     AUTO_CLASS_WEIGHTS,
     AUTO_TILE,
     BOX_LOSSES,
@@ -164,7 +176,10 @@ class ScheduleSettings:
 class HardwareSettings:
     """Where: images per replica, and the replicas (GPUs, logical CPUs) and how they cooperate."""
 
-    batch_size: int = 8  # per replica; the global batch is this times the replicas
+    # per replica; the global batch is this times the replicas. AUTO_BATCH ("auto"): the largest
+    # on a ladder whose training step fits a share of the device's memory
+    # (yolo3.training.batch_size), decided before training starts
+    batch_size: Union[int, Literal["auto"]] = 8
     gpus: int = 0
     cpu_replicas: int = 0
     strategy: str = "wrapper"  # wrapper, mirrored or multiworker
@@ -248,6 +263,10 @@ class TrainConfig:
                 for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
         flat["seed"] = self.seed
         return flat
+
+    def replaced(self, **settings: Any) -> "TrainConfig":
+        """A copy with ``settings`` (by name) changed."""
+        return type(self).from_settings({**self.settings(), **settings})
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "TrainConfig":
@@ -392,6 +411,7 @@ class Range:
     hi_open: bool = False
     note: str = ""  # what a value means, said with the rule
     kind: type = float  # int: a whole number
+    words: Tuple[str, ...] = ()  # literal words taken beside the numbers ("auto")
 
     def holds(self, value: Any) -> bool:
         if not _finite(value) or (self.kind is int and value != int(value)):
@@ -408,6 +428,8 @@ class Range:
         else:
             text = (f"must be in {'(' if self.lo_open else '['}{shown(self.lo)}, {shown(self.hi)}"
                     f"{')' if self.hi_open else ']'}")
+        if self.words:
+            text += f" or {' or '.join(self.words)}"
         return f"{text} ({self.note})" if self.note else text
 
 
@@ -451,7 +473,7 @@ RANGES: Dict[str, Range] = {
     "patience": Range(0, _EPOCHS, note="0: none", kind=int),
     "seed": Range(0, 2**32 - 1, kind=int),
     # hardware
-    "batch_size": Range(1, 4096, kind=int),
+    "batch_size": Range(1, 4096, kind=int, words=(AUTO_BATCH,)),
     "gpus": Range(0, 1024, kind=int),
 }
 LOSS_RANGES = ("assign_iou", "ignore_iou", "box_gain", "class_gain", "label_smoothing",
@@ -491,7 +513,8 @@ def _check_ranges(config: TrainConfig) -> None:
     settings = config.settings()
     for name, r in RANGES.items():
         value = settings[name]
-        _need(value is None or r.holds(value), f"{name} {r.describe()}, got {value!r}", name)
+        _need(value is None or value in r.words or r.holds(value),
+              f"{name} {r.describe()}, got {value!r}", name)
 
 
 def _exists(path: Optional[str], setting: str) -> None:

@@ -2,8 +2,8 @@
 value read from text (``"0.7"``, ``"true"``, ``"[160, 224]"``, ``"none"``).
 
 The hints are those of the training settings: ``bool``, ``int``, ``float``, ``str``,
-``Optional[X]``, a fixed-length ``Tuple[int, int]`` and ``Union`` of them (any other kind is a
-TypeError). A ``str`` accepts an ``os.PathLike`` (paths), an ``int`` any integral number but not a
+``Optional[X]``, a fixed-length ``Tuple[int, int]``, a ``Literal`` of words (``Literal["auto"]``)
+and ``Union`` of them (any other kind is a TypeError). A ``str`` accepts an ``os.PathLike`` (paths), an ``int`` any integral number but not a
 bool, a ``float`` any real number but not a bool, a ``Tuple[...]`` a list or tuple of that length.
 Plain Python.
 """
@@ -43,6 +43,8 @@ def conforms(value: Any, hint: Any) -> bool:
     origin, args = _parts(hint)
     if origin is typing.Union:
         return any(conforms(value, a) for a in args)
+    if origin is typing.Literal:
+        return isinstance(value, str) and value in args
     if origin is tuple and Ellipsis not in args:
         return (isinstance(value, (tuple, list)) and len(value) == len(args)
                 and all(conforms(v, a) for v, a in zip(value, args)))
@@ -59,6 +61,8 @@ def describe(hint: Any) -> str:
     origin, args = _parts(hint)
     if origin is typing.Union:
         return " or ".join(sorted((describe(a) for a in args), key=lambda w: w != "none"))
+    if origin is typing.Literal:
+        return " or ".join(str(a) for a in args)
     if origin is tuple and len(set(args)) == 1 and Ellipsis not in args:
         count = {2: "two"}.get(len(args), str(len(args)))
         return f"{count} {_plural(describe(args[0]))}"

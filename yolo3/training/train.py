@@ -32,11 +32,18 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 
+from yolo3.config.choices import AUTO_BATCH
 from yolo3.config.train_config import Caution, ConfigError, TrainConfig, check
 from yolo3.core.errors import CommandFailed, SettingError
 from yolo3.core.fileio import read_json
 from yolo3.core.log import NOTICE
 from yolo3.evaluation.report import REPORT, run_report
+from yolo3.training.batch_size import (
+    TrainingOutOfMemory,
+    choose_batch_size,
+    is_out_of_memory,
+    out_of_memory_message,
+)
 from yolo3.training.bn_statistics import BatchNormStatistics
 from yolo3.training.callbacks import (
     EarlyStopOnPlateau,
@@ -138,6 +145,11 @@ def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback]) 
     keras.utils.set_random_seed(config.seed)
     data = prepare_data(config)
     check_run_folder(config, data)
+    if config.hardware.batch_size == AUTO_BATCH:  # measured before anything is written
+        choice = choose_batch_size(config, data, max(1, config.hardware.gpus,
+                                                     config.hardware.cpu_replicas))
+        logger.log(NOTICE, "%s", choice.describe())
+        config = config.replaced(batch_size=choice.batch)
     placement = pick_strategy(config, len(data.records), num_val_records=len(data.val_records))
     pick_pipeline(config, placement)  # a pipeline that cannot feed this run: refused before writing
     # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
@@ -234,6 +246,14 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
             raise CommandFailed(name_undecodable(
                 [r.path for r in data.records + data.val_records], str(e), check_args(config),
                 bool(config.output.verbose))) from None
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            kept = completed_epochs(run.write_dir / "history.csv")
+            last = run.output / "last.keras"
+            raise TrainingOutOfMemory(out_of_memory_message(
+                int(config.hardware.batch_size), placement.replicas, kept + 1,
+                str(last) if kept and last.is_file() else None, kept)) from None
         for k, v in stage_history.items():
             history.setdefault(k, []).extend(v)
         if (nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None)
