@@ -98,6 +98,7 @@ setup(
         "console_scripts": [
             "yolo3=yolo3.cli:main",
             "yolo3-train=yolo3.cli.train:main",
+            "yolo3-tune=yolo3.cli.tune:main",
             "yolo3-detect=yolo3.cli.detect:main",
             "yolo3-track=yolo3.cli.track:main",
             "yolo3-evaluate-tracks=yolo3.cli.evaluate_tracks:main",

@@ -124,6 +124,11 @@ SLOW_WRITERS = [
     Writer("export --openvino --saved-model", lambda w, out: [
         "export", "--model", w["run"] / "final.keras", "--openvino", out / "ir",
         "--saved-model", out / "sm"]),
+    Writer("tune --output", lambda w, out: [  # one trial; the reruns go on with the study
+        "tune", "--annotations", w["data"] / "train.txt", "--val-annotations",
+        w["data"] / "val.txt", "--classes", w["data"] / "classes.txt", "--variant", "tiny",
+        "--input-size", "64", "--batch-size", "2", "--epochs", "1", "--freeze-epochs", "0",
+        "--anchors", w["anchors"], "--output", out, "--trials", "1"]),
     Writer("train --output", lambda w, out: [
         "train", "--annotations", w["data"] / "train.txt", "--val-annotations",
         w["data"] / "val.txt", "--classes", w["data"] / "classes.txt", "--variant", "tiny",

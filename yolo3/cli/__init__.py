@@ -17,6 +17,7 @@ from yolo3.cli.common import Parser, execute, make_parser, parse_or_exit_code
 # command name -> module (the console script yolo3-<name> is <module>:main)
 COMMANDS: Dict[str, str] = {
     "train": "yolo3.cli.train",
+    "tune": "yolo3.cli.tune",
     "detect": "yolo3.cli.detect",
     "track": "yolo3.cli.track",
     "evaluate": "yolo3.cli.evaluate",

@@ -48,10 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+# what --output and --resume mean for yolo3 train; yolo3 tune words them for its study
+OUTPUT_HELP = ("output folder: checkpoints, final.keras, final.weights.h5, history.csv, logs/ "
+               "(TensorBoard)")
+RESUME_HELP = ("continue from the last completed epoch in --output (template weights, optimiser "
+               "state, epoch, best score)")
+
+
+def add_arguments(p: argparse.ArgumentParser, output_help: str = OUTPUT_HELP,
+                  resume_help: str = RESUME_HELP) -> None:
     from yolo3.config.train_config import default as d
     from yolo3.training.recipe import DEFAULT_LR
     a = p.add_argument
+    a("--settings", default=None, type=InputPath(text=True), metavar="FILE", help="training "
+      "settings by name in a YAML file (name: value, one per line; yolo3 tune writes its best "
+      "as best.yaml); flags given beside it win")
     a("--data", dest="data_file", default=None, type=InputPath(text=True), help="a data.yaml (Ultralytics, Roboflow, CVAT, "
       "Label Studio exports) or obj.data (Darknet): the train and val sources and the class names, "
       "in place of --annotations, --val-annotations and --classes")
@@ -219,10 +230,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "images, else an interval keeping evaluation under about 10%% of training)")
     e.add_argument("--patience", type=Number.within("patience"), default=d("patience"), help="stop when mAP@0.5:0.95 has "
                    "not improved for N evaluations (default 0: never)")
-    e.add_argument("--output", dest="output_dir", required=True, type=OutputPath("folder"), help="output folder: checkpoints, final.keras, "
-                   "final.weights.h5, history.csv, logs/ (TensorBoard)")
-    e.add_argument("--resume", action="store_true", help="continue from the last completed epoch "
-                   "in --output (template weights, optimiser state, epoch, best score)")
+    e.add_argument("--output", dest="output_dir", required=True, type=OutputPath("folder"),
+                   help=output_help)
+    e.add_argument("--resume", action="store_true", help=resume_help)
     add_exist_ok_argument(e)
     e.add_argument("--no-pictures", dest="pictures", action="store_false", help="draw no "
                    "pictures into --output (by default: labels.png, train_batch0-2.jpg, "
@@ -276,9 +286,17 @@ def run(args: argparse.Namespace) -> int:
 def config_from_args(args: argparse.Namespace):
     """The :class:`yolo3.config.train_config.TrainConfig` of parsed arguments: every flag's
     destination is the setting of the same name (``--batch-size`` -> ``batch_size``); ``--quiet``
-    turns progress bars off. Plain Python: nothing here imports TensorFlow."""
+    turns progress bars off; ``--settings FILE`` gives the settings whose flags were left at
+    their defaults. Plain Python: nothing here imports TensorFlow."""
+    from yolo3.config.settings_file import read_settings_file
     from yolo3.config.train_config import TrainConfig
     settings = {k: v for k, v in vars(args).items() if k != "verbose"}
+    parser = getattr(args, "parser", None)
+    if getattr(args, "settings", None):  # the file's values where no flag was given
+        for name, value in read_settings_file(args.settings).items():
+            if parser is None or name not in vars(args) or (
+                    getattr(args, name) == parser.get_default(name)):
+                settings[name] = value
     settings["cpu_replicas"] = settings.get("cpu_replicas") or 0
     for name in ("annotations", "classes"):  # not given: the settings' empty default
         settings[name] = settings.get(name) or ""

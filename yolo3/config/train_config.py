@@ -59,7 +59,8 @@ from yolo3.core.value_types import conforms, describe, from_text
 __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "ScheduleSettings",
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
            "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS", "ConfigError", "check_value",
-           "VALUE_RULES", "RANGES", "Range", "LOSS_RANGES"]
+           "VALUE_RULES", "RANGES", "Range", "LOSS_RANGES", "canonical_setting", "setting_types",
+           "CHOICES"]
 
 
 @dataclass
@@ -289,6 +290,17 @@ def default(name: str) -> Any:
     return next(f.default for f in dataclasses.fields(SECTIONS[owner]) if f.name == name)
 
 
+def canonical_setting(name: str) -> str:
+    """The setting's own name for ``name`` (``output`` -> ``output_dir``, ``model`` ->
+    ``variant``)."""
+    return _FLAT_ALIASES.get(name, name)
+
+
+def setting_types() -> Dict[str, Any]:
+    """Every setting's type hint by its name, and ``seed``'s."""
+    return _type_hints()
+
+
 def _type_hints() -> Dict[str, Any]:
     """Every setting's type hint by its name, and ``seed``'s."""
     hints: Dict[str, Any] = {"seed": int}
@@ -504,6 +516,16 @@ def _need(condition: bool, message: str, *settings: str) -> None:
         raise SettingError(message, *settings)
 
 
+# the settings that take one of a list of words, declared once: check() and the search space
+# (yolo3.config.settings_file) read it
+CHOICES: Dict[str, Tuple[str, ...]] = {
+    "augment": AUGMENT_PRESETS, "pipeline": PIPELINES, "optimizer": OPTIMIZERS,
+    "precision": TRAINING_PRECISIONS, "jit": JIT_CHOICES, "schedule": SCHEDULES,
+    "tracker": TRACKERS, "strategy": STRATEGIES, "box_loss": BOX_LOSSES,
+    "objectness": OBJECTNESS_TARGETS,
+}
+
+
 def _one_of(value: Any, allowed: Tuple[str, ...], setting: str) -> None:
     _need(value in allowed, f"{setting} must be one of {', '.join(allowed)}, got {value!r}", setting)
 
@@ -537,10 +559,10 @@ def _check_data(data: DataSettings) -> None:
     _need(bool(data.val_annotations) or bool(data.data_file) or 0 < data.val_split < 1,
           f"val_split must be in (0, 1) without val_annotations, got {data.val_split}",
           "val_split", "val_annotations")
-    _one_of(data.augment, AUGMENT_PRESETS, "augment")
+    _one_of(data.augment, CHOICES["augment"], "augment")
     _need(not (data.mosaic and data.augment == "none"),
           "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
-    _one_of(data.pipeline, PIPELINES, "pipeline")
+    _one_of(data.pipeline, CHOICES["pipeline"], "pipeline")
     _need(data.tile is None or data.tile == AUTO_TILE
           or (isinstance(data.tile, int) and not isinstance(data.tile, bool) and data.tile >= 32),
           f"tile must be a size in pixels >= 32 or {AUTO_TILE}, got {data.tile!r}", "tile")
@@ -564,9 +586,9 @@ def _check_model(model: ModelSettings, data: DataSettings) -> None:
 
 
 def _check_recipe(recipe: RecipeSettings) -> None:
-    _one_of(recipe.optimizer, OPTIMIZERS, "optimizer")
-    _one_of(recipe.precision, TRAINING_PRECISIONS, "precision")
-    _one_of(recipe.jit, JIT_CHOICES, "jit")
+    _one_of(recipe.optimizer, CHOICES["optimizer"], "optimizer")
+    _one_of(recipe.precision, CHOICES["precision"], "precision")
+    _one_of(recipe.jit, CHOICES["jit"], "jit")
     for setting in VALUE_RULES:
         check_value(setting, getattr(recipe, setting))
     weights = recipe.class_weights
@@ -580,13 +602,13 @@ def _check_schedule(schedule: ScheduleSettings) -> None:
     _need(schedule.freeze_epochs <= schedule.epochs,
           f"need freeze_epochs ({schedule.freeze_epochs}) <= epochs ({schedule.epochs})",
           "freeze_epochs", "epochs")
-    _one_of(schedule.schedule, SCHEDULES, "schedule")
+    _one_of(schedule.schedule, CHOICES["schedule"], "schedule")
     _need(not (schedule.patience and schedule.eval_every == 0),
           "patience counts evaluations: it needs eval_every above 0", "patience", "eval_every")
 
 
 def _check_output(output: OutputSettings) -> None:
-    _one_of(output.tracker, TRACKERS, "tracker")
+    _one_of(output.tracker, CHOICES["tracker"], "tracker")
     if output.tracker != "none" and not installed(output.tracker):
         raise SettingError(f"tracker {output.tracker}: the package is not installed "
                            f"({install_hint(output.tracker)})", "tracker")
@@ -597,4 +619,4 @@ def _check_hardware(hardware: HardwareSettings) -> None:
           "cpu_replicas")
     _need(not (hardware.gpus and hardware.cpu_replicas),
           "give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
-    _one_of(hardware.strategy, STRATEGIES, "strategy")
+    _one_of(hardware.strategy, CHOICES["strategy"], "strategy")
