@@ -125,6 +125,7 @@ def test_tensorflow_runs_the_steps_and_chooses_the_largest_that_fits(dataset, tm
     assert choice["text"].startswith("batch size auto: 4 per replica: its training step needs ")
 
 
+@pytest.mark.slow  # CI runs it (.ci/run): four steps run on TensorFlow, about 10 s
 def test_tensorflow_chooses_within_the_allowance_and_the_training_set_caps_it(step_config,
                                                                              monkeypatch):
     config = step_config(input_size=64)
@@ -198,6 +199,7 @@ def test_out_of_memory_errors_of_every_backend_are_recognised():
         "checkpoint was written")
 
 
+@pytest.mark.slow  # CI runs it (.ci/run): a two-epoch run, about 17 s
 def test_running_out_of_memory_in_training_names_the_batch_and_the_checkpoint(step_config,
                                                                              tmp_path):
     """Forced: TensorFlow's out-of-memory error raised inside fit in epoch 2 (the second

@@ -219,7 +219,7 @@ def test_training_logged_to_a_real_mlflow_server(mlflow_server, step_config, tmp
     uri, server = mlflow_server
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
-    config = step_config(tracker="mlflow", epochs=2, freeze_epochs=1, eval_every=1,
+    config = step_config(tracker="mlflow", epochs=2, freeze_epochs=0, eval_every=1,
                          pictures=True)
     train(config)
     out = Path(config.output.output_dir)
@@ -239,7 +239,7 @@ def test_training_logged_to_a_real_mlflow_server(mlflow_server, step_config, tmp
     assert {"report.html", "history.csv", "final.keras", "labels.png", "results.png",
             "run.json"} <= artifacts, artifacts
     # --resume with one more epoch: the same MLflow run goes on at step 2
-    train(step_config(tracker="mlflow", epochs=3, freeze_epochs=1, eval_every=1, resume=True))
+    train(step_config(tracker="mlflow", epochs=3, freeze_epochs=0, eval_every=1, resume=True))
     assert [m.step for m in client.get_metric_history(run_id, "loss")] == [0, 1, 2]
     assert client.get_run(run_id).info.status == "FINISHED"
 
@@ -248,7 +248,7 @@ def test_training_logged_to_a_real_mlflow_server(mlflow_server, step_config, tmp
             if epoch == 0:
                 _kill_group(server)
     caplog.set_level(logging.WARNING)
-    config = step_config(tracker="mlflow", epochs=3, freeze_epochs=1,
+    config = step_config(tracker="mlflow", epochs=3, freeze_epochs=0,
                          output=str(tmp_path / "killed"))
     result = train(config, callbacks=[KillServer()])
     assert result.epochs_completed == 3 and Path(result.final_model).is_file()
@@ -289,7 +289,7 @@ def test_training_logged_to_weights_and_biases_offline(step_config, tmp_path, mo
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    config = step_config(tracker="wandb", epochs=2, freeze_epochs=1, eval_every=1)
+    config = step_config(tracker="wandb", epochs=2, freeze_epochs=0, eval_every=1)
     train(config)
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
