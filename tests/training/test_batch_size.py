@@ -91,9 +91,10 @@ if allowed:
     choice = batch_size.choose_batch_size(config, data, replicas=1)
     result = dict(batch=choice.batch, needed=choice.needed, above=choice.above,
                   method=choice.method, text=choice.describe())
-else:
-    measure = batch_size._running_step_bytes(batch_size._probe_template(config, data), config)
-    result = {b: measure(b) for b in (1, 2, 4, 8)}
+else:  # the child the choice runs its steps in, measured the same way
+    child = batch_size._StepProcess(config)
+    result = {b: child.measure(b) for b in (1, 2, 4, 8)}
+    child.close()
 print("@@" + json.dumps(result))
 """
 
@@ -112,16 +113,16 @@ def _fresh(dataset, tmp_path, allowed: int, backend: str = "tensorflow"):
 
 @pytest.mark.slow  # CI runs it (.ci/run): two fresh TensorFlow processes, about 40 s
 def test_tensorflow_runs_the_steps_and_chooses_the_largest_that_fits(dataset, tmp_path):
-    """TensorFlow on the CPU: the steps are run, their peaks (VmHWM's rise) grow with the batch;
-    allowed between the figures of 4 and 8, a fresh process chooses 4, and says 8 would need
-    more. Each in a fresh process: what a step leaves cached moves later figures."""
+    """TensorFlow on the CPU: the steps are run in a child process, their peaks (VmHWM's rise)
+    grow with the batch; allowed between the figures of 4 and 8, the choice (in another child)
+    is 4, and says 8 would need more."""
     figures = {int(k): v for k, v in _fresh(dataset, tmp_path, 0).items()}
     assert figures[2] < figures[4] < figures[8], figures
     allowed = (figures[4] + figures[8]) // 2
     choice = _fresh(dataset, tmp_path, allowed)
     assert choice["batch"] == 4 and choice["needed"] <= allowed < choice["above"][1], (
         figures, choice)
-    assert choice["method"] == "the peak of one step run"
+    assert choice["method"] == "the peak of one step run in a process of its own"
     assert choice["text"].startswith("batch size auto: 4 per replica: its training step needs ")
 
 
@@ -175,6 +176,17 @@ def test_a_ladder_that_fits_nothing_exits_2_before_writing(dataset, tmp_path, mo
                                                            capsys):
     ann, classes = dataset
     monkeypatch.setattr(batch_size, "device_memory", lambda replicas: (1000, "a tiny device"))
+
+    class Steps:  # the child's steps (tested on their own in the slow set): 2 kB each
+        def __init__(self, config):
+            pass
+
+        def measure(self, batch):
+            return 2000 * batch
+
+        def close(self):
+            pass
+    monkeypatch.setattr(batch_size, "_StepProcess", Steps)
     out = tmp_path / "out"
     code = main(["--annotations", str(ann), "--classes", classes, "--variant", "tiny",
                  "--input-size", "64", "--batch-size", "auto", "--output", str(out), "--quiet"])
@@ -224,3 +236,23 @@ def test_running_out_of_memory_in_training_names_the_batch_and_the_checkpoint(st
         f"{out / 'last.keras'} (--resume continues from it)")
     assert (out / "last.keras").is_file() and (out / "resume.json").is_file()
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+
+
+@pytest.mark.slow  # CI runs it (.ci/run): a child process starting TensorFlow, about 15 s
+def test_a_step_process_killed_for_its_memory_means_the_rung_does_not_fit(step_config):
+    """The CPU's steps run in a child: killed (as the system's OOM killer does), that rung and
+    every later one do not fit, and the run goes on; a child that fails otherwise is named."""
+    import signal as signals
+    child = batch_size._StepProcess(step_config(input_size=64))
+    try:
+        assert child.measure(1) > 0
+        os.kill(child._process.pid, signals.SIGKILL)
+        assert child.measure(2) is None and child.measure(4) is None
+    finally:
+        child.close()
+    broken = batch_size._StepProcess(step_config(input_size=64, annotations="/nowhere.txt"))
+    try:
+        with pytest.raises(Exception, match="batch_size auto: measuring the training step failed"):
+            broken.measure(1)
+    finally:
+        broken.close()

@@ -7,8 +7,10 @@ How a step's memory is known, per backend:
   temporaries), without running it, plus the optimiser's slots (Adam's two moments, SGD's
   momentum, the EMA's copy); on the CPU too;
 - **TensorFlow and PyTorch**: one step is run on zeros and its peak is read: the allocator's
-  peak on a GPU, the rise of the process's resident high-water mark (``VmHWM``, reset first) on
-  the CPU.
+  peak on a GPU, the rise of the resident high-water mark (``VmHWM``, reset first) on the CPU,
+  where the steps run in a process of their own (``python -m yolo3.training.batch_size``): a step
+  that needs more memory than there is ends that process, never the run, and counts as not
+  fitting.
 
 On JAX the step is analysed at batches 1 and 2, then at the rung the straight line through them
 predicts, and the ladder is walked from there to the largest rung that fits. A step that is run
@@ -21,9 +23,14 @@ and the allocator's fragmentation.
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -35,9 +42,10 @@ from yolo3.core.errors import NotEnoughMemory
 from yolo3.core.memory import available_memory, gigabytes, proc_field_bytes
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.loss import identity_loss
-from yolo3.training.data_step import TrainData
+from yolo3.training.data_step import TrainData, prepare_data
 from yolo3.training.models import training_model
-from yolo3.training.recipe import make_optimizer
+from yolo3.training.placement import training_precision
+from yolo3.training.recipe import dtype_policy, make_optimizer
 
 logger = logging.getLogger(__name__)
 
@@ -307,19 +315,100 @@ def choose_batch_size(config: TrainConfig, data: TrainData, replicas: int) -> Ba
     ladder = [r for r in LADDER if r <= most] or [1]
     capped = (f"no rung above {ladder[-1]}: the {len(data.records)} training images make "
               f"{most} per replica" if ladder[-1] < LADDER[-1] else "")
-    template = _probe_template(config, data)
-    if keras.backend.backend() == "jax":
-        measure, method = _jax_step_bytes(template, config), "XLA's memory analysis of the step"
-    else:
-        measure, method = _running_step_bytes(template, config), "the peak of one step run"
-    # a step that is run may try a rung predicted within the whole memory, not only the share
-    batch, needed, above = pick_rung(measure, allowed, ladder,
-                                     ascending=keras.backend.backend() != "jax",
-                                     safe=int(allowed / MEMORY_SHARE * 0.9))
-    choice = BatchChoice(batch, needed, allowed, device, method, above,
-                         capped if batch == ladder[-1] else "")
-    del template
-    return choice
+    backend = keras.backend.backend()
+    child = None
+    if backend == "jax":
+        measure = _jax_step_bytes(_probe_template(config, data), config)
+        method = "XLA's memory analysis of the step"
+    elif _accelerator_memory(backend)[0] is not None:
+        measure = _running_step_bytes(_probe_template(config, data), config)
+        method = "the peak of one step run"
+    else:  # on the CPU in a process of its own: too much memory ends that one, not the run
+        child = _StepProcess(config)
+        measure, method = child.measure, "the peak of one step run in a process of its own"
+    try:
+        # a step that is run may try a rung predicted within the whole memory, not only the share
+        batch, needed, above = pick_rung(measure, allowed, ladder, ascending=backend != "jax",
+                                         safe=int(allowed / MEMORY_SHARE * 0.9))
+    finally:
+        if child is not None:
+            child.close()
+    return BatchChoice(batch, needed, allowed, device, method, above,
+                       capped if batch == ladder[-1] else "")
+
+
+class _StepProcess:
+    """Steps run in a child process (``python -m yolo3.training.batch_size``): each
+    :meth:`measure` sends a batch and reads back the step's bytes; a child the system kills for
+    its memory (or that runs out) makes that rung, and every later one, not fit."""
+
+    def __init__(self, config: TrainConfig):
+        self._errors = tempfile.TemporaryFile("w+")
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "yolo3.training.batch_size"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._errors, text=True, env=env)
+        self._send(json.dumps(_plain(config.settings())))
+
+    def _send(self, line: str) -> bool:
+        try:
+            self._process.stdin.write(line + "\n")
+            self._process.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def measure(self, batch: int) -> Optional[int]:
+        if self._process.poll() is not None or not self._send(str(batch)):
+            return self._ended()
+        line = self._process.stdout.readline().strip()
+        if not line:
+            self._process.wait(timeout=60)
+            return self._ended()
+        return None if line == "out of memory" else int(line)
+
+    def _ended(self) -> None:
+        """None for a child ended by its memory (killed, or out of memory); else its error."""
+        code = self._process.poll()
+        if code in (None, 0, -signal.SIGKILL) or code == 128 + signal.SIGKILL:
+            return None
+        self._errors.seek(0)
+        lines = [x for x in self._errors.read().splitlines() if x.strip()]
+        raise ConfigError(f"batch_size auto: measuring the training step failed "
+                          f"({lines[-1] if lines else f'exit {code}'}): give a number",
+                          "batch_size")
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._send("")
+            try:
+                self._process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        for stream in (self._process.stdin, self._process.stdout, self._errors):
+            stream.close()
+
+
+def _plain(settings: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
+
+
+def _serve_steps() -> int:
+    """The child of :class:`_StepProcess`: the run's settings on the first line of stdin, then
+    a batch per line (an empty line ends it); answers each with the step's bytes, or
+    ``out of memory``."""
+    config = TrainConfig.from_settings(json.loads(sys.stdin.readline()))
+    with dtype_policy(training_precision(config)):
+        data = prepare_data(config)
+        measure = _running_step_bytes(_probe_template(config, data), config)
+        for line in sys.stdin:
+            if not line.strip():
+                break
+            needed = measure(int(line))
+            sys.stdout.write(("out of memory" if needed is None else str(needed)) + "\n")
+            sys.stdout.flush()
+    return 0
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -346,3 +435,7 @@ def out_of_memory_message(batch: int, replicas: int, epoch: int, checkpoint: Opt
     else:
         text += "; no epoch had finished, so no checkpoint was written"
     return text
+
+
+if __name__ == "__main__":
+    raise SystemExit(_serve_steps())
