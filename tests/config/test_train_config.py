@@ -297,3 +297,12 @@ def test_each_ranged_setting_has_one_declaration_read_by_its_flag_and_the_check(
                 with pytest.raises(SettingError, match=f"^{name} must be") as caught:
                     check(TrainConfig(**_files(tmp_path), **{name: value}))
                 assert caught.value.settings == (name,)
+
+
+def test_auto_batch_is_refused_with_multiworker(tmp_path):
+    """Each worker would choose its own batch; the collectives need one."""
+    assert check(TrainConfig(**_files(tmp_path), batch_size="auto")) == []
+    with pytest.raises(SettingError, match="batch_size auto cannot go with strategy multiworker") \
+            as caught:
+        check(TrainConfig(**_files(tmp_path), batch_size="auto", strategy="multiworker"))
+    assert caught.value.settings == ("batch_size", "strategy")

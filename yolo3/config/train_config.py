@@ -615,6 +615,10 @@ def _check_output(output: OutputSettings) -> None:
 
 
 def _check_hardware(hardware: HardwareSettings) -> None:
+    # each worker would measure its own device and could choose another batch than the others
+    _need(not (hardware.batch_size == AUTO_BATCH and hardware.strategy == "multiworker"),
+          "batch_size auto cannot go with strategy multiworker (each worker would choose on its "
+          "own): give a number", "batch_size", "strategy")
     _need(hardware.cpu_replicas >= 0, f"cpu_replicas must be >= 0, got {hardware.cpu_replicas}",
           "cpu_replicas")
     _need(not (hardware.gpus and hardware.cpu_replicas),
