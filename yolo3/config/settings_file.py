@@ -14,13 +14,18 @@ with their line numbers (the search space's too, :mod:`yolo3.config.search_space
 """
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Tuple
 
 import yaml
 
-from yolo3.config.train_config import CHOICES, RANGES, canonical_setting, setting_types
+from yolo3.config.train_config import (
+    CHOICES,
+    RANGES,
+    canonical_setting,
+    no_such_setting,
+    setting_types,
+)
 from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.core.fileio import read_text
 from yolo3.core.value_types import conforms, describe
@@ -74,8 +79,7 @@ def setting_problem(name: str, value: Any) -> str:
     hints = setting_types()
     name = canonical_setting(name)
     if name not in hints:
-        close = difflib.get_close_matches(name, list(hints), n=1)
-        return f"no setting {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+        return no_such_setting(name)
     if isinstance(value, list):
         value = tuple(value)
     if not conforms(value, hints[name]):

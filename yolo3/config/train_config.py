@@ -60,7 +60,7 @@ __all__ = ["TrainConfig", "DataSettings", "ModelSettings", "RecipeSettings", "Sc
            "HardwareSettings", "OutputSettings", "SECTIONS", "default", "check", "Caution",
            "cautions", "parse_setting", "ANCHOR_HEAD_SETTINGS", "ConfigError", "check_value",
            "VALUE_RULES", "RANGES", "Range", "LOSS_RANGES", "canonical_setting", "setting_types",
-           "CHOICES"]
+           "CHOICES", "no_such_setting"]
 
 
 @dataclass
@@ -309,6 +309,12 @@ def _type_hints() -> Dict[str, Any]:
     return hints
 
 
+def no_such_setting(name: str) -> str:
+    """The message for a name that is not a setting, with the closest one that is."""
+    close = difflib.get_close_matches(name, list(_type_hints()), n=1)
+    return f"no setting {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
 def parse_setting(name: str, text: str) -> Any:
     """The value of the setting ``name`` written as ``text`` (``parse_setting("ignore_iou", "0.7")``
     is 0.7; ``"true"``, ``"none"``, ``"[160, 224]"`` as the setting's type wants), for front ends
@@ -317,9 +323,7 @@ def parse_setting(name: str, text: str) -> Any:
     hints = _type_hints()
     name = _FLAT_ALIASES.get(name, name)
     if name not in hints:
-        close = difflib.get_close_matches(name, list(hints), n=1)
-        suggestion = f" (did you mean {close[0]}?)" if close else ""
-        raise SettingError(f"no setting {name!r}{suggestion}")
+        raise SettingError(no_such_setting(name))
     try:
         return from_text(text, hints[name])
     except ValueError as e:
