@@ -147,3 +147,22 @@ def test_remove_entry_removes_a_link_never_its_target(tmp_path):
     link.symlink_to(target)
     remove_entry(link)
     assert not os.path.lexists(link) and (target / "keep.txt").read_text() == "keep"
+
+
+def test_an_unsynced_write_still_lands_whole_or_not_at_all(tmp_path, monkeypatch):
+    from yolo3.core import fileio
+    synced = []
+    monkeypatch.setattr(fileio, "fsync_file", lambda p: synced.append(p))
+    monkeypatch.setattr(fileio, "fsync_dir", lambda p: synced.append(p))
+    target = tmp_path / "entry.bin"
+    fileio.atomic_write(target, lambda tmp: open(tmp, "wb").write(b"abc"), sync=False)
+    assert target.read_bytes() == b"abc" and synced == []
+
+    def fail(tmp):
+        open(tmp, "wb").write(b"half")
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        fileio.atomic_write(target, fail, sync=False)
+    assert target.read_bytes() == b"abc" and sorted(os.listdir(tmp_path)) == ["entry.bin"]
+    fileio.atomic_write(target, lambda tmp: open(tmp, "wb").write(b"x"))
+    assert len(synced) == 2

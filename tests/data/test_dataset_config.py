@@ -75,3 +75,17 @@ def test_the_target_encoding_of_each_head():
         [[6, 7, 8], [3, 4, 5], [0, 1, 2]], 0.35, True)
     free = TargetEncoding.for_head(get_spec("tiny-af").default_head(), 4, assign_iou=0.35)
     assert free == TargetEncoding(None, 4, true_boxes=True)  # the padded boxes alone
+
+
+def test_the_longest_side_a_cached_image_needs():
+    from yolo3.data.dataset_config import cache_longest_side
+    from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
+    base = DatasetConfig((416, 320), 8, True)
+    assert cache_longest_side(base) == 832  # 416 x full's largest scale, 2
+    assert cache_longest_side(DatasetConfig((416, 320), 8, False)) == 416  # letterbox
+    assert cache_longest_side(DatasetConfig((416, 416), 8, True, augment=None)) == 416
+    light = DatasetConfig((416, 416), 8, True, augment=AugmentConfig.preset("light"))
+    assert cache_longest_side(light) == 541  # 416 x 1.3, rounded up
+    scaled = DatasetConfig((416, 416), 8, True, multi_scale=MultiScale(((320, 320), (608, 608))))
+    assert cache_longest_side(scaled) == 1216
+    assert cache_longest_side(DatasetConfig((416, 416), 8, True, tiles=TileSampling(256))) is None

@@ -12,13 +12,17 @@ from yolo3.core.errors import AnnotationError
 from yolo3.data.augment import augment_image, distort_hsv, mosaic_images
 from yolo3.data.draws import AugmentDraw
 from yolo3.data.image_ops import (
+    PAD_U8,
     apply_orientation_np,
     augment_image_np,
+    colour_plan,
     decode_image_np,
     distort_hsv_np,
     letterbox_image_np,
+    letterbox_u8,
     mosaic_images_np,
     mosaic_regions,
+    place_image_u8,
     resize_bilinear,
 )
 from yolo3.data.images import load_image
@@ -89,6 +93,56 @@ def test_a_region_is_the_whole_canvass_slice(draw, colours):
                 np.testing.assert_allclose(part, whole[y1:y2, x1:x2], rtol=0, atol=1e-6)
             else:
                 np.testing.assert_array_equal(part, whole[y1:y2, x1:x2])
+
+
+@pytest.mark.parametrize("draw", [
+    AugmentDraw((50, 70), (5, -3), False, 0.05, 1.3, 0.8),
+    AugmentDraw((120, 40), (-30, 10), True, -0.08, 0.7, 1.4),
+    AugmentDraw((20, 20), (60, 60), True, 0.0, 1.0, 1.0),
+], ids=["inside", "cropped and flipped", "off the canvas"])
+def test_the_uint8_canvas_over_255_is_the_float_canvas_without_colours(draw):
+    """What the device's colours start from: the host's canvas, as uint8, bit for bit, whole and
+    region by region (written into a view of a batch)."""
+    rng = np.random.default_rng(5)
+    image, _ = textured_scene(rng, 45, 60, 2)
+    whole = place_image_u8(image, draw, (64, 96))
+    assert whole.dtype == np.uint8
+    np.testing.assert_array_equal(whole.astype(np.float32) * np.float32(1 / 255),
+                                  augment_image_np(image, draw, (64, 96), colours=False))
+    batch = np.zeros((2, 64, 96, 3), np.uint8)
+    for y1, y2, x1, x2 in mosaic_regions((20, 30), (64, 96)):
+        place_image_u8(image, draw, (64, 96), (y1, y2, x1, x2), out=batch[1, y1:y2, x1:x2])
+    np.testing.assert_array_equal(batch[1], whole)
+    assert not batch[0].any()
+
+
+def test_the_uint8_letterbox_is_the_float_one_and_takes_the_displayed_size():
+    rng = np.random.default_rng(6)
+    image, _ = textured_scene(rng, 45, 60, 2)
+    np.testing.assert_array_equal(letterbox_u8(image, (64, 96)).astype(np.float32)
+                                  * np.float32(1 / 255), letterbox_image_np(image, (64, 96)))
+    small = resize_bilinear(image, (30, 40))  # a cached copy of a 45 x 60 image
+    got = letterbox_u8(small, (64, 96), image_hw=(45, 60))
+    assert got[0, 0].tolist() == [PAD_U8] * 3
+    np.testing.assert_array_equal(got, (letterbox_image_np(small, (64, 96), (45, 60))
+                                        * 255).round().astype(np.uint8))
+    # the displayed 45 x 60 fills 64 x 85 (centred: 5 px of gray left, 6 right), not 30 x 40's
+    np.testing.assert_array_equal(got[:, :5], PAD_U8)
+    np.testing.assert_array_equal(got[:, 90:], PAD_U8)
+    assert (got[:, 5] != PAD_U8).any() and (got[:, 89] != PAD_U8).any()
+
+
+def test_a_colour_plan_holds_the_split_and_each_sources_colours():
+    draws = [AugmentDraw((1, 1), (0, 0), False, 0.1 * k, 1.0 + k, 2.0 - k / 4) for k in range(4)]
+    plan = colour_plan(draws, (20, 30), (64, 96))
+    assert plan.dtype == np.float32 and plan.shape == (14,)
+    assert plan[:2].tolist() == [20, 30]
+    np.testing.assert_allclose(plan[2:].reshape(4, 3), [[0.1 * k, 1.0 + k, 2.0 - k / 4]
+                                                        for k in range(4)], rtol=1e-6)
+    one = colour_plan(draws[:1], None, (64, 96))
+    assert one[:2].tolist() == [64, 96] and one[5:].tolist() == [0.0, 1.0, 1.0] * 3
+    assert colour_plan(draws, (20, 30), (64, 96), colours=False)[2:].tolist() == [0, 1, 1] * 4
+    assert colour_plan(None, None, (64, 96))[2:].tolist() == [0, 1, 1] * 4
 
 
 def test_the_hue_wraps_as_np_mod_does():

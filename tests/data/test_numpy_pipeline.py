@@ -135,3 +135,148 @@ def test_a_file_that_does_not_decode_is_named(tmp_path, records):
                            replace(BASE, training=False, batch_size=3), workers=1)
     with pytest.raises(AnnotationError, match="broken.jpg"):
         batches[0]
+
+
+DEVICE_VARIANTS = ["validation", "full augmentation", "light, no colour", "mosaic on some",
+                   "tiles and mosaic", "multi-scale", "letterboxed training", "anchor-free"]
+
+
+@pytest.mark.parametrize("variant", DEVICE_VARIANTS)
+def test_uint8_batches_with_colour_plans_are_the_float_batches_once_coloured(records, variant):
+    """``device_colour``: the same plans as uint8 canvases and colour plans, which the device's
+    step turns into the host's float images (to float rounding of the HSV formula; exactly where
+    no colour changes), with the same targets."""
+    from yolo3.modeling.pixel_input import PlannedPixels
+    config = VARIANTS[variant]
+    host = _two_epochs_numpy(records, config)
+    device = _two_epochs_numpy(records, replace(config, device_colour=True))
+    assert len(host) == len(device)
+    for a, b in zip(host, device):
+        floats, (pixels, plans, *rest) = _flat(a), _flat(b)
+        assert pixels.dtype == np.uint8 and plans.shape == (len(pixels), 14)
+        coloured = np.asarray(PlannedPixels()(pixels, plans))
+        if config.augment is None or not config.augment.colours:
+            np.testing.assert_array_equal(coloured, floats[0])
+        else:
+            np.testing.assert_allclose(coloured, floats[0], rtol=0, atol=4e-6)
+        for x, y in zip(floats[1:], rest):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("kind", ["ram", "disk"])
+def test_a_cache_of_images_no_larger_than_needed_gives_the_same_batches(records, kind,
+                                                                        tmp_path, monkeypatch):
+    """Every image here is smaller than the recipe's longest side (64 px x scale 2): the cache
+    keeps it whole, and the batches are the uncached ones, over two epochs."""
+    monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path))
+    config = replace(VARIANTS["mosaic on some"], augment=AugmentConfig(mosaic=0.5,
+                                                                       scale=(0.25, 4.0)))
+    plain = _two_epochs_numpy(records, config)
+    cached = NumpyBatches(records, replace(config, image_cache=kind), workers=2)
+    assert cached.images.longest == 256 and cached.images.nbytes() > 0
+    got = list(cached)
+    cached.on_epoch_end()
+    got += list(cached)
+    for a, b in zip(plain, got):
+        for x, y in zip(_flat(a), _flat(b)):
+            np.testing.assert_array_equal(x, y)
+    if kind == "disk":
+        assert len(list((tmp_path / "decoded").glob("*.y3img"))) == len(records)
+
+
+def test_a_smaller_cached_copy_keeps_the_boxes_and_the_letterbox_geometry(records):
+    """Validation at 64 px keeps at most 64 px: the letterbox is drawn for the displayed size,
+    so the boxes and targets are the uncached ones and the picture differs only by resampling."""
+    config = VARIANTS["validation"]
+    plain = NumpyBatches(records, config, workers=1)
+    cached = NumpyBatches(records, replace(config, image_cache="ram"), workers=1)
+    assert cached.images.longest == 64 and cached.images.hw(4) == (44, 64)
+    for k in range(len(plain)):
+        a, b = _flat(plain[k]), _flat(cached[k])
+        assert np.abs(a[0] - b[0]).mean() < 4 / 255
+        for x, y in zip(a[1:], b[1:]):
+            np.testing.assert_array_equal(x, y)
+
+
+def _feed_threads():
+    import threading
+    return {t.ident for t in threading.enumerate() if t.name.startswith("yolo3-feed")}
+
+
+def test_the_feed_keeps_its_threads_across_epochs_and_lets_them_go_on_close(records):
+    config = VARIANTS["full augmentation"]
+    before = _feed_threads()
+    dataset = NumpyBatches(records, config, workers=2, max_queue_size=2)
+    epochs = []
+    for _ in range(3):
+        epochs.append([_flat(b)[0] for b in dataset])
+        dataset.on_epoch_end()
+        if len(epochs) == 1:
+            threads = _feed_threads() - before
+            assert len(threads) == 2
+        else:
+            assert _feed_threads() - before == threads  # the same threads, epoch after epoch
+    # the next epoch's first batches were made ahead, and are those of that epoch's plan
+    alone = NumpyBatches(records, config, workers=1)
+    alone.epoch = 2
+    np.testing.assert_array_equal(epochs[2][0], _flat(alone[0])[0])
+    dataset.close()
+    del alone  # dropped without close: its thread ends with it
+    _join_new_feed_threads(before)
+    assert not _feed_threads() - before
+
+
+def _join_new_feed_threads(before):
+    import threading
+    for thread in threading.enumerate():
+        if thread.name.startswith("yolo3-feed") and thread.ident not in before:
+            thread.join(timeout=10)
+
+
+def test_batches_asked_out_of_order_are_still_the_plans(records):
+    config = VARIANTS["mosaic on some"]
+    dataset = NumpyBatches(records, config, workers=2, max_queue_size=1)
+    alone = NumpyBatches(records, config, workers=1)
+    for k in [1, 0, 1, 0, 1]:
+        np.testing.assert_array_equal(_flat(dataset[k])[0], _flat(alone.batch(0, k))[0])
+    assert len(dataset._feed._pending) <= 2
+    dataset.close()
+
+
+def test_ctrl_c_while_the_feed_works_ends_the_process_at_once(records, tmp_path):
+    """An interrupt in the middle of an epoch: KeyboardInterrupt reaches the caller and the
+    process exits without waiting on the batches queued ahead (no thread left running)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    script = tmp_path / "interrupt.py"
+    script.write_text(f"""
+import os, signal, sys, time
+import numpy as np
+from yolo3.data.annotations import Record
+from yolo3.data.dataset_config import DatasetConfig
+from yolo3.data.draws import AugmentConfig
+from yolo3.data.numpy_pipeline import NumpyBatches
+records = [Record(p, np.zeros((0, 5), np.float32)) for p in {[r.path for r in records]!r}]
+dataset = NumpyBatches(records * 50, DatasetConfig((256, 256), 4, True, seed=1,
+                       augment=AugmentConfig(mosaic=1.0)), workers=2, max_queue_size=64)
+try:
+    for k, batch in enumerate(dataset):
+        if k == 2:
+            print("ready", flush=True)
+            time.sleep(60)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+""")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             env=env)
+    assert child.stdout.readline().strip() == "ready"
+    start = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 130 and "interrupted" in out
+    assert time.monotonic() - start < 30

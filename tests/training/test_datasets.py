@@ -82,3 +82,57 @@ def test_tiled_training_batches_show_objects_at_native_resolution(step_config):
     (tiled_images, *_), _ = next(iter(val_ds))
     (plain_images, *_), _ = next(iter(plain_val))
     np.testing.assert_array_equal(tiled_images.numpy(), plain_images.numpy())
+
+
+def test_the_colours_run_on_the_host_on_a_cpu_and_where_asked(step_config, monkeypatch):
+    from yolo3.config.train_config import ConfigError
+    from yolo3.training import datasets
+    assert datasets.pick_augment_site(step_config()) == "host"  # no GPU here
+    assert datasets.pick_augment_site(step_config(augment_on="device")) == "device"
+    assert datasets.pick_pipeline(step_config(augment_on="device")) == "numpy"
+    assert datasets.pick_pipeline(step_config(cache="ram")) == "numpy"
+    monkeypatch.setattr(datasets, "on_gpu", lambda config: True)
+    assert datasets.pick_augment_site(step_config(pipeline="numpy")) == "device"
+    assert datasets.pick_augment_site(step_config(pipeline="numpy", augment_on="host")) == "host"
+    assert datasets.pick_augment_site(step_config(pipeline="tf")) == "host"
+    with pytest.raises(ConfigError, match="augment_on device with pipeline tf") as e:
+        datasets.pick_augment_site(step_config(pipeline="tf", augment_on="device"))
+    assert set(e.value.settings) == {"augment_on", "pipeline"}
+    with pytest.raises(ConfigError, match="cache ram with pipeline tf"):
+        datasets.pick_pipeline(step_config(pipeline="tf", cache="ram"))
+
+
+def test_device_colours_feed_uint8_batches_with_their_plans(step_config):
+    config = step_config(val_split=0.2, augment_on="device", mosaic=0.5)
+    data = prepare_data(config)
+    train_ds, val_ds = make_datasets(config, data, pick_strategy(config, len(data.records)))
+    (images, plans, *_), _ = train_ds[0]
+    assert images.dtype == np.uint8 and plans.shape == (2, 14)
+    (val_images, val_plans, *_), _ = val_ds[0]
+    assert val_images.dtype == np.uint8
+    assert val_plans[:, 2:].tolist() == [[0.0, 1.0, 1.0] * 4] * len(val_plans)
+    train_ds.close()
+    val_ds.close()
+
+
+def test_the_cache_is_sized_before_training_and_a_ram_cache_that_cannot_fit_refused(
+        step_config, monkeypatch, caplog):
+    import logging
+
+    from yolo3.core.errors import NotEnoughMemory
+    from yolo3.data import image_cache
+    from yolo3.training.datasets import check_image_cache
+    config = step_config(val_split=0.2, cache="ram")
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+    with caplog.at_level(logging.INFO, logger="yolo3.training.datasets"):
+        n_bytes = check_image_cache(config, data, placement)
+    assert n_bytes == 10 * 64 * 64 * 3  # 64 px images: kept whole
+    # the longest a 64 px input needs: 64 x 1.3, the largest scale of the augmentation
+    assert config.data.augment == "light"
+    assert "decoded-image cache (ram): 10 images, 0.0 GB, longer side at most 84 px" in caplog.text
+    assert check_image_cache(step_config(val_split=0.2), data, placement) == 0
+    monkeypatch.setattr(image_cache, "available_memory", lambda: 100_000)
+    with pytest.raises(NotEnoughMemory, match="10 decoded images need"):
+        check_image_cache(config, data, placement)
+    assert check_image_cache(step_config(val_split=0.2, cache="disk"), data, placement) == n_bytes

@@ -16,6 +16,11 @@ STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
 # the input pipeline: tf.data where TensorFlow imports, else NumPy/OpenCV (auto); or either
 PIPELINES = ("auto", "tf", "numpy")
+# the decoded-image cache of the numpy pipeline: none (decode at every use), ram or disk
+IMAGE_CACHES = ("none", "ram", "disk")
+# where the colour distortion and the scaling to [0, 1] run: on the device in the training step
+# where there is an accelerator and the numpy pipeline feeds it (auto), the host, or the device
+AUGMENT_SITES = ("auto", "host", "device")
 # where a run is also logged: nowhere else, MLflow (its local store or MLFLOW_TRACKING_URI), or
 # Weights & Biases (online, or WANDB_MODE=offline)
 TRACKERS = ("none", "mlflow", "wandb")
@@ -33,5 +38,5 @@ AUTO_CLASS_WEIGHTS = "auto"  # class_weights: the effective number of samples, c
 CLASS_WEIGHT_METHODS = ("inverse", "sqrt", "effective")
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
+           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "IMAGE_CACHES", "AUGMENT_SITES", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
            "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

@@ -46,6 +46,8 @@ from yolo3.config.choices import (
     OBJECTNESS_TARGETS,
     OPTIMIZERS,
     PIPELINES,
+    IMAGE_CACHES,
+    AUGMENT_SITES,
     SCHEDULES,
     STRATEGIES,
     TRACKERS,
@@ -103,6 +105,11 @@ class DataSettings:
     # per core, at most 32)
     pipeline: str = "auto"
     data_workers: int = 0
+    # the numpy pipeline's decoded-image cache: none, ram or disk (yolo3.data.image_cache)
+    cache: str = "none"
+    # where the colours and the scaling to [0, 1] run (yolo3.training.datasets.pick_augment_site):
+    # auto (the device where there is an accelerator and the numpy pipeline), host or device
+    augment_on: str = "auto"
 
 
 @dataclass
@@ -526,7 +533,7 @@ CHOICES: Dict[str, Tuple[str, ...]] = {
     "augment": AUGMENT_PRESETS, "pipeline": PIPELINES, "optimizer": OPTIMIZERS,
     "precision": TRAINING_PRECISIONS, "jit": JIT_CHOICES, "schedule": SCHEDULES,
     "tracker": TRACKERS, "strategy": STRATEGIES, "box_loss": BOX_LOSSES,
-    "objectness": OBJECTNESS_TARGETS,
+    "objectness": OBJECTNESS_TARGETS, "cache": IMAGE_CACHES, "augment_on": AUGMENT_SITES,
 }
 
 
@@ -567,6 +574,8 @@ def _check_data(data: DataSettings) -> None:
     _need(not (data.mosaic and data.augment == "none"),
           "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
     _one_of(data.pipeline, CHOICES["pipeline"], "pipeline")
+    _one_of(data.cache, CHOICES["cache"], "cache")
+    _one_of(data.augment_on, CHOICES["augment_on"], "augment_on")
     _need(data.tile is None or data.tile == AUTO_TILE
           or (isinstance(data.tile, int) and not isinstance(data.tile, bool) and data.tile >= 32),
           f"tile must be a size in pixels >= 32 or {AUTO_TILE}, got {data.tile!r}", "tile")

@@ -171,14 +171,16 @@ def replace_entry(source: PathLike, target: PathLike) -> None:
 
 @contextlib.contextmanager
 def atomic_file(path: PathLike, suffix: str = "", sweep: bool = True,
-                before_replace: Optional[Callable[[str], None]] = None) -> Iterator[str]:
+                before_replace: Optional[Callable[[str], None]] = None,
+                sync: bool = True) -> Iterator[str]:
     """A temporary file name beside ``path`` (ending in ``suffix``, for writers that check it;
     not created: some writers, Keras's, refuse to overwrite a file) for the ``with`` body to
     write; on a normal exit it is flushed, ``before_replace(tmp)`` is called (an owner records
     the finished file: :class:`yolo3.core.ownership.OutputFolder`), and it is renamed over
     ``path``. On an exception (an interrupt included) the temporary file is removed and ``path``
     is untouched. ``sweep``: first remove what killed writers left in the folder (callers writing
-    thousands of files into a folder they swept once pass False)."""
+    thousands of files into a folder they swept once pass False). ``sync`` False: no flush to
+    the disk (a cache whose entries check themselves, where a lost entry only costs time)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
@@ -192,11 +194,13 @@ def atomic_file(path: PathLike, suffix: str = "", sweep: bool = True,
     os.unlink(tmp)
     try:
         yield tmp
-        fsync_file(tmp)
+        if sync:
+            fsync_file(tmp)
         if before_replace is not None:
             before_replace(tmp)
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if sync:
+            fsync_dir(path.parent)
     except OSError as e:
         raise _named(e, tmp, path) from None
     finally:
@@ -205,13 +209,13 @@ def atomic_file(path: PathLike, suffix: str = "", sweep: bool = True,
 
 
 def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = "",
-                 sweep: bool = True, before_replace: Optional[Callable[[str], None]] = None
-                 ) -> Path:
+                 sweep: bool = True, before_replace: Optional[Callable[[str], None]] = None,
+                 sync: bool = True) -> Path:
     """Call ``writer(tmp_path)`` to create a temporary file beside ``path``, then flush it and
-    rename it over ``path`` (:func:`atomic_file`: ``suffix``, ``sweep`` and ``before_replace``
-    as there). When ``writer`` fails (an interrupt included) ``path`` is untouched. Returns
+    rename it over ``path`` (:func:`atomic_file`: ``suffix``, ``sweep``, ``before_replace`` and
+    ``sync`` as there). When ``writer`` fails (an interrupt included) ``path`` is untouched. Returns
     ``path``."""
-    with atomic_file(path, suffix, sweep, before_replace) as tmp:
+    with atomic_file(path, suffix, sweep, before_replace, sync) as tmp:
         writer(tmp)
     return Path(path)
 

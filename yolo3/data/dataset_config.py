@@ -17,7 +17,7 @@ from yolo3.data.draws import AugmentConfig, MultiScale, Planner, TileSampling
 from yolo3.data.images import probe_images
 
 __all__ = ["DatasetConfig", "TargetEncoding", "record_geometry", "make_planner", "epoch_batches",
-           "new_seed"]
+           "new_seed", "cache_longest_side"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ class DatasetConfig:
     a fresh seed. ``tiles``: tiled training (:mod:`yolo3.data.tiling`): each training image (each
     of a mosaic's four) is first cut to a window at its own resolution, drawn with a bias toward
     objects. ``num_parallel_calls``: tf.data's parallel calls (the NumPy pipeline has workers).
+    The NumPy pipeline only: ``image_cache`` ``none``, ``ram`` or ``disk``
+    (:mod:`yolo3.data.image_cache`: each image decoded once, no larger than
+    :func:`cache_longest_side`); ``device_colour``: uint8 batches with each element's colour plan,
+    the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`).
     """
 
     input_size: Tuple[int, int]
@@ -74,6 +78,8 @@ class DatasetConfig:
     cache: bool = False
     num_parallel_calls: int = -1
     tiles: Optional[TileSampling] = None
+    image_cache: str = "none"
+    device_colour: bool = False
 
     @classmethod
     def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,
@@ -137,3 +143,18 @@ def epoch_batches(count: int, config: DatasetConfig) -> int:
     if config.drops_remainder:
         return count // config.batch_size
     return -(-count // config.batch_size)
+
+
+def cache_longest_side(config: DatasetConfig) -> Optional[int]:
+    """The longest side a cached image needs for ``config``: the largest input side (every
+    multi-scale size) times the augmentation's largest scale (training), rounded up; None with
+    tiles (windows are cut at the image's own resolution)."""
+    if config.training and config.tiles is not None:
+        return None
+    sides = [max(config.input_size)]
+    if config.training and config.multi_scale is not None:
+        sides += [max(hw) for hw in config.multi_scale.sizes]
+    scale = 1.0
+    if config.training and config.augment is not None:
+        scale = max(1.0, float(config.augment.scale[1]))
+    return int(np.ceil(max(sides) * scale))

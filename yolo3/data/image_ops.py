@@ -17,7 +17,8 @@ from yolo3.data.images import load_image
 from yolo3.ops.letterbox import PAD_VALUE, geometry_np
 
 __all__ = ["decode_image_np", "apply_orientation_np", "resize_bilinear", "augment_image_np",
-           "mosaic_images_np", "mosaic_regions", "letterbox_image_np", "distort_hsv_np"]
+           "mosaic_images_np", "mosaic_regions", "letterbox_image_np", "distort_hsv_np",
+           "place_image_u8", "letterbox_u8", "colour_plan", "PAD_U8"]
 
 
 def apply_orientation_np(image: np.ndarray, orientation: int) -> np.ndarray:
@@ -85,6 +86,22 @@ def _to_float(image: np.ndarray) -> np.ndarray:
 
 
 Region = Tuple[int, int, int, int]  # y1, y2, x1, x2 of the canvas, ends excluded
+PAD_U8 = np.uint8(round(PAD_VALUE * 255))  # the gray canvas, as uint8 (PAD_VALUE is 128 / 255)
+
+
+def _visible(draw: AugmentDraw, input_hw: Sequence[int], region: Optional[Region]):
+    """Where ``draw``'s resized image shows in ``region`` of the canvas (before the mirror):
+    the region ``(y1, y2, x1, x2)`` and the visible rows and columns ``(top, bottom, left,
+    right)`` of the canvas."""
+    H, W = int(input_hw[0]), int(input_hw[1])
+    y1, y2, x1, x2 = (0, H, 0, W) if region is None else (int(v) for v in region)
+    if draw.flip:  # the region before the mirror
+        x1, x2 = W - x2, W - x1
+    (nh, nw), (dy, dx) = draw.new_hw, draw.offset_hw
+    # the resized image covers canvas rows dy..dy+nh and columns dx..dx+nw
+    top, bottom = max(dy, y1), min(dy + nh, y2)
+    left, right = max(dx, x1), min(dx + nw, x2)
+    return (y1, y2, x1, x2), (top, bottom, left, right)
 
 
 def augment_image_np(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int],
@@ -96,14 +113,8 @@ def augment_image_np(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[in
     (to a float ulp: OpenCV's colour conversion takes its vector or scalar path by a pixel's place
     in the row). A mosaic uses a quarter of each source: the colour step then works on that
     quarter only."""
-    H, W = int(input_hw[0]), int(input_hw[1])
-    y1, y2, x1, x2 = (0, H, 0, W) if region is None else (int(v) for v in region)
-    if draw.flip:  # the region before the mirror
-        x1, x2 = W - x2, W - x1
+    (y1, y2, x1, x2), (top, bottom, left, right) = _visible(draw, input_hw, region)
     (nh, nw), (dy, dx) = draw.new_hw, draw.offset_hw
-    # the resized image covers canvas rows dy..dy+nh and columns dx..dx+nw
-    top, bottom = max(dy, y1), min(dy + nh, y2)
-    left, right = max(dx, x1), min(dx + nw, x2)
     pad = np.float32(PAD_VALUE)
     if colours:
         pad = np.float32(min(max(PAD_VALUE * draw.val, 0.0), 1.0))
@@ -115,6 +126,40 @@ def augment_image_np(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[in
             crop = distort_hsv_np(np.ascontiguousarray(crop), draw.hue, draw.sat, draw.val)
         canvas[top - y1:bottom - y1, left - x1:right - x1] = crop
     return canvas[:, ::-1] if draw.flip else canvas
+
+
+def place_image_u8(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int],
+                   region: Optional[Region] = None, out: Optional[np.ndarray] = None
+                   ) -> np.ndarray:
+    """uint8 ``image`` resized, placed on gray and mirrored as ``draw`` says, without its
+    colours: the uint8 canvas (or ``region`` of it) whose ``/ 255`` is
+    :func:`augment_image_np` with ``colours=False``, exactly. The colours follow on the device
+    (:class:`yolo3.modeling.pixel_input.PlannedPixels`, from :func:`colour_plan`). ``out``: the
+    ``(y2 - y1, x2 - x1, 3)`` uint8 array to fill (a view into a batch), else a new one."""
+    (y1, y2, x1, x2), (top, bottom, left, right) = _visible(draw, input_hw, region)
+    (nh, nw), (dy, dx) = draw.new_hw, draw.offset_hw
+    if out is None:
+        out = np.empty((y2 - y1, x2 - x1, 3), np.uint8)
+    canvas = out[:, ::-1] if draw.flip else out  # written unmirrored through a mirrored view
+    canvas[...] = PAD_U8
+    if bottom > top and right > left:
+        resized = resize_bilinear(image, (nh, nw))
+        canvas[top - y1:bottom - y1, left - x1:right - x1] = \
+            resized[top - dy:bottom - dy, left - dx:right - dx]
+    return out
+
+
+def colour_plan(draws: Optional[Sequence[AugmentDraw]], split_yx: Optional[Sequence[int]],
+                input_hw: Sequence[int], colours: bool = True) -> np.ndarray:
+    """One element's colour plan, float32 ``(14,)``: the mosaic split ``(cy, cx)`` (``input_hw``
+    for one image), then ``(hue, sat, val)`` of each region (``(0, 1, 1)``: unchanged, as
+    without ``draws`` or ``colours``). :mod:`yolo3.modeling.pixel_input` reads it."""
+    plan = np.zeros(14, np.float32)
+    plan[:2] = input_hw if split_yx is None else split_yx
+    plan[2:].reshape(4, 3)[:] = (0.0, 1.0, 1.0)
+    for k, draw in enumerate(draws or () if colours else ()):
+        plan[2 + 3 * k:5 + 3 * k] = draw.hue, draw.sat, draw.val
+    return plan
 
 
 def mosaic_regions(split_yx: Sequence[int], input_hw: Sequence[int]) -> Tuple[Region, ...]:
@@ -134,11 +179,26 @@ def mosaic_images_np(images: Sequence[np.ndarray], split_yx: Sequence[int]) -> n
     return out
 
 
-def letterbox_image_np(image: np.ndarray, input_hw: Sequence[int]) -> np.ndarray:
-    """The validation letterbox of one image (uint8 or float32) -> float32 ``input_hw + (3,)``
-    (:func:`yolo3.ops.letterbox.letterbox_tf`'s geometry)."""
+def letterbox_u8(image: np.ndarray, input_hw: Sequence[int],
+                 image_hw: Optional[Sequence[int]] = None) -> np.ndarray:
+    """The validation letterbox of one uint8 image -> uint8 ``input_hw + (3,)``:
+    :func:`letterbox_image_np` times 255, exactly. ``image_hw``: the size the geometry is taken
+    from (the displayed image's, where ``image`` is a smaller cached copy), default its own."""
     H, W = int(input_hw[0]), int(input_hw[1])
-    new_hw, offset, _ = geometry_np(image.shape[:2], (H, W))
+    new_hw, offset, _ = geometry_np(image.shape[:2] if image_hw is None else image_hw, (H, W))
+    (nh, nw), (top, left) = new_hw.astype(int), offset.astype(int)
+    canvas = np.full((H, W, 3), PAD_U8, np.uint8)
+    canvas[top:top + nh, left:left + nw] = resize_bilinear(image, (nh, nw))
+    return canvas
+
+
+def letterbox_image_np(image: np.ndarray, input_hw: Sequence[int],
+                       image_hw: Optional[Sequence[int]] = None) -> np.ndarray:
+    """The validation letterbox of one image (uint8 or float32) -> float32 ``input_hw + (3,)``
+    (:func:`yolo3.ops.letterbox.letterbox_tf`'s geometry, of ``image_hw``: default the image's
+    own size)."""
+    H, W = int(input_hw[0]), int(input_hw[1])
+    new_hw, offset, _ = geometry_np(image.shape[:2] if image_hw is None else image_hw, (H, W))
     (nh, nw), (top, left) = new_hw.astype(int), offset.astype(int)
     canvas = np.full((H, W, 3), np.float32(PAD_VALUE), np.float32)
     canvas[top:top + nh, left:left + nw] = _to_float(resize_bilinear(image, (nh, nw)))

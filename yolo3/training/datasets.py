@@ -14,16 +14,24 @@ import numpy as np
 
 from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.core.extras import installed
-from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
+from yolo3.core.log import NOTICE
+from yolo3.core.memory import gigabytes
+from yolo3.data.dataset_config import (
+    DatasetConfig,
+    TargetEncoding,
+    cache_longest_side,
+    record_geometry,
+)
 from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
+from yolo3.data.image_cache import cached_hw, check_ram
 from yolo3.data.numpy_pipeline import NumpyBatches
 from yolo3.training.data_step import TrainData
-from yolo3.training.placement import Placement
+from yolo3.training.placement import Placement, on_gpu
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["pick_pipeline", "dataset_configs", "first_batches", "make_datasets",
-           "batch_norm_images", "shard_by_data"]
+__all__ = ["pick_pipeline", "pick_augment_site", "dataset_configs", "first_batches",
+           "make_datasets", "batch_norm_images", "shard_by_data", "check_image_cache"]
 
 
 def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
@@ -33,8 +41,17 @@ def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) ->
     backend are refused (ConfigError naming the settings). Training asks before it writes."""
     choice = config.data.pipeline
     has_tf = installed("tensorflow")
-    if choice == "auto":
-        choice = "tf" if has_tf else "numpy"
+    if choice == "auto":  # the cache and the device's colours are the numpy pipeline's
+        numpy_only = config.data.cache != "none" or config.data.augment_on == "device"
+        choice = "tf" if has_tf and not numpy_only else "numpy"
+    if choice == "tf" and config.data.cache != "none":
+        raise ConfigError(f"cache {config.data.cache} with pipeline tf: the decoded-image cache "
+                          "is the numpy pipeline's; use --pipeline numpy (or auto)",
+                          "cache", "pipeline")
+    if choice == "tf" and config.data.augment_on == "device":
+        raise ConfigError("augment_on device with pipeline tf: the uint8 batches the device "
+                          "colours come from the numpy pipeline; use --pipeline numpy (or auto)",
+                          "augment_on", "pipeline")
     if choice == "tf" and not has_tf:
         raise ConfigError("pipeline tf: TensorFlow is not installed here; use --pipeline numpy "
                           "(or auto), or install tensorflow", "pipeline")
@@ -49,6 +66,41 @@ def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) ->
                           "size fails; use --pipeline tf (or auto) with TensorFlow",
                           "pipeline", "multi_scale")
     return choice
+
+
+def pick_augment_site(config: TrainConfig, placement: Optional[Placement] = None) -> str:
+    """``host`` or ``device``: where the colour distortion and the scaling to ``[0, 1]`` run.
+    ``auto``: the device where there is a GPU and the numpy pipeline feeds it (the host's float
+    colour conversion is its costliest step per image; on a CPU the step's own cores would do
+    it); ``device`` with tf.data is refused (:func:`pick_pipeline`)."""
+    choice = config.data.augment_on
+    pipeline = pick_pipeline(config, placement)
+    if choice == "auto":
+        choice = "device" if pipeline == "numpy" and on_gpu(config) else "host"
+    return choice
+
+
+def check_image_cache(config: TrainConfig, data: TrainData, placement: Placement) -> int:
+    """The bytes the run's decoded-image cache will hold (0 without one), logged; ``ram``
+    refused (NotEnoughMemory, exit 2) when it would take more than half the memory available."""
+    kind = config.data.cache
+    if kind == "none":
+        return 0
+    training, validation = dataset_configs(config, data, placement)
+    longest = cache_longest_side(training)
+    n_bytes, count = 0, 0
+    for records, dataset in ((data.records, training), (data.val_records, validation)):
+        if records:
+            side = cache_longest_side(dataset)
+            hws, _ = record_geometry(records)
+            n_bytes += sum(h * w * 3 for h, w in (cached_hw(hw, side) for hw in hws))
+            count += len(hws)
+    logger.log(NOTICE, "decoded-image cache (%s): %d images, %s%s", kind, count,
+               gigabytes(n_bytes), f", longer side at most {longest} px" if longest
+               else ", full resolution (tiles)")
+    if kind == "ram":
+        check_ram(n_bytes, count)
+    return n_bytes
 
 
 def shard_by_data(dataset):
@@ -88,10 +140,12 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
     # is left out of val_loss there (the mAP evaluation sees every image)
     # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
     whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
+    device = pick_augment_site(config, placement) == "device"
     validation = DatasetConfig(input_size, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
-                               drop_remainder=True if whole_batches else None)
+                               drop_remainder=True if whole_batches else None,
+                               image_cache=settings.cache, device_colour=device)
     tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background,
                           whole_from=settings.tile_whole_from) if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
@@ -103,7 +157,8 @@ def first_batches(config: TrainConfig, data: TrainData, placement: Placement) ->
     """The run's training batches as images and boxes, without target encoding: the NumPy
     pipeline's (equal to tf.data's for the same seed), for drawing what the model is given."""
     training, _ = dataset_configs(config, data, placement)
-    return NumpyBatches(data.records, replace(training, targets=None), workers=1, repeat=True)
+    return NumpyBatches(data.records, replace(training, targets=None, device_colour=False,
+                                              image_cache="none"), workers=1, repeat=True)
 
 
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
@@ -120,7 +175,8 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
                         repeat=bool(config.schedule.steps_per_epoch))
     val_ds = _batches(data.val_records, validation, pipeline, workers)
     logger.info("input pipeline: %s", "tf.data" if pipeline == "tf" else
-                f"NumPy/OpenCV, {train_ds.workers} worker thread(s)")
+                f"NumPy/OpenCV, {train_ds.feed_workers} worker thread(s), colours on the "
+                f"{'device' if training.device_colour else 'host'}, cache {settings.cache}")
     if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
     return train_ds, val_ds

@@ -13,6 +13,7 @@ from yolo3.core.extras import installed
 from yolo3.core.log import NOTICE
 from yolo3.modeling.keras_compat import ExactSwapEMAWeights
 from yolo3.modeling.loss import identity_loss
+from yolo3.modeling.pixel_input import with_planned_pixels
 from yolo3.modeling.schedules import WarmupCosine
 from yolo3.training.callbacks import (
     EmaAfterBackupRestore,
@@ -118,15 +119,19 @@ def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateChe
 
 def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: keras.Model,
               placement: Placement, datasets: Tuple[Any, Any],
-              callbacks: list, start_epoch: int = 0, state=None) -> Dict[str, List[float]]:
+              callbacks: list, start_epoch: int = 0, state=None,
+              device_pixels: bool = False) -> Dict[str, List[float]]:
     """Compile and fit one stage (the wrapper over ``placement.devices``, a strategy, or the
     template itself); restores the optimiser of ``state`` when resuming inside this stage.
+    ``device_pixels``: the batches are uint8 with colour plans, and the model ``fit`` runs takes
+    them (:func:`yolo3.modeling.pixel_input.with_planned_pixels`: the template's variables).
     Returns the stage's Keras history."""
     train_ds, val_ds = datasets
     with placement.scope():
         frozen_count = set_stage_trainable(body, stage.frozen, config.model.freeze_bn)
-        model = (multi_gpu_model(template, devices=placement.devices) if placement.uses_wrapper
-                 else template)
+        fed = with_planned_pixels(template) if device_pixels else template
+        model = (multi_gpu_model(fed, devices=placement.devices) if placement.uses_wrapper
+                 else fed)
         optimizer = stage_optimizer(config, placement.steps, stage.last - stage.first)
         model.compile(optimizer=optimizer, loss=identity_loss,
                       jit_compile=use_xla(config, placement))

@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import keras
 
@@ -64,6 +64,8 @@ from yolo3.training.datasets import (
     batch_norm_images,
     first_batches,
     make_datasets,
+    pick_augment_site,
+    check_image_cache,
     pick_pipeline,
 )
 from yolo3.training.history import completed_epochs
@@ -152,6 +154,7 @@ def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback]) 
         config = config.replaced(batch_size=choice.batch)
     placement = pick_strategy(config, len(data.records), num_val_records=len(data.val_records))
     pick_pipeline(config, placement)  # a pipeline that cannot feed this run: refused before writing
+    check_image_cache(config, data, placement)  # its size printed; a RAM cache that cannot fit refused
     # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
     # its collectives before TensorFlow's runtime starts
     check_images_up_front([r.path for r in data.records + data.val_records],
@@ -201,6 +204,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
          user_callbacks: List[ForTemplate], tracker: Optional[Tracker]) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
+    device_pixels = pick_augment_site(config, placement) == "device"
     bn_images = batch_norm_images(config, data)
     info = data.info()
     nan_stop = StopOnNaN()
@@ -230,35 +234,13 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                        strides=data.spec.strides, plots=plots)
         if evaluation is not None:
             pictures = RunPictures(run.folder, evaluation, checkpoint, data.class_names, plots)
-    history: Dict[str, List[float]] = {}
-    for stage in stages(config, start_epoch):
-        # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
-        statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
-                      if bn_images is not None else None)  # per stage: frozen layers differ
-        callbacks = stage_callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
-                                    statistics, pictures)
-        callbacks += [TrackerCallback(tracker)] if tracker is not None else []
-        callbacks += user_callbacks  # last: they see what yolo3's own have done
-        try:
-            stage_history = run_stage(stage, config, body, template, placement, datasets,
-                                      callbacks, start_epoch, state)
-        except ImageDecodeFailed as e:
-            raise CommandFailed(name_undecodable(
-                [r.path for r in data.records + data.val_records], str(e), check_args(config),
-                bool(config.output.verbose))) from None
-        except Exception as e:
-            if not is_out_of_memory(e):
-                raise
-            kept = completed_epochs(run.write_dir / "history.csv")
-            last = run.output / "last.keras"
-            raise TrainingOutOfMemory(out_of_memory_message(
-                int(config.hardware.batch_size), placement.replicas, kept + 1,
-                str(last) if kept and last.is_file() else None, kept)) from None
-        for k, v in stage_history.items():
-            history.setdefault(k, []).extend(v)
-        if (nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None)
-                or any(c.stopped for c in user_callbacks)):
-            break
+    try:
+        history = _fit_stages(config, data, placement, body, template, run, datasets,
+                              device_pixels, user_callbacks, tracker, state, start_epoch,
+                              checkpoint, nan_stop, evaluation, early_stop, bn_images, pictures)
+    finally:  # the feed's threads end with the run
+        for dataset in datasets:
+            getattr(dataset, "close", lambda: None)()
     final_model, final_weights = finish(run, body, info, nan_stop)
     if final_model is None:
         nan_stop.stopped = True
@@ -286,3 +268,41 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
     return TrainResult(str(run.output), str(final_model or ""), str(final_weights or ""), history,
                        completed_epochs(run.write_dir / "history.csv"), nan_stop.stopped,
                        nan_stop.message, skipped)
+
+
+def _fit_stages(config: TrainConfig, data: TrainData, placement: Placement, body: keras.Model,
+                template: keras.Model, run: RunFolder, datasets: Tuple[Any, Any],
+                device_pixels: bool, user_callbacks: List[ForTemplate],
+                tracker: Optional[Tracker], state, start_epoch: int, checkpoint, nan_stop,
+                evaluation, early_stop, bn_images, pictures) -> Dict[str, List[float]]:
+    """Each stage fitted in turn (its callbacks fresh); the history of them all."""
+    history: Dict[str, List[float]] = {}
+    for stage in stages(config, start_epoch):
+        # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
+        statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
+                      if bn_images is not None else None)  # per stage: frozen layers differ
+        callbacks = stage_callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
+                                    statistics, pictures)
+        callbacks += [TrackerCallback(tracker)] if tracker is not None else []
+        callbacks += user_callbacks  # last: they see what yolo3's own have done
+        try:
+            stage_history = run_stage(stage, config, body, template, placement, datasets,
+                                      callbacks, start_epoch, state, device_pixels)
+        except ImageDecodeFailed as e:
+            raise CommandFailed(name_undecodable(
+                [r.path for r in data.records + data.val_records], str(e), check_args(config),
+                bool(config.output.verbose))) from None
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            kept = completed_epochs(run.write_dir / "history.csv")
+            last = run.output / "last.keras"
+            raise TrainingOutOfMemory(out_of_memory_message(
+                int(config.hardware.batch_size), placement.replicas, kept + 1,
+                str(last) if kept and last.is_file() else None, kept)) from None
+        for k, v in stage_history.items():
+            history.setdefault(k, []).extend(v)
+        if (nan_stop.stopped or (early_stop is not None and early_stop.stopped_epoch is not None)
+                or any(c.stopped for c in user_callbacks)):
+            break
+    return history

@@ -1,0 +1,182 @@
+"""Each training image decoded once: the decoded-image cache (``--cache ram|disk``).
+
+:class:`DecodedImages` hands the NumPy pipeline each record's uint8 RGB image, EXIF orientation
+applied, no larger than the recipe needs: its longer side at most ``longest`` pixels (the largest
+input side times the augmentation's largest scale, multi-scale included; tiles cut windows at the
+image's own resolution, so with tiles nothing is made smaller). A smaller copy is made with
+OpenCV's area resampling. Its figures are known before anything is decoded (:meth:`nbytes`), from
+the headers.
+
+- ``none``: decoded at every use (what the pipeline did before).
+- ``ram``: kept in this process's memory after the first use (thread-safe: a race decodes an
+  image twice, never wrongly). :func:`check_ram` refuses a cache larger than half the memory
+  available (:class:`~yolo3.core.errors.NotEnoughMemory`, with the figures).
+- ``disk``: one file per image under ``$YOLO3_CACHE_DIR/decoded/`` (never among the user's
+  images), named by the image's absolute path, size, modification time, orientation and the
+  cached size, so a changed image gets a new entry. An entry holds a header, the pixels and their
+  CRC-32; one that is damaged (short, another shape, another checksum) is named in a warning,
+  decoded again and rewritten.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import threading
+import zlib
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import cv2
+import numpy as np
+
+from yolo3.config.choices import IMAGE_CACHES
+from yolo3.core.errors import NotEnoughMemory
+from yolo3.core.fileio import atomic_write, remove_stale_temporaries
+from yolo3.core.file_cache import file_stamp
+from yolo3.core.memory import available_memory, gigabytes
+from yolo3.core.paths import user_cache_dir
+from yolo3.data.image_ops import decode_image_np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DecodedImages", "cached_hw", "check_ram", "RAM_SHARE", "ENTRY_MAGIC"]
+
+RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available
+ENTRY_MAGIC = b"Y3DEC01\0"
+_HEADER = struct.Struct("<8sIII")  # magic, height, width, CRC-32 of the pixels
+
+
+def cached_hw(image_hw: Sequence[int], longest: Optional[int]) -> Tuple[int, int]:
+    """The ``(h, w)`` kept of an ``image_hw`` image: unchanged when its longer side is at most
+    ``longest`` (or ``longest`` is None), else scaled down to it (aspect kept, at least 1)."""
+    h, w = int(image_hw[0]), int(image_hw[1])
+    if longest is None or max(h, w) <= longest:
+        return h, w
+    scale = float(longest) / max(h, w)
+    return max(1, int(round(h * scale))), max(1, int(round(w * scale)))
+
+
+def check_ram(n_bytes: int, count: int, available: Optional[int] = None) -> None:
+    """Refuse a RAM cache of ``n_bytes`` (``count`` images) larger than :data:`RAM_SHARE` of the
+    memory available (NotEnoughMemory naming both figures and the other choices)."""
+    available = available_memory() if available is None else available
+    if available is not None and n_bytes > RAM_SHARE * available:
+        raise NotEnoughMemory(
+            f"--cache ram: the {count} decoded images need {gigabytes(n_bytes)}, more than "
+            f"{RAM_SHARE:.0%} of the {gigabytes(available)} of memory available; use --cache "
+            "disk (under $YOLO3_CACHE_DIR) or --cache none")
+
+
+class DecodedImages:
+    """The uint8 images of ``paths`` (displayed sizes ``image_hws``, EXIF ``orientations``),
+    decoded once where ``kind`` keeps them (module docstring). ``folder``: the disk cache's
+    folder (default ``$YOLO3_CACHE_DIR/decoded``)."""
+
+    def __init__(self, paths: Sequence[str], orientations: Sequence[int],
+                 image_hws: Sequence[Tuple[int, int]], kind: str = "none",
+                 longest: Optional[int] = None, folder: Optional[str] = None):
+        if kind not in IMAGE_CACHES:
+            raise ValueError(f"cache {kind!r}: expected one of {', '.join(IMAGE_CACHES)}")
+        self.paths = list(paths)
+        self.orientations = [int(o) for o in orientations]
+        self.image_hws = [(int(h), int(w)) for h, w in image_hws]
+        self.kind = kind
+        self.longest = None if longest is None else int(longest)
+        self.folder = Path(folder or os.path.join(user_cache_dir(), "decoded"))
+        self._ram: Dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.rebuilt: List[str] = []  # damaged disk entries decoded again (their files)
+        if kind == "disk" and self.folder.is_dir():
+            remove_stale_temporaries(self.folder)  # what killed writers left (entries: no sweep)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def hw(self, index: int) -> Tuple[int, int]:
+        """The ``(h, w)`` :meth:`get` gives for image ``index``."""
+        if self.kind == "none":
+            return self.image_hws[index]
+        return cached_hw(self.image_hws[index], self.longest)
+
+    def nbytes(self) -> int:
+        """The bytes the cache holds once every image is in it (0 for ``none``)."""
+        if self.kind == "none":
+            return 0
+        return sum(h * w * 3 for h, w in (self.hw(i) for i in range(len(self))))
+
+    def get(self, index: int) -> np.ndarray:
+        """Image ``index``, uint8 ``(h, w, 3)`` RGB (:meth:`hw`); treat it as read-only."""
+        if self.kind == "ram":
+            image = self._ram.get(index)
+            if image is None:
+                image = self._decode(index)
+                image.flags.writeable = False
+                with self._lock:
+                    image = self._ram.setdefault(index, image)
+            return image
+        if self.kind == "disk":
+            return self._from_disk(index)
+        return decode_image_np(self.paths[index], self.orientations[index])
+
+    def _decode(self, index: int) -> np.ndarray:
+        image = decode_image_np(self.paths[index], self.orientations[index])
+        h, w = self.hw(index)
+        if image.shape[:2] != (h, w):
+            image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA)
+        return np.ascontiguousarray(image)
+
+    def entry_path(self, index: int) -> Path:
+        """The disk entry of image ``index``: named by the file's absolute path and stamp (size,
+        modification time), its orientation and the cached size."""
+        path = os.path.abspath(self.paths[index])
+        h, w = self.hw(index)
+        key = f"{path}\0{file_stamp(path)}\0{self.orientations[index]}\0{h}x{w}"
+        return self.folder / f"{hashlib.sha1(key.encode()).hexdigest()}.y3img"
+
+    def _from_disk(self, index: int) -> np.ndarray:
+        entry = self.entry_path(index)
+        expected = self.hw(index)
+        try:
+            data = entry.read_bytes()
+        except FileNotFoundError:
+            data = None
+        except OSError as e:
+            logger.warning("decoded-image cache: cannot read %s (%s); decoding %s again", entry,
+                           e.strerror or e, self.paths[index])
+            data = None
+        if data is not None:
+            image = read_entry(data, expected)
+            if image is not None:
+                return image
+            logger.warning("decoded-image cache: %s (of %s) is damaged; decoded again and "
+                           "rewritten", entry, self.paths[index])
+            self.rebuilt.append(str(entry))
+        image = self._decode(index)
+        try:
+            atomic_write(entry, lambda tmp: Path(tmp).write_bytes(entry_bytes(image)),
+                         sweep=False, sync=False)
+        except OSError as e:  # a cache that cannot be written only costs time
+            logger.warning("decoded-image cache: cannot write %s (%s)", entry, e.strerror or e)
+        return image
+
+
+def entry_bytes(image: np.ndarray) -> bytes:
+    """A disk entry: header (magic, height, width, CRC-32), then the uint8 pixels."""
+    pixels = np.ascontiguousarray(image, np.uint8).tobytes()
+    h, w = image.shape[:2]
+    return _HEADER.pack(ENTRY_MAGIC, h, w, zlib.crc32(pixels)) + pixels
+
+
+def read_entry(data: bytes, expected_hw: Tuple[int, int]) -> Optional[np.ndarray]:
+    """The image of a disk entry, or None when it is damaged: too short or long, another magic,
+    another shape than ``expected_hw``, or pixels that fail their CRC-32."""
+    if len(data) < _HEADER.size:
+        return None
+    magic, h, w, crc = _HEADER.unpack_from(data)
+    pixels = data[_HEADER.size:]
+    if (magic != ENTRY_MAGIC or (h, w) != tuple(expected_hw) or len(pixels) != h * w * 3
+            or zlib.crc32(pixels) != crc):
+        return None
+    return np.frombuffer(pixels, np.uint8).reshape(h, w, 3)
