@@ -11,16 +11,21 @@
 #   bash tools/gpu_benchmark.sh --dry-run    # anywhere: every step at toy scale
 #   bash tools/gpu_benchmark.sh [STEP...]    # on the GPU machine: installs .whl/ into /tmp/site
 #
-# Steps, in the order given (default: tta-yolov3 data peer tta-tiny-af backends, what was still
-# unmeasured first), each with its own time limit; a step that fails or runs out is reported and
+# Steps, in the order given (default: peer feed data tta-tiny-af backends tta-yolov3, what was
+# still unmeasured first), each with its own time limit; a step that fails or runs out is reported and
 # the next one runs. Every figure is printed as it is measured, and each training run's
 # history.csv is copied to $OUT every 10 s, so a step (or a call) cut short keeps its finished
 # epochs:
 #   data: the NumPy input pipeline (what a machine without TensorFlow trains from) at 416 px with
-#      full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads (90 s);
+#      full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads, plain and
+#      with the RAM cache and the colours on the device, and the GPU's own colour step (150 s);
+#   feed: tiny-af-416 trained 3 epochs twice on the same set, fed the old way (colours on the
+#      host, no cache) and the new (--cache ram, colours on the device): each epoch's seconds
+#      ($OUT/feed_host.csv, $OUT/feed_device.csv), beside the fixed-batch rate of `backends`;
 #   tta-yolov3, tta-tiny-af: time to accuracy, from scratch on the photo-style set (1,000
 #      training and 200 validation images, made by --prepare, or there when not carried), JAX,
-#      mixed bfloat16, fed by the NumPy pipeline from every core: each epoch's training seconds
+#      mixed bfloat16, fed by the NumPy pipeline from every core (RAM cache, colours on the
+#      GPU): each epoch's training seconds
 #      and mAP@0.5:0.95 ($OUT/tta_<variant>.csv, yolo3's history.csv); tiny-af 20 epochs (about
 #      260 s on an H200, 80 of them compiling), YOLOv3 10 epochs (330 s each at most);
 #   peer: where Ultralytics imports (carried by --prepare-peer), yolov3-tinyu trained from
@@ -28,7 +33,8 @@
 #      precision, scored by the same COCO evaluation (`yolo3 benchmark recipe --peer-only`);
 #   backends: YOLOv3-416 and tiny-af training images/s at batch 32 in mixed bfloat16 on JAX
 #      (jit) and PyTorch, the FLOP utilisation against the GPU's dense bf16 peak, detection
-#      latency and throughput ($OUT/backends_gpu.json).
+#      latency and throughput ($OUT/backends_gpu.json); then YOLOv3-416 at batch 64 on JAX
+#      ($OUT/backends_gpu_64.json).
 # A call runs at most 10 minutes: name the steps that fit (e.g. `tta-yolov3 data`).
 # PYTHON picks the interpreter (default python3). --fetch-wheels is --prepare's old name.
 set -uo pipefail
@@ -100,20 +106,26 @@ dry=0
 if [[ "${1:-}" == "--dry-run" ]]; then
     dry=1
     shift
-    data=(--size 64 --batch-size 2 --batches 1 --warmup 0 --num-images 8 --workers 1 2)
+    data=(--size 64 --batch-size 2 --batches 1 --warmup 0 --num-images 8 --workers 1 2
+          --memory-epochs 2)
     backends=(--size 64 --batch 2 --steps 1)
+    backends64=(--size 64 --batch 4 --steps 1)
     tta=(--input-size 64 --batch-size 2)
-    declare -A epochs=([tiny-af]=1 [yolov3]=1)
-    declare -A limits=([data]=300 [tta-tiny-af]=600 [tta-yolov3]=600 [peer]=600 [backends]=600)
+    declare -A epochs=([tiny-af]=1 [yolov3]=1 [feed]=1)
+    declare -A limits=([data]=300 [tta-tiny-af]=600 [tta-yolov3]=600 [peer]=600 [backends]=600
+                       [feed]=600)
     peer_device=cpu
     DATA="$work/data"
     prepare_data "$DATA" 12 || exit 1
 else
-    data=(--size 416 --batch-size 32 --batches 10 --warmup 2 --num-images 256 --workers 1 8 16)
+    data=(--size 416 --batch-size 32 --batches 10 --warmup 2 --num-images 256 --workers 1 8 16
+          --memory-epochs 10)
     backends=(--size 416 --batch 32 --steps 10)
+    backends64=(--size 416 --batch 64 --steps 10)
     tta=(--input-size 416 --batch-size 32)
-    declare -A epochs=([tiny-af]=20 [yolov3]=10)
-    declare -A limits=([data]=90 [tta-tiny-af]=300 [tta-yolov3]=330 [peer]=300 [backends]=100)
+    declare -A epochs=([tiny-af]=20 [yolov3]=10 [feed]=3)
+    declare -A limits=([data]=150 [tta-tiny-af]=300 [tta-yolov3]=330 [peer]=300 [backends]=160
+                       [feed]=300)
     peer_device=0
     if [[ ! -f "$DATA/train.txt" ]]; then  # not carried: made here (about a minute)
         DATA="$work/data"
@@ -121,11 +133,11 @@ else
     fi
 fi
 steps=("$@")
-[[ ${#steps[@]} -gt 0 ]] || steps=(tta-yolov3 data peer tta-tiny-af backends)
+[[ ${#steps[@]} -gt 0 ]] || steps=(peer feed data tta-tiny-af backends tta-yolov3)
 for name in "${steps[@]}"; do
     [[ -v "limits[$name]" ]] || {
-        echo "gpu_benchmark.sh: unknown step '$name' (data, tta-tiny-af, tta-yolov3, peer," \
-            "backends)" >&2
+        echo "gpu_benchmark.sh: unknown step '$name' (data, feed, tta-tiny-af, tta-yolov3," \
+            "peer, backends)" >&2
         exit 2
     }
 done
@@ -137,8 +149,8 @@ tta() {  # tta VARIANT: train from scratch; its history.csv is copied to $OUT as
     step "time to accuracy, $variant" "${limits[tta-$variant]}" "$PY" -m yolo3 train \
         --variant "$variant" --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" \
         --classes "$DATA/classes.txt" "${tta[@]}" --epochs "${epochs[$variant]}" \
-        --precision mixed_bfloat16 --pipeline numpy --eval-every 1 --output "$work/$variant" \
-        --quiet
+        --precision mixed_bfloat16 --pipeline numpy --cache ram --eval-every 1 \
+        --output "$work/$variant" --quiet
     kill "$copier" 2>/dev/null
     wait "$copier" 2>/dev/null
     if [[ -f "$history" ]]; then
@@ -147,8 +159,23 @@ tta() {  # tta VARIANT: train from scratch; its history.csv is copied to $OUT as
     fi
 }
 
+feed() {  # feed MODE FLAGS...: tiny-af's epochs fed one way; history.csv to $OUT/feed_MODE.csv
+    local mode="$1"
+    shift
+    step "feed, $mode" "$((${limits[feed]} / 2))" "$PY" -m yolo3 train --variant tiny-af \
+        --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" \
+        --classes "$DATA/classes.txt" "${tta[@]}" --epochs "${epochs[feed]}" \
+        --precision mixed_bfloat16 --pipeline numpy --eval-every 0 --bn-stats-images 0 \
+        --no-pictures --output "$work/feed-$mode" --quiet "$@"
+    [[ -f "$work/feed-$mode/history.csv" ]] && cp "$work/feed-$mode/history.csv" \
+        "$out/feed_$mode.csv" && cat "$out/feed_$mode.csv"
+}
+
 for name in "${steps[@]}"; do
     case "$name" in
+        feed)
+            feed host --augment-on host --cache none
+            feed device --augment-on device --cache ram ;;
         data)
             step data "${limits[data]}" "$PY" -m yolo3 benchmark data --no-classic --mosaic 0 1 \
                 "${data[@]}" ;;
@@ -168,7 +195,10 @@ for name in "${steps[@]}"; do
         backends)
             step backends "${limits[backends]}" "$PY" -m yolo3 benchmark backends \
                 --backends jax torch --variants yolov3 tiny-af --precision mixed_bfloat16 \
-                "${backends[@]}" --json "$out/backends_gpu.json" ;;
+                "${backends[@]}" --json "$out/backends_gpu.json"
+            step "backends, batch 64" "${limits[backends]}" "$PY" -m yolo3 benchmark backends \
+                --backends jax --variants yolov3 --precision mixed_bfloat16 "${backends64[@]}" \
+                --json "$out/backends_gpu_64.json" ;;
     esac
 done
 exit $failed

@@ -1,10 +1,14 @@
 """Throughput of the input pipelines side by side on the same annotation file: tf.data, the
 NumPy/OpenCV pipeline (as ``fit`` drives it: Keras's ``PyDataset`` with worker threads, and
-through Grain where it is installed) and keras-yolo3's classic Python generator; with ``--scale
-N``, training start-up on N images instead (:mod:`yolo3.benchmarks.startup`).
+through Grain where it is installed), the NumPy pipeline with the RAM cache and the colours on
+the device (what it leaves the host: uint8 canvases and colour plans; the cache filled first,
+its seconds and bytes printed; the device's own colour step timed apart on this machine's
+backend), and keras-yolo3's classic Python generator; with ``--scale N``, training start-up on
+N images instead (:mod:`yolo3.benchmarks.startup`). ``--memory-epochs N``: the cached loader's
+resident memory after each of N epochs.
 
     yolo3 benchmark data [--annotations train.txt --classes classes.txt] [--batches 20]
-                         [--mosaic 0 1] [--workers 1 2 4 16] [--no-classic]
+                         [--mosaic 0 1] [--workers 1 2 4 16] [--no-classic] [--memory-epochs 10]
     yolo3 benchmark data --scale 118287
     (or python tools/benchmark_data.py ...)
 
@@ -25,6 +29,7 @@ import argparse
 import os
 import tempfile
 import time
+from dataclasses import replace
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -33,6 +38,7 @@ from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.startup import run_scale
 from yolo3.core.extras import installed
+from yolo3.core.memory import gigabytes
 from yolo3.data.annotations import load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
@@ -137,11 +143,15 @@ def _stream(kind: str, records, config, workers: int, num_classes: int
     if kind == "classic":
         return (classic_generator(records, config.input_size, YOLO_ANCHORS, num_classes,
                                   config.batch_size, seed=config.seed), lambda: None)
-    if kind == "numpy":  # as fit reads it: Keras's adapter, its enqueuer's worker threads
-        batches = NumpyBatches(records, config, workers=workers, repeat=True)
-        if workers <= 1:
-            return iter(batches), lambda: None
-        return py_dataset_epoch(batches)
+    if kind.startswith("numpy"):  # as fit reads it: Keras's adapter, in order
+        batches = NumpyBatches(records, config, workers=workers, repeat=True,
+                               feed="processes" if kind.endswith("processes") else "threads")
+        iterator, end = py_dataset_epoch(batches)
+
+        def stop():
+            end()
+            batches.close()
+        return iterator, stop
     import grain
     from absl import flags
     flags.FLAGS.mark_as_parsed()  # grain reads absl flags that no command line parsed here
@@ -164,11 +174,104 @@ def time_contender(p: dict) -> dict:
     config = DatasetConfig((p["size"], p["size"]), p["batch_size"], training=True,
                            targets=TargetEncoding(YOLO_ANCHORS, p["num_classes"]), seed=p["seed"],
                            max_boxes=20, augment=AugmentConfig(mosaic=p["mosaic"]))
+    out = {}
+    if p["kind"].startswith("numpy-cached"):
+        config = replace(config, image_cache="ram", device_colour=True)
+        if p["kind"] == "numpy-cached":  # the processes fill their shared cache as they go
+            out.update(fill_cache(records, config))
     iterator, stop = _stream(p["kind"], records, config, p["workers"], p["num_classes"])
     warmup, batches = steady_batches(p["warmup"], p["batches"], p["workers"])
+    if p["kind"] == "numpy-cached-processes":  # an epoch first: the shared cache filled
+        warmup = max(warmup, -(-len(records) // p["batch_size"]))
     seconds = _time(iterator, batches, warmup)
     stop()
-    return {"images_per_s": batches * p["batch_size"] / seconds}
+    out["images_per_s"] = batches * p["batch_size"] / seconds
+    if p["kind"] == "numpy-cached" and p.get("memory_epochs"):
+        out["resident_mb"] = resident_over_epochs(records, config, p["workers"],
+                                                  p["memory_epochs"])
+    return out
+
+
+def fill_cache(records, config: DatasetConfig) -> dict:
+    """Decode every image into the RAM cache (in the order of the records, one thread): its
+    seconds and bytes. The benchmark then times the host's work with the cache full."""
+    batches = NumpyBatches(records, config, workers=1)
+    start = time.perf_counter()
+    for i in range(len(records)):
+        batches.images.get(i)
+    seconds = time.perf_counter() - start
+    batches.close()
+    return {"fill_s": seconds, "cache_bytes": batches.images.nbytes()}
+
+
+def resident_over_epochs(records, config: DatasetConfig, workers: int, epochs: int
+                         ) -> List[float]:
+    """The process's resident memory (MB) after each of ``epochs`` passes through a fresh cached
+    loader, as ``fit`` reads it (the first pass fills the cache)."""
+    from yolo3.core.memory import proc_field_bytes
+    dataset = NumpyBatches(records, config, workers=workers)
+    out = []
+    for _ in range(epochs):
+        batches, end = py_dataset_epoch(dataset)
+        for _ in batches:
+            pass
+        end()
+        out.append(proc_field_bytes("/proc/self/status", "VmRSS") / 1e6)
+    dataset.close()
+    return out
+
+
+def time_colours(p: dict) -> dict:
+    """The device's colour step (:class:`yolo3.modeling.pixel_input.PlannedPixels`) compiled on
+    this process's Keras backend and device: images per second over ``p['batches']`` batches of
+    ``p['batch_size']`` at ``p['size']``, each region with its own colours."""
+    import keras
+
+    from yolo3.modeling.pixel_input import PlannedPixels
+    rng = np.random.default_rng(0)
+    size, n = p["size"], p["batch_size"]
+    image = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+    plan = np.tile(np.array([size // 2, size // 2, 0.05, 1.2, 0.8, -0.05, 0.8, 1.2, 0.02, 1.1,
+                             0.9, 0.0, 1.3, 1.1], np.float32), (n, 1))
+    layer = PlannedPixels()
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+        step = jax.jit(lambda x, q: layer(x, q))
+        image, plan = jax.device_put(image), jax.device_put(plan)
+
+        def run_once():
+            return step(image, plan).block_until_ready()
+    elif backend == "tensorflow":
+        import tensorflow as tf
+        step = tf.function(lambda x, q: layer(x, q), jit_compile=True)
+
+        def run_once():
+            return step(image, plan).numpy()
+    else:
+        import torch
+        x, q = torch.as_tensor(image), torch.as_tensor(plan)
+        if torch.cuda.is_available():
+            x, q = x.cuda(), q.cuda()
+
+        def run_once():
+            out = layer(x, q)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            return out
+    for _ in range(2):
+        run_once()
+    start = time.perf_counter()
+    for _ in range(p["batches"]):
+        run_once()
+    seconds = time.perf_counter() - start
+    device = keras.config.backend() + (" GPU" if _sees_gpu() else " CPU")
+    return {"images_per_s": p["batches"] * n / seconds, "device": device}
+
+
+def _sees_gpu() -> bool:
+    from yolo3.config.precision import gpu_capabilities
+    return bool(gpu_capabilities())
 
 
 def steady_batches(warmup: int, batches: int, workers: int) -> Tuple[int, int]:
@@ -203,6 +306,14 @@ def contenders(args: argparse.Namespace) -> List[Tuple[str, str, int]]:
         out.append(("tf.data (yolo3.data.pipeline)", "tf", machine))
     for w in args.workers or sorted({1, machine}):
         out.append((f"NumPy pipeline, PyDataset, {w} thread(s)", "numpy", w))
+    if not getattr(args, "no_cached", False):
+        for w in args.workers or sorted({1, machine}):
+            out.append((f"NumPy pipeline, RAM cache + colours on the device, {w} thread(s)",
+                        "numpy-cached", w))
+        for w in args.workers or sorted({1, machine}):
+            if w > 1:
+                out.append((f"NumPy pipeline, RAM cache + colours on the device, {w} processes",
+                            "numpy-cached-processes", w))
     if installed("grain") and not args.no_grain:
         out.append((f"NumPy pipeline through Grain, {machine} threads", "grain-threads", machine))
         out.append((f"NumPy pipeline through Grain, {machine} processes", "grain-processes",
@@ -221,6 +332,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="yolo3_bench_") as tmp:
         ann, records, num_classes, names = _records(args, tmp)
         rows: Dict[float, List[Tuple[str, int, float]]] = {}
+        extras: dict = {}
         for mosaic in args.mosaic:
             rows[mosaic] = []
             for name, kind, workers in contenders(args):
@@ -230,10 +342,22 @@ def run(args: argparse.Namespace) -> int:
                                names=names, num_classes=num_classes, size=args.size,
                                batch_size=args.batch_size, seed=args.seed,
                                batches=args.batches, warmup=args.warmup)
-                rate = run_child("yolo3.benchmarks.data:time_contender", payload)["images_per_s"]
+                if kind == "numpy-cached" and workers == max(w for _, k, w in
+                                                             contenders(args) if k == kind):
+                    payload["memory_epochs"] = getattr(args, "memory_epochs", 0)
+                result = run_child("yolo3.benchmarks.data:time_contender", payload)
+                rate = result["images_per_s"]
                 used = min(workers, machine)
                 rows[mosaic].append((name, used, rate))
                 print(f"  mosaic {mosaic:g}: {name}: {rate:.1f} images/s", flush=True)
+                if "fill_s" in result and "fill_s" not in extras:
+                    extras["fill_s"], extras["cache_bytes"] = (result["fill_s"],
+                                                               result["cache_bytes"])
+                if result.get("resident_mb"):
+                    extras.setdefault("resident_mb", {})[mosaic] = result["resident_mb"]
+        if not getattr(args, "no_cached", False):
+            extras["colours"] = run_child("yolo3.benchmarks.data:time_colours", dict(
+                size=args.size, batch_size=args.batch_size, batches=max(args.batches, 5)))
     print(machine_line(peak))
     print(f"{len(records)} images from {args.data or ann}; batches of {args.batch_size} at "
           f"{args.size}x{args.size}, full augmentation; {args.batches} timed batches each (at least "
@@ -249,7 +373,8 @@ def run(args: argparse.Namespace) -> int:
         # the rate per worker: the PyDataset row with the fewest threads
         one = min(((u, r / u) for name, u, r in table if name.startswith("NumPy pipeline, PyD")),
                   default=(0, None))[1]
-        best = max(((r / u, name) for name, u, r in table if name.startswith("NumPy")),
+        best = max(((r / u, name) for name, u, r in table
+                    if name.startswith("NumPy") and "RAM cache" not in name),
                    default=None)
         if tf_rate and best:
             print(f"NumPy pipeline / tf.data, images/s per core: {best[0] / tf_rate:.2f}x "
@@ -257,4 +382,24 @@ def run(args: argparse.Namespace) -> int:
         if one:
             print(f"feeding {args.feed:g} images/s takes about {args.feed / one:.0f} cores at the "
                   f"NumPy pipeline's rate per worker ({one:.1f} images/s per thread)")
+        cached = min(((u, r / u) for name, u, r in table
+                      if "RAM cache" in name and "thread" in name), default=(0, None))[1]
+        if cached and one:
+            print(f"the host's work per image with the RAM cache and the colours on the device: "
+                  f"{cached:.1f} images/s per thread, {cached / one:.1f}x the NumPy pipeline's "
+                  f"{one:.1f}; feeding {args.feed:g} images/s takes about "
+                  f"{args.feed / cached:.1f} cores")
+        if extras.get("resident_mb", {}).get(mosaic):
+            mb = extras["resident_mb"][mosaic]
+            print(f"cached loader's resident memory after each of {len(mb)} epochs (MB): "
+                  + ", ".join(f"{m:.0f}" for m in mb)
+                  + f"; after the first: {max(mb[1:], default=mb[0]) - mb[0]:+.0f} MB")
+    if "fill_s" in extras:
+        print(f"\nthe RAM cache: {gigabytes(extras['cache_bytes'])} for {len(records)} images, "
+              f"filled in {extras['fill_s']:.1f} s on one thread")
+    if "colours" in extras:
+        c = extras["colours"]
+        print(f"the colours on the device ({c['device']}): {c['images_per_s']:.0f} images/s "
+              f"at {args.size}x{args.size}, batch {args.batch_size} (compiled; on a CPU the "
+              "training step's own cores would do this work: auto keeps it on the host there)")
     return 0

@@ -64,6 +64,10 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
                    help="the NumPy pipeline's thread counts to measure (default: 1 and every core)")
     p.add_argument("--no-classic", action="store_true", help="leave out keras-yolo3's generator")
     p.add_argument("--no-grain", action="store_true", help="leave out Grain (where installed)")
+    p.add_argument("--no-cached", action="store_true", help="leave out the NumPy pipeline with "
+                   "the RAM cache and the colours on the device")
+    p.add_argument("--memory-epochs", type=COUNT0, default=0, metavar="N", help="also pass N "
+                   "epochs through the cached pipeline and print its resident memory after each")
     p.add_argument("--feed", type=POSITIVE, default=1000.0, metavar="IMG_S",
                    help="the training rate to feed: how many cores the pipeline needs for it "
                    "(default 1000 img/s, the YOLOv3-416 GPU target)")

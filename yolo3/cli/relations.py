@@ -61,6 +61,8 @@ RELATIONS: Dict[str, Tuple[Relation, ...]] = {
         Excludes("--gpus", "--cpu-replicas"),
         Excludes("--data-workers", "--pipeline", values=("tf",),
                  why="it sets the numpy pipeline's threads, and tf.data picks its own"),
+        Excludes("--data-feed", "--pipeline", values=("tf",),
+                 why="it says who makes the numpy pipeline's batches"),
         Excludes("--cache", "--pipeline", values=("tf",),
                  why="the decoded-image cache is the numpy pipeline's"),
         Needs("--tile-whole", ("--tile",), "it sets the share of whole images in tiled training"),

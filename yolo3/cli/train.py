@@ -30,6 +30,8 @@ from yolo3.config.choices import (
     PIPELINES,
     IMAGE_CACHES,
     AUGMENT_SITES,
+    DATA_FEEDS,
+    PROCESS_FEED_FROM,
     SCHEDULES,
     STRATEGIES,
     TRACKERS,
@@ -171,6 +173,10 @@ def add_arguments(p: argparse.ArgumentParser, output_help: str = OUTPUT_HELP,
     r.add_argument("--data-workers", type=Number.within("data_workers"), default=d("data_workers"),
                    metavar="N", help="threads of the numpy pipeline; 0: one per core, at most "
                    "32 (default %(default)s)")
+    r.add_argument("--data-feed", choices=DATA_FEEDS, default=d("data_feed"),
+                   help="who makes the numpy pipeline's training batches: threads, processes "
+                   "(passing them through shared memory, past the GIL) or auto (processes from "
+                   f"{PROCESS_FEED_FROM} workers) (default %(default)s)")
     r.add_argument("--cache", choices=IMAGE_CACHES, default=d("cache"),
                    help="decode each training image once, no larger than the recipe needs, and "
                    "keep it in ram (its size is printed; refused where it would not fit) or on "

@@ -18,6 +18,10 @@ AUGMENT_PRESETS = ("full", "light", "none")
 PIPELINES = ("auto", "tf", "numpy")
 # the decoded-image cache of the numpy pipeline: none (decode at every use), ram or disk
 IMAGE_CACHES = ("none", "ram", "disk")
+# who makes the numpy pipeline's training batches: threads, worker processes writing into shared
+# memory, or auto (processes from PROCESS_FEED_FROM workers: yolo3.training.datasets.pick_feed)
+DATA_FEEDS = ("auto", "threads", "processes")
+PROCESS_FEED_FROM = 4  # auto's threshold: threads would reach at most about 2.3x there (measured)
 # where the colour distortion and the scaling to [0, 1] run: on the device in the training step
 # where there is an accelerator and the numpy pipeline feeds it (auto), the host, or the device
 AUGMENT_SITES = ("auto", "host", "device")
@@ -38,5 +42,5 @@ AUTO_CLASS_WEIGHTS = "auto"  # class_weights: the effective number of samples, c
 CLASS_WEIGHT_METHODS = ("inverse", "sqrt", "effective")
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "IMAGE_CACHES", "AUGMENT_SITES", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
+           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "IMAGE_CACHES", "AUGMENT_SITES", "DATA_FEEDS", "PROCESS_FEED_FROM", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
            "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

@@ -48,6 +48,7 @@ from yolo3.config.choices import (
     PIPELINES,
     IMAGE_CACHES,
     AUGMENT_SITES,
+    DATA_FEEDS,
     SCHEDULES,
     STRATEGIES,
     TRACKERS,
@@ -105,6 +106,9 @@ class DataSettings:
     # per core, at most 32)
     pipeline: str = "auto"
     data_workers: int = 0
+    # who makes the numpy pipeline's training batches (yolo3.training.datasets.pick_feed): auto,
+    # threads, or processes (shared memory, yolo3.data.feeds)
+    data_feed: str = "auto"
     # the numpy pipeline's decoded-image cache: none, ram or disk (yolo3.data.image_cache)
     cache: str = "none"
     # where the colours and the scaling to [0, 1] run (yolo3.training.datasets.pick_augment_site):
@@ -534,6 +538,7 @@ CHOICES: Dict[str, Tuple[str, ...]] = {
     "precision": TRAINING_PRECISIONS, "jit": JIT_CHOICES, "schedule": SCHEDULES,
     "tracker": TRACKERS, "strategy": STRATEGIES, "box_loss": BOX_LOSSES,
     "objectness": OBJECTNESS_TARGETS, "cache": IMAGE_CACHES, "augment_on": AUGMENT_SITES,
+    "data_feed": DATA_FEEDS,
 }
 
 
@@ -575,6 +580,7 @@ def _check_data(data: DataSettings) -> None:
           "mosaic needs augmentation: it cannot go with augment none", "mosaic", "augment")
     _one_of(data.pipeline, CHOICES["pipeline"], "pipeline")
     _one_of(data.cache, CHOICES["cache"], "cache")
+    _one_of(data.data_feed, CHOICES["data_feed"], "data_feed")
     _one_of(data.augment_on, CHOICES["augment_on"], "augment_on")
     _need(data.tile is None or data.tile == AUTO_TILE
           or (isinstance(data.tile, int) and not isinstance(data.tile, bool) and data.tile >= 32),

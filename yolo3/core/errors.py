@@ -36,6 +36,9 @@ class FileFormatError(Yolo3Error, ValueError):
             place = f"{place} ({where})"
         super().__init__(f"{place}: {reason}")
 
+    def __reduce__(self):  # rebuilt whole in another process (a data worker's error)
+        return type(self), (self.path, self.reason, self.line, self.where)
+
 
 class AnnotationError(FileFormatError):
     """A malformed annotation (text rows, Pascal VOC XML, COCO JSON) or a missing/unreadable image."""

@@ -10,7 +10,9 @@ the headers.
 - ``none``: decoded at every use (what the pipeline did before).
 - ``ram``: kept in this process's memory after the first use (thread-safe: a race decodes an
   image twice, never wrongly). :func:`check_ram` refuses a cache larger than half the memory
-  available (:class:`~yolo3.core.errors.NotEnoughMemory`, with the figures).
+  available (:class:`~yolo3.core.errors.NotEnoughMemory`, with the figures). :meth:`share`
+  moves it into one shared-memory block (every image's place known from the headers, a byte per
+  image saying it is there) that worker processes fill and read together: one copy for all.
 - ``disk``: one file per image under ``$YOLO3_CACHE_DIR/decoded/`` (never among the user's
   images), named by the image's absolute path, size, modification time, orientation and the
   cached size, so a changed image gets a new entry. An entry holds a header, the pixels and their
@@ -24,7 +26,9 @@ import logging
 import os
 import struct
 import threading
+import weakref
 import zlib
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -90,6 +94,65 @@ class DecodedImages:
         self.rebuilt: List[str] = []  # damaged disk entries decoded again (their files)
         if kind == "disk" and self.folder.is_dir():
             remove_stale_temporaries(self.folder)  # what killed writers left (entries: no sweep)
+        self._shared: Optional[shared_memory.SharedMemory] = None
+        self._owner = False
+
+    # -- one RAM cache for several processes
+    def share(self) -> str:
+        """Move the RAM cache into a shared-memory block (its name returned); this object, and
+        copies of it pickled into other processes, then fill and read that block. The block is
+        removed when this object is collected or the process ends."""
+        if self.kind != "ram":
+            raise ValueError(f"only a ram cache is shared, not {self.kind!r}")
+        if self._shared is None:
+            offsets = [0]
+            for i in range(len(self)):
+                h, w = self.hw(i)
+                offsets.append(offsets[-1] + h * w * 3)
+            self._offsets = offsets
+            size = max(1, len(self) + offsets[-1])
+            self._shared = shared_memory.SharedMemory(create=True, size=size)
+            self._owner = True
+            self._attach()
+            for index, image in list(self._ram.items()):  # what this process already decoded
+                self._store(index, image)
+            self._ram.clear()
+            weakref.finalize(self, _remove_block, self._shared)
+        return self._shared.name
+
+    def _attach(self) -> None:
+        n = len(self)
+        self._filled = np.ndarray((n,), np.uint8, self._shared.buf, 0)
+        if self._owner:
+            self._filled[:] = 0
+
+    def _view(self, index: int) -> np.ndarray:
+        h, w = self.hw(index)
+        start = len(self) + self._offsets[index]
+        return np.ndarray((h, w, 3), np.uint8, self._shared.buf, start)
+
+    def _store(self, index: int, image: np.ndarray) -> np.ndarray:
+        view = self._view(index)
+        view[...] = image  # the pixels first, then the byte that says they are there
+        self._filled[index] = 1
+        return view
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_lock"), state.pop("_filled", None)
+        state["_ram"] = {}
+        state["_owner"] = False
+        state["_shared"] = None if self._shared is None else self._shared.name
+        return state
+
+    def __setstate__(self, state):
+        name = state.pop("_shared")
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._shared = None
+        if name is not None:
+            self._shared = shared_memory.SharedMemory(name=name)
+            self._attach()
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -108,6 +171,10 @@ class DecodedImages:
 
     def get(self, index: int) -> np.ndarray:
         """Image ``index``, uint8 ``(h, w, 3)`` RGB (:meth:`hw`); treat it as read-only."""
+        if self._shared is not None:
+            if self._filled[index]:
+                return self._view(index)
+            return self._store(index, self._decode(index))
         if self.kind == "ram":
             image = self._ram.get(index)
             if image is None:
@@ -160,6 +227,17 @@ class DecodedImages:
         except OSError as e:  # a cache that cannot be written only costs time
             logger.warning("decoded-image cache: cannot write %s (%s)", entry, e.strerror or e)
         return image
+
+
+def _remove_block(block: shared_memory.SharedMemory) -> None:
+    try:
+        block.close()
+    except BufferError:  # images handed out still point into it: the memory goes with them
+        pass
+    try:
+        block.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def entry_bytes(image: np.ndarray) -> bytes:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
-from keras import ops
 
 if TYPE_CHECKING:  # TensorFlow is imported by the *_tf functions only, when they run
     import tensorflow as tf
@@ -55,6 +54,7 @@ def geometry_np(image_hw, input_hw) -> Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def geometry_ops(image_hw, input_hw):
     """``keras.ops`` twin of :func:`geometry` (same rounding: half to even), float32."""
+    from keras import ops  # here: the NumPy geometry (the input pipelines') needs no Keras
     image_hw = ops.cast(image_hw, "float32")
     input_hw = ops.cast(input_hw, "float32")
     scale = ops.min(input_hw / image_hw, axis=-1, keepdims=True)
@@ -93,6 +93,7 @@ def letterbox(image, input_hw: Tuple[int, int]):
     """:func:`letterbox_tf` in ``keras.ops`` (eager, any backend): one ``(h, w, 3)`` image (uint8,
     or float in [0, 1]) -> float32 ``(in_h, in_w, 3)``. Bilinear without antialiasing, as
     TensorFlow's resize (on TensorFlow it is that op; JAX's and PyTorch's agree within 2e-5)."""
+    from keras import ops
     image = np.asarray(image)
     x = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
     in_h, in_w = (int(v) for v in input_hw)
@@ -106,6 +107,7 @@ def letterbox(image, input_hw: Tuple[int, int]):
 
 def letterbox_np(image: np.ndarray, input_hw: Tuple[int, int]) -> np.ndarray:
     """:func:`letterbox` for a NumPy ``(h, w, 3)`` image; returns float32 ``(H, W, 3)``."""
+    from keras import ops
     return np.asarray(ops.convert_to_numpy(letterbox(image, input_hw)), np.float32)
 
 

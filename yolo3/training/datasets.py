@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
+from yolo3.config.choices import PROCESS_FEED_FROM
 from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.core.extras import installed
 from yolo3.core.log import NOTICE
@@ -24,13 +25,13 @@ from yolo3.data.dataset_config import (
 )
 from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
 from yolo3.data.image_cache import cached_hw, check_ram
-from yolo3.data.numpy_pipeline import NumpyBatches
+from yolo3.data.numpy_pipeline import NumpyBatches, default_workers
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement, on_gpu
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["pick_pipeline", "pick_augment_site", "dataset_configs", "first_batches",
+__all__ = ["pick_pipeline", "pick_augment_site", "pick_feed", "dataset_configs", "first_batches",
            "make_datasets", "batch_norm_images", "shard_by_data", "check_image_cache"]
 
 
@@ -116,13 +117,26 @@ def shard_by_data(dataset):
 
 
 def _batches(records: Sequence, config: DatasetConfig, pipeline: str, workers: int,
-             repeat: bool = False) -> Any:
-    """``records`` batched as ``config`` says by ``pipeline``."""
+             repeat: bool = False, feed: str = "threads") -> Any:
+    """``records`` batched as ``config`` says by ``pipeline`` (the numpy pipeline's ``feed``)."""
     if pipeline == "tf":
         from yolo3.data.pipeline import make_dataset  # imports TensorFlow: tf.data only
         dataset = make_dataset(records, config)
         return dataset.repeat() if repeat else dataset
-    return NumpyBatches(records, config, workers=workers or None, repeat=repeat)
+    return NumpyBatches(records, config, workers=workers or None, repeat=repeat, feed=feed)
+
+
+def pick_feed(config: TrainConfig) -> str:
+    """``threads`` or ``processes``: who makes the numpy pipeline's training batches. ``auto``:
+    processes from :data:`~yolo3.config.choices.PROCESS_FEED_FROM` workers. Threads share the
+    GIL with the planner's Python (a quarter of a batch's time with the cache and the colours on
+    the device: two threads make 1.6x one thread's batches, so no number of threads makes more
+    than about 4x); processes do not, and cost a second of start-up each run."""
+    choice = config.data.data_feed
+    if choice == "auto":
+        workers = config.data.data_workers or default_workers()
+        choice = "processes" if workers >= PROCESS_FEED_FROM else "threads"
+    return choice
 
 
 def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
@@ -171,11 +185,12 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     training, validation = dataset_configs(config, data, placement)
     settings = config.data
     workers = settings.data_workers
+    feed = pick_feed(config)
     train_ds = _batches(data.records, training, pipeline, workers,
-                        repeat=bool(config.schedule.steps_per_epoch))
+                        repeat=bool(config.schedule.steps_per_epoch), feed=feed)
     val_ds = _batches(data.val_records, validation, pipeline, workers)
     logger.info("input pipeline: %s", "tf.data" if pipeline == "tf" else
-                f"NumPy/OpenCV, {train_ds.feed_workers} worker thread(s), colours on the "
+                f"NumPy/OpenCV, {train_ds.feed_workers} worker {feed}, colours on the "
                 f"{'device' if training.device_colour else 'host'}, cache {settings.cache}")
     if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)

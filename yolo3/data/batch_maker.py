@@ -1,0 +1,152 @@
+"""One batch of the NumPy pipeline, made in the calling thread or process: the plans
+(:class:`yolo3.data.draws.Planner`) applied to the pixels in NumPy and OpenCV, the targets
+encoded. :class:`BatchMaker` imports no Keras and no TensorFlow and pickles whole, so worker
+processes (:mod:`yolo3.data.feeds`) make batches from the same object; the batch layout is
+:mod:`yolo3.data.numpy_pipeline`'s.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from yolo3.data.annotations import Record
+from yolo3.data.dataset_config import (
+    DatasetConfig,
+    cache_longest_side,
+    epoch_batches,
+    make_planner,
+    new_seed,
+    record_geometry,
+)
+from yolo3.data.draws import ElementPlan, pad_boxes_np
+from yolo3.data.image_cache import DecodedImages
+from yolo3.data.image_ops import (
+    augment_image_np,
+    colour_plan,
+    letterbox_image_np,
+    letterbox_u8,
+    mosaic_regions,
+    place_image_u8,
+)
+from yolo3.ops.targets import preprocess_true_boxes
+
+__all__ = ["BatchMaker"]
+
+
+class BatchMaker:
+    """The batches of ``records`` as ``config`` says (:class:`DatasetConfig`): batch ``k`` of
+    epoch ``e`` is a pure function of the seed (``config.seed``, or a fresh one), ``e`` and
+    ``k``. Images come from :class:`DecodedImages` (the config's ``image_cache``)."""
+
+    def __init__(self, records: Sequence[Record], config: DatasetConfig):
+        self.config = config
+        self.seed = new_seed() if config.seed is None else int(config.seed)
+        image_hws, self.orientations = record_geometry(records)
+        self.planner = make_planner(records, config, self.seed, image_hws)
+        self.paths = [r.path for r in records]
+        self.per_epoch = epoch_batches(len(records), config)
+        kind = config.image_cache if config.image_cache != "none" else (
+            "ram" if config.cache else "none")
+        self.images = DecodedImages(
+            self.paths, self.orientations, image_hws, kind,
+            longest=cache_longest_side(config) if config.image_cache != "none" else None)
+        targets = config.targets
+        self.anchors = (None if targets is None or targets.anchors is None else
+                        np.asarray(targets.anchors, np.float32).reshape(-1, 2))
+
+    def decoded(self, index: int) -> np.ndarray:
+        """Record ``index``'s image, uint8 ``(h, w, 3)`` (:class:`DecodedImages`: no larger than
+        the recipe needs where cached; read-only)."""
+        return self.images.get(index)
+
+    def _source(self, plan: ElementPlan, k: int) -> Tuple[np.ndarray, Tuple[int, int]]:
+        """Source ``k`` of ``plan`` cut to its window, and the displayed size its geometry is
+        drawn for (a cached copy may be smaller: tiles keep the full resolution)."""
+        index = plan.sources[k]
+        image = self.decoded(index)
+        if plan.windows is not None:
+            x1, y1, x2, y2 = plan.windows[k]
+            return image[y1:y2, x1:x2], (y2 - y1, x2 - x1)
+        return image, self.planner.image_hws[index]
+
+    def image_u8(self, plan: ElementPlan) -> Tuple[np.ndarray, np.ndarray]:
+        """The uint8 ``(h, w, 3)`` canvas of one element's plan, without its colours, and its
+        colour plan ``(14,)`` (:mod:`yolo3.modeling.pixel_input`): ``canvas / 255`` with the plan's colours is
+        :meth:`image`."""
+        H, W = plan.input_hw
+        if plan.draws is None:
+            image, hw = self._source(plan, 0)
+            return letterbox_u8(image, (H, W), hw), colour_plan(None, None, (H, W))
+        out = np.empty((H, W, 3), np.uint8)
+        regions = ((0, H, 0, W),) if plan.split_yx is None else mosaic_regions(plan.split_yx,
+                                                                                (H, W))
+        for k, (y1, y2, x1, x2) in enumerate(regions):
+            if y2 <= y1 or x2 <= x1:
+                continue  # this source does not show
+            image, _ = self._source(plan, k)
+            place_image_u8(image, plan.draws[k], (H, W), (y1, y2, x1, x2),
+                           out=out[y1:y2, x1:x2])
+        return out, colour_plan(plan.draws, plan.split_yx, (H, W),
+                                self.planner.augment.colours)
+
+    def image(self, plan: ElementPlan) -> np.ndarray:
+        """The float32 ``(h, w, 3)`` image of one element's plan (a mosaic's sources augmented
+        only where they show)."""
+        H, W = plan.input_hw
+        regions = (None,) if plan.split_yx is None else mosaic_regions(plan.split_yx, (H, W))
+        out = np.empty((H, W, 3), np.float32) if plan.split_yx is not None else None
+        for k in range(len(plan.sources)):
+            region = regions[k] if out is not None else None
+            if region is not None and (region[1] <= region[0] or region[3] <= region[2]):
+                continue  # this source does not show
+            image, hw = self._source(plan, k)
+            if plan.draws is None:
+                canvas = letterbox_image_np(image, plan.input_hw, hw)
+                if region is not None:
+                    canvas = canvas[region[0]:region[1], region[2]:region[3]]
+            else:
+                colours = self.planner.augment.colours
+                canvas = augment_image_np(image, plan.draws[k], plan.input_hw, colours, region)
+            if out is None:
+                return canvas
+            out[region[0]:region[1], region[2]:region[3]] = canvas
+        return out
+
+    def element(self, epoch: int, index: int):
+        """Element ``index`` of ``epoch``: ``(image, padded boxes)``; with ``device_colour``
+        ``(uint8 canvas, padded boxes, colour plan)``."""
+        plan = self.planner.element(epoch, index)
+        boxes = pad_boxes_np(plan.boxes, self.config.max_boxes)
+        if self.config.device_colour:
+            canvas, colours = self.image_u8(plan)
+            return canvas, boxes, colours
+        return self.image(plan), boxes
+
+    def batch(self, epoch: int, k: int):
+        """Batch ``k`` of ``epoch``, made in this thread."""
+        size = self.config.batch_size
+        indices = range(k * size, min((k + 1) * size, len(self.paths)))
+        parts = [self.element(epoch, i) for i in indices]
+        images = np.stack([p[0] for p in parts])
+        boxes = np.stack([p[1] for p in parts])
+        if self.config.device_colour:
+            return self.encode(images, boxes, np.stack([p[2] for p in parts]))
+        return self.encode(images, boxes)
+
+    def encode(self, images: np.ndarray, boxes: np.ndarray,
+               colours: Optional[np.ndarray] = None):
+        """A batch -> what ``fit`` takes (:mod:`yolo3.data.numpy_pipeline`'s layout); ``colours``: the elements' colour
+        plans, after the uint8 images."""
+        targets = self.config.targets
+        pixels = (images,) if colours is None else (images, colours)
+        if targets is None:
+            return (*pixels, boxes)
+        dummy = np.zeros(len(images), np.float32)
+        if self.anchors is None:
+            return (*pixels, boxes), dummy
+        y_true = preprocess_true_boxes(boxes, images.shape[1:3], self.anchors, targets.num_classes,
+                                       targets.masks, targets.assign_iou)
+        inputs = (*pixels, *y_true, boxes) if targets.true_boxes else (*pixels, *y_true)
+        return inputs, dummy
+
