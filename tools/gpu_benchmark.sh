@@ -18,9 +18,11 @@
 # epochs:
 #   data: the NumPy input pipeline (what a machine without TensorFlow trains from) at 416 px with
 #      full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads, plain and
-#      with the RAM cache and the colours on the device, and the GPU's own colour step (150 s);
+#      with the RAM cache and the colours on the device (threads and processes), and the GPU's own
+#      colour step (200 s);
 #   feed: tiny-af-416 trained 3 epochs twice on the same set, fed the old way (colours on the
-#      host, no cache) and the new (--cache ram, colours on the device): each epoch's seconds
+#      host, no cache, threads) and the new (--cache ram, colours on the device, --data-feed
+#      auto): each epoch's seconds
 #      ($OUT/feed_host.csv, $OUT/feed_device.csv), beside the fixed-batch rate of `backends`;
 #   tta-yolov3, tta-tiny-af: time to accuracy, from scratch on the photo-style set (1,000
 #      training and 200 validation images, made by --prepare, or there when not carried), JAX,
@@ -124,7 +126,7 @@ else
     backends64=(--size 416 --batch 64 --steps 10)
     tta=(--input-size 416 --batch-size 32)
     declare -A epochs=([tiny-af]=20 [yolov3]=10 [feed]=3)
-    declare -A limits=([data]=150 [tta-tiny-af]=300 [tta-yolov3]=330 [peer]=300 [backends]=160
+    declare -A limits=([data]=200 [tta-tiny-af]=300 [tta-yolov3]=330 [peer]=300 [backends]=160
                        [feed]=300)
     peer_device=0
     if [[ ! -f "$DATA/train.txt" ]]; then  # not carried: made here (about a minute)
@@ -165,7 +167,7 @@ feed() {  # feed MODE FLAGS...: tiny-af's epochs fed one way; history.csv to $OU
     step "feed, $mode" "$((${limits[feed]} / 2))" "$PY" -m yolo3 train --variant tiny-af \
         --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" \
         --classes "$DATA/classes.txt" "${tta[@]}" --epochs "${epochs[feed]}" \
-        --precision mixed_bfloat16 --pipeline numpy --eval-every 0 --bn-stats-images 0 \
+        --precision mixed_bfloat16 --pipeline numpy --eval-every 0 \
         --no-pictures --output "$work/feed-$mode" --quiet "$@"
     [[ -f "$work/feed-$mode/history.csv" ]] && cp "$work/feed-$mode/history.csv" \
         "$out/feed_$mode.csv" && cat "$out/feed_$mode.csv"
@@ -174,7 +176,7 @@ feed() {  # feed MODE FLAGS...: tiny-af's epochs fed one way; history.csv to $OU
 for name in "${steps[@]}"; do
     case "$name" in
         feed)
-            feed host --augment-on host --cache none
+            feed host --augment-on host --cache none --data-feed threads
             feed device --augment-on device --cache ram ;;
         data)
             step data "${limits[data]}" "$PY" -m yolo3 benchmark data --no-classic --mosaic 0 1 \

@@ -485,3 +485,18 @@ def test_a_file_that_decodes_again_when_searched_is_still_explained(tmp_path, mo
     message = name_undecodable([str(good)], "Invalid JPEG data", "--annotations a.txt", False)
     assert "could not be decoded during training" in message
     assert "'yolo3 check --annotations a.txt'" in message and "Invalid JPEG data" in message
+
+
+def test_a_ram_cache_that_cannot_fit_is_refused_before_any_work(world, tmp_path, capsys,
+                                                                monkeypatch):
+    """``--cache ram`` larger than half the memory available: exit 2 with both figures, and
+    nothing written (no run folder, no cache)."""
+    from yolo3.data import image_cache
+    monkeypatch.setattr(image_cache, "available_memory", lambda: 20_000)
+    monkeypatch.setenv("YOLO3_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    code, err = run_cli(_train(world, out, "--cache", "ram", "--pipeline", "numpy"), capsys)
+    assert code == 2, err
+    assert "yolo3 train: error: --cache ram: the" in err and "decoded images need" in err
+    assert "0.0 GB of memory available" in err and "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "cache" / "decoded").exists()

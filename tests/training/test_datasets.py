@@ -136,3 +136,16 @@ def test_the_cache_is_sized_before_training_and_a_ram_cache_that_cannot_fit_refu
     with pytest.raises(NotEnoughMemory, match="10 decoded images need"):
         check_image_cache(config, data, placement)
     assert check_image_cache(step_config(val_split=0.2, cache="disk"), data, placement) == n_bytes
+
+
+def test_the_feed_is_threads_below_four_workers_and_processes_from_four(step_config,
+                                                                         monkeypatch):
+    from yolo3.training import datasets
+    assert datasets.pick_feed(step_config(data_workers=2)) == "threads"
+    assert datasets.pick_feed(step_config(data_workers=4)) == "processes"
+    assert datasets.pick_feed(step_config(data_workers=16, data_feed="threads")) == "threads"
+    assert datasets.pick_feed(step_config(data_workers=1, data_feed="processes")) == "processes"
+    monkeypatch.setattr(datasets, "default_workers", lambda: 16)  # 0: one per core
+    assert datasets.pick_feed(step_config()) == "processes"
+    monkeypatch.setattr(datasets, "default_workers", lambda: 2)
+    assert datasets.pick_feed(step_config()) == "threads"

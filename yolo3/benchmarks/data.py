@@ -37,8 +37,9 @@ import numpy as np
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import cores, machine_line, matmul_peak_gflops
 from yolo3.benchmarks.startup import run_scale
+from yolo3.config.precision import gpu_capabilities
 from yolo3.core.extras import installed
-from yolo3.core.memory import gigabytes
+from yolo3.core.memory import gigabytes, proc_field_bytes
 from yolo3.data.annotations import load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
@@ -208,7 +209,6 @@ def resident_over_epochs(records, config: DatasetConfig, workers: int, epochs: i
                          ) -> List[float]:
     """The process's resident memory (MB) after each of ``epochs`` passes through a fresh cached
     loader, as ``fit`` reads it (the first pass fills the cache)."""
-    from yolo3.core.memory import proc_field_bytes
     dataset = NumpyBatches(records, config, workers=workers)
     out = []
     for _ in range(epochs):
@@ -227,7 +227,7 @@ def time_colours(p: dict) -> dict:
     ``p['batch_size']`` at ``p['size']``, each region with its own colours."""
     import keras
 
-    from yolo3.modeling.pixel_input import PlannedPixels
+    from yolo3.modeling.pixel_input import PlannedPixels  # Keras: in its child process only
     rng = np.random.default_rng(0)
     size, n = p["size"], p["batch_size"]
     image = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
@@ -270,7 +270,6 @@ def time_colours(p: dict) -> dict:
 
 
 def _sees_gpu() -> bool:
-    from yolo3.config.precision import gpu_capabilities
     return bool(gpu_capabilities())
 
 

@@ -1,0 +1,61 @@
+"""BatchMaker: a batch is a pure function of seed, epoch and index, the same after the maker
+travels to another process (pickled), and making one imports neither Keras nor TensorFlow."""
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from yolo3.data.annotations import Record
+from yolo3.data.batch_maker import BatchMaker
+from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
+from yolo3.data.draws import AugmentConfig
+from yolo3.data.feeds import flatten
+from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("maker")
+    rng = np.random.default_rng(1)
+    out = []
+    for i in range(6):
+        path = folder / f"{i}.png"
+        Image.fromarray(rng.integers(0, 256, (50 + 7 * i, 70, 3), dtype=np.uint8)).save(path)
+        out.append(Record(str(path), np.array([[3, 4, 40, 30, i % 2]], np.float32)))
+    return out
+
+
+CONFIG = DatasetConfig((64, 64), 2, True, TargetEncoding(TINY_YOLO_ANCHORS, 2), seed=7,
+                       augment=AugmentConfig(mosaic=0.5), image_cache="ram")
+
+
+def test_a_batch_is_the_same_after_the_maker_travels(records):
+    maker = BatchMaker(records, CONFIG)
+    first = flatten(maker.batch(1, 2))[0]
+    copy = pickle.loads(pickle.dumps(maker))
+    assert copy.images._ram == {} and copy.images.kind == "ram"
+    for a, b in zip(first, flatten(copy.batch(1, 2))[0]):
+        np.testing.assert_array_equal(a, b)
+    other_epoch = flatten(maker.batch(2, 2))[0]
+    assert not np.array_equal(first[0], other_epoch[0])
+
+
+def test_an_unseeded_maker_draws_its_own_seed_and_keeps_it(records):
+    from dataclasses import replace
+    maker = BatchMaker(records, replace(CONFIG, seed=None))
+    again = pickle.loads(pickle.dumps(maker))
+    assert again.seed == maker.seed
+    np.testing.assert_array_equal(flatten(maker.batch(0, 0))[0][0],
+                                  flatten(again.batch(0, 0))[0][0])
+
+
+def test_making_batches_imports_no_keras_and_no_tensorflow():
+    code = ("import sys, yolo3.data.batch_maker, yolo3.data.feeds; "
+            "print(sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
