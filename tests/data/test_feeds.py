@@ -189,6 +189,7 @@ def test_ctrl_c_ends_the_workers_and_removes_the_shared_memory(records, tmp_path
     assert not _shm_exists(block) and not _shm_exists(cache)
 
 
+@pytest.mark.slow  # CI runs it (.ci/run): a fresh process and its workers, about 5 s
 def test_a_killed_parent_leaves_no_worker_and_no_shared_memory(records, tmp_path):
     child, block, cache, pids = _start(records, tmp_path)
     child.kill()

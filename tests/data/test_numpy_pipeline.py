@@ -243,6 +243,7 @@ def test_batches_asked_out_of_order_are_still_the_plans(records):
     dataset.close()
 
 
+@pytest.mark.slow  # CI runs it (.ci/run): a fresh process, 5 s; test_feeds.py interrupts processes
 def test_ctrl_c_while_the_feed_works_ends_the_process_at_once(records, tmp_path):
     """An interrupt in the middle of an epoch: KeyboardInterrupt reaches the caller and the
     process exits without waiting on the batches queued ahead (no thread left running)."""
@@ -280,3 +281,14 @@ except KeyboardInterrupt:
     out, _ = child.communicate(timeout=60)
     assert child.returncode == 130 and "interrupted" in out
     assert time.monotonic() - start < 30
+
+
+def test_no_workers_makes_each_batch_when_asked_and_nothing_ahead(records):
+    config = VARIANTS["mosaic on some"]
+    dataset = NumpyBatches(records, config, workers=0, repeat=True)
+    assert dataset._feed is None and dataset.workers == 1  # Keras's own enqueuer stays off
+    alone = NumpyBatches(records, config, workers=1, repeat=True)
+    for k in (3, 0):
+        for x, y in zip(_flat(dataset[k]), _flat(alone[k])):
+            np.testing.assert_array_equal(x, y)
+    alone.close()

@@ -20,6 +20,7 @@ from yolo3.modeling.graph_surgery import (
     fold_batch_norms,
 )
 from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
+from yolo3.modeling.pixel_input import PlannedPixels, with_planned_pixels
 from yolo3.modeling.schedules import WarmupCosine
 from yolo3.ops.targets import preprocess_true_boxes
 from yolo3.training.parallel import ReplicaWrapper
@@ -197,7 +198,27 @@ def _replica_wrapper(tmp_path):
     _fit_one_step(wrapper, (images, *y_true), np.zeros(3, np.float32))
 
 
+def _planned_pixels(tmp_path):
+    """The training model taking uint8 pixels and colour plans: its loss is the template's on
+    the scaled pixels (no colour change), it reloads, and it trains."""
+    spec = TINY
+    _, template = _template(spec)
+    images, y_true = _batch(spec)
+    pixels = np.round(images * 255).astype(np.uint8)
+    plans = np.tile(np.array([*HW] + [0.0, 1.0, 1.0] * 4, np.float32), (len(images), 1))
+    planned = with_planned_pixels(template)
+    loss = np.asarray(planned((pixels, plans, *y_true)))
+    expected = np.asarray(template((pixels.astype(np.float32) * np.float32(1 / 255), *y_true)))
+    np.testing.assert_array_equal(loss, expected)
+    layer = planned.get_layer("planned_pixels")
+    assert PlannedPixels.from_config(layer.get_config()).dtype_policy.name == "float32"
+    reloaded = _round_trip_model(planned, tmp_path)
+    np.testing.assert_allclose(np.asarray(reloaded((pixels, plans, *y_true))), loss, rtol=1e-6)
+    _fit_one_step(reloaded, (pixels, plans, *y_true), np.zeros(len(images), np.float32))
+
+
 CASES = [*(_body_case(s) for s in all_specs()),
+         Case("PlannedPixels", _planned_pixels, ("yolo3>PlannedPixels",)),
          Case("YoloLoss", _loss_layer, ("yolo3>YoloLoss",)),
          Case("AnchorFreeLoss", _anchor_free_loss_layer, ("yolo3>AnchorFreeLoss",)),
          Case("WarmupCosine", _schedule, ("yolo3>WarmupCosine",)),

@@ -157,7 +157,7 @@ def _stream(kind: str, records, config, workers: int, num_classes: int
     from absl import flags
     flags.FLAGS.mark_as_parsed()  # grain reads absl flags that no command line parsed here
     dataset = grain.MapDataset.range(10 ** 9).map(
-        _Batch(NumpyBatches(records, config, workers=1, repeat=True)))
+        _Batch(NumpyBatches(records, config, workers=0, repeat=True)))
     if kind == "grain-processes":
         stream = dataset.to_iter_dataset().mp_prefetch(
             grain.MultiprocessingOptions(num_workers=workers))
@@ -196,7 +196,7 @@ def time_contender(p: dict) -> dict:
 def fill_cache(records, config: DatasetConfig) -> dict:
     """Decode every image into the RAM cache (in the order of the records, one thread): its
     seconds and bytes. The benchmark then times the host's work with the cache full."""
-    batches = NumpyBatches(records, config, workers=1)
+    batches = NumpyBatches(records, config, workers=0)
     start = time.perf_counter()
     for i in range(len(records)):
         batches.images.get(i)

@@ -148,7 +148,8 @@ def _draw_batches(args, records: Sequence[Record], names: Sequence[str], input_h
     usable = [r for r in records if r.image_hw is not None]
     config = DatasetConfig(tuple(input_hw), min(BATCH_SIZE, len(usable)), training=True,
                            seed=args.seed, augment=AugmentConfig(mosaic=args.mosaic))
-    batches = NumpyBatches(usable, config, workers=1, repeat=True)  # on into the next epochs
+    # on into the next epochs; made when asked (workers=0): only the batches drawn
+    batches = NumpyBatches(usable, config, workers=0, repeat=True)
     count = args.batches
     with folder:
         for k in range(count):

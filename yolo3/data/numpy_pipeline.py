@@ -19,7 +19,7 @@ decoded at every use, or once, in RAM or on disk, no larger than the recipe need
 
 The feed (:mod:`yolo3.data.feeds`): batches are made by ``workers`` threads, or worker
 processes writing into shared memory (``feed="processes"``), that live as long as the dataset,
-``max_queue_size`` batches ahead of the one asked for, on into the next epoch (plans are pure
+two batches per worker ahead of the one asked for (at most ``max_queue_size``), on into the next epoch (plans are pure
 functions of seed, epoch and index), so an epoch's first step does not wait for workers to
 start. Keras iterates it in order without its own enqueuer (``use_multiprocessing`` hands the
 work to Keras's processes instead). :meth:`NumpyBatches.close` (or the dataset's collection)
@@ -52,8 +52,9 @@ def default_workers() -> int:
 class NumpyBatches(keras.utils.PyDataset):
     """Batches of ``records`` as ``config`` says (:class:`~yolo3.data.dataset_config.DatasetConfig`),
     made by :class:`~yolo3.data.batch_maker.BatchMaker` in ``workers`` threads or processes
-    (``feed``: :mod:`yolo3.data.feeds`) that live across epochs; ``use_multiprocessing``: Keras's
-    own worker processes instead.
+    (``feed``: :mod:`yolo3.data.feeds`) that live across epochs (``workers=0``: each batch made
+    when asked, in the calling thread, nothing ahead); ``use_multiprocessing``: Keras's own
+    worker processes instead.
 
     ``repeat``: one endless stream of epochs (for ``steps_per_epoch``). The maker's attributes
     (``planner``, ``images``, ``paths``, ``seed``, ``per_epoch``, ``anchors``, ``image``,
@@ -65,7 +66,7 @@ class NumpyBatches(keras.utils.PyDataset):
         if feed not in FEED_KINDS:
             raise ValueError(f"feed {feed!r}: expected one of {', '.join(FEED_KINDS)}")
         count = default_workers() if workers is None else int(workers)
-        super().__init__(workers=count if use_multiprocessing else 1,
+        super().__init__(workers=max(count, 1) if use_multiprocessing else 1,
                          use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size)
         self.maker = BatchMaker(records, config)
         self.repeat = repeat
@@ -73,9 +74,10 @@ class NumpyBatches(keras.utils.PyDataset):
         self.feed_workers = count
         self.feed_kind = feed
         self._feed = None
-        if not use_multiprocessing:
-            self._feed = (ProcessFeed(self.maker, count, max_queue_size) if feed == "processes"
-                          else ThreadFeed(self.maker.batch, count, max_queue_size))
+        if not use_multiprocessing and count > 0:
+            depth = max(1, min(int(max_queue_size), 2 * count))  # two ahead per worker
+            self._feed = (ProcessFeed(self.maker, count, depth) if feed == "processes"
+                          else ThreadFeed(self.maker.batch, count, depth))
 
     def __getattr__(self, name: str):
         if name == "maker" or name.startswith("__"):

@@ -172,7 +172,7 @@ def first_batches(config: TrainConfig, data: TrainData, placement: Placement) ->
     pipeline's (equal to tf.data's for the same seed), for drawing what the model is given."""
     training, _ = dataset_configs(config, data, placement)
     return NumpyBatches(data.records, replace(training, targets=None, device_colour=False,
-                                              image_cache="none"), workers=1, repeat=True)
+                                              image_cache="none"), workers=0, repeat=True)
 
 
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
