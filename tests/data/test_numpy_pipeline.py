@@ -198,39 +198,27 @@ def test_a_smaller_cached_copy_keeps_the_boxes_and_the_letterbox_geometry(record
             np.testing.assert_array_equal(x, y)
 
 
-def _feed_threads():
-    import threading
-    return {t.ident for t in threading.enumerate() if t.name.startswith("yolo3-feed")}
-
-
 def test_the_feed_keeps_its_threads_across_epochs_and_lets_them_go_on_close(records):
     config = VARIANTS["full augmentation"]
-    before = _feed_threads()
     dataset = NumpyBatches(records, config, workers=2, max_queue_size=2)
-    epochs = []
+    epochs, threads = [], None
     for _ in range(3):
         epochs.append([_flat(b)[0] for b in dataset])
         dataset.on_epoch_end()
-        if len(epochs) == 1:
-            threads = _feed_threads() - before
-            assert len(threads) == 2
-        else:
-            assert _feed_threads() - before == threads  # the same threads, epoch after epoch
+        pool = set(dataset._feed._pool._threads)  # the executor's own threads
+        assert len(pool) == 2 and all(t.is_alive() for t in pool)
+        assert threads is None or pool == threads  # the same threads, epoch after epoch
+        threads = pool
     # the next epoch's first batches were made ahead, and are those of that epoch's plan
     alone = NumpyBatches(records, config, workers=1)
     alone.epoch = 2
     np.testing.assert_array_equal(epochs[2][0], _flat(alone[0])[0])
+    lone = set(alone._feed._pool._threads)
     dataset.close()
     del alone  # dropped without close: its thread ends with it
-    _join_new_feed_threads(before)
-    assert not _feed_threads() - before
-
-
-def _join_new_feed_threads(before):
-    import threading
-    for thread in threading.enumerate():
-        if thread.name.startswith("yolo3-feed") and thread.ident not in before:
-            thread.join(timeout=10)
+    for thread in threads | lone:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
 
 
 def test_batches_asked_out_of_order_are_still_the_plans(records):
