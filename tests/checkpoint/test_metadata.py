@@ -139,6 +139,7 @@ def test_plain_keras_loads_it_without_yolo3(trained):
     assert result == {"shapes": [[None, 2, 2, 24], [None, 4, 4, 24]], "yolo3": False}
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); moved out of the default suite (15 minutes) when issue 67's tests came in: 16 s; test_training_output_carries_its_facts stays
 def test_detect_evaluate_export_need_no_side_files(trained, tmp_path, capsys):
     from yolo3.cli import main
     from yolo3.inference.detector import YOLO

@@ -66,7 +66,10 @@ def _images(setup):
 
 
 @pytest.mark.parametrize("fmt, quantize, limit", [("tflite", "none", 1e-4), ("tflite", "float16", 1e-2),
-                                                  ("tflite", "int8", 0.1), ("onnx", "none", 1e-4)])
+                                                  # int8: CI's slow set (15 minutes)
+                                                  pytest.param("tflite", "int8", 0.1,
+                                                               marks=pytest.mark.slow),
+                                                  ("onnx", "none", 1e-4)])
 def test_export_round_trips(setup, tmp_path, fmt, quantize, limit, request):
     from yolo3.export import export_tflite, verify_export
     from yolo3.inference.exported import ExportedDetector

@@ -148,6 +148,7 @@ def _pieces(config):
     return data, placement, run, body, template
 
 
+@pytest.mark.slow  # CI runs it (.ci/run); moved out of the default suite (15 minutes) when issue 67's tests came in: 18 s; tests/training/test_bn_statistics.py keeps the EMA weights' pairing
 def test_ema_weights_are_what_checkpoints_and_the_final_model_hold(dataset, tmp_path):
     from yolo3.training.callbacks import StopOnNaN, TemplateCheckpoint
     from yolo3.training.resume import load_resume_state
