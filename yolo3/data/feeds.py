@@ -32,6 +32,7 @@ import numpy as np
 
 from yolo3.config.choices import DATA_FEEDS
 from yolo3.core.errors import CommandFailed
+from yolo3.data.image_cache import remove_block
 
 logger = logging.getLogger(__name__)
 
@@ -331,14 +332,7 @@ def _stop(block, tasks, done, processes) -> None:
     for q in (tasks, done):
         q.cancel_join_thread()
         q.close()
-    try:
-        block.close()
-    except BufferError:
-        pass
-    try:
-        block.unlink()
-    except FileNotFoundError:
-        pass
+    remove_block(block)
 
 
 def _largest_area_ratio(maker) -> float:

@@ -45,7 +45,7 @@ from yolo3.data.image_ops import decode_image_np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DecodedImages", "cached_hw", "check_ram", "RAM_SHARE", "ENTRY_MAGIC"]
+__all__ = ["DecodedImages", "remove_block", "cached_hw", "check_ram", "RAM_SHARE", "ENTRY_MAGIC"]
 
 RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available
 ENTRY_MAGIC = b"Y3DEC01\0"
@@ -117,7 +117,7 @@ class DecodedImages:
             for index, image in list(self._ram.items()):  # what this process already decoded
                 self._store(index, image)
             self._ram.clear()
-            weakref.finalize(self, _remove_block, self._shared)
+            weakref.finalize(self, remove_block, self._shared)
         return self._shared.name
 
     def _attach(self) -> None:
@@ -229,7 +229,9 @@ class DecodedImages:
         return image
 
 
-def _remove_block(block: shared_memory.SharedMemory) -> None:
+def remove_block(block: shared_memory.SharedMemory) -> None:
+    """Close and unlink a shared-memory block this process created (arrays still pointing into
+    it keep their memory; a block already gone is no error)."""
     try:
         block.close()
     except BufferError:  # images handed out still point into it: the memory goes with them
