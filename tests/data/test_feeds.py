@@ -190,6 +190,37 @@ def test_ctrl_c_ends_the_workers_and_removes_the_shared_memory(records, tmp_path
     assert not _shm_exists(block) and not _shm_exists(cache)
 
 
+WATCHED = """
+import os, threading
+from yolo3.data.feeds import _watch_parent
+_watch_parent({parent}, every_s=0.1)
+lock = threading.Lock()
+lock.acquire()
+lock.acquire()  # never returns: stands for a lock a dead sibling held
+"""
+
+
+def test_a_worker_whose_parent_is_gone_ends_even_when_its_main_thread_is_stuck(tmp_path):
+    # CI once saw a worker outlive its killed parent: it had started after the parent died
+    # (too late for PR_SET_PDEATHSIG) and its exit waited on a lock. The watch ends it anyway.
+    stuck = subprocess.Popen([sys.executable, "-c", "import threading; threading.Event().wait()"])
+    try:  # a pid that is not the watched process's parent, as after the parent's death
+        watched = subprocess.run([sys.executable, "-c", WATCHED.format(parent=stuck.pid)],
+                                 env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=60)
+    finally:
+        stuck.kill()
+        stuck.wait()
+    assert watched.returncode == 1
+    same = subprocess.Popen([sys.executable, "-c", WATCHED.format(parent=os.getpid())],
+                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:  # while its parent lives, the watch leaves it alone
+        with pytest.raises(subprocess.TimeoutExpired):
+            same.wait(timeout=3)
+    finally:
+        same.kill()
+        same.wait()
+
+
 @pytest.mark.slow  # CI runs it (.ci/run): a fresh process and its workers, about 5 s
 def test_a_killed_parent_leaves_no_worker_and_no_shared_memory(records, tmp_path):
     child, block, cache, pids = _start(records, tmp_path)

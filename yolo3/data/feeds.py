@@ -23,6 +23,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing import shared_memory
@@ -134,6 +135,9 @@ def _read_slot(buffer: memoryview, layout: list) -> List[np.ndarray]:
             for offset, shape, dtype in layout]
 
 
+PARENT_CHECK_S = 0.5  # how often a worker checks that the process that started it lives
+
+
 def _die_with_parent() -> None:
     """Linux: this process gets SIGTERM when its parent dies (no orphan keeps running)."""
     try:
@@ -144,20 +148,31 @@ def _die_with_parent() -> None:
         pass  # elsewhere the worker's own check of its parent ends it
 
 
+def _watch_parent(parent: int, every_s: float = PARENT_CHECK_S) -> threading.Thread:
+    """End this process (``os._exit(1)``, no clean-up that could wait on a lock its dead
+    siblings held) as soon as ``parent`` is no longer its parent, whatever the main thread is
+    blocked in. This covers a parent that died before :func:`_die_with_parent` was called (a
+    worker still starting) and systems without PR_SET_PDEATHSIG."""
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(every_s)
+    thread = threading.Thread(target=watch, name="yolo3-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _worker(maker, block_name: str, slot_bytes: int, tasks, done, parent: int) -> None:
     """A data worker: ``(slot, epoch, k)`` from ``tasks`` -> the batch in ``slot`` of the
     shared block, ``(slot, key, layout, structure)`` (or the error) on ``done``; None stops."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes us
     _die_with_parent()
+    _watch_parent(parent)  # checks at once: the parent may have died while we started
     block = shared_memory.SharedMemory(name=block_name)
     try:
         while True:
-            try:
-                task = tasks.get(timeout=1.0)
-            except queue.Empty:
-                if os.getppid() != parent:
-                    return
-                continue
+            task = tasks.get()
             if task is None:
                 return
             slot, key = task
