@@ -306,3 +306,32 @@ def test_auto_batch_is_refused_with_multiworker(tmp_path):
             as caught:
         check(TrainConfig(**_files(tmp_path), batch_size="auto", strategy="multiworker"))
     assert caught.value.settings == ("batch_size", "strategy")
+
+
+@pytest.mark.parametrize("settings, named, message", [
+    (dict(num_processes=2, process_id=0), ("num_processes", "process_id", "coordinator"),
+     "num_processes and process_id place this process in a cluster: they need coordinator"),
+    (dict(coordinator="node0"), ("coordinator",), "coordinator must be HOST:PORT"),
+    (dict(coordinator="node0:99999", num_processes=2, process_id=0), ("coordinator",),
+     "coordinator must be HOST:PORT"),
+    (dict(coordinator="node0:1234", num_processes=2), ("coordinator", "process_id"),
+     "coordinator node0:1234 needs process_id"),
+    (dict(coordinator="node0:1234", num_processes=2, process_id=2),
+     ("process_id", "num_processes"), "process_id 2 must be below num_processes 2"),
+    (dict(coordinator="auto", strategy="mirrored"), ("coordinator", "strategy"),
+     "strategy multiworker with TF_CONFIG"),
+    (dict(coordinator="auto", batch_size="auto"), ("batch_size", "coordinator"),
+     "each process would choose on its own"),
+    (dict(coordinator="auto", cluster_timeout=0), ("cluster_timeout",),
+     r"cluster_timeout must be in \[1, 86400\]"),
+])
+def test_the_cluster_settings_are_checked_together(tmp_path, settings, named, message):
+    with pytest.raises(SettingError, match=message) as caught:
+        check(TrainConfig(**_files(tmp_path), **settings))
+    assert caught.value.settings == named
+
+
+def test_a_whole_cluster_description_passes(tmp_path):
+    for settings in (dict(coordinator="10.0.0.1:12355", num_processes=4, process_id=3),
+                     dict(coordinator="auto"), dict(coordinator="auto", process_id=1)):
+        check(TrainConfig(**_files(tmp_path), **settings))

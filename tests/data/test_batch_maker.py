@@ -3,6 +3,7 @@ travels to another process (pickled), and making one imports neither Keras nor T
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -59,3 +60,14 @@ def test_making_batches_imports_no_keras_and_no_tensorflow():
             "print(sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_shares_of_a_batch_made_by_several_processes_are_the_whole_batch(records):
+    config = DatasetConfig((64, 64), 4, True, TargetEncoding(TINY_YOLO_ANCHORS, 2), seed=7,
+                           augment=AugmentConfig(mosaic=0.5))
+    whole = flatten(BatchMaker(records, config).batch(1, 0))[0]
+    shares = [flatten(BatchMaker(records, replace(config, shard=(i, 2))).batch(1, 0))[0]
+              for i in range(2)]
+    assert all(len(s[0]) == 2 for s in shares)
+    for k, array in enumerate(whole):  # images, targets, ... each split along the batch
+        np.testing.assert_array_equal(np.concatenate([s[k] for s in shares]), array)

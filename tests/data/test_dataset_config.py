@@ -14,6 +14,7 @@ from yolo3.data.dataset_config import (
     epoch_batches,
     make_planner,
     record_geometry,
+    shard_range,
 )
 from yolo3.data.draws import AugmentConfig
 
@@ -89,3 +90,12 @@ def test_the_longest_side_a_cached_image_needs():
     scaled = DatasetConfig((416, 416), 8, True, multi_scale=MultiScale(((320, 320), (608, 608))))
     assert cache_longest_side(scaled) == 1216
     assert cache_longest_side(DatasetConfig((416, 416), 8, True, tiles=TileSampling(256))) is None
+
+
+def test_each_process_takes_its_contiguous_share_of_a_batch():
+    assert [list(shard_range(8, (i, 2))) for i in range(2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert list(shard_range(6, (0, 1))) == list(range(6))
+    with pytest.raises(ValueError, match="6 cannot be split evenly over 4"):
+        shard_range(6, (1, 4))
+    with pytest.raises(ValueError, match="0 <= index < count"):
+        shard_range(8, (2, 2))

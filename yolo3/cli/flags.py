@@ -324,6 +324,12 @@ class Text(Declared):
         return text
 
 
+# JAX's coordinator: HOST:PORT (a name, IPv4 or [IPv6]; port 1-65535) or the word auto
+COORDINATOR = Text(200, pattern=r"auto|(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):"
+                   r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])",
+                   pattern_words="HOST:PORT (port 1 to 65535) or auto", example="node0:12355")
+
+
 def _max_cpu_replicas() -> int:
     return max(8, MAX_CPU_REPLICAS_PER_CORE * usable_cores())
 

@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import List, Optional
 
 from yolo3.cli.common import (
     add_exist_ok_argument,
     add_input_size_argument,
     add_variant_argument,
+    error,
     run_command,
 )
 from yolo3.cli.flags import (
+    COORDINATOR,
     CPU_REPLICAS,
     INPUT_SIDE,
     TILE_OR_AUTO,
@@ -104,6 +107,21 @@ def add_arguments(p: argparse.ArgumentParser, output_help: str = OUTPUT_HELP,
     a("--strategy", choices=STRATEGIES, default=d("strategy"),
       help="wrapper: yolo3.training.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
       "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
+    c = p.add_argument_group("several processes or machines on JAX (docs/guide.md)")
+    c.add_argument("--coordinator", type=COORDINATOR, default=d("coordinator") or None,
+                   metavar="HOST:PORT|auto",
+                   help="join JAX's distributed runtime: process 0 listens at HOST:PORT, every "
+                   "process is started with the same command and its own --process-id; auto: "
+                   "what the cluster's environment says (SLURM, Open MPI, Kubernetes). The "
+                   "global batch is --batch-size x every process's devices; process 0 writes "
+                   "the run folder")
+    c.add_argument("--num-processes", type=Number.within("num_processes"), default=None,
+                   metavar="N", help="processes in the run (with --coordinator HOST:PORT)")
+    c.add_argument("--process-id", type=Number.within("process_id"), default=None, metavar="I",
+                   help="this process's index, from 0 (with --coordinator HOST:PORT)")
+    c.add_argument("--cluster-timeout", type=Number.within("cluster_timeout"),
+                   default=d("cluster_timeout"), metavar="S", help="seconds the processes wait "
+                   "for each other to start (default %(default)s)")
     r = p.add_argument_group("recipe")
     r.add_argument("--optimizer", choices=OPTIMIZERS, default=d("optimizer"),
                    help="adam, or sgd (momentum 0.937, Nesterov) (default %(default)s)")
@@ -290,11 +308,21 @@ def run(args: argparse.Namespace) -> int:
         else:
             from yolo3.training.distribute import configure_logical_cpus
             configure_logical_cpus(args.cpu_replicas)
+    from yolo3.training.jax_cluster import ProcessLost
     from yolo3.training.train import train
 
-    result = train(config)
+    try:
+        result = train(config)
+    except ProcessLost as e:  # JAX's runtime would wait at exit for the lost process: leave now
+        error(NAME, e)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     if result.stopped_on_nan:
         raise CommandFailed(result.message)
+    if not result.final_model:  # a process other than 0 of several
+        print(f"yolo3 train: {result.message}")
+        return 0
     print(f"yolo3 train: wrote {result.final_model} and {result.final_weights}")
     return 0
 
@@ -314,6 +342,7 @@ def config_from_args(args: argparse.Namespace):
                     getattr(args, name) == parser.get_default(name)):
                 settings[name] = value
     settings["cpu_replicas"] = settings.get("cpu_replicas") or 0
+    settings["coordinator"] = settings.get("coordinator") or ""
     for name in ("annotations", "classes"):  # not given: the settings' empty default
         settings[name] = settings.get(name) or ""
     if settings.get("multi_scale"):

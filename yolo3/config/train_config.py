@@ -195,6 +195,13 @@ class HardwareSettings:
     gpus: int = 0
     cpu_replicas: int = 0
     strategy: str = "wrapper"  # wrapper, mirrored or multiworker
+    # several processes on JAX (yolo3.training.jax_cluster): "" one process; "HOST:PORT" where
+    # process 0 listens, with num_processes and process_id; "auto": what jax.distributed detects
+    # (SLURM, Open MPI, Kubernetes ...)
+    coordinator: str = ""
+    num_processes: Optional[int] = None
+    process_id: Optional[int] = None
+    cluster_timeout: int = 300  # seconds the processes wait for each other to start
 
 
 @dataclass
@@ -502,6 +509,9 @@ RANGES: Dict[str, Range] = {
     # hardware
     "batch_size": Range(1, 4096, kind=int, words=(AUTO_BATCH,)),
     "gpus": Range(0, 1024, kind=int),
+    "num_processes": Range(1, 65_536, kind=int),
+    "process_id": Range(0, 65_535, kind=int),
+    "cluster_timeout": Range(1, 86_400, note="seconds", kind=int),
 }
 LOSS_RANGES = ("assign_iou", "ignore_iou", "box_gain", "class_gain", "label_smoothing",
                "focal_gamma")
@@ -643,3 +653,33 @@ def _check_hardware(hardware: HardwareSettings) -> None:
     _need(not (hardware.gpus and hardware.cpu_replicas),
           "give either gpus or cpu_replicas, not both", "gpus", "cpu_replicas")
     _one_of(hardware.strategy, CHOICES["strategy"], "strategy")
+    _check_cluster(hardware)
+
+
+def _check_cluster(hardware: HardwareSettings) -> None:
+    """The JAX cluster's settings: ``coordinator`` HOST:PORT with ``num_processes`` and a
+    ``process_id`` below it, or ``auto`` (either may then be given); neither without it."""
+    given = [n for n in ("num_processes", "process_id") if getattr(hardware, n) is not None]
+    coordinator = hardware.coordinator
+    if not coordinator:
+        _need(not given, f"{' and '.join(given)} place this process in a cluster: they need "
+              "coordinator (HOST:PORT, or auto)", *given, "coordinator")
+        return
+    _need(hardware.strategy == "wrapper", f"coordinator with strategy {hardware.strategy}: "
+          "several processes on JAX split each batch with the wrapper (Keras's DataParallel); "
+          "on TensorFlow use strategy multiworker with TF_CONFIG instead", "coordinator",
+          "strategy")
+    _need(hardware.batch_size != AUTO_BATCH, "batch_size auto cannot go with coordinator (each "
+          "process would choose on its own): give a number", "batch_size", "coordinator")
+    if coordinator == "auto":
+        return
+    host, _, port = coordinator.rpartition(":")
+    _need(bool(host) and port.isdigit() and 0 < int(port) < 65536,
+          f"coordinator must be HOST:PORT (e.g. 10.0.0.1:12355) or auto, got {coordinator!r}",
+          "coordinator")
+    missing = [n for n in ("num_processes", "process_id") if n not in given]
+    _need(not missing, f"coordinator {coordinator} needs {' and '.join(missing)} (or "
+          "coordinator auto, where the cluster's environment says them)", "coordinator", *missing)
+    _need(hardware.process_id < hardware.num_processes,
+          f"process_id {hardware.process_id} must be below num_processes "
+          f"{hardware.num_processes} (processes count from 0)", "process_id", "num_processes")

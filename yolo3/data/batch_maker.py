@@ -18,6 +18,7 @@ from yolo3.data.dataset_config import (
     make_planner,
     new_seed,
     record_geometry,
+    shard_range,
 )
 from yolo3.data.draws import ElementPlan, pad_boxes_np
 from yolo3.data.image_cache import DecodedImages
@@ -124,9 +125,13 @@ class BatchMaker:
         return self.image(plan), boxes
 
     def batch(self, epoch: int, k: int):
-        """Batch ``k`` of ``epoch``, made in this thread."""
+        """Batch ``k`` of ``epoch``, made in this thread (with ``config.shard``: this process's
+        share of it)."""
         size = self.config.batch_size
         indices = range(k * size, min((k + 1) * size, len(self.paths)))
+        if self.config.shard != (0, 1):  # this process's share of the global batch
+            indices = [indices[i] for i in shard_range(size, self.config.shard)
+                       if i < len(indices)]
         parts = [self.element(epoch, i) for i in indices]
         images = np.stack([p[0] for p in parts])
         boxes = np.stack([p[1] for p in parts])

@@ -17,6 +17,7 @@ from yolo3.data.draws import AugmentConfig, MultiScale, Planner, TileSampling
 from yolo3.data.images import probe_images
 
 __all__ = ["DatasetConfig", "TargetEncoding", "record_geometry", "make_planner", "epoch_batches",
+           "shard_range",
            "new_seed", "cache_longest_side"]
 
 
@@ -62,7 +63,9 @@ class DatasetConfig:
     The NumPy pipeline only: ``image_cache`` ``none``, ``ram`` or ``disk``
     (:mod:`yolo3.data.image_cache`: each image decoded once, no larger than
     :func:`cache_longest_side`); ``device_colour``: uint8 batches with each element's colour plan,
-    the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`).
+    the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`); ``shard``
+    ``(index, count)``: this process's contiguous share of every batch of ``batch_size``, where
+    several processes assemble one global batch (:func:`shard_range`).
     """
 
     input_size: Tuple[int, int]
@@ -80,6 +83,7 @@ class DatasetConfig:
     tiles: Optional[TileSampling] = None
     image_cache: str = "none"
     device_colour: bool = False
+    shard: Tuple[int, int] = (0, 1)
 
     @classmethod
     def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,
@@ -136,6 +140,19 @@ def make_planner(records: Sequence[Record], config: DatasetConfig, seed: int,
                    training=config.training, shuffle=config.shuffles,
                    batch_size=config.batch_size, augment=config.augment,
                    multi_scale=config.multi_scale, tiles=config.tiles)
+
+
+def shard_range(size: int, shard: Tuple[int, int]) -> range:
+    """The positions ``shard = (index, count)`` takes of a batch of ``size``: its contiguous
+    ``1/count`` (the processes of one global batch, in order). ValueError unless ``count``
+    divides ``size`` (every process must give the same number of elements)."""
+    index, count = int(shard[0]), int(shard[1])
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard {shard}: expected (index, count) with 0 <= index < count")
+    if size % count:
+        raise ValueError(f"a batch of {size} cannot be split evenly over {count} processes")
+    part = size // count
+    return range(index * part, (index + 1) * part)
 
 
 def epoch_batches(count: int, config: DatasetConfig) -> int:

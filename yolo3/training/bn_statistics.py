@@ -23,6 +23,7 @@ from keras import ops
 
 from yolo3.inference.portable import compiled_call
 from yolo3.modeling.keras_compat import all_layers, inbound_tensors
+from yolo3.training.jax_cluster import SINGLE, ProcessGroup
 
 __all__ = ["BatchNormStatistics", "trainable_batch_norms"]
 
@@ -38,12 +39,15 @@ class BatchNormStatistics:
     """Recompute the moving statistics of ``body``'s trainable batch norms over ``batches``.
 
     ``batches``: an iterable (re-iterable, e.g. a cached ``tf.data.Dataset``) of image batches
-    ``(n, h, w, 3)`` float32 in ``[0, 1]`` as the body takes them.
+    ``(n, h, w, 3)`` float32 in ``[0, 1]`` as the body takes them. With several processes
+    (``group``) each takes every ``count``-th batch on a copy of its own, and the sums are
+    gathered: the statistics of one process over all the batches.
     """
 
-    def __init__(self, body: keras.Model, batches: Iterable):
+    def __init__(self, body: keras.Model, batches: Iterable, group: ProcessGroup = SINGLE):
         self.body = body
         self.batches = batches
+        self.group = group
         self.layers = trainable_batch_norms(body)
         self._copy = None
         self._moments = None
@@ -81,21 +85,32 @@ class BatchNormStatistics:
         nothing changed)."""
         if not self.layers:
             return 0
-        if self._copy is None:
-            self._build()
-        self._copy.set_weights(self.body.get_weights())
-        sums = [[np.zeros(layer.moving_mean.shape, np.float64),
-                 np.zeros(layer.moving_variance.shape, np.float64)] for layer in self.layers]
-        count = 0
-        for batch in self.batches:
-            images = batch[0] if isinstance(batch, (tuple, list)) else batch
-            n = int(images.shape[0])
-            if n == 0:
-                continue
-            for acc, (mean, variance) in zip(sums, self._moments(images)):
-                acc[0] += n * np.asarray(ops.convert_to_numpy(mean), np.float64)
-                acc[1] += n * np.asarray(ops.convert_to_numpy(variance), np.float64)
-            count += n
+        with self.group.local():  # the copy stays on this process's devices
+            if self._copy is None:
+                self._build()
+            self._copy.set_weights(self.body.get_weights())
+            sums = [[np.zeros(layer.moving_mean.shape, np.float64),
+                     np.zeros(layer.moving_variance.shape, np.float64)] for layer in self.layers]
+            count = 0
+            for k, batch in enumerate(self.batches):
+                if k % self.group.count != self.group.index:  # another process's batch
+                    continue
+                images = batch[0] if isinstance(batch, (tuple, list)) else batch
+                n = int(images.shape[0])
+                if n == 0:
+                    continue
+                for acc, (mean, variance) in zip(sums, self._moments(images)):
+                    acc[0] += n * np.asarray(ops.convert_to_numpy(mean), np.float64)
+                    acc[1] += n * np.asarray(ops.convert_to_numpy(variance), np.float64)
+                count += n
+        if self.group.several:  # every process's sums, added in process order (the same everywhere)
+            flat = np.concatenate([np.ravel(a) for pair in sums for a in pair] + [[count]])
+            total = self.group.allgather(flat).sum(axis=0)
+            count, at = int(total[-1]), 0
+            for pair in sums:
+                for j, a in enumerate(pair):
+                    pair[j] = total[at:at + a.size].reshape(a.shape)
+                    at += a.size
         if count == 0:
             return 0
         for layer, (mean, variance) in zip(self.layers, sums):

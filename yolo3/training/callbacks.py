@@ -46,6 +46,7 @@ from yolo3.modeling.keras_compat import swap_ema_weights, uses_ema
 from yolo3.ops.tiles import Slicing
 from yolo3.training.event_log import EventWriter
 from yolo3.training.history import append_epoch
+from yolo3.training.jax_cluster import SINGLE, ProcessGroup
 from yolo3.training.resume import save_resume_state
 
 logger = logging.getLogger(__name__)
@@ -166,9 +167,11 @@ class MapEvaluation(keras.callbacks.Callback):
                  batch_size: int = 8, logs_dir: Optional[PathLike] = None, draw: int = 4,
                  verbose: int = 1, evaluate: bool = True,
                  share: Optional[Callable[[Sequence[float]], Sequence[float]]] = None,
-                 slicing: Optional[Slicing] = None):
+                 slicing: Optional[Slicing] = None, group: ProcessGroup = SINGLE):
         super().__init__()
         self.slicing = slicing
+        self.group = group
+        self._mine: dict = {}  # this process's share of the images, decoded (several processes)
         self.body, self.info, self.records = body, info, list(records)
         self.every, self.batch_size, self.draw, self.verbose = max(1, int(every)), batch_size, draw, verbose
         self.logs_dir = None if logs_dir is None else str(logs_dir)
@@ -190,27 +193,52 @@ class MapEvaluation(keras.callbacks.Callback):
             self._images = [load_image(r.path) for r in self.records]
         return self._images
 
-    def evaluate(self) -> dict:
-        """The figures of ``body`` as it is now (float32, score threshold 0.001, IoU 0.45)."""
-        self.images()
+    def _image(self, k: int) -> np.ndarray:
+        """Validation image ``k``: from :meth:`images` with one process; with several, each
+        decodes only the images of its share."""
+        if not self.group.several:
+            return self.images()[k]
+        if self._images is not None:
+            return self._images[k]
+        if k not in self._mine:
+            self._mine[k] = load_image(self.records[k].path)
+        return self._mine[k]
+
+    def _local_detector(self) -> YOLO:
+        """The detector of ``body`` as it is now, on this process's devices: with several
+        processes a copy of the body (the run's variables span every process's devices)."""
         if self._detector is None:  # built once: its compiled function serves every evaluation
-            self._detector = YOLO.from_body(float32_body(self.body), self.info, score=0.001,
+            source = self.body
+            if self.group.several:
+                source = keras.models.clone_model(self.body)
+                source.set_weights(self.body.get_weights())
+            self._detector = YOLO.from_body(float32_body(source), self.info, score=0.001,
                                             iou=0.45, precision="float32")
         else:
-            if self._detector.body is not self.body:  # the float32 copy of a mixed-precision body
+            if self._detector.body is not self.body:  # a copy: float32, or this process's
                 self._detector.body.set_weights(self.body.get_weights())
             self._detector.sync_weights()
-        detector = self._detector
-        if self.slicing is not None:
-            s = self.slicing
-            detector = TiledDetector(detector, s.tile, s.overlap, s.merge,
-                                     whole_image=s.whole_image, whole_from=s.whole_from,
-                                     batch_size=max(8, self.batch_size))
-        dets = {}
-        for start in range(0, len(self._images), self.batch_size):
-            results = detector.detect_batch(self._images[start:start + self.batch_size])
-            for k, result in enumerate(results, start=start):
-                dets[k] = result
+        return self._detector
+
+    def evaluate(self) -> dict:
+        """The figures of ``body`` as it is now (float32, score threshold 0.001, IoU 0.45). With
+        several processes each detects in its share of the images and every process gathers
+        them all (the same figures everywhere)."""
+        mine = self.group.share(len(self.records))
+        with self.group.local():
+            detector = self._local_detector()
+            if self.slicing is not None:
+                s = self.slicing
+                detector = TiledDetector(detector, s.tile, s.overlap, s.merge,
+                                         whole_image=s.whole_image, whole_from=s.whole_from,
+                                         batch_size=max(8, self.batch_size))
+            dets = {}
+            for start in range(0, len(mine), self.batch_size):
+                keys = mine[start:start + self.batch_size]
+                results = detector.detect_batch([self._image(k) for k in keys])
+                dets.update(zip(keys, results))
+        if self.group.several:
+            dets = gather_detections(self.group, dets, len(self.records))
         gt = self._gt
         # AP by size is not logged (the end of the run computes everything once more)
         figures = evaluate_detections(gt, dets, self.info.num_classes, self.info.names(),
@@ -268,8 +296,8 @@ class MapEvaluation(keras.callbacks.Callback):
         import tensorflow as tf
 
         writer = tf.summary.create_file_writer(os.path.join(self.logs_dir, "validation_images"))
-        drawn = [draw_on_array(self._images[k], *dets[k], self.info.names())
-                 for k in range(min(self.draw, len(self._images)))]
+        drawn = [draw_on_array(self.images()[k], *dets[k], self.info.names())
+                 for k in range(min(self.draw, len(self.records)))]
         size = min(min(d.shape[0] for d in drawn), 256)
         stack = np.stack([np.asarray(tf.image.resize(d, (size, size)), np.uint8) for d in drawn])
         with writer.as_default():
@@ -283,14 +311,29 @@ class MapEvaluation(keras.callbacks.Callback):
             return
         import cv2
         writer = EventWriter(os.path.join(self.logs_dir, "validation_images"))
-        drawn = [draw_on_array(self._images[k], *dets[k], self.info.names())
-                 for k in range(min(self.draw, len(self._images)))]
+        drawn = [draw_on_array(self.images()[k], *dets[k], self.info.names())
+                 for k in range(min(self.draw, len(self.records)))]
         size = min(min(d.shape[0] for d in drawn), 256)
         for k, image in enumerate(drawn):
             small = cv2.resize(np.asarray(image, np.uint8), (size, size),
                                interpolation=cv2.INTER_LINEAR)
             writer.image(f"detections/image/{k}", small, epoch)
         writer.close()
+
+
+def gather_detections(group: ProcessGroup, dets: dict, count: int) -> dict:
+    """Every process's ``{image index: (boxes (n, 4), scores (n,), classes (n,))}`` joined into
+    the detections of all ``count`` images, on every process (:meth:`ProcessGroup.gather_rows`)."""
+    rows = [np.column_stack([np.full(len(scores), k, np.float64), boxes, scores, classes])
+            for k, (boxes, scores, classes) in dets.items() if len(scores)]
+    table = group.gather_rows(np.concatenate(rows) if rows else np.zeros((0, 7), np.float64))
+    out = {k: (np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32))
+           for k in range(count)}
+    for k in np.unique(table[:, 0]).astype(int):
+        picked = table[table[:, 0] == k]
+        out[int(k)] = (picked[:, 1:5].astype(np.float32), picked[:, 5].astype(np.float32),
+                       picked[:, 6].astype(np.int32))
+    return out
 
 
 class EmaAfterBackupRestore(keras.callbacks.Callback):

@@ -42,8 +42,14 @@ def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) ->
     backend are refused (ConfigError naming the settings). Training asks before it writes."""
     choice = config.data.pipeline
     has_tf = installed("tensorflow")
+    several = placement is not None and placement.group.several
+    if choice == "tf" and several:
+        raise ConfigError("pipeline tf with coordinator: each process makes its share of every "
+                          "global batch with the numpy pipeline; use --pipeline numpy (or auto)",
+                          "pipeline", "coordinator")
     if choice == "auto":  # the cache and the device's colours are the numpy pipeline's
-        numpy_only = config.data.cache != "none" or config.data.augment_on == "device"
+        numpy_only = (config.data.cache != "none" or config.data.augment_on == "device"
+                      or several)
         choice = "tf" if has_tf and not numpy_only else "numpy"
     if choice == "tf" and config.data.cache != "none":
         raise ConfigError(f"cache {config.data.cache} with pipeline tf: the decoded-image cache "
@@ -159,7 +165,8 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
                                drop_remainder=True if whole_batches else None,
-                               image_cache=settings.cache, device_colour=device)
+                               image_cache=settings.cache, device_colour=device,
+                               shard=(placement.group.index, placement.group.count))
     tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background,
                           whole_from=settings.tile_whole_from) if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
@@ -172,7 +179,8 @@ def first_batches(config: TrainConfig, data: TrainData, placement: Placement) ->
     pipeline's (equal to tf.data's for the same seed), for drawing what the model is given."""
     training, _ = dataset_configs(config, data, placement)
     return NumpyBatches(data.records, replace(training, targets=None, device_colour=False,
-                                              image_cache="none"), workers=0, repeat=True)
+                                              image_cache="none", shard=(0, 1)),
+                        workers=0, repeat=True)
 
 
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement

@@ -87,7 +87,11 @@ class JaxReplicaWrapper(keras.Model):
         super().__init__(name=kwargs.pop("name", f"{template.name}_x{len(devices)}"), **kwargs)
         self.template = template
         self.devices = list(devices)
-        self.distribution = keras.distribution.DataParallel(devices=self.devices)
+        import jax
+        # several processes: each already gives its own share of every global batch
+        # (yolo3.data.dataset_config.DatasetConfig.shard), which Keras assembles
+        self.distribution = keras.distribution.DataParallel(
+            devices=self.devices, auto_shard_dataset=jax.process_count() == 1)
         self._replicate(template.variables)
 
     def _replicate(self, variables) -> None:
@@ -130,12 +134,19 @@ class JaxReplicaWrapper(keras.Model):
     def predict(self, *args, **kwargs):
         return self._in_scope(super().predict, *args, **kwargs)
 
+    def _local_count(self) -> int:
+        """The devices of this process among the wrapper's (all of them with one process: each
+        process gives its share of a global batch, split over its own devices)."""
+        import jax
+        here = {f"{d.platform}:{d.id}" for d in jax.local_devices()}
+        return max(1, sum(1 for name in self.devices if name in here))
+
     def train_on_batch(self, x=None, y=None, *args, **kwargs):
-        check_global_batch(int(_first(x).shape[0]), len(self.devices))
+        check_global_batch(int(_first(x).shape[0]), self._local_count())
         return self._in_scope(super().train_on_batch, x, y, *args, **kwargs)
 
     def test_on_batch(self, x=None, y=None, *args, **kwargs):
-        check_global_batch(int(_first(x).shape[0]), len(self.devices))
+        check_global_batch(int(_first(x).shape[0]), self._local_count())
         return self._in_scope(super().test_on_batch, x, y, *args, **kwargs)
 
     def compute_output_spec(self, inputs, training=None):

@@ -10,6 +10,7 @@ import keras
 
 from yolo3.config.precision import gpu_capabilities, resolve_training_precision
 from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.core.errors import SettingError
 from yolo3.training.distribute import (
     ClusterTask,
     broadcast_from_chief,
@@ -17,6 +18,7 @@ from yolo3.training.distribute import (
     make_strategy,
     replica_devices,
 )
+from yolo3.training.jax_cluster import SINGLE, ProcessGroup, current_group, join_cluster
 from yolo3.training.recipe import (
     use_jit,
 )
@@ -37,6 +39,7 @@ class Placement:
     global_batch: int
     steps: int
     task: ClusterTask
+    group: ProcessGroup = SINGLE  # the processes of a JAX run (yolo3.training.jax_cluster)
 
     def scope(self):
         """A fresh strategy scope (one cannot be entered twice), or a no-op without a strategy."""
@@ -62,7 +65,11 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     naming the settings). ``num_val_records``: the validation images, which on JAX must fill one
     global batch (refused before anything is written)."""
     refuse_devices_off_tensorflow(config)
-    if keras.backend.backend() == "jax":
+    group = current_group()
+    if group.several:  # the wrapper spans every process's devices
+        devices = cluster_devices()
+        task = ClusterTask(group.count, "jax", group.index, group.chief)
+    elif keras.backend.backend() == "jax":
         devices = jax_replica_devices(config)
     else:
         devices = replica_devices(config.hardware.gpus or None,
@@ -79,7 +86,7 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
     if config.hardware.strategy != "wrapper":
         devices = []
     placement = Placement(strategy, devices, replicas, global_batch, steps,
-                          task or cluster_task())
+                          task or cluster_task(), group)
     # JAX splits every batch evenly over the wrapper's devices: validation takes whole batches
     if (num_val_records is not None and placement.uses_wrapper
             and keras.backend.backend() == "jax" and num_val_records < global_batch):
@@ -88,6 +95,32 @@ def pick_strategy(config: TrainConfig, num_records: int, task: Optional[ClusterT
                           "more validation images or a smaller batch_size", "batch_size",
                           "val_split")
     return placement
+
+
+def join_processes(config: TrainConfig) -> ProcessGroup:
+    """Join JAX's distributed runtime where ``coordinator`` says so (first thing in a run: before
+    JAX's first computation; yolo3.training.jax_cluster); the group this process belongs to
+    (one process without a coordinator). ConfigError naming ``coordinator`` off JAX."""
+    hardware = config.hardware
+    if not hardware.coordinator:
+        return current_group()
+    backend = keras.backend.backend()
+    if backend != "jax":
+        raise ConfigError(f"coordinator: several processes train through JAX's distributed "
+                          f"runtime, not on the {backend} backend (KERAS_BACKEND=jax); on "
+                          "TensorFlow use strategy multiworker with TF_CONFIG", "coordinator")
+    try:
+        return join_cluster(hardware.coordinator, hardware.num_processes, hardware.process_id,
+                            hardware.cluster_timeout,
+                            list(range(hardware.gpus)) if hardware.gpus else None)
+    except SettingError as e:
+        raise ConfigError(str(e), *e.settings) from None
+
+
+def cluster_devices() -> List[str]:
+    """Every device of every process of the JAX runtime, as the wrapper names them."""
+    import jax  # on the jax backend only (a run of several processes)
+    return [f"/{d.platform}:{d.id}" for d in jax.devices()]
 
 
 def jax_replica_devices(config: TrainConfig) -> List[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
@@ -15,6 +16,7 @@ import numpy as np
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.config.train_config import ConfigError, TrainConfig
+from yolo3.core.fileio import make_temporary_folder
 from yolo3.core.log import NOTICE
 from yolo3.core.ownership import OutputFolder, check_output_folder
 from yolo3.core.paths import check_output_dir
@@ -64,6 +66,9 @@ class RunFolder:
     write_dir: Path
     chief: bool
     folder: OutputFolder
+    # a JAX process other than 0: a temporary folder of its own, removed when the run ends
+    # (only process 0 writes the run folder)
+    private: bool = False
 
 
 def check_run_folder(config: TrainConfig, data: TrainData) -> None:
@@ -119,13 +124,18 @@ def check_resume_state(out: Path, data: TrainData) -> None:
 
 
 def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> RunFolder:
-    """Open the output folder; non-chief workers of a cluster write to ``.worker-<i>/``, a folder
-    with its own manifest (same code path, nothing clobbered). Sweeps what a killed run
+    """Open the output folder; non-chief workers of a tf.distribute cluster write to
+    ``.worker-<i>/``, a folder with its own manifest (same code path, nothing clobbered); JAX
+    processes other than 0 to a temporary folder of their own (:attr:`RunFolder.private`). Sweeps what a killed run
     half-wrote; the chief writes ``anchors.txt`` and ``classes.txt``."""
     out = Path(config.output.output_dir)
-    write_dir = out if task.is_chief else out / f".worker-{task.index}"
-    folder = OutputFolder(write_dir, "output_dir", config.output.exist_ok, RUN_FOLDER_WRITES,
-                          own_patterns=old_run_entries(config)).open()
+    private = not task.is_chief and task.task_type == "jax"
+    if private:  # never beside process 0's files: a folder of its own, outside the run's
+        write_dir = make_temporary_folder(tempfile.gettempdir(), f"yolo3-process-{task.index}")
+    else:
+        write_dir = out if task.is_chief else out / f".worker-{task.index}"
+    folder = OutputFolder(write_dir, "output_dir", config.output.exist_ok or private,
+                          RUN_FOLDER_WRITES, own_patterns=old_run_entries(config)).open()
     folder.own_patterns(LIBRARY_WRITES)
     if task.is_chief:
         if not data.spec.anchor_free:
@@ -136,7 +146,7 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
             logger.warning("%s not written: a class name begins or ends with spaces, which a "
                            "classes file cannot keep (the model files carry the names as they "
                            "are)", out / "classes.txt")
-    return RunFolder(out, write_dir, task.is_chief, folder)
+    return RunFolder(out, write_dir, task.is_chief, folder, private)
 
 
 def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):

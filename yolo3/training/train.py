@@ -26,11 +26,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 
 from yolo3.config.choices import AUTO_BATCH
 from yolo3.config.train_config import Caution, ConfigError, TrainConfig, check
@@ -69,10 +71,12 @@ from yolo3.training.datasets import (
     pick_pipeline,
 )
 from yolo3.training.history import completed_epochs
+from yolo3.training.jax_cluster import ProcessGroup, check_same_settings, lost_process
 from yolo3.training.models import build_models
 from yolo3.training.pictures import RunPictures, draw_start, plots_wanted, run_summary
 from yolo3.training.placement import (
     Placement,
+    join_processes,
     pick_strategy,
     sharing,
     training_precision,
@@ -139,28 +143,71 @@ def train(config: TrainConfig,
         user_callbacks = check_callbacks(callbacks)
     except SettingError as e:
         raise ConfigError(str(e), *e.settings) from None
+    group = join_processes(config)  # first: before JAX's first computation (or device query)
     with dtype_policy(training_precision(config)):
-        return _train(config, user_callbacks)
+        return _train(config, user_callbacks, group)
 
 
-def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback]) -> TrainResult:
+def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback],
+           group: ProcessGroup) -> TrainResult:
     keras.utils.set_random_seed(config.seed)
-    data = prepare_data(config)
-    check_run_folder(config, data)
+    with group.agreed():  # a process that refuses tells the others (no one waits for it)
+        data = prepare_data(config)
+        if group.chief or config.output.resume:  # process 0 writes the run folder
+            check_run_folder(config, data)
+    check_same_processes(group, config, data)
     if config.hardware.batch_size == AUTO_BATCH:  # measured before anything is written
         choice = choose_batch_size(config, data, max(1, config.hardware.gpus,
                                                      config.hardware.cpu_replicas))
         logger.log(NOTICE, "%s", choice.describe())
         config = config.replaced(batch_size=choice.batch)
-    placement = pick_strategy(config, len(data.records), num_val_records=len(data.val_records))
-    pick_pipeline(config, placement)  # a pipeline that cannot feed this run: refused before writing
-    check_image_cache(config, data, placement)  # its size printed; a RAM cache that cannot fit refused
-    # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must configure
-    # its collectives before TensorFlow's runtime starts
-    check_images_up_front([r.path for r in data.records + data.val_records],
-                          progress=bool(config.output.verbose))
+    with group.agreed():
+        placement = pick_strategy(config, len(data.records),
+                                  num_val_records=len(data.val_records))
+        pick_pipeline(config, placement)  # a pipeline that cannot feed this run: refused before writing
+        check_image_cache(config, data, placement)  # its size printed; a RAM cache that cannot fit refused
+        # after the strategy: decoding runs TensorFlow ops, and a multi-worker strategy must
+        # configure its collectives before TensorFlow's runtime starts
+        check_images_up_front([r.path for r in data.records + data.val_records],
+                              progress=bool(config.output.verbose))
     body, template, skipped = build_models(config, data, placement)
     run = prepare_output(config, data, placement.task)  # everything checked: now write
+    try:
+        result = _in_run_folder(config, data, placement, body, template, skipped, run,
+                                user_callbacks)
+    finally:
+        if run.private:  # this process's own temporary folder (process 0 wrote the run's)
+            shutil.rmtree(run.write_dir, ignore_errors=True)
+    if run.private:
+        result.final_model = result.final_weights = ""
+        result.message = (f"process {placement.group.index} of {placement.group.count}: done; "
+                          f"process 0 wrote the run folder {run.output}")
+    return result
+
+
+def check_same_processes(group: ProcessGroup, config: TrainConfig, data: TrainData) -> None:
+    """Refuse, before the first step, a run whose processes were started with other settings or
+    other data (:func:`yolo3.training.jax_cluster.check_same_settings`): every setting but the
+    per-process ones and the paths (each machine may mount the data elsewhere), and the classes,
+    the image counts and the anchors."""
+    if not group.several:
+        return
+    per_process = {"process_id", "verbose", "output_dir", "annotations", "val_annotations",
+                   "classes", "data_file", "weights", "coordinator", "cluster_timeout"}
+    settings = {k: v for k, v in config.settings().items() if k not in per_process}
+    settings.update(classes=list(data.class_names), training_images=len(data.records),
+                    validation_images=len(data.val_records),
+                    anchors=None if data.anchors is None else np.round(
+                        np.asarray(data.anchors, np.float64), 3).tolist())
+    try:
+        check_same_settings(group, settings)
+    except SettingError as e:
+        raise ConfigError(str(e), *e.settings) from None
+
+
+def _in_run_folder(config: TrainConfig, data: TrainData, placement: Placement,
+                   body: keras.Model, template: keras.Model, skipped: List[Tuple[str, str]],
+                   run: RunFolder, user_callbacks: List[keras.callbacks.Callback]) -> TrainResult:
     with run.folder:  # the manifest settled however the run ends
         summary = run_summary(config, data)
         if run.chief:  # what the report shows of the run: its settings and data
@@ -215,8 +262,9 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
                                    batch_size=config.hardware.batch_size,
                                    verbose=config.output.verbose,
                                    logs_dir=run.write_dir / "logs" if run.chief else None,
-                                   evaluate=run.chief, share=sharing(placement),
-                                   slicing=data.slicing)
+                                   evaluate=run.chief or placement.group.several,
+                                   share=sharing(placement), slicing=data.slicing,
+                                   group=placement.group)
         if config.schedule.patience:
             early_stop = EarlyStopOnPlateau(config.schedule.patience, "mAP50_95", best=best,
                                             verbose=config.output.verbose)
@@ -279,7 +327,7 @@ def _fit_stages(config: TrainConfig, data: TrainData, placement: Placement, body
     history: Dict[str, List[float]] = {}
     for stage in stages(config, start_epoch):
         # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
-        statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images))
+        statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images, placement.group))
                       if bn_images is not None else None)  # per stage: frozen layers differ
         callbacks = stage_callbacks(config, run, checkpoint, nan_stop, evaluation, early_stop,
                                     statistics, pictures)
@@ -293,6 +341,9 @@ def _fit_stages(config: TrainConfig, data: TrainData, placement: Placement, body
                 [r.path for r in data.records + data.val_records], str(e), check_args(config),
                 bool(config.output.verbose))) from None
         except Exception as e:
+            lost = lost_process(e, placement.group)
+            if lost is not None:
+                raise lost from None
             if not is_out_of_memory(e):
                 raise
             kept = completed_epochs(run.write_dir / "history.csv")
