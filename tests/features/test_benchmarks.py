@@ -597,3 +597,36 @@ def test_export_benchmark_gives_every_formats_time_memory_and_size(tmp_path):
         assert 0.3 < float(largest[:-3]) <= float(together[:-3]) < 4.0, cells
     assert "tiny-af-96 (random Keras weights)" in proc.stdout
     assert any(line.startswith("| ONNX Runtime |") for line in lines), proc.stdout
+
+
+def test_the_processes_benchmark_times_steps_after_the_warm_up():
+    from yolo3.benchmarks.processes import _step_seconds
+    ends = [0.0, 10.0, 10.5, 11.0, 11.6, 12.0]  # the first step compiles
+    assert _step_seconds(ends, 2) == pytest.approx(0.5)
+    assert _step_seconds(ends, 1) == pytest.approx(0.5)  # median: the compile step outweighed
+
+
+def test_the_processes_benchmark_refuses_more_processes_than_cores(capsys):
+    import os
+
+    from yolo3.cli import main
+    too_many = len(os.sched_getaffinity(0)) + 1
+    assert main(["benchmark", "processes", "--processes", str(too_many)]) == 2
+    err = capsys.readouterr().err
+    assert f"--processes {too_many}: one core each" in err and "Traceback" not in err
+
+
+@pytest.mark.slow  # CI runs it (.ci/run): three training processes, about 2 minutes
+def test_the_processes_benchmark_runs_both_contenders_side_by_side(tmp_path, capsys):
+    pytest.importorskip("jax", reason="JAX is not installed here (the test extra has it)")
+    from yolo3.cli import main
+    out = tmp_path / "processes.json"
+    assert main(["benchmark", "processes", "--size", "64", "--batch-size", "2", "--steps", "3",
+                 "--warmup", "1", "--num-images", "16", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "CPU flags:" in text and "1 process(es) x 1 core" in text
+    assert "2 process(es) x 1 core" in text and "target 1.7x" in text
+    figures = json.loads(out.read_text())
+    assert figures["one"]["images_per_s"] > 0 and figures["several"]["images_per_s"] > 0
+    assert figures["ratio"] == pytest.approx(
+        figures["several"]["images_per_s"] / figures["one"]["images_per_s"])

@@ -53,7 +53,8 @@ def test_auto_picks_tf_data_where_tensorflow_imports_and_numpy_where_it_does_not
 
 def test_the_numpy_pipeline_under_a_tf_distribute_strategy_is_refused(tmp_path):
     from types import SimpleNamespace
-    placement = SimpleNamespace(strategy=object())
+    from yolo3.training.jax_cluster import SINGLE
+    placement = SimpleNamespace(strategy=object(), group=SINGLE)
     with pytest.raises(ConfigError, match="mirrored strategy") as e:
         pick_pipeline(_config(tmp_path, pipeline="numpy", strategy="mirrored"), placement)
     assert set(e.value.settings) == {"pipeline", "strategy"}

@@ -112,6 +112,8 @@ def test_a_failed_collective_is_a_lost_process_only_among_several():
     lost = lost_process(gloo, ProcessGroup(0, 2))
     assert isinstance(lost, ProcessLost) and isinstance(lost, CommandFailed)
     assert "process 0 of 2" in str(lost) and "Connection reset by peer" in str(lost)
+    assert "stopped (process 1;" in str(lost)
+    assert "(one of processes 0, 2, 3;" in str(lost_process(gloo, ProcessGroup(1, 4)))
     assert "--resume" in str(lost)
     assert lost_process(gloo, SINGLE) is None
     assert lost_process(ValueError("shapes (3,) and (4,) differ"), ProcessGroup(1, 2)) is None

@@ -130,6 +130,22 @@ def _backends_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=OutputPath("file", format="json"), help="also write the rows to this JSON file")
 
 
+def _processes_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default="tiny-af", help="variant (default: tiny-af)")
+    p.add_argument("--size", type=INPUT_SIDE, default=128, help="input size (default %(default)s)")
+    p.add_argument("--batch-size", type=BATCH, default=8,
+                   help="images per process per step (default %(default)s)")
+    p.add_argument("--processes", type=Number(int, 2, 64), default=2,
+                   help="processes of the second contender, one core each (default %(default)s)")
+    p.add_argument("--steps", type=COUNT, default=20, help="timed steps (default %(default)s)")
+    p.add_argument("--warmup", type=Number(int, 1, 1000), default=3,
+                   help="steps before the timed ones (compiling; default %(default)s)")
+    p.add_argument("--num-images", type=COUNT, default=64,
+                   help="synthetic images (default %(default)s)")
+    p.add_argument("--json", type=OutputPath("file", format="json"),
+                   help="also write the figures to this JSON file")
+
+
 def _inference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cfg", type=InputPath(text=True), help="Darknet cfg, e.g. ../shared/darknet/yolov3.cfg (default: the cfg "
                                  "of --variant, written from the registry)")
@@ -338,6 +354,10 @@ BENCHMARKS = {
                  "The same training step and detector on TensorFlow, JAX and PyTorch, each in its "
                  "own process: training images/s, FLOP utilisation, detection latency and "
                  "throughput (--dry-run: the GPU script checked on a CPU).", _backends_arguments),
+    "processes": ("yolo3.benchmarks.processes",
+                  "Weak scaling on JAX's distributed runtime: 1 process x 1 core against N "
+                  "processes x 1 core (--coordinator on 127.0.0.1), the same per-process batch: "
+                  "step time and images/s of each, and their ratio.", _processes_arguments),
     "inference": ("yolo3.benchmarks.inference",
                   "Inference: OpenCV DNN forward vs our forward vs our end-to-end detect, on the "
                   "same random Darknet weights, each in its own process; plus the converter's "

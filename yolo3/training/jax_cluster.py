@@ -245,7 +245,10 @@ def lost_process(error: BaseException, group: ProcessGroup) -> Optional[ProcessL
     if not any(word in text.lower() for word in _PEER_FAILURES):
         return None
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    others = [i for i in range(group.count) if i != group.index]
+    which = (f"process {others[0]}" if len(others) == 1 else
+             f"one of processes {', '.join(map(str, others))}")
     return ProcessLost(
-        f"process {group.index} of {group.count}: another process of this run stopped (its own "
-        f"output says why); the step's collective failed: {first[:300]}. Start every process "
-        "again with --resume to go on from the last checkpoint")
+        f"process {group.index} of {group.count}: another process of this run stopped "
+        f"({which}; its own output says why); the collective failed: {first[:300]}. Start "
+        "every process again with --resume to go on from the last checkpoint")
