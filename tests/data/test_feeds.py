@@ -145,13 +145,15 @@ def test_a_killed_worker_is_named_and_the_feed_cleaned_up(records):
 
 
 SCRIPT = """
-import os, sys, time
+import os, signal, sys, time
 if __name__ == "__main__":  # the spawned workers import this file too: Keras only here
     import numpy as np
     from yolo3.data.annotations import Record
     from yolo3.data.dataset_config import DatasetConfig
     from yolo3.data.draws import AugmentConfig
     from yolo3.data.numpy_pipeline import NumpyBatches
+    # as at a terminal: a suite started in the background passes SIGINT on ignored (POSIX shells)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     records = [Record(p, np.zeros((0, 5), np.float32)) for p in {paths!r}]
     dataset = NumpyBatches(records * 20, DatasetConfig((128, 128), 4, True, seed=1,
                            augment=AugmentConfig(mosaic=1.0), image_cache="ram",

@@ -248,6 +248,7 @@ from yolo3.data.annotations import Record
 from yolo3.data.dataset_config import DatasetConfig
 from yolo3.data.draws import AugmentConfig
 from yolo3.data.numpy_pipeline import NumpyBatches
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal (a background suite's is ignored)
 records = [Record(p, np.zeros((0, 5), np.float32)) for p in {[r.path for r in records]!r}]
 dataset = NumpyBatches(records * 50, DatasetConfig((256, 256), 4, True, seed=1,
                        augment=AugmentConfig(mosaic=1.0)), workers=2, max_queue_size=64)

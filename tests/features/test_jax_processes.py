@@ -85,6 +85,7 @@ def data(tmp_path_factory):
 def runs(data, tmp_path_factory):
     """The same 20 steps run as 1 process x 2 logical devices and as 2 processes x 1 device."""
     root = tmp_path_factory.mktemp("runs")
+    (root / "before.json").write_text(json.dumps(_private_folders()))
     script = root / "run.py"
     script.write_text(RUN.format(settings=repr(_settings(data))))
     port = str(_free_port())
@@ -99,6 +100,11 @@ def runs(data, tmp_path_factory):
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out[-3000:]
     return root
+
+
+def _private_folders() -> list:
+    """The temporary folders of JAX processes other than 0 (yolo3's temporaries) there are now."""
+    return sorted(p.name for p in Path(tempfile.gettempdir()).glob("*yolo3-process-*"))
 
 
 def _load(root: Path, name: str):
@@ -129,8 +135,8 @@ def test_only_process_0_writes_the_run_folder(runs):
     p0, p1 = (json.loads((runs / f"{n}.json").read_text()) for n in ("p0", "p1"))
     assert p0["final"] == str(out / "final.weights.h5") and p1["final"] == ""
     # process 1's temporary folder is gone
-    leftovers = list(Path(tempfile.gettempdir()).glob("*yolo3-process-1-*"))
-    assert not leftovers, leftovers
+    before = set(json.loads((runs / "before.json").read_text()))
+    assert set(_private_folders()) <= before
 
 
 def _cli(data: Path, out: Path, port: int, process_id: int, *extra: str) -> subprocess.Popen:
@@ -149,11 +155,14 @@ def _cli(data: Path, out: Path, port: int, process_id: int, *extra: str) -> subp
 def test_a_killed_process_ends_the_other_and_the_resumed_run_ends_as_an_unbroken_one(
         runs, data, tmp_path):
     out, port = tmp_path / "run", _free_port()
+    existing = set(_private_folders())
     procs = [_cli(data, out, port, i) for i in (0, 1)]
     deadline = time.monotonic() + 600
     while not (out / "resume.json").is_file():  # epoch 1 saved: kill process 1 in epoch 2
         assert time.monotonic() < deadline and procs[0].poll() is None
         time.sleep(0.2)
+    killed_folders = set(_private_folders()) - existing  # process 1's, left by the kill
+    assert killed_folders
     procs[1].send_signal(signal.SIGKILL)
     procs[1].wait()
     killed_at = time.monotonic()
@@ -171,19 +180,29 @@ def test_a_killed_process_ends_the_other_and_the_resumed_run_ends_as_an_unbroken
     for p, (stdout, err) in zip(procs, results):
         assert p.returncode == 0, err[-3000:]
     assert "process 1 of 2: done; process 0 wrote the run folder" in results[1][0]
+    # the killed process's temporary folder was swept by its successor (yolo3's, its owner gone)
+    assert not (killed_folders & set(_private_folders()))
     history = (out / "history.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in history[1:]] == ["0", "1"]  # no epoch lost or repeated
+    # where the unbroken run ends: the last epoch's losses within 2%, each kernel within 2% of its
+    # norm (a resume is not bit-exact here: the per-step equality of 2 processes and 1 is the
+    # exact check, above; the moving statistics, recomputed from the weights, are left out)
+    import csv
+    resumed_rows = list(csv.DictReader((out / "history.csv").open()))
+    unbroken_rows = list(csv.DictReader((runs / "two" / "history.csv").open()))
+    for key in ("loss", "val_loss"):
+        a, b = float(resumed_rows[-1][key]), float(unbroken_rows[-1][key])
+        assert abs(a - b) <= 0.02 * abs(b), (key, a, b)
     import h5py
     unbroken = h5py.File(runs / "two" / "final.weights.h5", "r")
     resumed = h5py.File(out / "final.weights.h5", "r")
     names = []
     unbroken.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-    assert names
-    # where the unbroken run ends, to 2% of each array's norm (measured: 0.2% on the first; a
-    # resume is not bit-exact here: the per-step equality of 2 processes and 1 is the exact check)
-    for name in names:
+    kernels = [n for n in names if len(unbroken[n].shape) == 4]  # the convolutions' kernels
+    assert kernels
+    for name in kernels:
         a, b = resumed[name][()].astype(np.float64), unbroken[name][()].astype(np.float64)
-        assert np.linalg.norm(a - b) <= 0.02 * np.linalg.norm(b) + 1e-6, name
+        assert np.linalg.norm(a - b) <= 0.02 * np.linalg.norm(b), name
 
 
 def test_processes_started_with_other_settings_are_refused_before_the_first_step(data,

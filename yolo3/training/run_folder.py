@@ -16,7 +16,7 @@ import numpy as np
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.config.train_config import ConfigError, TrainConfig
-from yolo3.core.fileio import make_temporary_folder
+from yolo3.core.fileio import make_temporary_folder, remove_stale_temporaries
 from yolo3.core.log import NOTICE
 from yolo3.core.ownership import OutputFolder, check_output_folder
 from yolo3.core.paths import check_output_dir
@@ -131,6 +131,7 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
     out = Path(config.output.output_dir)
     private = not task.is_chief and task.task_type == "jax"
     if private:  # never beside process 0's files: a folder of its own, outside the run's
+        remove_stale_temporaries(tempfile.gettempdir())  # those of killed processes
         write_dir = make_temporary_folder(tempfile.gettempdir(), f"yolo3-process-{task.index}")
     else:
         write_dir = out if task.is_chief else out / f".worker-{task.index}"
