@@ -656,6 +656,16 @@ def _check_hardware(hardware: HardwareSettings) -> None:
     _check_cluster(hardware)
 
 
+def coordinator_address(coordinator: str) -> Tuple[str, int]:
+    """``HOST:PORT`` (an IPv6 host in brackets) -> ``(host, port)``; SettingError naming
+    ``coordinator`` for anything else."""
+    host, _, port = coordinator.rpartition(":")
+    _need(bool(host) and port.isdigit() and 0 < int(port) < 65536,
+          f"coordinator must be HOST:PORT (e.g. 10.0.0.1:12355) or auto, got {coordinator!r}",
+          "coordinator")
+    return host.strip("[]"), int(port)
+
+
 def _check_cluster(hardware: HardwareSettings) -> None:
     """The JAX cluster's settings: ``coordinator`` HOST:PORT with ``num_processes`` and a
     ``process_id`` below it, or ``auto`` (either may then be given); neither without it."""
@@ -673,10 +683,7 @@ def _check_cluster(hardware: HardwareSettings) -> None:
           "process would choose on its own): give a number", "batch_size", "coordinator")
     if coordinator == "auto":
         return
-    host, _, port = coordinator.rpartition(":")
-    _need(bool(host) and port.isdigit() and 0 < int(port) < 65536,
-          f"coordinator must be HOST:PORT (e.g. 10.0.0.1:12355) or auto, got {coordinator!r}",
-          "coordinator")
+    coordinator_address(coordinator)
     missing = [n for n in ("num_processes", "process_id") if n not in given]
     _need(not missing, f"coordinator {coordinator} needs {' and '.join(missing)} (or "
           "coordinator auto, where the cluster's environment says them)", "coordinator", *missing)

@@ -40,8 +40,9 @@ class BatchNormStatistics:
 
     ``batches``: an iterable (re-iterable, e.g. a cached ``tf.data.Dataset``) of image batches
     ``(n, h, w, 3)`` float32 in ``[0, 1]`` as the body takes them. With several processes
-    (``group``) each takes every ``count``-th batch on a copy of its own, and the sums are
-    gathered: the statistics of one process over all the batches.
+    (``group``) each gives its own share of the batches
+    (:func:`yolo3.training.datasets.batch_norm_images`), computed on a copy of its own, and the
+    sums are gathered: the statistics of one process over all the batches.
     """
 
     def __init__(self, body: keras.Model, batches: Iterable, group: ProcessGroup = SINGLE):
@@ -92,9 +93,7 @@ class BatchNormStatistics:
             sums = [[np.zeros(layer.moving_mean.shape, np.float64),
                      np.zeros(layer.moving_variance.shape, np.float64)] for layer in self.layers]
             count = 0
-            for k, batch in enumerate(self.batches):
-                if k % self.group.count != self.group.index:  # another process's batch
-                    continue
+            for batch in self.batches:
                 images = batch[0] if isinstance(batch, (tuple, list)) else batch
                 n = int(images.shape[0])
                 if n == 0:

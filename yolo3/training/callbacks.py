@@ -189,8 +189,9 @@ class MapEvaluation(keras.callbacks.Callback):
 
     def images(self) -> list:
         """The validation images, ``(H, W, 3)`` uint8 RGB, decoded once."""
-        if self._images is None:
-            self._images = [load_image(r.path) for r in self.records]
+        if self._images is None:  # this process's share, where decoded already, is kept
+            self._images = [self._mine.pop(k) if k in self._mine else load_image(r.path)
+                            for k, r in enumerate(self.records)]
         return self._images
 
     def _image(self, k: int) -> np.ndarray:

@@ -27,6 +27,7 @@ from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
 from yolo3.data.image_cache import cached_hw, check_ram
 from yolo3.data.numpy_pipeline import NumpyBatches, default_workers
 from yolo3.training.data_step import TrainData
+from yolo3.training.jax_cluster import SINGLE, ProcessGroup
 from yolo3.training.placement import Placement, on_gpu
 
 logger = logging.getLogger(__name__)
@@ -205,16 +206,24 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     return train_ds, val_ds
 
 
-def batch_norm_images(config: TrainConfig, data: TrainData) -> Optional[Any]:
+def batch_norm_images(config: TrainConfig, data: TrainData,
+                      group: ProcessGroup = SINGLE) -> Optional[Any]:
     """The training images (``bn_stats_images`` of them, a seeded choice, letterboxed at the input
     size, no augmentation, decoded once and cached) over which the batch-norm statistics are
-    recomputed, from the run's pipeline; None when ``bn_stats_images`` is 0."""
+    recomputed, from the run's pipeline; None when ``bn_stats_images`` is 0. With several
+    processes (``group``), this process's whole batches of them (``[]`` when it has none), the
+    others' never decoded here."""
     count = min(int(config.recipe.bn_stats_images), len(data.records))
     if count <= 0:
         return None
     order = np.random.default_rng(config.seed).permutation(len(data.records))[:count]
     records = [data.records[i] for i in sorted(order)]
+    size = min(16, count)
+    mine = group.share(-(-count // size))  # batch k goes to process k mod count
+    records = [r for k in mine for r in records[k * size:(k + 1) * size]]
+    if not records:
+        return []
     return _batches(records, DatasetConfig(
-        data.input_size, min(16, count), training=False, max_boxes=config.data.max_boxes,
+        data.input_size, size, training=False, max_boxes=config.data.max_boxes,
         seed=config.seed, augment=None, cache=True), pick_pipeline(config),
         config.data.data_workers)

@@ -26,6 +26,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from yolo3.config.train_config import coordinator_address
 from yolo3.core.errors import CommandFailed, SettingError
 from yolo3.core.log import NOTICE
 
@@ -145,15 +146,10 @@ def current_group() -> ProcessGroup:
     return ProcessGroup(jax.process_index(), jax.process_count())
 
 
-def _split_address(address: str) -> tuple:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
 def _wait_for(address: str, timeout_s: float) -> None:
     """Return once something accepts connections at ``address``; CommandFailed naming it and the
     time waited when nothing does within ``timeout_s``."""
-    host, port = _split_address(address)
+    host, port = coordinator_address(address)
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:

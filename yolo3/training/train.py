@@ -252,7 +252,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement)
     device_pixels = pick_augment_site(config, placement) == "device"
-    bn_images = batch_norm_images(config, data)
+    bn_images = batch_norm_images(config, data, placement.group)
     info = data.info()
     nan_stop = StopOnNaN()
     every = eval_interval(config, data)
