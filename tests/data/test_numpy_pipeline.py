@@ -125,6 +125,42 @@ def test_a_repeated_stream_walks_through_the_epochs(records):
         NumpyBatches(records, config, workers=1)[len(per_epoch)]
 
 
+def _same(a, b):
+    for x, y in zip(_flat(a), _flat(b)):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("variant", ["full augmentation", "mosaic on some", "multi-scale"])
+def test_batches_begun_later_are_those_an_unbroken_run_gets_there(records, variant):
+    """--resume and later stages: a pass begun at epoch e is epoch e's, whichever pipeline, and a
+    stream begun at (e, b) goes on as the unbroken stream does from there."""
+    config = VARIANTS[variant]
+    unbroken = _two_epochs_numpy(records, config)  # epochs 0 and 1
+    per_epoch = len(unbroken) // 2
+    later = NumpyBatches(records, config, workers=1)
+    later.start_at(1)
+    for k in range(per_epoch):
+        _same(later[k], unbroken[per_epoch + k])
+    made = NumpyBatches(records, replace(config, first_epoch=1), workers=1)
+    _same(made[0], unbroken[per_epoch])
+    theirs = list(make_dataset(records, replace(config, first_epoch=1)))
+    assert len(theirs) == per_epoch
+    np.testing.assert_array_equal(_flat(theirs[-1])[-1], _flat(unbroken[-1])[-1])  # the boxes
+    stream = NumpyBatches(records, config, workers=2, repeat=True)
+    stream.start_at(0, 1)
+    for k in range(len(unbroken) - 1):
+        _same(stream[k], unbroken[1 + k])
+    stream.start_at(1)
+    _same(stream[0], unbroken[per_epoch])
+    # tf.data's stream begun at batch 1: the rest of epoch 0, then epoch 1 whole
+    tf_stream = make_dataset(records, replace(config, first_batch=1)).repeat()
+    boxes = [_flat(batch)[-1] for batch in tf_stream.take(len(unbroken) - 1)]
+    for k, b in enumerate(boxes):
+        np.testing.assert_array_equal(b, _flat(unbroken[1 + k])[-1])
+    with pytest.raises(ValueError, match="batch 0"):
+        later.start_at(1, 1)  # a pass (no stream) begins at its first batch
+
+
 def test_a_file_that_does_not_decode_is_named(tmp_path, records):
     bad = tmp_path / "broken.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")

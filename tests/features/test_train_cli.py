@@ -76,6 +76,12 @@ def _history(out):
         return [int(r["epoch"]) for r in csv.DictReader(f)]
 
 
+def _losses(out):
+    """Each epoch's training and validation loss in ``out``'s history.csv."""
+    with open(out / "history.csv") as f:
+        return [(float(r["loss"]), float(r["val_loss"])) for r in csv.DictReader(f)]
+
+
 class _RecordOptimizer(StopOnNaN):
     """StopOnNaN that also records the fitted model's optimiser variables when training begins."""
 
@@ -209,13 +215,18 @@ def _check_checkpoints_readable(out, classes):
 def test_sigkill_at_random_moments_then_resume(dataset, tmp_path):
     """SIGKILL training 4 times (seeded: twice right after a checkpoint file changed, twice at a
     random moment); after each kill every checkpoint loads and resume.json names a complete state;
-    each --resume run starts at the epoch after that state, and history.csv ends with every epoch once."""
+    each --resume run starts at the epoch after that state, history.csv ends with every epoch
+    once, and every epoch's losses are those of an unbroken run (the same batches, weights and
+    optimiser state: float32 pinned)."""
     d, classes = dataset
     out, log = tmp_path / "k", tmp_path / "log.txt"
     rng = random.Random(1234)
     total = 12
-    args = _args(d, classes, out, "--epochs", str(total), "--steps-per-epoch", "2",
-                 "--validation-steps", "1", "--resume")
+
+    def flags(folder):
+        return _args(d, classes, folder, "--epochs", str(total), "--steps-per-epoch", "2",
+                     "--validation-steps", "1", "--precision", "float32", "--resume")
+    args = flags(out)
     kinds = ["checkpoint", "checkpoint", "random", "random"]
     rng.shuffle(kinds)
     done = 0
@@ -249,6 +260,11 @@ def test_sigkill_at_random_moments_then_resume(dataset, tmp_path):
     assert _check_checkpoints_readable(out, classes) == total
     assert (out / "final.keras").exists()
     assert not [f for f in out.iterdir() if f.name.startswith(".tmp-")]
+    unbroken = tmp_path / "unbroken"
+    p = _run_cli(flags(unbroken))
+    text, _ = p.communicate(timeout=600)
+    assert p.returncode == 0, text[-3000:]
+    np.testing.assert_allclose(_losses(out), _losses(unbroken), rtol=1e-5, atol=0)
 
 
 def _backup_epoch(folder: Path) -> int:

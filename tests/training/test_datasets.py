@@ -7,7 +7,13 @@ import pytest
 import tensorflow as tf
 
 from yolo3.training.data_step import prepare_data
-from yolo3.training.datasets import batch_norm_images, make_datasets, shard_by_data
+from yolo3.training.datasets import (
+    batch_norm_images,
+    datasets_from,
+    make_datasets,
+    shard_by_data,
+    stream_position,
+)
 from yolo3.training.placement import pick_strategy
 
 
@@ -36,6 +42,49 @@ def test_steps_per_epoch_repeat_the_training_set(step_config):
     data = prepare_data(config)
     train_ds, _ = make_datasets(config, data, pick_strategy(config, len(data.records)))
     assert sum(1 for _ in train_ds.take(50)) == 50  # more than one pass over 8 images
+
+
+def _boxes(batch) -> np.ndarray:
+    (*_, boxes), _ = batch
+    return np.asarray(boxes)
+
+
+@pytest.mark.parametrize("pipeline", ["tf", "numpy"])
+@pytest.mark.parametrize("steps", [None, 3])
+def test_a_fit_begun_later_gets_the_batches_an_unbroken_run_gets(step_config, pipeline, steps):
+    """What --resume and a later stage start from: fit epoch 2 begins where an unbroken run's
+    third epoch begins, with steps_per_epoch (a stream: 3 steps of 4-batch passes) or without."""
+    config = step_config(steps_per_epoch=steps, pipeline=pipeline, mosaic=0.5)
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+    per_epoch = len(data.records) // 2
+    assert per_epoch == 4 and placement.steps == (steps or 4)
+    assert stream_position(config, placement, per_epoch, 2) == ((1, 2) if steps else (2, 0))
+    unbroken = make_datasets(config, data, placement)
+    if pipeline == "tf" and not steps:
+        expected = [_boxes(b) for _ in range(3) for b in unbroken[0]][2 * per_epoch:]
+    elif pipeline == "tf":
+        expected = [_boxes(b) for b in unbroken[0].take(9)][6:]
+    elif not steps:  # Keras ends each pass with on_epoch_end
+        for _ in range(2):
+            list(unbroken[0])
+            unbroken[0].on_epoch_end()
+        expected = [_boxes(b) for b in unbroken[0]]
+    else:
+        expected = [_boxes(unbroken[0][k]) for k in range(6, 9)]
+    if pipeline == "numpy":
+        unbroken[0].start_at(0)  # back where a new run begins: datasets_from must move it
+    later = datasets_from(config, data, placement, unbroken, 2)
+    train_ds = later[0]
+    got = ([_boxes(b) for b in train_ds.take(3)] if pipeline == "tf" and steps else
+           [_boxes(b) for b in train_ds] if not steps else
+           [_boxes(train_ds[k]) for k in range(3)])
+    assert len(got) == len(expected) > 0
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    assert (train_ds is unbroken[0]) == (pipeline == "numpy")  # the cache and workers kept
+    for dataset in unbroken + later:
+        getattr(dataset, "close", lambda: None)()
 
 
 def test_batch_norm_images_are_a_seeded_choice_or_none(step_config):

@@ -65,7 +65,10 @@ class DatasetConfig:
     :func:`cache_longest_side`); ``device_colour``: uint8 batches with each element's colour plan,
     the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`); ``shard``
     ``(index, count)``: this process's contiguous share of every batch of ``batch_size``, where
-    several processes assemble one global batch (:func:`shard_range`).
+    several processes assemble one global batch (:func:`shard_range`). ``first_epoch``,
+    ``first_batch``: where the batches begin, as the planner numbers them (the first pass is
+    epoch ``first_epoch`` from its batch ``first_batch`` on, the passes after it whole): a
+    resumed run, or a later stage, goes on with the batches an unbroken run would have had.
     """
 
     input_size: Tuple[int, int]
@@ -84,6 +87,8 @@ class DatasetConfig:
     image_cache: str = "none"
     device_colour: bool = False
     shard: Tuple[int, int] = (0, 1)
+    first_epoch: int = 0
+    first_batch: int = 0
 
     @classmethod
     def from_arguments(cls, input_shape, anchors, num_classes: int, batch_size: int, *,

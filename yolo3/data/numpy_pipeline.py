@@ -71,6 +71,8 @@ class NumpyBatches(keras.utils.PyDataset):
         self.maker = BatchMaker(records, config)
         self.repeat = repeat
         self.epoch = 0
+        self._offset = 0
+        self.start_at(config.first_epoch, config.first_batch)
         self.feed_workers = count
         self.feed_kind = feed
         self._feed = None
@@ -102,6 +104,16 @@ class NumpyBatches(keras.utils.PyDataset):
     def __len__(self) -> int:
         return self.per_epoch
 
+    def start_at(self, epoch: int, batch: int = 0) -> None:
+        """Begin the next pass (``fit``'s next iteration) at the planner's epoch ``epoch``, and
+        with ``repeat`` the stream at that epoch's batch ``batch``: a resumed run, or a later
+        stage, goes on with the batches an unbroken run would have had. Batches made ahead for
+        elsewhere are dropped as they age."""
+        if batch and not self.repeat:
+            raise ValueError("a pass begins at batch 0 (batch > 0 only for the repeat stream)")
+        self.epoch = int(epoch)
+        self._offset = int(epoch) * self.per_epoch + int(batch)
+
     def on_epoch_end(self) -> None:
         if not self.repeat:
             self.epoch += 1
@@ -115,7 +127,7 @@ class NumpyBatches(keras.utils.PyDataset):
 
     def _key(self, k: int) -> Tuple[int, int]:
         if self.repeat:
-            return divmod(int(k), self.per_epoch)
+            return divmod(self._offset + int(k), self.per_epoch)
         if not 0 <= k < self.per_epoch:
             raise IndexError(f"batch {k} of {self.per_epoch}")
         return self.epoch, int(k)

@@ -83,17 +83,21 @@ def _no_autograph(fn):
 
 class EpochPlans:
     """A generator function for ``tf.data.Dataset.from_generator``: each call yields the next
-    epoch's element plans (:meth:`yolo3.data.draws.ElementPlan.as_arrays`)."""
+    epoch's element plans (:meth:`yolo3.data.draws.ElementPlan.as_arrays`), from epoch
+    ``first_epoch`` on; the first call from element ``first_element`` of it."""
 
-    def __init__(self, planner: Planner, count: int, max_boxes: int):
+    def __init__(self, planner: Planner, count: int, max_boxes: int, first_epoch: int = 0,
+                 first_element: int = 0):
         self.planner = planner
         self.count = count
         self.max_boxes = max_boxes
-        self.epoch = 0
+        self.epoch = int(first_epoch)
+        self.first_element = int(first_element)
 
     def __call__(self):
         epoch, self.epoch = self.epoch, self.epoch + 1
-        for i in range(self.count):
+        first, self.first_element = self.first_element, 0
+        for i in range(first, self.count):
             yield self.planner.element(epoch, i).as_arrays(self.max_boxes)
 
     def signature(self) -> dict:
@@ -166,7 +170,9 @@ def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, tuple],
     Yields ``((image, *y_true), dummy)`` with image ``(batch, h, w, 3)`` float32 in ``[0, 1]``, y_true
     per scale largest stride first, dummy float32 zeros ``(batch,)`` (with ``true_boxes``, the
     padded boxes ``(batch, max_boxes, 5)`` last in the inputs); without targets yields
-    ``(image, boxes)``. One pass over ``records`` per iteration.
+    ``(image, boxes)``. One pass over ``records`` per iteration, the first being the planner's
+    epoch ``config.first_epoch`` from its batch ``config.first_batch`` on (that first pass is
+    shorter, so repeat it for a stream: Keras then asks for ``steps_per_epoch``).
 
     The earlier call ``make_dataset(records, input_shape, anchors, num_classes, batch_size,
     training=..., ...)`` still works (:meth:`DatasetConfig.from_arguments`).
@@ -181,7 +187,8 @@ def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, tuple],
     elements = _Elements(config, planner, [r.path for r in records], orientations)
     calls = AUTOTUNE if config.num_parallel_calls in (None, -1) else config.num_parallel_calls
 
-    plans = EpochPlans(planner, len(records), config.max_boxes)
+    plans = EpochPlans(planner, len(records), config.max_boxes, config.first_epoch,
+                        config.first_batch * config.batch_size)
     ds = tf.data.Dataset.from_generator(plans, output_signature=plans.signature())
     if config.cache:
         decoded = tf.data.Dataset.from_tensor_slices((elements.paths, elements.orientations))
@@ -197,7 +204,8 @@ def make_dataset(records: Sequence[Record], config: Union[DatasetConfig, tuple],
     ds = ds.batch(config.batch_size, drop_remainder=config.drops_remainder)
     if config.targets is not None:
         ds = ds.map(_no_autograph(elements.encode), num_parallel_calls=calls, deterministic=True)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(epoch_batches(len(records), config)))
+    if not config.first_batch:  # a shorter first pass has no fixed length
+        ds = ds.apply(tf.data.experimental.assert_cardinality(epoch_batches(len(records), config)))
     return ds.prefetch(AUTOTUNE)
 
 

@@ -21,6 +21,7 @@ from yolo3.data.dataset_config import (
     DatasetConfig,
     TargetEncoding,
     cache_longest_side,
+    epoch_batches,
     record_geometry,
 )
 from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
@@ -33,7 +34,8 @@ from yolo3.training.placement import Placement, on_gpu
 logger = logging.getLogger(__name__)
 
 __all__ = ["pick_pipeline", "pick_augment_site", "pick_feed", "dataset_configs", "first_batches",
-           "make_datasets", "batch_norm_images", "shard_by_data", "check_image_cache"]
+           "make_datasets", "datasets_from", "stream_position", "batch_norm_images", "shard_by_data",
+           "check_image_cache"]
 
 
 def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
@@ -184,14 +186,18 @@ def first_batches(config: TrainConfig, data: TrainData, placement: Placement) ->
                         workers=0, repeat=True)
 
 
-def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
-                  ) -> Tuple[Any, Any]:
+def make_datasets(config: TrainConfig, data: TrainData, placement: Placement,
+                  first_epoch: int = 0) -> Tuple[Any, Any]:
     """Training (augmented, shuffled, mosaic, multi-scale and tiled as configured) and validation
     (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last:
     tf.data datasets or :class:`~yolo3.data.numpy_pipeline.NumpyBatches`
-    (:func:`pick_pipeline`)."""
+    (:func:`pick_pipeline`). The training batches begin where ``fit``'s epoch ``first_epoch``
+    (0-based: the epochs already trained) begins (:func:`stream_position`)."""
     pipeline = pick_pipeline(config, placement)
     training, validation = dataset_configs(config, data, placement)
+    epoch, batch = stream_position(config, placement, epoch_batches(len(data.records), training),
+                                   first_epoch)
+    training = replace(training, first_epoch=epoch, first_batch=batch)
     settings = config.data
     workers = settings.data_workers
     feed = pick_feed(config)
@@ -204,6 +210,30 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement
     if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
     return train_ds, val_ds
+
+
+def stream_position(config: TrainConfig, placement: Placement, per_epoch: int,
+                    fit_epoch: int) -> Tuple[int, int]:
+    """Where ``fit``'s epoch ``fit_epoch`` (0-based) begins in the training batches, as
+    ``(planner epoch, batch)``: the planner's epoch itself when an epoch is one pass
+    (``batch`` 0); with ``steps_per_epoch``, the batches are one stream of passes of
+    ``per_epoch`` batches each, ``placement.steps`` to a ``fit`` epoch."""
+    if not config.schedule.steps_per_epoch:
+        return int(fit_epoch), 0
+    return divmod(int(fit_epoch) * int(placement.steps), int(per_epoch))
+
+
+def datasets_from(config: TrainConfig, data: TrainData, placement: Placement,
+                  datasets: Tuple[Any, Any], fit_epoch: int) -> Tuple[Any, Any]:
+    """``datasets`` ready for a ``fit`` whose first epoch is ``fit_epoch`` (0-based), so that
+    every epoch gets the batches an unbroken run gives it, whatever stage it is in: the NumPy
+    pipeline's training batches moved there (their image cache and workers kept); tf.data's,
+    which hold no cache, made again (:func:`make_datasets`)."""
+    train_ds, _ = datasets
+    if isinstance(train_ds, NumpyBatches):
+        train_ds.start_at(*stream_position(config, placement, train_ds.per_epoch, fit_epoch))
+        return datasets
+    return make_datasets(config, data, placement, fit_epoch)
 
 
 def batch_norm_images(config: TrainConfig, data: TrainData,

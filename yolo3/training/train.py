@@ -65,6 +65,7 @@ from yolo3.training.data_step import (
 from yolo3.training.datasets import (
     batch_norm_images,
     first_batches,
+    datasets_from,
     make_datasets,
     pick_augment_site,
     check_image_cache,
@@ -250,7 +251,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
          template: keras.Model, skipped: List[Tuple[str, str]], run: RunFolder,
          user_callbacks: List[ForTemplate], tracker: Optional[Tracker]) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
-    datasets = make_datasets(config, data, placement)
+    datasets = make_datasets(config, data, placement, start_epoch)
     device_pixels = pick_augment_site(config, placement) == "device"
     bn_images = batch_norm_images(config, data, placement.group)
     info = data.info()
@@ -325,7 +326,9 @@ def _fit_stages(config: TrainConfig, data: TrainData, placement: Placement, body
                 evaluation, early_stop, bn_images, pictures) -> Dict[str, List[float]]:
     """Each stage fitted in turn (its callbacks fresh); the history of them all."""
     history: Dict[str, List[float]] = {}
-    for stage in stages(config, start_epoch):
+    for i, stage in enumerate(stages(config, start_epoch)):
+        if i:  # made for the first stage's first epoch: each epoch is planned by its own number
+            datasets = datasets_from(config, data, placement, datasets, stage.first)
         # fresh per-stage callbacks (each stage has its own optimiser); the stateful ones shared
         statistics = (PreciseBatchNorm(BatchNormStatistics(body, bn_images, placement.group))
                       if bn_images is not None else None)  # per stage: frozen layers differ
