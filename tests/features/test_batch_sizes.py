@@ -62,12 +62,15 @@ def test_recomputed_statistics_learn_at_global_batch_16_on_a_realistic_set(reali
     val = [r["val_loss"] for r in rows]
     assert val[-1] < 0.95 * val[0] and val[-1] <= min(val[:3]), val  # it falls, not climbs
     assert max(r["mAP50"] for r in rows[-3:]) >= 0.01, rows[-1]
-    # the earlier default: the same training, to the digit, and an evaluated model that does not
-    # learn: its validation loss climbs and its mAP falls back to ~0
+    # the earlier default: the same training, and an evaluated model that does not learn: its
+    # validation loss climbs and its mAP falls back to ~0. "The same": to 1e-4 on an idle machine;
+    # with other tests beside it on the two cores (CI's pytest -n 2) TensorFlow's CPU kernels sum
+    # in another order and ten epochs drift apart by up to 4.4e-4 (measured), so 2e-3; the
+    # effects asserted below are 20% and 2x
     train(_config(realistic, tmp_path / "moving", bn_stats_images=0))
     moving = _history(tmp_path / "moving")
     for a, b in zip(moving, rows):
-        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4), (a, b)
+        assert a["loss"] == pytest.approx(b["loss"], rel=2e-3), (a, b)
     assert moving[-1]["val_loss"] > 1.2 * moving[0]["val_loss"], [r["val_loss"] for r in moving]
     assert moving[-1]["mAP50"] < 0.5 * rows[-1]["mAP50"], (moving[-1], rows[-1])
 
