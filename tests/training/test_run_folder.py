@@ -48,3 +48,25 @@ def test_an_old_run_folder_is_the_runs_own_only_when_resumed(dataset, tmp_path, 
     prepare_output(resumed, prepare_data(resumed), ClusterTask()).folder.close()
     assert not (out / ".tmp-last.keras-x").exists()
     assert "final.keras" in read_contents(out).ours  # recorded with its hash now
+
+
+def test_a_multiworker_restart_starts_at_the_backups_epoch(dataset, tmp_path, step_config,
+                                                           monkeypatch):
+    """Without --resume a multi-worker run restarted after a worker died goes on from Keras's
+    BackupAndRestore: the start epoch (which positions the batches) is the backup's, and the
+    history rows of the epochs trained again are dropped."""
+    import json
+
+    from yolo3.training.run_folder import restore_state
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    config = step_config(strategy="multiworker")
+    run = prepare_output(config, prepare_data(config), ClusterTask())
+    out = Path(config.output.output_dir)
+    run.folder.write_text("history.csv", "epoch,loss\n0,3.0\n1,2.0\n2,1.5\n")
+    assert restore_state(config, run, None) == (None, 0, None)  # no backup: a fresh start
+    (out / "backup").mkdir()
+    (out / "backup" / "training_metadata.json").write_text(json.dumps({"epoch": 2, "batch": -1}))
+    assert restore_state(config, run, None) == (None, 2, None)
+    assert (out / "history.csv").read_text().splitlines() == ["epoch,loss", "0,3.0", "1,2.0"]
+    run.folder.close()

@@ -153,7 +153,9 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
 def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
     """``(state, start epoch, best)``: with ``resume`` the chief's last complete state (one epoch
     for all workers), its weights loaded into ``template``; history rows of epochs that will be
-    trained again are dropped (multi-worker runs: from the BackupAndRestore epoch)."""
+    trained again are dropped. A multi-worker run restarted without ``resume`` goes on from
+    Keras's BackupAndRestore folder: its epoch is the start epoch (Keras restores the weights and
+    starts ``fit`` there; the batches are positioned there too)."""
     state = load_resume_state(run.output) if config.output.resume else None
     start_epoch = int(state["epoch"]) if state else 0
     best = state.get("best") if state else None
@@ -163,7 +165,10 @@ def restore_state(config: TrainConfig, run: RunFolder, template: keras.Model):
     if config.output.resume:
         truncate_history(run.folder, start_epoch)
     elif config.hardware.strategy == "multiworker" and (run.write_dir / "backup").exists():
-        truncate_history(run.folder, backup_epoch(run.write_dir / "backup"))
+        start_epoch = backup_epoch(run.write_dir / "backup")
+        if start_epoch:
+            logger.log(NOTICE, "restarting from the workers' backup after epoch %d", start_epoch)
+        truncate_history(run.folder, start_epoch)
     return state, start_epoch, best
 
 
