@@ -70,9 +70,7 @@ class NumpyBatches(keras.utils.PyDataset):
                          use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size)
         self.maker = BatchMaker(records, config)
         self.repeat = repeat
-        self.epoch = 0
-        self._offset = 0
-        self.start_at(config.first_epoch, config.first_batch)
+        self.start_at(config.first_epoch, config.first_batch)  # sets epoch and _offset
         self.feed_workers = count
         self.feed_kind = feed
         self._feed = None
