@@ -22,16 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from typing import Dict, List, Tuple
 
 import numpy as np
 
 from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.benchmarks.track_behind import run_behind_detectors
+from yolo3.benchmarks.track_runs import Detections, peer_tracks, tracked
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.checkpoint.saving import atomic_save_model
 from yolo3.config.specs import get_spec
@@ -40,13 +40,9 @@ from yolo3.data.mot import MotTracks, read_mot
 from yolo3.data.synthetic_video import make_video_sequence
 from yolo3.evaluation.tracking import combine_track_metrics
 from yolo3.inference.detector import load_detector
-from yolo3.inference.tracking import Tracker
 from yolo3.modeling.bodies import build_body
 
 __all__ = ["noisy_detections", "run"]
-
-Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
-
 
 def noisy_detections(rows: np.ndarray, rng: np.random.Generator, frame_hw: Tuple[int, int],
                      miss: float, jitter: float, false_positives: float) -> Detections:
@@ -77,47 +73,6 @@ def _detector_rows(truth: MotTracks) -> np.ndarray:
                            np.ones((len(truth), 1)), truth.scores[:, None]], axis=1)
 
 
-def _tracked(name: str, detections: List[Detections], frames: List[str]) -> Tuple[MotTracks, float]:
-    """One of our trackers over a sequence: its tracks and seconds (detections in, tracks out)."""
-    from PIL import Image
-    tracker = Tracker(name)
-    out: List[tuple] = []
-    seconds = 0.0
-    for t, (dets, path) in enumerate(zip(detections, frames), 1):
-        image = np.asarray(Image.open(path).convert("RGB")) if name == "botsort" else None
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # trackers warns that ByteTrack ignores frames
-            tracks = tracker.update(*dets, image)
-        seconds += time.perf_counter() - start
-        out += [(t, i, *b, s) for i, b, s in zip(tracks.ids, tracks.boxes, tracks.scores)]
-    return _rows_to_tracks(np.asarray(out, np.float64).reshape(-1, 7)), seconds
-
-
-def _rows_to_tracks(rows: np.ndarray) -> MotTracks:
-    return MotTracks(rows[:, 0], rows[:, 1], rows[:, 2:6], rows[:, 6], np.zeros(len(rows)))
-
-
-def _peer(python: str, detections: List[Detections], frames: List[str], folder: str
-          ) -> Dict[str, Tuple[MotTracks, float]]:
-    """Ultralytics' trackers under the peer's Python on the same detections."""
-    data = {"frames": np.asarray(frames)}
-    for t, (boxes, scores, classes) in enumerate(detections):
-        data.update({f"boxes_{t}": boxes, f"scores_{t}": scores, f"classes_{t}": classes})
-    dets, out = os.path.join(folder, "detections.npz"), os.path.join(folder, "tracks.npz")
-    np.savez(dets, **data)
-    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ultralytics_track_peer.py")
-    proc = subprocess.run([python, driver, "--detections", dets, "--out", out],
-                          capture_output=True, text=True,
-                          env=dict(os.environ, YOLO_OFFLINE="1", OMP_NUM_THREADS="1"))
-    if proc.returncode != 0:
-        raise RuntimeError(f"the peer failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    result = np.load(out)
-    names = sorted({k.rsplit("_", 1)[0] for k in result.files if k.endswith("_rows")})
-    return {n: (_rows_to_tracks(result[f"{n}_rows"]), float(result[f"{n}_seconds"]))
-            for n in names}
-
-
 def detection_ms(frame_hw: Tuple[int, int], repeats: int = 10) -> Tuple[float, str]:
     """``(ms, engine)``: tiny-af-416's ``detect`` on one ``frame_hw`` frame on this CPU, through
     the engine ``yolo3 track`` picks by default (weights random: the work is the same)."""
@@ -144,6 +99,8 @@ def detection_ms(frame_hw: Tuple[int, int], repeats: int = 10) -> Tuple[float, s
 
 def run(args: argparse.Namespace) -> int:
     print(machine_line(matmul_peak_gflops()), flush=True)
+    if args.detectors or args.train_epochs:
+        return run_behind_detectors(args)
     frame_hw = (int(args.size[0]), int(args.size[1]))
     names = list(args.trackers)
     results: Dict[str, list] = {}
@@ -162,9 +119,9 @@ def run(args: argparse.Namespace) -> int:
                 rng = np.random.default_rng(seed * 1000 + k + 7)
                 detections = [noisy_detections(r, rng, frame_hw, args.miss, args.jitter,
                                                args.false_positives) for r in rows]
-                runs = {n: _tracked(n, detections, frames) for n in names}
+                runs = {n: tracked(n, detections, frames) for n in names}
                 if args.peer_python:
-                    peer = _peer(args.peer_python, detections, frames, sequence)
+                    peer = peer_tracks(args.peer_python, detections, frames, sequence)
                     runs.update(peer)
                 for n, (tracks, seconds) in runs.items():
                     results.setdefault(n, []).append((gt, tracks, args.frames))

@@ -336,6 +336,22 @@ def _track_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peer-python", default=None, type=InputPath(), help="the Python of an "
                    "environment with ultralytics: its ByteTrack and BoT-SORT on the same "
                    "detections")
+    real = p.add_argument_group("behind real detectors (instead of the ground truth with noise)")
+    real.add_argument("--train-epochs", type=COUNT, nargs="+", default=None, metavar="N",
+                      help="train tiny-af from scratch for each N epochs on stills of other "
+                           "sequences (a range of detector quality: 2 5 15, say) and track "
+                           "behind each detector's own boxes")
+    real.add_argument("--detectors", type=InputPath("file"), nargs="+", default=None,
+                      metavar="MODEL", help="track behind these trained models instead")
+    real.add_argument("--train-size", type=IMAGE_SIDE, default=320,
+                      help="the detectors' input size (default 320)")
+    real.add_argument("--train-sequences", type=Number(int, 1, 1000), default=8,
+                      help="sequences whose stills train the detectors (default 8)")
+    real.add_argument("--train-frames", type=Number(int, 3, 100_000), default=150,
+                      help="frames per training sequence, every 3rd a still (default 150)")
+    real.add_argument("--train-output", type=OutputPath("folder"), default=None,
+                      help="keep the trained detectors' run folders here (default: removed "
+                           "at the end)")
     p.add_argument("--json", default=None, type=OutputPath("file", format="json"),
                    help="also write the figures to this JSON file")
 
@@ -413,7 +429,18 @@ def _check_export(args: argparse.Namespace) -> None:
             raise ArgumentError(f"{path}: {flag} not found")
 
 
-UPFRONT_CHECKS = {"export": _check_export}  # before the benchmark's module (TensorFlow) loads
+def _check_track(args: argparse.Namespace) -> None:
+    """``benchmark track``: one source of detectors at a time."""
+    from yolo3.core.errors import ArgumentError
+    if args.train_epochs and args.detectors:
+        raise ArgumentError("--train-epochs trains the detectors, --detectors takes them: "
+                            "give one of the two")
+    if args.train_output and not args.train_epochs:
+        raise ArgumentError("--train-output keeps the detectors --train-epochs trains: give "
+                            "--train-epochs too")
+
+
+UPFRONT_CHECKS = {"export": _check_export, "track": _check_track}  # before the benchmark's module (TensorFlow) loads
 
 
 def run(args: argparse.Namespace) -> int:

@@ -39,6 +39,7 @@ from yolo3.cli.common import (
     tiled_detector,
 )
 from yolo3.cli.flags import COUNT, COUNT0, FRACTION, POSITIVE, MediaSource, OutputPath
+from yolo3.inference.tracking import DETECTION_SCORE
 
 NAME = "track"
 DESCRIPTION = ("Track objects through a video, a folder of frames or a webcam: the same ID for "
@@ -58,9 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tracker", choices=TRACKER_CHOICES, default="bytetrack",
                    help="bytetrack (default), botsort (compensates the camera's motion), ocsort "
                         "or sort: Roboflow's motion trackers")
-    p.add_argument("--score", type=FRACTION, default=0.1,
-                   help="detections down to this score reach the tracker (default 0.1: "
-                        "ByteTrack keeps low-score boxes of existing tracks)")
+    p.add_argument("--score", type=FRACTION, default=DETECTION_SCORE,
+                   help=f"detections down to this score reach the tracker (default "
+                        f"{DETECTION_SCORE:g}: ByteTrack keeps low-score boxes of existing tracks)")
     p.add_argument("--iou", type=FRACTION, default=0.45, help="NMS IoU threshold (default 0.45)")
     p.add_argument("--lost-frames", type=COUNT0, default=None, metavar="N",
                    help="how long a lost track waits for its object, in frames at 30 per second "

@@ -24,9 +24,12 @@ import numpy as np
 from yolo3.core.errors import SettingError
 from yolo3.core.extras import require
 
-__all__ = ["TRACKERS", "TRACKER_SETTINGS", "DEFAULTS", "Tracks", "Tracker", "Trails",
+__all__ = ["DETECTION_SCORE", "TRACKERS", "TRACKER_SETTINGS", "DEFAULTS", "Tracks", "Tracker", "Trails",
            "track_frames"]
 
+# detections down to this score reach the tracker (``yolo3 track --score``): ByteTrack's second
+# pass follows existing tracks through their low-scoring detections
+DETECTION_SCORE = 0.1
 # our names -> the library's tracker classes; which of our settings each takes
 TRACKERS = {"bytetrack": "ByteTrackTracker", "botsort": "BoTSORTTracker",
             "ocsort": "OCSORTTracker", "sort": "SORTTracker"}
