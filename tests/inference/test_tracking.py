@@ -13,7 +13,6 @@ from yolo3.data.mot import MotTracks
 from yolo3.data.synthetic_video import render_sequence
 from yolo3.evaluation.tracking import track_metrics
 from yolo3.inference.tracking import (
-    TRACKER_SETTINGS,
     TRACKERS,
     Tracker,
     Trails,
@@ -59,8 +58,9 @@ def test_the_glue_gives_the_librarys_ids(method):
     dets = [_detections(rows, rng) for _, rows in frames]
     ours = Tracker(method, smooth=False, lost_frames=20)
     smoothed = Tracker(method, lost_frames=20)
-    settings = {TRACKER_SETTINGS[k]: v for k, v in ours.settings.items()}
+    settings = ours.arguments
     assert settings["lost_track_buffer"] == 20
+    assert len(settings) == len(ours.settings)  # each setting, by the library's name for it
     theirs = getattr(trackers, TRACKERS[method])(**settings)
     matched = 0
     with warnings.catch_warnings():

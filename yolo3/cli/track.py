@@ -70,13 +70,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="consecutive frames before a track gets its ID (default 1; ocsort: "
                         "the tracker's)")
     p.add_argument("--activation", type=FRACTION, default=None, metavar="SCORE",
-                   help="the score that starts a track (default: 0.25, sort 0.5; not ocsort)")
+                   help="the score that starts a track (default: 0.45, sort 0.5; not ocsort)")
     p.add_argument("--high-score", type=FRACTION, default=None, metavar="SCORE",
                    help="bytetrack, botsort, ocsort: first-pass detections score at least this "
-                        "(default 0.25; ocsort: the tracker's)")
+                        "(default 0.45; ocsort: the tracker's)")
     p.add_argument("--match-iou", type=FRACTION, default=None, metavar="IOU",
                    help="the least IoU of a detection with a track's predicted box to be its "
-                        "next (default: 0.2 for bytetrack and sort, the tracker's otherwise)")
+                        "next (default: 0.15 for bytetrack and botsort, 0.2 for sort, the "
+                        "tracker's for ocsort)")
     p.add_argument("--frame-rate", type=POSITIVE, default=None, metavar="FPS",
                    help="frames per second (default: the video's, else 30)")
     p.add_argument("--trail", type=COUNT0, default=30, metavar="N",

@@ -41,14 +41,16 @@ TRACKER_SETTINGS = {"lost_frames": "lost_track_buffer", "frame_rate": "frame_rat
                     "match_iou": "minimum_iou_threshold"}
 # where a tracker names one otherwise (BoT-SORT: the first association's IoU)
 _ARGUMENT_OF = {("botsort", "match_iou"): "minimum_iou_threshold_first_assoc"}
-# the defaults measured on synthetic sequences (docs/benchmarks.md, "Tracking": 3 sequences x 2
-# detector noise levels, none of them the benchmark's): a track starts on its first detection
-# scoring 0.25 (0.5 for SORT), and follows a detection overlapping its prediction by IoU 0.2
-# (ByteTrack, SORT); the rest is the library's
-DEFAULTS = {"bytetrack": {"min_frames": 1, "activation": 0.25, "high_score": 0.25,
-                          "match_iou": 0.2},
+# the defaults chosen behind trained detectors (docs/benchmarks.md, "Tracking behind trained
+# detectors": 3 detectors of 2-8 epochs x 4 sequences, none of them the benchmark's): a track
+# starts on a detection scoring 0.45 (lower lets a weak detector's false boxes start tracks,
+# higher loses a weak detector's objects), and follows a detection overlapping its prediction by
+# IoU 0.15; SORT keeps the ground-truth-with-noise choice; the rest is the library's
+DEFAULTS = {"bytetrack": {"min_frames": 1, "activation": 0.45, "high_score": 0.45,
+                          "match_iou": 0.15},
             "sort": {"min_frames": 1, "activation": 0.5, "match_iou": 0.2},
-            "botsort": {"min_frames": 1, "activation": 0.25, "high_score": 0.25},
+            "botsort": {"min_frames": 1, "activation": 0.45, "high_score": 0.45,
+                        "match_iou": 0.15},
             "ocsort": {}}
 _TAKES = {"bytetrack": set(TRACKER_SETTINGS), "botsort": set(TRACKER_SETTINGS),
           "ocsort": set(TRACKER_SETTINGS) - {"activation"},
@@ -79,7 +81,8 @@ class Tracker:
     of a detection with a track's predicted box to be its next). ``botsort`` also compensates
     the camera's motion from the frames (pass them to :meth:`update`). ``smooth``: each track's
     box is its filtered state (the tracker's Kalman estimate after this frame's detection: less
-    jitter, +0.03 HOTA on the benchmark's sequences), else the detection's own box."""
+    jitter, +0.03 HOTA on the benchmark's sequences), else the detection's own box.
+    ``arguments``: the library tracker's own keyword arguments these settings became."""
 
     def __init__(self, method: str = "bytetrack", smooth: bool = True,
                  **settings: Optional[float]):
@@ -99,10 +102,10 @@ class Tracker:
         library = require("trackers", "tracking")
         self.method = method
         self.settings = given
-        arguments = {_ARGUMENT_OF.get((method, k), TRACKER_SETTINGS[k]):
-                     int(v) if k in ("lost_frames", "min_frames") else float(v)
-                     for k, v in given.items()}
-        self._tracker = getattr(library, TRACKERS[method])(**arguments)
+        self.arguments = {_ARGUMENT_OF.get((method, k), TRACKER_SETTINGS[k]):
+                          int(v) if k in ("lost_frames", "min_frames") else float(v)
+                          for k, v in given.items()}
+        self._tracker = getattr(library, TRACKERS[method])(**self.arguments)
         self._sv = require("supervision", "tracking")
         self._needs_frame = method == "botsort"
         self.smooth = bool(smooth)
