@@ -75,7 +75,7 @@ def _held_out(work: str, args: argparse.Namespace) -> List[HeldOut]:
 def _detectors(work: str, args: argparse.Namespace) -> List[Tuple[str, str]]:
     """``(label, model path)`` of each detector, trained here for ``--train-epochs``."""
     if args.detectors:
-        return [(os.path.basename(p), p) for p in args.detectors]
+        return [(p, p) for p in args.detectors]
     frame_hw = (int(args.size[0]), int(args.size[1]))
     stills_dir = os.path.join(work, "stills")
     os.makedirs(stills_dir)
@@ -150,6 +150,7 @@ def run_behind_detectors(args: argparse.Namespace) -> int:
             theirs = ours if PEER_SCORE == DETECTION_SCORE else [
                 detect_frames(model, s.frames, PEER_SCORE) for s in sequences]
             results: Dict[str, list] = {}
+            cameras: Dict[str, list] = {}
             times: Dict[str, float] = {}
             for seq, found, peer_found in zip(sequences, ours, theirs):
                 runs = {n: tracked(n, found, seq.frames) for n in names}
@@ -157,13 +158,17 @@ def run_behind_detectors(args: argparse.Namespace) -> int:
                     runs.update(peer_tracks(args.peer_python, peer_found, seq.frames, work))
                 for n, (tracks, seconds) in runs.items():
                     results.setdefault(n, []).append((seq.gt, tracks, args.frames))
+                    cameras.setdefault(n, []).append(seq.camera)
                     times[n] = times.get(n, 0.0) + seconds
                 if d == 0 and seq is sequences[0] and DEFAULT_TRACKER in runs:
                     e2e = end_to_end_difference(model, seq, runs[DEFAULT_TRACKER][0], work)
             table = {}
             for n, pairs in results.items():
                 ms = times[n] / total_frames * 1e3
-                table[n] = {**combine_track_metrics(pairs), "ms_per_frame": ms,
+                by_camera = {f"HOTA_{c}": combine_track_metrics(
+                    [p for p, k in zip(pairs, cameras[n]) if k == c])["HOTA"]
+                    for c in ("moving", "still") if c in cameras[n]}
+                table[n] = {**combine_track_metrics(pairs), **by_camera, "ms_per_frame": ms,
                             "share_of_detection": ms / detect_ms}
             report[label] = {"model": model, "detect_ms": detect_ms,
                              "quality": _detection_quality(sequences, ours),
@@ -194,12 +199,14 @@ def _print_detector(label: str, entry: dict) -> None:
     q = entry["quality"]
     print(f"\n{label}: mAP@0.5 {q['mAP50']:.3f}, mAP@0.5:0.95 {q['mAP50_95']:.3f} on the tracked "
           f"frames; detect {entry['detect_ms']:.1f} ms/frame (decoded, detected)\n")
-    print("| tracker | HOTA | DetA | AssA | IDF1 | MOTA | ID switches | ms/frame | "
-          "share of detection |")
-    print("|---" * 9 + "|")
+    print("| tracker | HOTA | DetA | AssA | IDF1 | MOTA | ID switches | HOTA moving / still "
+          "camera | ms/frame | share of detection |")
+    print("|---" * 10 + "|")
     for n, row in sorted(entry["trackers"].items(), key=lambda kv: -kv[1]["HOTA"]):
+        split = " / ".join(f"{row[k]:.3f}" if k in row else "-"
+                           for k in ("HOTA_moving", "HOTA_still"))
         print(f"| {n} | {row['HOTA']:.3f} | {row['DetA']:.3f} | {row['AssA']:.3f} | "
-              f"{row['IDF1']:.3f} | {row['MOTA']:.3f} | {row['IDSW']} | "
+              f"{row['IDF1']:.3f} | {row['MOTA']:.3f} | {row['IDSW']} | {split} | "
               f"{row['ms_per_frame']:.2f} | {100 * row['share_of_detection']:.1f}% |")
     sys.stdout.flush()
 
