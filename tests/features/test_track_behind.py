@@ -78,7 +78,8 @@ def test_the_stills_are_every_third_frame_with_the_boxes_a_detector_can_find(tmp
 
 def test_yolo3_track_end_to_end_equals_the_benchmarks_default_row(random_tiny_af, sequence,
                                                                   tmp_path):
-    detections = detect_frames(random_tiny_af, sequence.frames, DETECTION_SCORE)
+    detections, ms = detect_frames(random_tiny_af, sequence.frames, DETECTION_SCORE)
+    assert ms > 0
     tracks, _ = tracked("bytetrack", detections, sequence.frames)
     assert len(tracks) > 0
     count, differ, largest = end_to_end_difference(random_tiny_af, sequence, tracks,

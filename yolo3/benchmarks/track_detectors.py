@@ -3,7 +3,7 @@ synthetic sequences the benchmark never tracks, then run over every frame it tra
 
     stills = write_stills(folder, seeds=[5000, 5001], frames=150, ...)   # train.txt, val.txt
     model = train_detector(stills, epochs=6, input_size=320, output=folder + "/e6")
-    detections = detect_frames(model, frame_paths, 0.1)   # per frame: boxes, scores, classes
+    detections, ms = detect_frames(model, frame_paths, 0.1)   # per frame: boxes, scores, classes
 
 Training runs ``yolo3 train`` in a process of its own (what a user runs; its progress is shown).
 Each tracker takes the boxes of a detector run at its own default threshold, as ``yolo3 track``
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
@@ -33,6 +34,7 @@ from yolo3.inference.detector import load_detector
 __all__ = ["Stills", "write_stills", "train_detector", "detect_frames"]
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
+WARM_UP = 5  # frames detected before the clock starts
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,21 @@ def train_detector(stills: Stills, epochs: int, input_size: int, output: str, se
     return os.path.join(output, "final.keras")
 
 
-def detect_frames(model: str, frames: Sequence[str], score: float) -> List[Detections]:
-    """``(boxes (N, 4) x1, y1, x2, y2 px, scores (N,), classes (N,))`` of every frame (image
-    paths), the detector loaded as ``yolo3 track`` loads it with ``--score score``."""
+def detect_frames(model: str, frames: Sequence[str], score: float
+                  ) -> Tuple[List[Detections], float]:
+    """``(detections, ms)``: ``(boxes (N, 4) x1, y1, x2, y2 px, scores (N,), classes (N,))`` of
+    every frame (image paths), the detector loaded as ``yolo3 track`` loads it with ``--score
+    score``, and the milliseconds a frame took (read, decoded, detected) past the first
+    :data:`WARM_UP` frames (start-up excluded: loading, converting, the first runs)."""
     detector = load_detector(model, score=score)
     out = []
-    for path in frames:
+    start = time.perf_counter()
+    for k, path in enumerate(frames):
+        if k == min(WARM_UP, len(frames) - 1):
+            start = time.perf_counter()
         boxes, scores, classes = detector.detect(load_image(path))
         out.append((np.asarray(boxes, np.float32).reshape(-1, 4),
                     np.asarray(scores, np.float32).reshape(-1),
                     np.asarray(classes, np.int64).reshape(-1)))
-    return out
+    timed = len(frames) - min(WARM_UP, len(frames) - 1)
+    return out, (time.perf_counter() - start) / max(timed, 1) * 1e3
