@@ -129,3 +129,20 @@ def test_the_benchmark_tracks_behind_a_detector_and_checks_yolo3_track(random_ti
         assert 0 <= row["HOTA_moving"] <= 1 and 0 <= row["HOTA_still"] <= 1
     assert 0 <= entry["quality"]["mAP50"] <= 1
     assert figures["end_to_end"]["differing"] == 0
+
+
+@pytest.mark.slow  # CI runs it: one real training run through the benchmark's own path
+def test_the_benchmark_trains_its_detectors_and_keeps_them_where_asked(tmp_path, capsys):
+    from yolo3.cli import main
+    kept = tmp_path / "detectors"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("the user's")
+    assert main(["benchmark", "track", "--train-epochs", "1", "--train-sequences", "1",
+                 "--train-frames", "24", "--train-size", "64", "--sequences", "1", "--seeds",
+                 "0", "--frames", "8", "--size", "96", "128", "--objects", "2", "--style",
+                 "shapes", "--trackers", "bytetrack", "--train-output", str(kept)]) == 0
+    out = capsys.readouterr().out
+    assert "training stills: 8 images" in out and "tiny-af, 1 epochs at 64 px: trained" in out
+    assert (kept / "tiny-af-e1" / "final.keras").is_file()
+    assert (kept / "mine.txt").read_text() == "the user's"
+    assert "tiny-af 1 epochs: mAP@0.5" in out
