@@ -93,10 +93,14 @@ def train_detector(stills: Stills, epochs: int, input_size: int, output: str, se
                "--classes", stills.classes, "--input-size", str(input_size),
                "--epochs", str(epochs), "--batch-size", str(batch_size), "--seed", str(seed),
                "--output", output, "--no-pictures", "--quiet"]
-    proc = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr)
-    if proc.returncode != 0:
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: List[str] = []
+    for line in proc.stdout:  # its progress, passed on as it comes
+        sys.stderr.write(line)
+        tail = (tail + [line])[-20:]
+    if proc.wait() != 0:
         raise CommandFailed(f"training the {epochs}-epoch detector failed (exit "
-                            f"{proc.returncode}): {' '.join(command)}")
+                            f"{proc.returncode}): {' '.join(command)}\n{''.join(tail)}")
     return os.path.join(output, "final.keras")
 
 
