@@ -137,6 +137,11 @@ SLOW_WRITERS = [
     Writer("convert --> OUT.keras and its side files", lambda w, out: [
         "convert", w["cfg"], w["weights"], out / "tiny.weights.h5"], folder=False,
         exist_ok=False),
+    Writer("benchmark track --train-output", lambda w, out: [  # trains through yolo3 train
+        "benchmark", "track", "--train-epochs", "1", "--train-sequences", "1", "--train-frames",
+        "24", "--train-size", "64", "--sequences", "1", "--seeds", "0", "--frames", "4",
+        "--size", "96", "128", "--objects", "2", "--style", "shapes", "--trackers", "sort",
+        "--train-output", out]),
     Writer("benchmark backends --json FILE", lambda w, out: [
         "benchmark", "backends", "--dry-run", "--backends", "tensorflow", "--variants", "tiny",
         "--no-detect", "--json", out / "rows.json"], folder=False, exist_ok=False),

@@ -140,9 +140,20 @@ def test_the_benchmark_trains_its_detectors_and_keeps_them_where_asked(tmp_path,
     assert main(["benchmark", "track", "--train-epochs", "1", "--train-sequences", "1",
                  "--train-frames", "24", "--train-size", "64", "--sequences", "1", "--seeds",
                  "0", "--frames", "8", "--size", "96", "128", "--objects", "2", "--style",
-                 "shapes", "--trackers", "bytetrack", "--train-output", str(kept)]) == 0
+                 "shapes", "--trackers", "bytetrack", "--train-output", str(kept),
+                 "--exist-ok"]) == 0
     out = capsys.readouterr().out
     assert "training stills: 8 images" in out and "tiny-af, 1 epochs at 64 px: trained" in out
     assert (kept / "tiny-af-e1" / "final.keras").is_file()
     assert (kept / "mine.txt").read_text() == "the user's"
     assert "tiny-af 1 epochs: mAP@0.5" in out
+
+
+def test_a_train_output_holding_the_users_files_is_refused_before_any_work(tmp_path, capsys):
+    from yolo3.cli import main
+    kept = tmp_path / "detectors"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("the user's")
+    code = main(["benchmark", "track", "--train-epochs", "1", "--train-output", str(kept)])
+    assert_refused(code, capsys.readouterr().err, "--train-output", "mine.txt", "--exist-ok")
+    assert sorted(p.name for p in kept.iterdir()) == ["mine.txt"]

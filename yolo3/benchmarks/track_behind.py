@@ -91,7 +91,8 @@ def _detectors(work: str, args: argparse.Namespace) -> List[Tuple[str, str]]:
     for epochs in args.train_epochs:
         start = time.perf_counter()
         path = train_detector(stills, epochs, args.train_size,
-                              os.path.join(runs, f"tiny-af-e{epochs}"))
+                              os.path.join(runs, f"tiny-af-e{epochs}"),
+                              exist_ok=args.exist_ok)
         print(f"tiny-af, {epochs} epochs at {args.train_size} px: trained in "
               f"{time.perf_counter() - start:.0f} s ({path})", flush=True)
         out.append((f"tiny-af {epochs} epochs", path))

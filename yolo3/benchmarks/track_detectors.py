@@ -22,7 +22,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.core.errors import CommandFailed
+from yolo3.core.errors import ArgumentError, CommandFailed
 from yolo3.core.fileio import write_text_atomic
 from yolo3.data.class_names import write_classes
 from yolo3.data.images import load_image
@@ -85,20 +85,26 @@ def write_stills(folder: str, seeds: Sequence[int], val_seeds: Sequence[int], fr
 
 
 def train_detector(stills: Stills, epochs: int, input_size: int, output: str, seed: int = 0,
-                   batch_size: int = 8) -> str:
+                   batch_size: int = 8, exist_ok: bool = False) -> str:
     """``yolo3 train`` tiny-af from scratch on ``stills`` for ``epochs`` (every other setting
-    its default) into the run folder ``output``; returns its ``final.keras``."""
+    its default) into the run folder ``output`` (``exist_ok``: beside files yolo3 did not write);
+    returns its ``final.keras``. Training's refusal (exit 2: its folder holds the user's files)
+    is raised as an :class:`ArgumentError` with training's message; another failure as
+    :class:`CommandFailed`."""
     command = [sys.executable, "-m", "yolo3", "train", "--variant", "tiny-af",
                "--annotations", stills.train, "--val-annotations", stills.val,
                "--classes", stills.classes, "--input-size", str(input_size),
                "--epochs", str(epochs), "--batch-size", str(batch_size), "--seed", str(seed),
-               "--output", output, "--no-pictures", "--quiet"]
+               "--output", output, "--no-pictures", "--quiet", *(["--exist-ok"] * exist_ok)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail: List[str] = []
     for line in proc.stdout:  # its progress, passed on as it comes
         sys.stderr.write(line)
         tail = (tail + [line])[-20:]
-    if proc.wait() != 0:
+    if proc.wait() == 2:
+        raise ArgumentError(f"training the {epochs}-epoch detector was refused: "
+                            f"{''.join(tail).strip()}")
+    if proc.returncode != 0:
         raise CommandFailed(f"training the {epochs}-epoch detector failed (exit "
                             f"{proc.returncode}): {' '.join(command)}\n{''.join(tail)}")
     return os.path.join(output, "final.keras")

@@ -13,6 +13,7 @@ import sys
 from typing import List, Optional
 
 from yolo3.cli.common import (
+    add_exist_ok_argument,
     add_variant_argument,
     make_parser,
     model_choices,
@@ -352,6 +353,7 @@ def _track_arguments(p: argparse.ArgumentParser) -> None:
     real.add_argument("--train-output", type=OutputPath("folder"), default=None,
                       help="keep the trained detectors' run folders here (default: removed "
                            "at the end)")
+    add_exist_ok_argument(real)
     p.add_argument("--json", default=None, type=OutputPath("file", format="json"),
                    help="also write the figures to this JSON file")
 
@@ -438,6 +440,9 @@ def _check_track(args: argparse.Namespace) -> None:
     if args.train_output and not args.train_epochs:
         raise ArgumentError("--train-output keeps the detectors --train-epochs trains: give "
                             "--train-epochs too")
+    if args.train_output:  # each run folder in it is yolo3 train's, under its own manifest
+        from yolo3.core.ownership import check_output_folder
+        check_output_folder(args.train_output, "train_output", args.exist_ok)
 
 
 UPFRONT_CHECKS = {"export": _check_export, "track": _check_track}  # before the benchmark's module (TensorFlow) loads
