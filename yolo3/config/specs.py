@@ -263,13 +263,10 @@ SPECS: Dict[str, ModelSpec] = {s.name: s for s in (
           architectures.yolov3_spp, _YOLO_ANCHORS, (32, 16, 8), "yolov3_spp_body",
           backbone="darknet53"),
     _TINY,
-    # distance bins: a side reaches reg_max - 1 strides from its cell (tiny-af: 7, 224 pixels at
-    # stride 32, for tiny's small inputs; 8 and a class branch of 128 measured at 192 px on three
-    # realistic sets: as good as 6 bins and the 256 of YOLOv8's rule, better than its 16, and 10%
-    # faster); yolov3-af keeps YOLOv8's 16 bins and widths for full-size inputs (not measured)
-    # tiny-af adds a stride-8 output (YOLOv8's finest): 7-16% of the boxes of realistic sets at
-    # 192 px have no cell centre inside them at strides 16 and 32; measured 0.392 -> 0.515 mAP@0.5
-    # (0.216 -> 0.309 mAP@0.5:0.95) on one of them (README), for about 1.4x the training time
+    # distance bins: a side reaches reg_max - 1 strides from its cell; tiny-af's 8 bins and class
+    # branch of 128 suit tiny's small inputs, yolov3-af keeps YOLOv8's 16 and widths (not
+    # measured); tiny-af's stride-8 output gives the boxes that hold no coarser cell centre one
+    # (both: docs/benchmarks.md, "Anchor-free variants")
     _anchor_free(_TINY, "tiny-af", "Tiny YOLOv3 with a stride-8 output and an anchor-free "
                  "decoupled head (YOLOv8's): no anchors; tiny's Darknet weights load into all but "
                  "the head and the stride-8 branch", 8, 128, architectures.tiny_yolov3_stride8,

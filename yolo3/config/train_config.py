@@ -80,8 +80,8 @@ class DataSettings:
     anchors: Optional[str] = None  # a file; "auto": k-means on the training boxes; None: COCO's
     max_boxes: int = 100  # ground-truth boxes kept per image (the loss's static padding)
     strict: bool = False  # refuse invalid boxes instead of dropping them with a warning
-    # AugmentConfig preset: full, light or none. light measured better on 10-epoch runs of a few
-    # hundred images (three synthetic sets, from scratch and fine-tuned); full for long runs
+    # AugmentConfig preset: full, light or none; light: best of the three on short runs of a few
+    # hundred images (docs/benchmarks.md, "Run-to-run spread"); full for long runs
     augment: str = "light"
     mosaic: float = 0.0  # probability of a 4-image mosaic per training image
     multi_scale: Optional[Tuple[int, int]] = None  # (MIN, MAX): random multiple of the largest stride
@@ -94,8 +94,8 @@ class DataSettings:
     tile_background: float = 0.1  # share of windows drawn anywhere, not around an object
     # objects of at least this side (px) at the whole-image resize train on, and are detected
     # from, the whole image (yolo3.data.draws.draw_tile_window, yolo3.inference.tiled);
-    # 0: every object drawn gets a window (the recipe before issue 55). 6: yolo3.ops.tiles'
-    # WHOLE_SEES, measured
+    # 0: every object drawn gets a window (the recipe before issue 55); 6: yolo3.ops.tiles'
+    # WHOLE_SEES
     tile_whole_from: float = 6.0
     tile_overlap: float = 0.2  # sliced validation: the share of a tile its neighbours overlap
     # repeat-factor sampling (LVIS): images with a class present in fewer than this share of the
@@ -124,8 +124,8 @@ class ModelSettings:
     input_size: Union[int, Tuple[int, int]] = 416  # one side (square) or (height, width)
     weights: Optional[str] = None  # converted Darknet or a checkpoint; layers matched by name
     prior_bias: bool = True  # new output layers start at the data's objectness and class priors
-    # output layers of another class count in ``weights`` lend their box and objectness channels
-    # (measured: fine-tuning from COCO's tiny weights, +13% to +32% mAP@0.5:0.95 on three sets)
+    # output layers of another class count in ``weights`` lend their box and objectness channels:
+    # fine-tuning gains (docs/benchmarks.md, "Output layers that keep COCO's box and objectness")
     head_transfer: bool = True
     freeze_bn: bool = False  # every batch norm frozen in inference mode
     bn_momentum: Optional[float] = None  # the batch norms' moving-average momentum; None: 0.99
@@ -143,9 +143,8 @@ class RecipeSettings:
     box_loss: str = "ciou"  # mse (keras-yolo3's), giou, diou or ciou
     label_smoothing: float = 0.0
     # the confidence target of a positive: one (Darknet's, keras-yolo3's) or the IoU of its
-    # predicted box with the true box (YOLOv5's): scores that rank detections by placement.
-    # iou measured better on mAP@0.5:0.95 on two of four sets (a uniform-size realistic set +20%,
-    # the demo +7%) and level on the other two (README, measured figures)
+    # predicted box with the true box (YOLOv5's): scores that rank detections by placement, better
+    # or level on every set tried (docs/benchmarks.md, "Run-to-run spread")
     objectness: str = "iou"
     # weights of the box terms and the class term against the confidence term (1, 1: keras-yolo3's
     # balance)
@@ -157,8 +156,8 @@ class RecipeSettings:
     class_weights: Optional[str] = None
     focal_gamma: float = 0.0  # the class loss's focal exponent (0: plain cross-entropy)
     # each box is also a positive on every other anchor whose shape IoU with it exceeds this
-    # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3). 0.35 measured best of 0.1,
-    # 0.213 (Darknet's YOLOv4 value), 0.35 and 0.5 on two realistic sets at global batch 16
+    # (Darknet's iou_thresh); 1: only its best anchor (keras-yolo3); 0.35: the best of the values
+    # tried (docs/benchmarks.md, "Several anchors per box")
     assign_iou: float = 0.35
     # a prediction that is not a positive but overlaps a true box by more than this IoU is left
     # out of the confidence loss (Darknet's ignore_thresh; keras-yolo3's 0.5)

@@ -41,7 +41,8 @@ from yolo3.ops.focal import focal_bce
 
 # PP-YOLOE's task-aligned assignment: 13 candidates per box, alignment score^1 * IoU^6
 TOPK, ALPHA, BETA = 13, 1.0, 6.0
-# YOLOv8's balance of the box, DFL and class terms (class measured at 1.0 against its 0.5: README)
+# YOLOv8's balance of the box, DFL and class terms (class 1.0 against its 0.5: docs/benchmarks.md,
+# "Anchor-free variants")
 BOX_WEIGHT, DFL_WEIGHT, CLASS_WEIGHT = 7.5, 1.5, 1.0
 
 __all__ = ["TOPK", "ALPHA", "BETA", "flatten_outputs", "cell_centres", "expected_distances",

@@ -252,12 +252,9 @@ SMALL_AT_INPUT = 16.0
 # from, the whole image in tiled training: the default hand-over (TrainConfig.tile_whole_from;
 # docs/benchmarks.md, "Tiles over a range of object sizes": tiles won only for objects under 8 px)
 WHOLE_SEES = 6.0
-# suggest_tile's rule, fitted to the same table (its sweep of 2026-11-28, with the hand-over):
-# tiled training with sliced detection gained over resize-only on every set where 45% or more of
-# the boxes were under TINY_AT_INPUT (+0.006 to +0.033), and tied where 31% or fewer were (-0.004
-# to +0.000 at 28-31%; -0.003 to -0.002 with none), at ten times the detection time. Nothing was
-# measured between 31% and 45%. Tiles are suggested when at least TILE_SHARE (in that gap) of the
-# boxes are under TINY_AT_INPUT pixels at the input.
+# suggest_tile's rule: tiles are suggested when at least TILE_SHARE of the boxes are under
+# TINY_AT_INPUT pixels at the input, where tiles gained and resize-only tied (docs/benchmarks.md,
+# "Tiles over a range of object sizes")
 TINY_AT_INPUT = 8.0
 TILE_SHARE = 0.40
 

@@ -12,8 +12,8 @@ from typing import Iterator, Optional, Tuple
 from yolo3.config.choices import JIT_CHOICES, OPTIMIZERS
 from yolo3.config.heads import Head
 
-# Adam's 3e-3 (keras-yolo3 used 1e-3): measured better from scratch and fine-tuning alike with
-# warm-up, cosine decay, EMA and decoupled weight decay (README, measured figures)
+# Adam's 3e-3 (keras-yolo3 used 1e-3): better from scratch and fine-tuning alike with warm-up,
+# cosine decay, EMA and decoupled weight decay (docs/benchmarks.md, "Recipe defaults")
 DEFAULT_LR = {"adam": 3e-3, "sgd": 1e-2}
 SGD_MOMENTUM = 0.937  # Darknet / YOLOv5's momentum, with Nesterov
 NO_DECAY = ("gamma", "beta", "bias")  # batch-norm scale and offset, biases: never decayed
