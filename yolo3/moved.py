@@ -47,6 +47,8 @@ MOVED: Dict[str, Tuple[str, ...]] = {
                        "yolo3.inference.engines", "yolo3.inference.detector"),
     "yolo3.darknet.convert": ("yolo3.checkpoint.darknet_convert",),
     "yolo3.darknet.export": ("yolo3.export.darknet",),
+    # two modules were named tracking.py: the scores took the name that says what they hold
+    "yolo3.evaluation.tracking": ("yolo3.evaluation.track_scores",),
 }
 # yolo3.evaluation was a module and is now a folder: its __init__ serves the old names
 EVALUATION_MODULE = "yolo3.evaluation.metrics"

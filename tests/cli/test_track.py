@@ -13,7 +13,7 @@ import pytest
 from cli_harness import assert_refused, run_cli, snapshot
 
 from yolo3.data.mot import read_mot
-from yolo3.evaluation.tracking import track_metrics
+from yolo3.evaluation.track_scores import track_metrics
 from yolo3.inference.tracking import Tracker
 
 FRAMES = 40
@@ -101,7 +101,7 @@ def test_track_writes_what_the_api_gives(sequences, tmp_path, monkeypatch, capsy
 def test_evaluate_tracks_scores_every_sequence_and_combines(sequences, tmp_path, monkeypatch,
                                                             capsys):
     from yolo3.cli import main
-    from yolo3.evaluation.tracking import combine_track_metrics
+    from yolo3.evaluation.track_scores import combine_track_metrics
     out = tmp_path / "tracks"
     for name in ("seq01", "seq02"):
         _oracle(monkeypatch, sequences / name / "gt" / "gt.txt")

@@ -11,7 +11,7 @@ import pytest
 from yolo3.core.errors import SettingError
 from yolo3.data.mot import MotTracks
 from yolo3.data.synthetic_video import render_sequence
-from yolo3.evaluation.tracking import track_metrics
+from yolo3.evaluation.track_scores import track_metrics
 from yolo3.inference.tracking import (
     TRACKERS,
     Tracker,

@@ -12,7 +12,7 @@ yolo3's (Roboflow's ``trackers``: ByteTrack, BoT-SORT, OC-SORT, SORT, through
 :class:`yolo3.inference.tracking.Tracker`) and, with ``--peer-python`` (an environment with
 Ultralytics), Ultralytics' ByteTrack and BoT-SORT with their default settings
 (:mod:`yolo3.benchmarks.ultralytics_track_peer`). All are scored by the same call
-(:func:`yolo3.evaluation.tracking.combine_track_metrics`, TrackEval) and timed per frame; the
+(:func:`yolo3.evaluation.track_scores.combine_track_metrics`, TrackEval) and timed per frame; the
 time is also given as a share of detection's: tiny-af's ``detect`` on one ``--size`` frame on
 this CPU, measured in the same run. Printed: one row per tracker, the sequences (and seeds)
 pooled, and each tracker's ratio against the best peer tracker.
@@ -38,7 +38,7 @@ from yolo3.config.specs import get_spec
 from yolo3.core.fileio import write_text_atomic
 from yolo3.data.mot import MotTracks, read_mot
 from yolo3.data.synthetic_video import make_video_sequence
-from yolo3.evaluation.tracking import combine_track_metrics
+from yolo3.evaluation.track_scores import combine_track_metrics
 from yolo3.inference.detector import load_detector
 from yolo3.modeling.bodies import build_body
 

@@ -36,7 +36,7 @@ from yolo3.core.fileio import write_text_atomic
 from yolo3.data.mot import MotTracks, read_mot
 from yolo3.data.synthetic_video import make_video_sequence
 from yolo3.evaluation.metrics import evaluate_detections
-from yolo3.evaluation.tracking import combine_track_metrics
+from yolo3.evaluation.track_scores import combine_track_metrics
 from yolo3.inference.tracking import DETECTION_SCORE
 
 __all__ = ["PEER_SCORE", "run_behind_detectors", "end_to_end_difference"]

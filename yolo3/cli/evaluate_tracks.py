@@ -1,5 +1,5 @@
 """``yolo3 evaluate-tracks`` (``yolo3-evaluate-tracks``): score tracks against MOT-layout ground
-truth by HOTA, IDF1 and MOTA (TrackEval, :mod:`yolo3.evaluation.tracking`).
+truth by HOTA, IDF1 and MOTA (TrackEval, :mod:`yolo3.evaluation.track_scores`).
 
     yolo3 evaluate-tracks --gt data/seq01/gt/gt.txt --tracks runs/track/seq01.txt
     yolo3 evaluate-tracks --gt data --tracks runs/track      # every sequence, and combined
@@ -109,7 +109,7 @@ def beyond_length(name: str, tracks_file: str, tracks, length: Optional[int]) ->
 
 def format_scores(rows: Sequence[Tuple[str, dict]]) -> str:
     """A Markdown table: one row per sequence (and the combined row)."""
-    from yolo3.evaluation.tracking import TRACK_METRICS
+    from yolo3.evaluation.track_scores import TRACK_METRICS
     lines = ["| sequence | " + " | ".join(TRACK_METRICS) + " |",
              "|---" * (len(TRACK_METRICS) + 1) + "|"]
     for name, scores in rows:
@@ -122,7 +122,7 @@ def format_scores(rows: Sequence[Tuple[str, dict]]) -> str:
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.fileio import write_text_atomic
     from yolo3.data.mot import read_mot
-    from yolo3.evaluation.tracking import score_sequences
+    from yolo3.evaluation.track_scores import score_sequences
 
     left_out: List[str] = []
     found = pairs(args.gt, args.tracks, left_out)

@@ -9,7 +9,7 @@ and ``w, h`` the size in pixels; a tracker's output writes ``-1`` for the last t
 
 Ground truth from MOT17 carries a ``considered`` flag in column 7 (0: a box not scored; what a
 tracker reports on it is not counted against it either) and a class in column 8 (MOT15's world
-coordinates there are read as no class, -1): read as the ``scores`` and ``classes`` (:func:`yolo3.evaluation.tracking.track_metrics` splits them). No
+coordinates there are read as no class, -1): read as the ``scores`` and ``classes`` (:func:`yolo3.evaluation.track_scores.track_metrics` splits them). No
 TensorFlow here.
 """
 from __future__ import annotations

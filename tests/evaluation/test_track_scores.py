@@ -1,4 +1,4 @@
-"""yolo3.evaluation.tracking (TrackEval underneath) against py-motmetrics' own example numbers
+"""yolo3.evaluation.track_scores (TrackEval underneath) against py-motmetrics' own example numbers
 (its TUD-Campus and TUD-Stadtmitte files and the results its tests expect), against
 py-motmetrics on random tracks, and against the metrics' definitions on hand-built cases."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from yolo3.data.mot import MotTracks, mot_lines, read_mot
-from yolo3.evaluation.tracking import (
+from yolo3.evaluation.track_scores import (
     TRACK_METRICS,
     combine_track_metrics,
     score_sequences,
