@@ -37,7 +37,16 @@ def test_the_table_covers_every_module_that_is_gone():
 # modules renamed after release 0.2 -> names users may import from them
 RENAMED_LATER = {"yolo3.evaluation.tracking": ["TRACK_METRICS", "track_metrics",
                                                "score_sequences", "combine_track_metrics",
-                                               "sequence_data"]}
+                                               "sequence_data"],
+                 "yolo3.data.draws": ["AugmentConfig", "AugmentDraw", "MultiScale",
+                                      "TileSampling", "ElementPlan", "Planner", "draw_augment",
+                                      "draw_tile_window", "window_boxes", "augment_boxes",
+                                      "mosaic_boxes", "letterbox_boxes", "keep_larger_than",
+                                      "pad_boxes_np"],
+                 "yolo3.core.ownership": ["MARKER", "JOURNAL", "EXIST_OK", "OutputFolder",
+                                          "check_output_folder", "as_output_folder",
+                                          "write_output_folder", "folder_files",
+                                          "written_by_yolo3", "check_side_files", "claim"]}
 
 
 @pytest.mark.parametrize("module", sorted(RENAMED_LATER))

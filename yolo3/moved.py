@@ -18,7 +18,7 @@ import warnings
 from typing import Dict, Tuple
 
 _FOLDERS = {
-    "core": "errors fileio ownership paths log deprecation value_types file_cache",
+    "core": "errors fileio paths log deprecation value_types file_cache",
     "config": "specs architectures choices train_config precision masks",
     "ops": "boxes box_ops letterbox decode targets anchor_free",
     "modeling": "blocks bodies loss anchor_free_loss batch_norm graph_surgery keras_compat "
@@ -37,6 +37,7 @@ MOVED: Dict[str, Tuple[str, ...]] = {
     **{f"yolo3.{name}": (f"yolo3.{folder}.{name}",)
        for folder, names in _FOLDERS.items() for name in names.split()},
     "yolo3.heads": ("yolo3.config.anchor_free_head",),
+    "yolo3.ownership": ("yolo3.core.output_folder",),
     # its TensorFlow twin wh_iou_tf went to the tf.data pipeline's target encoding
     "yolo3.box_ops": ("yolo3.ops.box_ops", "yolo3.ops.targets"),
     "yolo3.class_names": ("yolo3.data.class_names",),
@@ -49,6 +50,10 @@ MOVED: Dict[str, Tuple[str, ...]] = {
     "yolo3.darknet.export": ("yolo3.export.darknet",),
     # two modules were named tracking.py: the scores took the name that says what they hold
     "yolo3.evaluation.tracking": ("yolo3.evaluation.track_scores",),
+    # the planner of every training element (its draws, windows and boxes), named for its role
+    "yolo3.data.draws": ("yolo3.data.planner",),
+    # the output folder under the ownership rule (OutputFolder, check_output_folder ...)
+    "yolo3.core.ownership": ("yolo3.core.output_folder",),
 }
 # yolo3.evaluation was a module and is now a folder: its __init__ serves the old names
 EVALUATION_MODULE = "yolo3.evaluation.metrics"

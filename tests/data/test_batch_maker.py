@@ -14,7 +14,7 @@ from PIL import Image
 from yolo3.data.annotations import Record
 from yolo3.data.batch_maker import BatchMaker
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
-from yolo3.data.draws import AugmentConfig
+from yolo3.data.planner import AugmentConfig
 from yolo3.data.feeds import flatten
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 

@@ -16,7 +16,7 @@ from yolo3.data.dataset_config import (
     record_geometry,
     shard_range,
 )
-from yolo3.data.draws import AugmentConfig
+from yolo3.data.planner import AugmentConfig
 
 
 def test_the_earlier_call_and_the_defaults_that_follow_training():
@@ -80,7 +80,7 @@ def test_the_target_encoding_of_each_head():
 
 def test_the_longest_side_a_cached_image_needs():
     from yolo3.data.dataset_config import cache_longest_side
-    from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
+    from yolo3.data.planner import AugmentConfig, MultiScale, TileSampling
     base = DatasetConfig((416, 320), 8, True)
     assert cache_longest_side(base) == 832  # 416 x full's largest scale, 2
     assert cache_longest_side(DatasetConfig((416, 320), 8, False)) == 416  # letterbox

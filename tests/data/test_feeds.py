@@ -20,7 +20,7 @@ from yolo3.core.errors import AnnotationError
 from yolo3.data.annotations import Record
 from yolo3.data.batch_maker import BatchMaker
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
-from yolo3.data.draws import AugmentConfig
+from yolo3.data.planner import AugmentConfig
 from yolo3.data.feeds import DataWorkerLost, ProcessFeed, flatten, unflatten
 from yolo3.data.numpy_pipeline import NumpyBatches
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS
@@ -150,7 +150,7 @@ if __name__ == "__main__":  # the spawned workers import this file too: Keras on
     import numpy as np
     from yolo3.data.annotations import Record
     from yolo3.data.dataset_config import DatasetConfig
-    from yolo3.data.draws import AugmentConfig
+    from yolo3.data.planner import AugmentConfig
     from yolo3.data.numpy_pipeline import NumpyBatches
     # as at a terminal: a suite started in the background passes SIGINT on ignored (POSIX shells)
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -10,7 +10,7 @@ from scenes import textured_scene
 
 from yolo3.core.errors import AnnotationError
 from yolo3.data.augment import augment_image, distort_hsv, mosaic_images
-from yolo3.data.draws import AugmentDraw
+from yolo3.data.planner import AugmentDraw
 from yolo3.data.image_ops import (
     PAD_U8,
     apply_orientation_np,

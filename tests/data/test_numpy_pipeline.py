@@ -13,7 +13,7 @@ from scenes import textured_scene
 from yolo3.core.errors import AnnotationError
 from yolo3.data.annotations import Record
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
-from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
+from yolo3.data.planner import AugmentConfig, MultiScale, TileSampling
 from yolo3.data.image_ops import (
     decode_image_np,
 )
@@ -282,7 +282,7 @@ import os, signal, sys, time
 import numpy as np
 from yolo3.data.annotations import Record
 from yolo3.data.dataset_config import DatasetConfig
-from yolo3.data.draws import AugmentConfig
+from yolo3.data.planner import AugmentConfig
 from yolo3.data.numpy_pipeline import NumpyBatches
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal (a background suite's is ignored)
 records = [Record(p, np.zeros((0, 5), np.float32)) for p in {[r.path for r in records]!r}]

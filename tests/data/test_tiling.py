@@ -1,4 +1,4 @@
-"""Tiled training windows and their boxes (yolo3.data.draws), against plain loops; the windows cut
+"""Tiled training windows and their boxes (yolo3.data.planner), against plain loops; the windows cut
 by the tf.data pipeline."""
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_the_pipeline_trains_on_tiles_at_the_input_size(tmp_path):
 def test_images_kept_whole_are_augmented_as_training_without_tiles(mosaic):
     """Tile windows draw from their own stream: where every image is kept whole (all objects
     large at the input, or none), tiled training is resize-only training, plan for plan."""
-    from yolo3.data.draws import AugmentConfig, Planner
+    from yolo3.data.planner import AugmentConfig, Planner
     rng = np.random.default_rng(8)
     hws = [(960, 1280)] * 12
     # 15-50 px at the 320 input, and every fourth image empty (kept whole too)

@@ -186,7 +186,7 @@ def test_evaluate_prints_and_writes_the_analysis(tmp_path, capsys):
     from PIL import Image
 
     from yolo3.cli.evaluate import main
-    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.core.output_folder import written_by_yolo3
     (tmp_path / "classes.txt").write_text("cat\ndog\n")
     rows, entries, gt, dets = [], [], {}, {}
     for name, truth, found in (("clean", [A + [0]], [(A, .9, 0)]),

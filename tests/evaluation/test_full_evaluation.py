@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from yolo3.core.ownership import written_by_yolo3
+from yolo3.core.output_folder import written_by_yolo3
 from yolo3.evaluation.diagnostics import diagnose
 from yolo3.evaluation.error_analysis import analyse_errors
 from yolo3.evaluation.full_evaluation import PICTURES, evaluate_fully

@@ -16,7 +16,7 @@ from PIL import Image
 
 from yolo3.cli.evaluate import main as evaluate_main
 from yolo3.cli.report import main as report_main
-from yolo3.core.ownership import written_by_yolo3
+from yolo3.core.output_folder import written_by_yolo3
 from yolo3.evaluation.report import evaluation_report, render_report, run_report
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
@@ -146,7 +146,7 @@ def test_the_page_opens_in_chromium(tmp_path):
 def test_report_into_a_run_folder_keeps_the_run_yolo3s(tmp_path, capsys):
     """``yolo3 report RUN`` writes through the run's manifest: the folder stays all yolo3's, so a
     later --resume into it is not refused; a report.html of the user's there is."""
-    from yolo3.core.ownership import OutputFolder, check_output_folder
+    from yolo3.core.output_folder import OutputFolder, check_output_folder
     run = tmp_path / "run"
     with OutputFolder(run, "--output") as folder:
         folder.write_text("history.csv", "epoch,loss\n0,1.0\n")

@@ -91,7 +91,7 @@ def test_tracks_are_drawn_in_their_ids_colour_with_a_trail():
 
 
 def test_the_labels_plot_is_written_for_the_records_with_their_sizes(tmp_path):
-    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.core.output_folder import written_by_yolo3
     from yolo3.data.annotations import Record
     rng = np.random.default_rng(0)
     records = []
@@ -125,7 +125,7 @@ def test_a_batch_is_drawn_as_a_grid_of_its_images_and_boxes():
 
 
 def test_labels_beside_predictions_and_the_gallery(tmp_path):
-    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.core.output_folder import written_by_yolo3
     from yolo3.evaluation.visualize import labels_beside_predictions, save_png, stack_rows
     image = Image.new("RGB", (200, 100), (40, 40, 40))
     truth = np.array([[10, 10, 60, 60, 0]], np.float64)
@@ -145,7 +145,7 @@ def test_labels_beside_predictions_and_the_gallery(tmp_path):
 
 
 def test_error_breakdown_plot(tmp_path):
-    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.core.output_folder import written_by_yolo3
     from yolo3.evaluation.error_analysis import error_breakdown
     from yolo3.evaluation.visualize import plot_error_breakdown
     gt = {"a": np.array([[0, 0, 10, 10, 0], [20, 20, 30, 30, 0]], np.float64)}

@@ -13,7 +13,7 @@ import pytest
 from locations import REPO
 from PIL import Image
 
-from yolo3.core.ownership import written_by_yolo3
+from yolo3.core.output_folder import written_by_yolo3
 from yolo3.data.annotations import load_annotations
 from yolo3.evaluation.metrics import evaluate_detections
 

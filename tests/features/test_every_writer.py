@@ -37,7 +37,7 @@ def change_one_of_yolo3s_files(root: Path) -> Optional[Path]:
     """Append to the deepest file yolo3 wrote and recorded by its hash under ``root`` (it is the
     user's from now on)."""
     from yolo3.core.manifest import read_manifest
-    from yolo3.core.ownership import read_contents
+    from yolo3.core.output_folder import read_contents
     recorded = read_manifest(root).files
     ours = sorted((rel for rel in read_contents(root).ours if rel in recorded),
                   key=lambda rel: (rel.count("/"), rel))

@@ -19,7 +19,7 @@ from locations import REPO
 from PIL import Image
 
 from yolo3.core.fileio import TEMP_PREFIX, temporary_owner, temporary_prefix
-from yolo3.core.ownership import MARKER
+from yolo3.core.output_folder import MARKER
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +307,7 @@ def test_train_into_a_folder_of_the_users_files_is_refused_and_its_own_run_folde
     assert snapshot(run) == before
     code, err = run_cli(argv + ["--resume"], capsys)
     assert code == 0, err
-    from yolo3.core.ownership import read_contents
+    from yolo3.core.output_folder import read_contents
     assert read_contents(run).foreign == ()  # every file training wrote is recorded
 
 
@@ -418,7 +418,7 @@ def test_evaluate_never_replaces_a_users_file_where_its_plots_go(trained_world, 
     for _ in range(2):  # its own plots are replaced on the next run
         code, err = run_cli(argv, capsys)
         assert code == 0, err
-    from yolo3.core.ownership import written_by_yolo3
+    from yolo3.core.output_folder import written_by_yolo3
     from yolo3.evaluation.full_evaluation import picture_paths
     assert all(written_by_yolo3(p) for p in picture_paths(f"{tmp_path / 'results'}_").values())
 

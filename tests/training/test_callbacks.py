@@ -52,7 +52,7 @@ def test_checkpoint_keeps_the_best_epoch_by_the_monitored_value(body, tmp_path):
     assert _first_kernel_in(tmp_path / "last.keras") == 4.0
     assert (tmp_path / "best.weights.h5").read_bytes() != (tmp_path / "last.weights.h5").read_bytes()
     assert _listed(tmp_path) == ["best.keras", "best.weights.h5", "last.keras", "last.weights.h5"]
-    from yolo3.core.ownership import read_contents
+    from yolo3.core.output_folder import read_contents
     assert read_contents(tmp_path).ours == tuple(_listed(tmp_path))  # each recorded as yolo3's
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from yolo3.core.errors import SettingError
-from yolo3.core.ownership import OutputFolder
+from yolo3.core.output_folder import OutputFolder
 from yolo3.training.history import append_epoch, read_history, truncate_history, write_history
 
 

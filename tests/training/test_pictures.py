@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 from PIL import Image
 
-from yolo3.core.ownership import OutputFolder, written_by_yolo3
+from yolo3.core.output_folder import OutputFolder, written_by_yolo3
 from yolo3.evaluation.visualize import draw_batch
 from yolo3.training.data_step import prepare_data
 from yolo3.training.datasets import first_batches, make_datasets

@@ -32,7 +32,7 @@ def test_an_old_run_folder_is_the_runs_own_only_when_resumed(dataset, tmp_path, 
     import pytest
 
     from yolo3.core.errors import SettingError
-    from yolo3.core.ownership import read_contents
+    from yolo3.core.output_folder import read_contents
     from yolo3.training.run_folder import check_run_folder, old_run_entries
     config = step_config()
     out = Path(config.output.output_dir)

@@ -43,7 +43,7 @@ from yolo3.core.memory import gigabytes, proc_field_bytes
 from yolo3.data.annotations import load_annotations
 from yolo3.data.class_names import read_classes
 from yolo3.data.dataset_config import DatasetConfig, TargetEncoding
-from yolo3.data.draws import AugmentConfig
+from yolo3.data.planner import AugmentConfig
 from yolo3.data.numpy_pipeline import NumpyBatches
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.data.yolo_layout import read_data_file

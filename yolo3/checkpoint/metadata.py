@@ -42,7 +42,7 @@ from yolo3.ops.tiles import Slicing
 logger = logging.getLogger(__name__)
 
 INFO_NAME = "yolo3.json"
-# the paths an export writes into its folder (yolo3.core.ownership refuses a user's file there)
+# the paths an export writes into its folder (yolo3.core.output_folder refuses a user's file there)
 SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables/variables.index",
                        "variables/variables.data-*", INFO_NAME)
 OPENVINO_ENTRIES = ("model.xml", "model.bin")

@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.errors import ArgumentError
-    from yolo3.core.ownership import check_output_folder
+    from yolo3.core.output_folder import check_output_folder
     from yolo3.data.annotations import coco_class_names, detect_format, load_annotations
     from yolo3.data.class_names import read_classes
     from yolo3.data.conversion import write_dataset, written_entries

@@ -441,7 +441,7 @@ def _check_track(args: argparse.Namespace) -> None:
         raise ArgumentError("--train-output keeps the detectors --train-epochs trains: give "
                             "--train-epochs too")
     if args.train_output:  # each run folder in it is yolo3 train's, under its own manifest
-        from yolo3.core.ownership import check_output_folder
+        from yolo3.core.output_folder import check_output_folder
         check_output_folder(args.train_output, "train_output", args.exist_ok)
 
 

@@ -40,7 +40,7 @@ BATCH_SIZE = 16  # images per drawn batch
 
 def draw_records(records: Sequence[Record], names: Sequence[str], folder) -> List[str]:
     """Draw each record's boxes and class names on its image; write ``<n>_<stem>.png`` into
-    ``folder`` (a :class:`yolo3.core.ownership.OutputFolder`); returns the written paths."""
+    ``folder`` (a :class:`yolo3.core.output_folder.OutputFolder`); returns the written paths."""
     from PIL import Image
 
     from yolo3.data.images import load_image
@@ -142,7 +142,7 @@ def _draw_batches(args, records: Sequence[Record], names: Sequence[str], input_h
     from PIL import Image
 
     from yolo3.data.dataset_config import DatasetConfig
-    from yolo3.data.draws import AugmentConfig
+    from yolo3.data.planner import AugmentConfig
     from yolo3.data.numpy_pipeline import NumpyBatches
     from yolo3.evaluation.visualize import draw_batch
     usable = [r for r in records if r.image_hw is not None]
@@ -215,12 +215,12 @@ def run(args: argparse.Namespace) -> int:
 
     plots = None
     if args.plots:
-        from yolo3.core.ownership import OutputFolder
+        from yolo3.core.output_folder import OutputFolder
         plots = OutputFolder(args.plots, "--plots", args.exist_ok,
                              [LABELS_PLOT, BATCH_PICTURES])  # refused now
     folder = None
     if args.draw:
-        from yolo3.core.ownership import OutputFolder
+        from yolo3.core.output_folder import OutputFolder
         args.draw_dir = args.draw_dir or DRAW_DIR
         protect_inputs(args)  # now that --draw-dir has its default
         folder = OutputFolder(args.draw_dir, "--draw-dir", args.exist_ok, [DRAWN_PATTERN])

@@ -457,7 +457,7 @@ def add_video_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_exist_ok_argument(parser: argparse.ArgumentParser) -> None:
     """``--exist-ok`` (also ``--overwrite``): write into an output folder that holds files yolo3
-    did not write (:mod:`yolo3.core.ownership`)."""
+    did not write (:mod:`yolo3.core.output_folder`)."""
     parser.add_argument("--exist-ok", "--overwrite", dest="exist_ok", action="store_true",
                         help="write into an output folder that holds files yolo3 did not write: "
                              "they are kept, and only files of the names this command writes "

@@ -164,7 +164,7 @@ def _detected(detector, items: Iterable[tuple], batch_size: int) -> Iterator[tup
 
 def run_images(detector, paths: List[str], args, entries: list, folders: dict) -> int:
     """Detect in each image of ``paths``, drawn into ``folders['--output']`` and labelled into
-    ``folders['--save-txt']`` (:class:`yolo3.core.ownership.OutputFolder`, where given); returns
+    ``folders['--save-txt']`` (:class:`yolo3.core.output_folder.OutputFolder`, where given); returns
     how many images failed (each named, the rest done)."""
     from PIL import Image
     from tqdm import tqdm
@@ -334,8 +334,8 @@ def run(args: argparse.Namespace) -> int:
     if args.tile and kind == "images":  # the first image's tiles, before any output is made
         _check_tiles(args, sources[0])
     # output folders holding what yolo3 did not write are refused (unless --exist-ok, and never
-    # one of the paths written here) before the model loads (yolo3.core.ownership)
-    from yolo3.core.ownership import OutputFolder
+    # one of the paths written here) before the model loads (yolo3.core.output_folder)
+    from yolo3.core.output_folder import OutputFolder
     folders = {flag: OutputFolder(folder, flag, args.exist_ok, [*_escaped(names), *patterns])
                for flag, folder, names, patterns in _planned_outputs(args, kind, items)}
     from yolo3.evaluation.metrics import save_detection_json

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     )
     stem = os.path.splitext(args.out)[0]
     if not args.no_plot or args.report:  # beside --out: never over a file of the user's
-        from yolo3.core.ownership import check_side_files
+        from yolo3.core.output_folder import check_side_files
         plots = list(picture_paths(f"{stem}_").values()) if not args.no_plot else []
         page = [f"{stem}_report.html"] if args.report else []
         check_outputs([("--out (its plot)", path) for path in plots]

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from yolo3.core.extras import require
     require("tensorflow", "yolo3 export (every format converts through TensorFlow)")
     from yolo3.checkpoint.metadata import OPENVINO_ENTRIES, SAVED_MODEL_ENTRIES
-    from yolo3.core.ownership import check_output_folder
+    from yolo3.core.output_folder import check_output_folder
     from yolo3.export import (
         export_onnx,
         export_openvino,
@@ -135,7 +135,7 @@ def _written_size(path: str) -> int:
     other files beside it)."""
     if not os.path.isdir(path):
         return os.path.getsize(path)
-    from yolo3.core.ownership import read_contents
+    from yolo3.core.output_folder import read_contents
     return sum(os.path.getsize(os.path.join(path, rel)) for rel in read_contents(path).ours)
 
 

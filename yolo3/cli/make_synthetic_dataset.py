@@ -104,7 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_video(args: argparse.Namespace) -> int:
     """``--video``: ``--sequences`` sequences ``seq01`` ... in ``--out``."""
-    from yolo3.core.ownership import check_output_folder
+    from yolo3.core.output_folder import check_output_folder
     from yolo3.data.synthetic_video import make_video_sequence, sequence_entries
     folders = [os.path.join(args.out, f"seq{k + 1:02d}") for k in range(args.sequences)]
     # --out itself as synth's other outputs (a file of the user's there needs --exist-ok; the
@@ -127,7 +127,7 @@ def run_video(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.video:
         return run_video(args)
-    from yolo3.core.ownership import check_output_folder
+    from yolo3.core.output_folder import check_output_folder
     from yolo3.data.synthetic import dataset_entries, image_names
     image_format = "jpg" if args.style == "photo" else args.format
     check_output_folder(args.out, "--out", args.exist_ok,

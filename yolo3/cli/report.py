@@ -44,7 +44,7 @@ def default_report_path(source: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from yolo3.core.errors import ArgumentError
     from yolo3.core.fileio import write_text_atomic
-    from yolo3.core.ownership import check_side_files
+    from yolo3.core.output_folder import check_side_files
     from yolo3.core.paths import check_outputs
     from yolo3.evaluation.report import run_report
     source = args.source
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None and os.path.isdir(source):
         # into the run's own folder: through its manifest, so that the run stays all yolo3's (a
         # later --resume) and a report.html of the user's there is refused
-        from yolo3.core.ownership import OutputFolder
+        from yolo3.core.output_folder import OutputFolder
         from yolo3.evaluation.report import REPORT
         run_folder = OutputFolder(source, "RUN_OR_EVAL", exist_ok=True, writes=(REPORT,))
     elif args.out is None:  # beside the JSON, a file the user did not name: never over theirs

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     """Track; 0 when the stream went through (bad arguments raise: 2)."""
     from yolo3.cli.detect import classify_input
     from yolo3.core.errors import FileFormatError
-    from yolo3.core.ownership import OutputFolder
+    from yolo3.core.output_folder import OutputFolder
     from yolo3.inference.detector import load_detector
     from yolo3.inference.tracking import Tracker
 

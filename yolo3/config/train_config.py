@@ -93,7 +93,7 @@ class DataSettings:
     tile_whole: float = 0.25  # share of training images kept whole
     tile_background: float = 0.1  # share of windows drawn anywhere, not around an object
     # objects of at least this side (px) at the whole-image resize train on, and are detected
-    # from, the whole image (yolo3.data.draws.draw_tile_window, yolo3.inference.tiled);
+    # from, the whole image (yolo3.data.planner.draw_tile_window, yolo3.inference.tiled);
     # 0: every object drawn gets a window (the recipe before issue 55); 6: yolo3.ops.tiles'
     # WHOLE_SEES
     tile_whole_from: float = 6.0

@@ -9,7 +9,7 @@ A temporary's name says who made it: ``.yolo3-tmp-<host>-<pid>-<name>-<random>``
 (:func:`temporary_owner` reads it back). What a killed writer left behind is swept by the next
 write into the same folder (:func:`remove_stale_temporaries`): only yolo3's own temporaries whose
 process, on this host, is gone; never a live writer's, never a file yolo3 did not name.
-Which folders a command may write into at all is :mod:`yolo3.core.ownership`'s rule. Small text
+Which folders a command may write into at all is :mod:`yolo3.core.output_folder`'s rule. Small text
 files a user gives (anchors, class lists) are read by :func:`read_text`. No TensorFlow here.
 """
 from __future__ import annotations
@@ -176,7 +176,7 @@ def atomic_file(path: PathLike, suffix: str = "", sweep: bool = True,
     """A temporary file name beside ``path`` (ending in ``suffix``, for writers that check it;
     not created: some writers, Keras's, refuse to overwrite a file) for the ``with`` body to
     write; on a normal exit it is flushed, ``before_replace(tmp)`` is called (an owner records
-    the finished file: :class:`yolo3.core.ownership.OutputFolder`), and it is renamed over
+    the finished file: :class:`yolo3.core.output_folder.OutputFolder`), and it is renamed over
     ``path``. On an exception (an interrupt included) the temporary file is removed and ``path``
     is untouched. ``sweep``: first remove what killed writers left in the folder (callers writing
     thousands of files into a folder they swept once pass False). ``sync`` False: no flush to
@@ -236,7 +236,7 @@ def atomic_directory(path: PathLike, writer: Callable[[Path], None]) -> Path:
     crash leaves no folder, never a mixed one). Returns ``path``.
 
     Only for folders yolo3 names and owns whole (a run's ``resume-<epoch>/``, the engine cache):
-    a folder the user names is written by :func:`yolo3.core.ownership.write_output_folder`, which
+    a folder the user names is written by :func:`yolo3.core.output_folder.write_output_folder`, which
     never removes what it did not write.
     """
     path = Path(path)

@@ -10,7 +10,7 @@ journal's, and either is yolo3's. Markers of yolo3 0.4 and earlier (``names`` an
 top-level entries, no hashes) are read as claiming every file under those entries.
 
 :func:`classify` sorts a folder's files into yolo3's (listed and unchanged) and the user's (all
-else); the rule built on it is :mod:`yolo3.core.ownership`'s. No TensorFlow here.
+else); the rule built on it is :mod:`yolo3.core.output_folder`'s. No TensorFlow here.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The augmentation's image operations in TensorFlow (the tf.data pipeline's), applying what
-:mod:`yolo3.data.draws` drew; the NumPy/OpenCV twins are :mod:`yolo3.data.image_ops`.
+:mod:`yolo3.data.planner` drew; the NumPy/OpenCV twins are :mod:`yolo3.data.image_ops`.
 
 Images are float32 RGB in ``[0, 1]`` ``(h, w, 3)``. The recipe is keras-yolo3's
 ``get_random_data``: resize, place on a gray (0.5) canvas of the input size (cropping what falls
@@ -12,7 +12,7 @@ from typing import Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from yolo3.data.draws import (
+from yolo3.data.planner import (
     AugmentConfig,
     AugmentDraw,
     augment_boxes,
@@ -66,7 +66,7 @@ def distort_hsv(image: tf.Tensor, hue: tf.Tensor, sat: tf.Tensor, val: tf.Tensor
 
 def augment_image(image: tf.Tensor, new_hw: tf.Tensor, offset_hw: tf.Tensor, flip: tf.Tensor,
                   hsv: tf.Tensor, input_hw: tf.Tensor, colours: bool = True) -> tf.Tensor:
-    """One image as an :class:`~yolo3.data.draws.AugmentDraw` says (its fields as tensors,
+    """One image as an :class:`~yolo3.data.planner.AugmentDraw` says (its fields as tensors,
     ``hsv`` = ``(hue, sat, val)``) -> the ``input_hw + (3,)`` canvas. ``colours`` False: the
     HSV step is skipped (the configuration changes no colour)."""
     crop, paddings = visible_part(image, new_hw, offset_hw, input_hw)
@@ -98,7 +98,7 @@ def _rng(seed) -> np.random.Generator:
 
 
 def sample_params(seed, image_hw, input_hw, cfg: AugmentConfig) -> dict:
-    """Earlier API: :func:`yolo3.data.draws.draw_augment` seeded by the ``(2,)`` ``seed``, as
+    """Earlier API: :func:`yolo3.data.planner.draw_augment` seeded by the ``(2,)`` ``seed``, as
     tensors ``new_hw``, ``offset_hw`` (int32), ``flip`` (bool), ``hue``, ``sat``, ``val``."""
     d = draw_augment(_rng(seed), np.asarray(image_hw), np.asarray(input_hw), cfg)
     return dict(new_hw=tf.constant(d.new_hw, tf.int32), offset_hw=tf.constant(d.offset_hw, tf.int32),
@@ -107,13 +107,13 @@ def sample_params(seed, image_hw, input_hw, cfg: AugmentConfig) -> dict:
 
 
 def clip_and_filter(boxes, min_size: float = 1.0) -> tf.Tensor:
-    """Earlier API: :func:`yolo3.data.draws.keep_larger_than` on a tensor."""
+    """Earlier API: :func:`yolo3.data.planner.keep_larger_than` on a tensor."""
     return tf.constant(keep_larger_than(np.asarray(boxes, np.float32), min_size))
 
 
 def transform_boxes(boxes, image_hw, new_hw, offset_hw, input_hw, flip=False,
                     min_size: float = 1.0) -> tf.Tensor:
-    """Earlier API: :func:`yolo3.data.draws.augment_boxes` on tensors."""
+    """Earlier API: :func:`yolo3.data.planner.augment_boxes` on tensors."""
     draw = AugmentDraw(tuple(int(v) for v in np.asarray(new_hw)),
                        tuple(int(v) for v in np.asarray(offset_hw)), bool(np.asarray(flip)),
                        0.0, 1.0, 1.0)

@@ -1,5 +1,5 @@
 """One batch of the NumPy pipeline, made in the calling thread or process: the plans
-(:class:`yolo3.data.draws.Planner`) applied to the pixels in NumPy and OpenCV, the targets
+(:class:`yolo3.data.planner.Planner`) applied to the pixels in NumPy and OpenCV, the targets
 encoded. :class:`BatchMaker` imports no Keras and no TensorFlow and pickles whole, so worker
 processes (:mod:`yolo3.data.feeds`) make batches from the same object; the batch layout is
 :mod:`yolo3.data.numpy_pipeline`'s.
@@ -20,7 +20,7 @@ from yolo3.data.dataset_config import (
     record_geometry,
     shard_range,
 )
-from yolo3.data.draws import ElementPlan, pad_boxes_np
+from yolo3.data.planner import ElementPlan, pad_boxes_np
 from yolo3.data.image_cache import DecodedImages
 from yolo3.data.image_ops import (
     augment_image_np,

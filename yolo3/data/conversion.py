@@ -17,7 +17,7 @@ displayed-image pixels) into a new folder, in one of
 
 Images are linked (symbolic links where the file system allows, else copied), never re-encoded.
 The folder is written beside its final name and moved into place under the ownership rule
-(:func:`yolo3.core.ownership.write_output_folder`): a failure leaves nothing, and a folder holding
+(:func:`yolo3.core.output_folder.write_output_folder`): a failure leaves nothing, and a folder holding
 files yolo3 did not write is refused unless ``exist_ok`` (they are then kept, never replaced). An
 output inside a folder the records' images (or their YOLO-layout labels) lie in is refused: the
 next read of that folder would take the written files for input.
@@ -35,7 +35,7 @@ import numpy as np
 
 from yolo3.config.choices import ANNOTATION_FORMATS
 from yolo3.core.errors import ArgumentError, PathLike
-from yolo3.core.ownership import write_output_folder
+from yolo3.core.output_folder import write_output_folder
 from yolo3.core.paths import refuse_overwriting_inputs
 from yolo3.data.annotations import Record, write_annotations
 from yolo3.data.class_names import fits_classes_file, write_classes

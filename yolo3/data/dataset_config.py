@@ -1,6 +1,6 @@
 """What a batch stream is, for either input pipeline: :class:`DatasetConfig` (input size, batch,
 training or validation, augmentation, multi-scale, tiles) and :class:`TargetEncoding` (the
-``y_true`` targets), and the :class:`~yolo3.data.draws.Planner` they make for a list of records.
+``y_true`` targets), and the :class:`~yolo3.data.planner.Planner` they make for a list of records.
 No TensorFlow: tf.data (:mod:`yolo3.data.pipeline`) and the NumPy/OpenCV pipeline
 (:mod:`yolo3.data.numpy_pipeline`) read the same objects.
 """
@@ -13,7 +13,7 @@ import numpy as np
 
 from yolo3.config.heads import Head
 from yolo3.data.annotations import Record
-from yolo3.data.draws import AugmentConfig, MultiScale, Planner, TileSampling
+from yolo3.data.planner import AugmentConfig, MultiScale, Planner, TileSampling
 from yolo3.data.images import probe_images
 
 __all__ = ["DatasetConfig", "TargetEncoding", "record_geometry", "make_planner", "epoch_batches",
@@ -136,7 +136,7 @@ def record_geometry(records: Sequence[Record]) -> Tuple[List[Tuple[int, int]], L
 
 def make_planner(records: Sequence[Record], config: DatasetConfig, seed: int,
                  image_hws: Sequence[Tuple[int, int]]) -> Planner:
-    """The :class:`~yolo3.data.draws.Planner` of ``config`` over ``records``."""
+    """The :class:`~yolo3.data.planner.Planner` of ``config`` over ``records``."""
     if config.cache and (config.shuffles or (config.training and (
             config.augment is not None or config.tiles is not None))):
         raise ValueError("cache keeps decoded images in the records' order: only for "

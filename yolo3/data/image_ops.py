@@ -1,5 +1,5 @@
 """The augmentation's image operations in NumPy and OpenCV (the NumPy pipeline's), applying what
-:mod:`yolo3.data.draws` drew: the twins of :mod:`yolo3.data.augment` (TensorFlow).
+:mod:`yolo3.data.planner` drew: the twins of :mod:`yolo3.data.augment` (TensorFlow).
 
 Images are ``(h, w, 3)`` RGB: uint8 as decoded, float32 in ``[0, 1]`` once placed. Resizing is
 OpenCV's bilinear (half-pixel centres, no antialiasing, as ``tf.image.resize``), on uint8 until
@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo3.data.draws import AugmentDraw
+from yolo3.data.planner import AugmentDraw
 from yolo3.data.images import load_image
 from yolo3.ops.letterbox import PAD_VALUE, geometry_np
 

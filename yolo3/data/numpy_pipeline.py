@@ -2,7 +2,7 @@
 (:mod:`yolo3.data.pipeline`), in NumPy and OpenCV, as a ``keras.utils.PyDataset`` that ``fit``
 takes on every backend, its batches made by parallel workers.
 
-Each element is what :class:`yolo3.data.draws.Planner` says (the plans tf.data applies too): the
+Each element is what :class:`yolo3.data.planner.Planner` says (the plans tf.data applies too): the
 sources decoded (EXIF orientation applied), cut to their tile windows, augmented
 (:mod:`yolo3.data.image_ops`) or letterboxed, four of them joined in a mosaic. Per batch the
 ``y_true`` targets are encoded by :func:`yolo3.ops.targets.preprocess_true_boxes` (bit for bit

@@ -1,7 +1,7 @@
 """tf.data pipeline: records -> ``((image, *y_true), dummy)`` or ``(image, boxes)`` batches.
 
 What each element is made of (sources, tile windows, augmentation draws, mosaic split, input size,
-final boxes) comes from :class:`yolo3.data.draws.Planner`, in NumPy, the same plans the
+final boxes) comes from :class:`yolo3.data.planner.Planner`, in NumPy, the same plans the
 NumPy/OpenCV pipeline (:mod:`yolo3.data.numpy_pipeline`) applies; a generator hands them to the
 graph, and only the image operations run in TensorFlow (parallel, deterministic order): read +
 decode JPEG/PNG (EXIF orientation applied), cut the tile window, augment (training) or letterbox
@@ -30,7 +30,7 @@ from yolo3.data.dataset_config import (
     new_seed,
     record_geometry,
 )
-from yolo3.data.draws import MultiScale, Planner, TileSampling, pad_boxes_np
+from yolo3.data.planner import MultiScale, Planner, TileSampling, pad_boxes_np
 from yolo3.data.images import load_image
 from yolo3.ops.letterbox import letterbox_tf
 from yolo3.ops.targets import encode_targets
@@ -83,7 +83,7 @@ def _no_autograph(fn):
 
 class EpochPlans:
     """A generator function for ``tf.data.Dataset.from_generator``: each call yields the next
-    epoch's element plans (:meth:`yolo3.data.draws.ElementPlan.as_arrays`), from epoch
+    epoch's element plans (:meth:`yolo3.data.planner.ElementPlan.as_arrays`), from epoch
     ``first_epoch`` on; the first call from element ``first_element`` of it."""
 
     def __init__(self, planner: Planner, count: int, max_boxes: int, first_epoch: int = 0,

@@ -17,7 +17,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-from yolo3.core.ownership import check_output_folder, claim, write_output_folder
+from yolo3.core.output_folder import check_output_folder, claim, write_output_folder
 from yolo3.data.annotations import Record, write_annotations
 from yolo3.data.class_names import write_classes
 
@@ -247,7 +247,7 @@ def write_generated_dataset(out_dir: str, render: Callable[[str], List[Record]],
                             annotation_name: str = "annotations.txt", exist_ok: bool = False,
                             flag: str = "out_dir") -> Tuple[str, str]:
     """Write a generated dataset into ``out_dir`` under the ownership rule
-    (:func:`yolo3.core.ownership.write_output_folder`: filled beside it, then moved in; refused
+    (:func:`yolo3.core.output_folder.write_output_folder`: filled beside it, then moved in; refused
     when it holds what yolo3 did not write, unless ``exist_ok``, and never over one of those
     files). ``render(images_folder)`` writes the images and returns their records; the text
     files follow (:func:`write_dataset_files`). Returns ``(annotation_path, classes_path)``."""

@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image
 
 from yolo3.core.errors import SettingError
-from yolo3.core.ownership import write_output_folder
+from yolo3.core.output_folder import write_output_folder
 from yolo3.data.class_names import write_classes
 from yolo3.data.photo_synthetic import PHOTO_CLASSES, _crop, _shape_mask, _texture, load_photos
 from yolo3.data.synthetic import _busy_background

@@ -2,8 +2,8 @@
 either input pipeline (nothing is sliced to disk), chosen with a bias toward objects.
 
 Images are float32 RGB ``(h, w, 3)``; boxes float32 ``(n, 5)`` pixel ``x1, y1, x2, y2, class``.
-Per image (drawn by :func:`yolo3.data.draws.draw_tile_window`, its boxes by
-:func:`yolo3.data.draws.window_boxes`, from the element's own random stream):
+Per image (drawn by :func:`yolo3.data.planner.draw_tile_window`, its boxes by
+:func:`yolo3.data.planner.window_boxes`, from the element's own random stream):
 
 - with probability ``whole`` the image is kept whole (the usual resize follows: large objects
   and the context of the whole-image pass at inference);
@@ -22,6 +22,6 @@ Augmentation (scale, flip, colour, mosaic) then treats the window as the image.
 """
 from __future__ import annotations
 
-from yolo3.data.draws import TileSampling, draw_tile_window, window_boxes
+from yolo3.data.planner import TileSampling, draw_tile_window, window_boxes
 
 __all__ = ["TileSampling", "draw_tile_window", "window_boxes"]

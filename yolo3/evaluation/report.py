@@ -25,7 +25,7 @@ from PIL import Image
 
 from yolo3.core.errors import FileFormatError
 from yolo3.core.fileio import read_csv_rows, read_json
-from yolo3.core.ownership import YOLO3_SOFTWARE
+from yolo3.core.output_folder import YOLO3_SOFTWARE
 from yolo3.core.version import __version__
 from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES
 from yolo3.evaluation.full_evaluation import picture_paths
@@ -176,7 +176,7 @@ def render_report(title: str, facts: Sequence[str], settings: Mapping[str, Any],
     the summary), ``evaluation`` (``yolo3 evaluate``'s JSON: headline, per-class table, errors)
     and ``sections`` (a heading and its pictures, in order; missing files left out)."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             # the mark of a page yolo3 wrote (yolo3.core.ownership.written_by_yolo3)
+             # the mark of a page yolo3 wrote (yolo3.core.output_folder.written_by_yolo3)
              f'<meta name="generator" content="{YOLO3_SOFTWARE} {_e(__version__)}">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",

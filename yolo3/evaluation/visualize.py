@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from yolo3.core.fileio import atomic_write
-from yolo3.core.ownership import YOLO3_SOFTWARE
+from yolo3.core.output_folder import YOLO3_SOFTWARE
 from yolo3.data.annotations import box_sizes
 from yolo3.evaluation.error_analysis import ERROR_TYPES, SHORT_NAMES, caption
 
@@ -169,7 +169,7 @@ def _pyplot():
 
 def save_figure(fig, path: str, **savefig) -> str:
     """Write a matplotlib figure to the PNG ``path`` atomically, marked as yolo3's (its
-    ``Software`` text: :func:`yolo3.core.ownership.written_by_yolo3` recognises it, so the next run
+    ``Software`` text: :func:`yolo3.core.output_folder.written_by_yolo3` recognises it, so the next run
     may replace it and a user's file of the same name is never replaced)."""
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", metadata={
         "Software": YOLO3_SOFTWARE}, **savefig), suffix=".png")

@@ -31,7 +31,7 @@ from yolo3.checkpoint.tflite_metadata import embed_info_tflite
 from yolo3.core.errors import ArgumentError, PathLike, SettingError
 from yolo3.core.extras import require
 from yolo3.core.fileio import atomic_write
-from yolo3.core.ownership import write_output_folder
+from yolo3.core.output_folder import write_output_folder
 from yolo3.export.graph import image_function, model_function
 from yolo3.inference.conversion import ONNX_OPSET, openvino_model, write_onnx
 from yolo3.inference.runners import import_openvino
@@ -74,7 +74,7 @@ def export_saved_model(detector, out_dir: PathLike, exist_ok: bool = False) -> s
     inside, boxes in its pixels), and ``yolo3.json`` (its info). Returns ``out_dir``.
 
     ``out_dir`` must be new, empty or written by yolo3 before; with ``exist_ok`` it may hold other
-    files, which are kept (:func:`yolo3.core.ownership.write_output_folder`)."""
+    files, which are kept (:func:`yolo3.core.output_folder.write_output_folder`)."""
     _check_float32(detector, "SavedModel")
     h, w = detector.input_hw
     archive = _archive(detector, {

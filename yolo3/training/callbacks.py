@@ -2,7 +2,7 @@
 atomically with the resume state of :mod:`yolo3.training.resume`; mAP evaluation, precise batch
 norm, early stopping, NaN stops, epoch timing.
 
-Files in the run's output folder (a :class:`yolo3.core.ownership.OutputFolder`, through which
+Files in the run's output folder (a :class:`yolo3.core.output_folder.OutputFolder`, through which
 every one is written):
 
 - ``best.weights.h5`` / ``best.keras``: the body with the best monitored value so far;
@@ -34,7 +34,7 @@ from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.core.errors import PathLike
 from yolo3.core.extras import installed
 from yolo3.core.fileio import write_text_atomic
-from yolo3.core.ownership import OutputFolder, as_output_folder
+from yolo3.core.output_folder import OutputFolder, as_output_folder
 from yolo3.data.images import load_image
 from yolo3.evaluation.full_evaluation import evaluate_fully, picture_paths
 from yolo3.evaluation.metrics import evaluate_detections, ground_truth

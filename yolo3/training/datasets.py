@@ -1,7 +1,7 @@
 """The input step of training: the training and validation batches of a run (augmented, mosaic,
 multi-scale, tiled, split by a tf.distribute strategy) and the images of the batch-norm
 statistics, from either pipeline: tf.data (:mod:`yolo3.data.pipeline`) or the NumPy/OpenCV one
-(:mod:`yolo3.data.numpy_pipeline`), both applying the same plans (:mod:`yolo3.data.draws`).
+(:mod:`yolo3.data.numpy_pipeline`), both applying the same plans (:mod:`yolo3.data.planner`).
 :func:`pick_pipeline` chooses; TensorFlow is imported only for tf.data."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from yolo3.data.dataset_config import (
     epoch_batches,
     record_geometry,
 )
-from yolo3.data.draws import AugmentConfig, MultiScale, TileSampling
+from yolo3.data.planner import AugmentConfig, MultiScale, TileSampling
 from yolo3.data.image_cache import cached_hw, check_ram
 from yolo3.data.numpy_pipeline import NumpyBatches, default_workers
 from yolo3.training.data_step import TrainData

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from yolo3.core.errors import FileFormatError, PathLike
 from yolo3.core.fileio import read_csv_rows
-from yolo3.core.ownership import OutputFolder
+from yolo3.core.output_folder import OutputFolder
 
 __all__ = ["HISTORY", "read_history", "read_rows", "truncate_history", "write_history",
            "append_epoch", "completed_epochs"]
@@ -72,7 +72,7 @@ def completed_epochs(path: PathLike) -> int:
 def truncate_history(folder: Union[OutputFolder, PathLike], epochs: int,
                      name: str = HISTORY) -> None:
     """Keep only the rows of epochs ``0 .. epochs - 1`` of the history file ``name`` in the run's
-    ``folder`` (:class:`yolo3.core.ownership.OutputFolder`; atomically). yolo3 0.4's form, the
+    ``folder`` (:class:`yolo3.core.output_folder.OutputFolder`; atomically). yolo3 0.4's form, the
     history file's own path, still works: its folder is opened under the ownership rule.
 
     On resume the epochs after the restored state are trained again, so their rows (written before a

@@ -10,7 +10,7 @@
 
 Only the chief of a run draws; the plots need matplotlib (without it: one warning, and the
 pictures that need none are still drawn). Each file goes through the run's
-:class:`~yolo3.core.ownership.OutputFolder`.
+:class:`~yolo3.core.output_folder.OutputFolder`.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 from yolo3.core.extras import install_hint, installed
-from yolo3.core.ownership import OutputFolder
+from yolo3.core.output_folder import OutputFolder
 from yolo3.evaluation.diagnostics import confidence_curves
 from yolo3.evaluation.visualize import (
     draw_batch,

@@ -2,7 +2,7 @@
 
 ``resume.json`` points to ``resume-<epoch>/``, which holds the training template's weights
 (``model.weights.h5``) and the optimiser's variables (``optimizer.npz``). The folder is written
-whole before the pointer is switched (:meth:`yolo3.core.ownership.OutputFolder.write_tree`), so a
+whole before the pointer is switched (:meth:`yolo3.core.output_folder.OutputFolder.write_tree`), so a
 crash at any moment leaves the previous or the new state readable.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import keras
 import numpy as np
 
 from yolo3.core.errors import FileFormatError, PathLike
-from yolo3.core.ownership import OutputFolder
+from yolo3.core.output_folder import OutputFolder
 from yolo3.modeling.keras_compat import (
     load_weights_without,
     save_weights_without,
@@ -57,7 +57,7 @@ def save_resume_state(folder: Union[OutputFolder, PathLike], epoch: int, templat
                       optimizer: Optional[keras.optimizers.Optimizer], best: float,
                       ema_in_model: bool = False, variant: Optional[str] = None) -> Path:
     """Write ``resume-<epoch>/`` (weights + optimiser variables) into the run's output
-    ``folder`` (an :class:`~yolo3.core.ownership.OutputFolder`, or its path), then switch
+    ``folder`` (an :class:`~yolo3.core.output_folder.OutputFolder`, or its path), then switch
     ``resume.json`` to it.
 
     ``ema_in_model``: the model holds the EMA weights and the optimiser's averages the trained ones

@@ -18,7 +18,7 @@ from yolo3.checkpoint.saving import model_writer, weights_writer
 from yolo3.config.train_config import ConfigError, TrainConfig
 from yolo3.core.fileio import make_temporary_folder, remove_stale_temporaries
 from yolo3.core.log import NOTICE
-from yolo3.core.ownership import OutputFolder, check_output_folder
+from yolo3.core.output_folder import OutputFolder, check_output_folder
 from yolo3.core.paths import check_output_dir
 from yolo3.data.class_names import classes_text, fits_classes_file, read_classes
 from yolo3.evaluation.full_evaluation import picture_paths
@@ -45,7 +45,7 @@ RUN_FOLDER_ENTRIES = ("anchors.txt", "classes.txt", "history.csv", "logs", "resu
                       "best.weights.h5", "last.keras", "last.weights.h5", "backup", ".worker-*",
                       "diagnostics", "run.json", REPORT, *PICTURES)
 # the paths a run writes (fnmatch patterns): a file of the user's at one of them is refused, even
-# with exist_ok (yolo3.core.ownership); Keras's BackupAndRestore deletes its whole folder
+# with exist_ok (yolo3.core.output_folder); Keras's BackupAndRestore deletes its whole folder
 RUN_FOLDER_WRITES = ("anchors.txt", "classes.txt", "history.csv", "resume.json",
                      "resume-[0-9]*/model.weights.h5", "resume-[0-9]*/optimizer.npz",
                      "final.keras", "final.weights.h5", "best.keras", "best.weights.h5",
@@ -60,7 +60,7 @@ LIBRARY_WRITES = ("logs/*/events.out.tfevents.*", "backup/latest.weights.h5*",
 @dataclass
 class RunFolder:
     """Where this process writes: the output folder (chief) or its worker folder, and the
-    :class:`~yolo3.core.ownership.OutputFolder` every file goes through."""
+    :class:`~yolo3.core.output_folder.OutputFolder` every file goes through."""
 
     output: Path
     write_dir: Path

@@ -37,7 +37,7 @@ from yolo3.config.train_config import ConfigError, TrainConfig, check, default
 from yolo3.core.errors import PathLike, SettingError
 from yolo3.core.fileio import read_text
 from yolo3.core.log import NOTICE
-from yolo3.core.ownership import OutputFolder, check_output_folder
+from yolo3.core.output_folder import OutputFolder, check_output_folder
 from yolo3.core.paths import check_output_dir
 from yolo3.training.train import train
 

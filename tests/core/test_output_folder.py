@@ -1,4 +1,4 @@
-"""The ownership rule (yolo3.core.ownership), file by file: only a file yolo3 wrote and that is
+"""The ownership rule (yolo3.core.output_folder), file by file: only a file yolo3 wrote and that is
 unchanged since is replaced or removed; a folder holding anything else, at any depth, is refused
 unless exist_ok, and even then nothing of the user's is replaced. Each case compares hashes of
 everything in the folder before and after."""
@@ -15,7 +15,7 @@ import pytest
 
 from yolo3.core.errors import SettingError
 from yolo3.core.fileio import TEMP_PREFIX
-from yolo3.core.ownership import (
+from yolo3.core.output_folder import (
     JOURNAL,
     MARKER,
     OutputFolder,

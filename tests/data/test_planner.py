@@ -1,4 +1,4 @@
-"""yolo3.data.draws: the augmentation draws within their ranges, every box transformation against
+"""yolo3.data.planner: the augmentation draws within their ranges, every box transformation against
 plain loops (and TensorFlow's letterbox mapping), the Planner's orders, multi-scale groups, mosaic
 share and its purity (a plan is a function of seed, epoch and index)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from yolo3.data.annotations import Record
 from yolo3.data.dataset_config import DatasetConfig, make_planner
-from yolo3.data.draws import (
+from yolo3.data.planner import (
     AugmentConfig,
     AugmentDraw,
     MultiScale,

@@ -462,7 +462,7 @@ def claim(path: PathLike, names: Iterable[str] = (), patterns: Iterable[str] = (
     yolo3's, whatever is under them. Write through :class:`OutputFolder`, which records each file
     with its hash; this records patterns (files under them are yolo3's as library-written files
     are, never hashed)."""
-    warnings.warn("yolo3.core.ownership.claim is deprecated: write through OutputFolder, which "
+    warnings.warn("yolo3.core.output_folder.claim is deprecated: write through OutputFolder, which "
                   "records each file it writes (claim will go in a later release)",
                   DeprecationWarning, stacklevel=2)
     os.makedirs(path, exist_ok=True)
