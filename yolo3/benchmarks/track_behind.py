@@ -151,7 +151,6 @@ def run_behind_detectors(args: argparse.Namespace) -> int:
             theirs = ours if PEER_SCORE == DETECTION_SCORE else [
                 detect_frames(model, s.frames, PEER_SCORE)[0] for s in sequences]
             results: Dict[str, list] = {}
-            cameras: Dict[str, list] = {}
             times: Dict[str, float] = {}
             for seq, found, peer_found in zip(sequences, ours, theirs):
                 runs = {n: tracked(n, found, seq.frames) for n in names}
@@ -159,16 +158,16 @@ def run_behind_detectors(args: argparse.Namespace) -> int:
                     runs.update(peer_tracks(args.peer_python, peer_found, seq.frames, work))
                 for n, (tracks, seconds) in runs.items():
                     results.setdefault(n, []).append((seq.gt, tracks, args.frames))
-                    cameras.setdefault(n, []).append(seq.camera)
                     times[n] = times.get(n, 0.0) + seconds
                 if d == 0 and seq is sequences[0] and DEFAULT_TRACKER in runs:
                     e2e = end_to_end_difference(model, seq, runs[DEFAULT_TRACKER][0], work)
             table = {}
+            cameras = [s.camera for s in sequences]  # every tracker's pairs are in this order
             for n, pairs in results.items():
                 ms = times[n] / total_frames * 1e3
                 by_camera = {f"HOTA_{c}": combine_track_metrics(
-                    [p for p, k in zip(pairs, cameras[n]) if k == c])["HOTA"]
-                    for c in ("moving", "still") if c in cameras[n]}
+                    [p for p, k in zip(pairs, cameras) if k == c])["HOTA"]
+                    for c in ("moving", "still") if c in cameras}
                 table[n] = {**combine_track_metrics(pairs), **by_camera, "ms_per_frame": ms,
                             "share_of_detection": ms / detect_ms}
             report[label] = {"model": model, "detect_ms": detect_ms,
@@ -222,10 +221,11 @@ def _print_targets(report: Dict[str, dict]) -> None:
             continue
         ours = table[DEFAULT_TRACKER]
         best = {k: max(table[p][k] for p in peers) for k in ("HOTA", "IDF1", "MOTA")}
+        met = (ours["HOTA"] >= best["HOTA"] and ours["IDF1"] >= best["IDF1"]
+               and ours["MOTA"] >= best["MOTA"] - 0.02)
         lines.append(f"| {label} | {ours['HOTA']:.3f} / {best['HOTA']:.3f} | "
                      f"{ours['IDF1']:.3f} / {best['IDF1']:.3f} | "
-                     f"{ours['MOTA'] - best['MOTA']:+.3f} | "
-                     f"{'yes' if ours['HOTA'] >= best['HOTA'] and ours['IDF1'] >= best['IDF1'] and ours['MOTA'] >= best['MOTA'] - 0.02 else 'no'} |")
+                     f"{ours['MOTA'] - best['MOTA']:+.3f} | {'yes' if met else 'no'} |")
     if lines:
         print(f"\nyolo3 {DEFAULT_TRACKER} (the default) against the better of Ultralytics' two:\n")
         print("| detector | HOTA ours / theirs | IDF1 ours / theirs | MOTA difference | "
