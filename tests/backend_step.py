@@ -31,6 +31,7 @@ def step(variant: str) -> dict:
     import keras
     from keras import ops
 
+    from yolo3.config.loss_options import LossOptions
     from yolo3.config.specs import get_spec
     from yolo3.modeling.anchor_free_loss import anchor_free_training_model
     from yolo3.modeling.bodies import build_spec_body
@@ -52,8 +53,9 @@ def step(variant: str) -> dict:
         data = [images, boxes]
     else:
         anchors = spec.default_anchors() * SIZE / 416
-        model = yolo_training_model(body, anchors, CLASSES, max_boxes=MAX_BOXES,
-                                    box_loss="ciou", objectness="iou")
+        model = yolo_training_model(body, anchors, CLASSES,
+                                    LossOptions(box_loss="ciou", objectness="iou"),
+                                    max_boxes=MAX_BOXES)
         y_true = preprocess_true_boxes(boxes, (SIZE, SIZE), anchors, CLASSES, assign_iou=0.35)
         data = [images, *y_true, boxes]
     backend = keras.backend.backend()
@@ -107,6 +109,7 @@ def loss_only(variant: str) -> dict:
     """The loss of seeded raw maps and its gradient with respect to them."""
     from keras import ops
 
+    from yolo3.config.loss_options import LossOptions
     from yolo3.config.specs import get_spec
     from yolo3.modeling.loss import yolo_loss
     from yolo3.ops import anchor_free
@@ -127,8 +130,8 @@ def loss_only(variant: str) -> dict:
         y_true = preprocess_true_boxes(boxes, (SIZE, SIZE), anchors, CLASSES, assign_iou=0.35)
 
         def function(*raw):
-            return yolo_loss([*raw, *y_true], anchors, CLASSES, true_boxes=boxes,
-                             box_loss="ciou", objectness="iou")
+            return yolo_loss([*raw, *y_true], anchors, CLASSES,
+                             LossOptions(box_loss="ciou", objectness="iou"), true_boxes=boxes)
     raw = [rng.normal(0, 1, (2, SIZE // s, SIZE // s, channels)).astype(np.float32)
            for s in strides]
     value, grads = _gradient(function, raw)

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.model import BN_EPSILON, build_body, output_layer_names
 from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
@@ -113,7 +114,7 @@ def _synthetic(rng: np.random.Generator, n: int, hw, num_classes: int):
 def test_save_and_load_body_and_training_model(tmp_path, rng):
     hw = (64, 96)
     body = build_body("tiny", 2, input_shape=hw)
-    model = yolo_training_model(body, TINY_YOLO_ANCHORS, 2, ignore_thresh=.6)
+    model = yolo_training_model(body, TINY_YOLO_ANCHORS, 2, LossOptions(ignore_iou=.6))
     images, boxes = _synthetic(rng, 2, hw, 2)
     y_true = preprocess_true_boxes(boxes, hw, TINY_YOLO_ANCHORS, 2)
     body.save(tmp_path / "body.keras")
@@ -124,7 +125,7 @@ def test_save_and_load_body_and_training_model(tmp_path, rng):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(model.predict((images, *y_true), verbose=0),
                                   model2.predict((images, *y_true), verbose=0))
-    assert model2.get_layer("yolo_loss").get_config()["ignore_thresh"] == .6
+    assert model2.get_layer("yolo_loss").options.ignore_iou == .6
 
 
 def test_training_lowers_the_loss_and_trains_the_body(rng):

@@ -21,6 +21,7 @@ from keras_yolo3_reference import (
 from locations import shared
 from PIL import Image
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.data.class_names import write_classes
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS, write_anchors
@@ -88,9 +89,11 @@ def test_yolo_loss_signature_masks_and_print(capfd):
     outputs_ = [np.random.default_rng(1).normal(size=(2, g, g, 21)).astype(np.float32) for g in (2, 4)]
     value = yolo_loss([*outputs_, *y_true], TINY_YOLO_ANCHORS, 2, 0.5, True)
     assert "loss:" in capfd.readouterr().err
-    want = project_loss([*outputs_, *y_true], TINY_YOLO_ANCHORS, 2, 0.5,
+    want = project_loss([*outputs_, *y_true], TINY_YOLO_ANCHORS, 2, LossOptions(ignore_iou=0.5),
                         anchor_mask=[[3, 4, 5], [1, 2, 3]])
     assert float(value) == pytest.approx(float(want), rel=1e-6)
+    with pytest.raises(TypeError, match="is yolo3.model.yolo_loss"):
+        project_loss([*outputs_, *y_true], TINY_YOLO_ANCHORS, 2, 0.5)
     with pytest.raises(TypeError):
         yolo_loss([*outputs_, *y_true], TINY_YOLO_ANCHORS, 2, 0.5, False, [[3, 4, 5], [0, 1, 2]])
 

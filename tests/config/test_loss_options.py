@@ -14,13 +14,26 @@ from yolo3.core.errors import SettingError
 from yolo3.modeling.loss import YoloLoss
 
 
-def test_the_defaults_are_the_loss_layers_own():
-    layer = inspect.signature(YoloLoss.__init__).parameters
+def test_the_defaults_are_keras_yolo3s_loss():
+    from yolo3.compat.keras_yolo3 import yolo_loss as keras_yolo3_loss
     options = LossOptions()
-    assert options.ignore_iou == layer["ignore_thresh"].default
-    for name in ("box_loss", "label_smoothing", "objectness", "box_gain", "class_gain",
-                 "class_weights", "focal_gamma"):
-        assert getattr(options, name) == layer[name].default, name
+    assert options.ignore_iou == inspect.signature(keras_yolo3_loss).parameters[
+        "ignore_thresh"].default
+    assert (options.box_loss, options.label_smoothing, options.objectness, options.box_gain,
+            options.class_gain, options.class_weights, options.focal_gamma) == (
+        "mse", 0.0, "one", 1.0, 1.0, None, 0.0)
+    assert YoloLoss([[10, 14]] * 6, 2).options == options
+
+
+def test_the_config_round_trips_as_plain_values():
+    import json
+    options = LossOptions(ignore_iou=0.7, box_loss="giou", class_weights=[1, 2.5], focal_gamma=2)
+    config = json.loads(json.dumps(options.to_config()))
+    assert LossOptions.from_config(config) == options and LossOptions.from_config(None) == LossOptions()
+    assert LossOptions.from_config({"ignore_thresh": 0.7}).ignore_iou == 0.7  # 0.x files' name
+    kwargs = {"ignore_thresh": 0.7, "box_gain": 2.0, "name": "yolo_loss"}
+    assert LossOptions.split_keywords(kwargs) == {"ignore_thresh": 0.7, "box_gain": 2.0}
+    assert kwargs == {"name": "yolo_loss"}
 
 
 @pytest.mark.parametrize("setting, value", [("box_loss", "l1"), ("objectness", "half"),

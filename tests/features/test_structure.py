@@ -324,6 +324,34 @@ def test_at_most_ten_function_level_imports_outside_the_cli_each_with_its_reason
         assert "#" in text, f"{path.relative_to(REPO)}:{line}: say why this import is inside a function"
 
 
+def loss_option_signatures(source: str, names) -> List[tuple]:
+    """``(line, function, [names])`` of every function whose parameters spell out loss options
+    one by one (``names``) instead of taking the one LossOptions."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            spelled = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]} & names
+            if spelled:
+                found.append((node.lineno, node.name, sorted(spelled)))
+    return found
+
+
+def test_loss_options_travel_whole():
+    """Issue 69: no signature lists the loss's options one by one (7 did) but keras-yolo3's own
+    (the compat face's ``ignore_thresh``) and LossOptions' maker from a recipe."""
+    from dataclasses import fields
+
+    from yolo3.config.loss_options import LEGACY_NAMES, LossOptions
+    names = {f.name for f in fields(LossOptions)} | set(LEGACY_NAMES)
+    assert loss_option_signatures("def f(x, options=None, box_gain=1.0): pass", names) == [
+        (1, "f", ["box_gain"])]  # the checker catches one
+    allowed = {("compat/keras_yolo3.py", "yolo_loss"), ("config/loss_options.py", "from_recipe")}
+    found = [(str(p.relative_to(PACKAGE)), name, spelled) for p in LIBRARY
+             for _, name, spelled in loss_option_signatures(p.read_text(encoding="utf-8"), names)]
+    assert [f for f in found if f[:2] not in allowed] == []
+
+
 def test_the_library_logs_and_only_the_cli_prints():
     offenders = []
     for path in LIBRARY:

@@ -29,19 +29,15 @@ def test_the_anchor_heads_model_is_yolo_training_model_with_the_options():
                           class_gain=0.5, class_weights=weights, focal_gamma=1.0,
                           label_smoothing=0.05)
     picked = training_model(body, spec.default_head(), NUM_CLASSES, MAX_BOXES, options)
-    direct = yolo_training_model(body, spec.default_anchors(), NUM_CLASSES, ignore_thresh=0.6,
-                                 anchor_mask=spec.default_masks(), box_loss="ciou",
-                                 label_smoothing=0.05, max_boxes=MAX_BOXES, objectness="iou",
-                                 box_gain=2.0, class_gain=0.5, class_weights=weights,
-                                 focal_gamma=1.0)
+    direct = yolo_training_model(body, spec.default_anchors(), NUM_CLASSES, options,
+                                 anchor_mask=spec.default_masks(), max_boxes=MAX_BOXES)
     inputs, _ = random_training_batch(spec, SIZE, 2, MAX_BOXES)
     assert _loss(picked, inputs) == pytest.approx(_loss(direct, inputs), rel=1e-6)
     assert _loss(picked, inputs) != pytest.approx(
         _loss(training_model(body, spec.default_head(), NUM_CLASSES, MAX_BOXES), inputs),
         rel=1e-3)  # the options changed the loss
-    config = picked.get_layer("yolo_loss").get_config()
-    assert (config["box_loss"], config["objectness"], config["ignore_thresh"]) == ("ciou", "iou",
-                                                                                   0.6)
+    config = picked.get_layer("yolo_loss").get_config()["options"]
+    assert (config["box_loss"], config["objectness"], config["ignore_iou"]) == ("ciou", "iou", 0.6)
     np.testing.assert_allclose(config["class_weights"], weights)
 
 
@@ -50,12 +46,13 @@ def test_the_anchor_free_heads_model_is_its_own_with_the_options():
     body = build_spec_body(spec, NUM_CLASSES, None, (SIZE, SIZE))
     options = LossOptions(box_gain=3.0, class_gain=0.7, focal_gamma=2.0)
     picked = training_model(body, spec.default_head(), NUM_CLASSES, MAX_BOXES, options)
-    direct = anchor_free_training_model(body, spec.head, NUM_CLASSES, MAX_BOXES, box_gain=3.0,
-                                        class_gain=0.7, focal_gamma=2.0)
+    direct = anchor_free_training_model(body, spec.head, NUM_CLASSES, MAX_BOXES,
+                                        LossOptions(box_gain=3.0, class_gain=0.7,
+                                                    focal_gamma=2.0))
     inputs, _ = random_training_batch(spec, SIZE, 2, MAX_BOXES)
     assert len(picked.inputs) == 2  # the image and the padded boxes
     assert _loss(picked, inputs) == pytest.approx(_loss(direct, inputs), rel=1e-6)
-    assert picked.get_layer("anchor_free_loss").get_config()["focal_gamma"] == 2.0
+    assert picked.get_layer("anchor_free_loss").get_config()["options"]["focal_gamma"] == 2.0
 
 
 def test_class_weights_of_another_class_count_are_refused_before_building():

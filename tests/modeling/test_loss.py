@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.masks import default_masks
 from yolo3.modeling.loss import YoloLoss, gather_true_boxes, identity_loss, yolo_loss
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
@@ -104,17 +105,19 @@ def test_class_weights_and_focal_loss_match_the_reference(rng):
     for kwargs in ({"class_weights": weights}, {"focal_gamma": 2.0},
                    {"class_weights": weights, "focal_gamma": 1.5}):
         want = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, **kwargs)
-        got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss="mse",
-                              objectness="one", **kwargs))
+        got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3,
+                              LossOptions(box_loss="mse", objectness="one", **kwargs)))
         assert abs(got - want) <= 1e-4 * abs(want), kwargs
     plain = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks)
     assert abs(want - plain) > 1e-2 * plain  # the options change the loss
     # weights of 1 are the plain loss; the layer carries them through its config
-    ones = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, class_weights=[1, 1, 1]))
+    ones = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3,
+                           LossOptions(class_weights=[1, 1, 1])))
     assert abs(ones - float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3))) <= 1e-6 * ones
-    layer = YoloLoss(TINY_YOLO_ANCHORS, 3, class_weights=weights, focal_gamma=1.5)
+    layer = YoloLoss(TINY_YOLO_ANCHORS, 3, LossOptions(class_weights=weights, focal_gamma=1.5))
     clone = YoloLoss.from_config(layer.get_config())
-    assert clone.class_weights == weights.tolist() and clone.focal_gamma == 1.5
+    assert clone.options == layer.options
+    assert clone.options.class_weights == tuple(weights) and clone.options.focal_gamma == 1.5
     with pytest.raises(ValueError, match="2 class weights for 3 classes"):
         YoloLoss(TINY_YOLO_ANCHORS, 3, class_weights=[1, 2])
     with pytest.raises(ValueError, match="focal_gamma must be in"):
@@ -204,12 +207,13 @@ def test_float16_outputs_are_computed_in_float32(rng):
 
 def test_yolo_loss_layer_equals_function_and_round_trips_config(rng):
     outputs, y_true = random_case(rng, TINY_YOLO_ANCHORS, (64, 96), num_classes=2)
-    layer = YoloLoss(TINY_YOLO_ANCHORS, 2, ignore_thresh=.6, anchor_mask=[[3, 4, 5], [1, 2, 3]])
+    layer = YoloLoss(TINY_YOLO_ANCHORS, 2, LossOptions(ignore_iou=.6),
+                     anchor_mask=[[3, 4, 5], [1, 2, 3]])
     value = layer([*outputs, *y_true])
     assert tuple(value.shape) == (1,) and value.dtype == tf.float32
     want = reference_loss(outputs, y_true, TINY_YOLO_ANCHORS, 2, [[3, 4, 5], [1, 2, 3]], .6)
     assert abs(float(value[0]) - want) <= 1e-4 * want
-    fn = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 2, .6,
+    fn = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 2, LossOptions(ignore_iou=.6),
                          anchor_mask=[[3, 4, 5], [1, 2, 3]]))
     assert abs(fn - float(value[0])) <= 1e-6 * fn
     config = layer.get_config()
@@ -217,6 +221,24 @@ def test_yolo_loss_layer_equals_function_and_round_trips_config(rng):
     clone = YoloLoss.from_config(config)
     assert clone.get_config() == config
     np.testing.assert_allclose(clone([*outputs, *y_true]).numpy(), value.numpy(), rtol=1e-6)
+
+
+def test_a_0x_config_of_separate_keywords_builds_the_same_layer():
+    """0.x model files hold the options as separate keywords, keras-yolo3's ``ignore_thresh``
+    among them: they load as the one LossOptions (the release fixtures load whole files)."""
+    options = LossOptions(ignore_iou=.6, box_loss="ciou", objectness="iou", box_gain=2.0,
+                          class_weights=[1, 2], focal_gamma=1.5)
+    layer = YoloLoss(TINY_YOLO_ANCHORS, 2, options)
+    old = {k: v for k, v in layer.get_config().items() if k != "options"}
+    old.update(ignore_thresh=.6, box_loss="ciou", label_smoothing=0.0, objectness="iou",
+               box_gain=2.0, class_gain=1.0, class_weights=[1.0, 2.0], focal_gamma=1.5)
+    assert YoloLoss.from_config(old).options == options
+    with pytest.raises(TypeError, match="loss options given twice"):
+        YoloLoss(TINY_YOLO_ANCHORS, 2, options, box_gain=2.0)
+    with pytest.raises(TypeError, match="must be a LossOptions"):
+        YoloLoss(TINY_YOLO_ANCHORS, 2, 0.6)
+    with pytest.raises(TypeError, match="'ignore' is not a loss option"):
+        LossOptions.from_config({"ignore": 0.6})
 
 
 def test_identity_loss_returns_prediction():

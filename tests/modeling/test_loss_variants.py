@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.masks import default_masks
 from yolo3.modeling.bodies import build_spec_body
 from yolo3.modeling.loss import YoloLoss, loss_terms, yolo_loss, yolo_training_model
@@ -135,9 +136,9 @@ def test_iou_box_losses_match_the_reference(box_loss, anchors, hw):
     _, outputs, y_true = case(rng, anchors, hw, 3)
     masks = default_masks(len(anchors))
     want = reference(outputs, y_true, anchors, 3, masks, box_loss)
-    got = float(yolo_loss([*outputs, *y_true], anchors, 3, box_loss=box_loss))
+    got = float(yolo_loss([*outputs, *y_true], anchors, 3, LossOptions(box_loss=box_loss)))
     assert got == pytest.approx(want, rel=1e-4)
-    terms = loss_terms([*outputs, *y_true], anchors, 3, box_loss=box_loss)
+    terms = loss_terms([*outputs, *y_true], anchors, 3, LossOptions(box_loss=box_loss))
     assert set(terms) == {"box", "confidence", "class", "ignored"} and float(terms["box"]) > 0
 
 
@@ -148,7 +149,8 @@ def test_mse_is_unchanged_and_label_smoothing_matches():
     plain = reference(outputs, y_true, TINY_YOLO_ANCHORS, 4, masks, "mse")
     assert float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 4)) == pytest.approx(plain, rel=1e-4)
     smooth = reference(outputs, y_true, TINY_YOLO_ANCHORS, 4, masks, "mse", smoothing=0.1)
-    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 4, label_smoothing=0.1))
+    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 4,
+                          LossOptions(label_smoothing=0.1)))
     assert got == pytest.approx(smooth, rel=1e-4) and abs(smooth - plain) > 1e-3
 
 
@@ -159,8 +161,8 @@ def test_iou_objectness_target_matches_the_reference(box_loss):
     masks = default_masks(6)
     want = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss, objectness="iou")
     one = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss)
-    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss,
-                          objectness="iou"))
+    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3,
+                          LossOptions(box_loss=box_loss, objectness="iou")))
     assert got == pytest.approx(want, rel=1e-4) and abs(want - one) > 1e-2
 
 
@@ -171,8 +173,8 @@ def test_iou_objectness_target_passes_no_gradient_to_the_box():
     _, outputs, y_true = case(rng, TINY_YOLO_ANCHORS, (64, 64), 2)
     variables = [tf.Variable(o) for o in outputs]
     with tf.GradientTape() as tape:
-        terms = loss_terms([*variables, *y_true], TINY_YOLO_ANCHORS, 2, box_loss="ciou",
-                           objectness="iou")
+        terms = loss_terms([*variables, *y_true], TINY_YOLO_ANCHORS, 2,
+                           LossOptions(box_loss="ciou", objectness="iou"))
     grads = tape.gradient(terms["confidence"], variables)
     for g, y in zip(grads, y_true):
         g = g.numpy().reshape(*y.shape[:3], 3, 7)
@@ -184,8 +186,8 @@ def test_unknown_objectness_target_is_refused_and_the_layer_keeps_it():
     with pytest.raises(ValueError, match="objectness must be one of"):
         YoloLoss(TINY_YOLO_ANCHORS, 2, objectness="quality")
     layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_loss="ciou", objectness="iou")
-    assert YoloLoss.from_config(layer.get_config()).objectness == "iou"
-    assert YoloLoss(TINY_YOLO_ANCHORS, 2).objectness == "one"
+    assert YoloLoss.from_config(layer.get_config()).options.objectness == "iou"
+    assert YoloLoss(TINY_YOLO_ANCHORS, 2).options.objectness == "one"
 
 
 @pytest.mark.parametrize("box_loss", ["mse", "ciou"])
@@ -196,12 +198,13 @@ def test_loss_gains_weight_the_box_and_class_terms_as_the_reference_does(box_los
     want = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss, objectness="iou",
                      box_gain=3.0, class_gain=0.25)
     plain = reference(outputs, y_true, TINY_YOLO_ANCHORS, 3, masks, box_loss, objectness="iou")
-    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss,
-                          objectness="iou", box_gain=3.0, class_gain=0.25))
+    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 3,
+                          LossOptions(box_loss=box_loss, objectness="iou", box_gain=3.0,
+                                      class_gain=0.25)))
     assert got == pytest.approx(want, rel=1e-4) and abs(want - plain) > 1e-1
-    base = loss_terms([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss)
-    weighted = loss_terms([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, box_loss=box_loss,
-                          box_gain=3.0, class_gain=0.25)
+    base = loss_terms([*outputs, *y_true], TINY_YOLO_ANCHORS, 3, LossOptions(box_loss=box_loss))
+    weighted = loss_terms([*outputs, *y_true], TINY_YOLO_ANCHORS, 3,
+                          LossOptions(box_loss=box_loss, box_gain=3.0, class_gain=0.25))
     box_keys = ["xy", "wh"] if box_loss == "mse" else ["box"]
     for key in box_keys:
         assert float(weighted[key]) == pytest.approx(3.0 * float(base[key]), rel=1e-5)
@@ -217,8 +220,9 @@ def test_a_gain_that_is_not_a_positive_number_is_refused_naming_it(gains):
         YoloLoss(TINY_YOLO_ANCHORS, 2, **gains)
     layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_gain=2.5, class_gain=0.5)
     restored = YoloLoss.from_config(layer.get_config())
-    assert (restored.box_gain, restored.class_gain) == (2.5, 0.5)
-    assert (YoloLoss(TINY_YOLO_ANCHORS, 2).box_gain, YoloLoss(TINY_YOLO_ANCHORS, 2).class_gain) \
+    assert (restored.options.box_gain, restored.options.class_gain) == (2.5, 0.5)
+    default = YoloLoss(TINY_YOLO_ANCHORS, 2).options
+    assert (default.box_gain, default.class_gain) \
         == (1.0, 1.0)
 
 
@@ -247,13 +251,14 @@ def test_padded_true_boxes_give_the_static_loss_and_compile_with_xla():
     rel = np.concatenate([(padded[..., 0:2] + padded[..., 2:4]) / 2 / [64, 64],
                           (padded[..., 2:4] - padded[..., 0:2]) / [64, 64]], -1)
     want = reference(outputs, y_true, TINY_YOLO_ANCHORS, 2, default_masks(6), "ciou", truth_boxes=rel)
-    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 2, box_loss="ciou",
+    got = float(yolo_loss([*outputs, *y_true], TINY_YOLO_ANCHORS, 2, LossOptions(box_loss="ciou"),
                           true_boxes=tf.constant(padded)))
     assert got == pytest.approx(want, rel=1e-4)
     layer = YoloLoss(TINY_YOLO_ANCHORS, 2, box_loss="ciou", true_boxes=True)
     assert layer.supports_jit and YoloLoss.from_config(layer.get_config()).true_boxes
     body = build_spec_body(get_spec("tiny"), 2, input_shape=hw)
-    model = yolo_training_model(body, TINY_YOLO_ANCHORS, 2, box_loss="ciou", max_boxes=8)
+    model = yolo_training_model(body, TINY_YOLO_ANCHORS, 2, LossOptions(box_loss="ciou"),
+                                max_boxes=8)
     assert model.inputs[-1].shape == (None, 8, 5)
     images = rng.uniform(0, 1, (2, *hw, 3)).astype(np.float32)
     model.compile(optimizer=keras.optimizers.SGD(1e-3), loss=lambda y, p: p, jit_compile=True)

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.loss_options import LossOptions
 from yolo3.ops import anchor_free
 from yolo3.ops.decode import decode_detections
 
@@ -291,7 +292,8 @@ def test_loss_terms_match_the_reference(gains):
     rng = np.random.default_rng(7)
     outputs = random_outputs(rng, scale=1.5)
     got = anchor_free.loss_terms([tf.constant(o) for o in outputs], tf.constant(TRUE_BOXES),
-                                 HEAD, CLASSES, *gains)
+                                 HEAD, CLASSES, LossOptions(box_gain=gains[0],
+                                                            class_gain=gains[1]))
     want = ref_loss(outputs, TRUE_BOXES, HEAD, CLASSES, *gains)
     for key in ("box", "dfl", "class"):
         assert float(got[key]) == pytest.approx(want[key], rel=2e-4), key
@@ -304,7 +306,7 @@ def test_class_weights_and_focal_loss_match_the_reference(options):
     rng = np.random.default_rng(9)
     outputs = random_outputs(rng, scale=1.5)
     got = anchor_free.loss_terms([tf.constant(o) for o in outputs], tf.constant(TRUE_BOXES),
-                                 HEAD, CLASSES, **options)
+                                 HEAD, CLASSES, LossOptions(**options))
     want = ref_loss(outputs, TRUE_BOXES, HEAD, CLASSES, **options)
     plain = ref_loss(outputs, TRUE_BOXES, HEAD, CLASSES)
     for key in ("box", "dfl", "class"):

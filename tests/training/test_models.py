@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.train_config import ConfigError
 from yolo3.training.data_step import prepare_data
 from yolo3.training.models import build_models
@@ -59,7 +60,8 @@ def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_pat
     body, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))
     assert [t.name for t in template.inputs] == ["image", "true_boxes"]
     loss = template.get_layer("anchor_free_loss")
-    assert (loss.box_gain, loss.class_gain, loss.head) == (2.0, 0.5, data.spec.head)
+    assert (loss.options.box_gain, loss.options.class_gain, loss.head) == (2.0, 0.5,
+                                                                            data.spec.head)
     per_image = np.mean([len(r.boxes) for r in data.records])
     for stride in (32, 16):
         cells = (64 // stride) ** 2
@@ -95,5 +97,5 @@ def test_build_models_hands_the_recipe_to_the_loss(dataset, tmp_path, step_confi
     data = prepare_data(config)
     _, template, _ = build_models(config, data, pick_strategy(config, len(data.records)))
     loss = template.get_layer("yolo_loss")
-    assert (loss.objectness, loss.box_loss, loss.label_smoothing) == (objectness, "giou", 0.1)
-    assert (loss.box_gain, loss.class_gain, loss.ignore_thresh) == (2.0, 0.5, 0.7)
+    assert loss.options == LossOptions(ignore_iou=0.7, box_loss="giou", label_smoothing=0.1,
+                                       objectness=objectness, box_gain=2.0, class_gain=0.5)

@@ -25,6 +25,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.masks import keras_yolo3_masks
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS
 from yolo3.modeling.loss import yolo_loss as _yolo3_loss
@@ -100,7 +101,8 @@ def yolo_loss(args, anchors, num_classes: int, ignore_thresh: float = .5, print_
     Returns the batch-mean loss (a scalar). See :func:`yolo3.modeling.loss.yolo_loss`."""
     anchors = np.asarray(anchors, np.float32).reshape(-1, 2)
     masks = keras_yolo3_masks(len(anchors) // 3) if anchor_mask is None else anchor_mask
-    return _yolo3_loss(args, anchors, num_classes, ignore_thresh, print_loss, anchor_mask=masks)
+    options = LossOptions(ignore_iou=ignore_thresh)
+    return _yolo3_loss(args, anchors, num_classes, options, print_loss, anchor_mask=masks)
 
 
 def preprocess_true_boxes(true_boxes, input_shape, anchors, num_classes: int, *,

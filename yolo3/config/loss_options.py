@@ -7,14 +7,18 @@ the one rule of its setting (:func:`yolo3.config.train_config.check_value`). No 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from yolo3.config.train_config import check_value
 
-__all__ = ["LossOptions"]
+__all__ = ["LEGACY_NAMES", "LossOptions"]
+
+# the names a loss layer's config had before the options travelled whole (0.x model files), and
+# keras-yolo3's: each maps to its option's one name
+LEGACY_NAMES = {"ignore_thresh": "ignore_iou"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,34 @@ class LossOptions:
                    label_smoothing=recipe.label_smoothing, objectness=recipe.objectness,
                    box_gain=recipe.box_gain, class_gain=recipe.class_gain,
                    class_weights=class_weights, focal_gamma=recipe.focal_gamma)
+
+    def to_config(self) -> Dict[str, Any]:
+        """The options as plain values (a loss layer's config: JSON-serialisable)."""
+        config = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.class_weights is not None:
+            config["class_weights"] = list(self.class_weights)
+        return config
+
+    @classmethod
+    def from_config(cls, config: Optional[Mapping[str, Any]]) -> "LossOptions":
+        """The options of :meth:`to_config`'s dict, or of the separate keywords a loss layer's
+        config held in 0.x model files (``ignore_thresh`` read as ``ignore_iou``: LEGACY_NAMES);
+        None gives the defaults. TypeError naming an unknown key."""
+        known = {f.name for f in fields(cls)}
+        values: Dict[str, Any] = {}
+        for key, value in dict(config or {}).items():
+            name = LEGACY_NAMES.get(key, key)
+            if name not in known:
+                raise TypeError(f"{key!r} is not a loss option (the options: {sorted(known)})")
+            values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def split_keywords(cls, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """Take the loss options' keywords (their names or LEGACY_NAMES) out of ``kwargs``, which
+        keeps the rest (a loss layer's base keywords), and return them."""
+        names = {f.name for f in fields(cls)} | set(LEGACY_NAMES)
+        return {key: kwargs.pop(key) for key in list(kwargs) if key in names}
 
     def for_classes(self, num_classes: int) -> "LossOptions":
         """These options, checked for ``num_classes`` classes (ValueError unless there is one

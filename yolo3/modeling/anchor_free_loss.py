@@ -8,14 +8,14 @@ the step compiles with XLA.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Mapping, Union
 
 import keras
 from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
-from yolo3.config.train_config import check_value
-from yolo3.modeling.loss import check_gains, checked_class_weights
+from yolo3.config.loss_options import LossOptions
+from yolo3.modeling.loss import layer_options
 from yolo3.ops import anchor_free
 
 __all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
@@ -24,28 +24,24 @@ __all__ = ["AnchorFreeLoss", "anchor_free_training_model"]
 @keras.saving.register_keras_serializable(package="yolo3")
 class AnchorFreeLoss(keras.layers.Layer):
     """``[*outputs, true_boxes]`` -> the batch loss ``(1,)`` float32 (the sum of
-    :func:`yolo3.ops.anchor_free.loss_terms` but the positive count)."""
+    :func:`yolo3.ops.anchor_free.loss_terms` but the positive count); ``options`` a
+    :class:`~yolo3.config.loss_options.LossOptions` or its config dict (0.x files' separate
+    keywords are read too: :func:`yolo3.modeling.loss.layer_options`)."""
 
-    def __init__(self, strides, reg_max: int, num_classes: int, box_gain: float = 1.0,
-                 class_gain: float = 1.0, class_weights: Optional[Sequence[float]] = None,
-                 focal_gamma: float = 0.0, **kwargs):
+    def __init__(self, strides, reg_max: int, num_classes: int,
+                 options: Union[LossOptions, Mapping[str, Any], None] = None, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
-        super().__init__(**kwargs)
-        check_gains(box_gain, class_gain)
-        self.head = AnchorFreeHead(tuple(strides), int(reg_max))
         self.num_classes = int(num_classes)
-        self.box_gain, self.class_gain = float(box_gain), float(class_gain)
-        check_value("focal_gamma", focal_gamma)
-        self.class_weights = checked_class_weights(class_weights, self.num_classes)
-        self.focal_gamma = float(focal_gamma)
+        self.options = layer_options(options, kwargs, self.num_classes)
+        super().__init__(**kwargs)
+        self.head = AnchorFreeHead(tuple(strides), int(reg_max))
         self.supports_jit = True
 
     def call(self, inputs):
         inputs = list(inputs)
         true_boxes = inputs.pop()
         terms = anchor_free.loss_terms(inputs, true_boxes, self.head, self.num_classes,
-                                       self.box_gain, self.class_gain, self.class_weights,
-                                       self.focal_gamma)
+                                       self.options)
         total = terms["box"] + terms["dfl"] + terms["class"]
         return ops.reshape(total, [1])
 
@@ -55,17 +51,13 @@ class AnchorFreeLoss(keras.layers.Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(strides=list(self.head.strides), reg_max=self.head.reg_max,
-                      num_classes=self.num_classes, box_gain=self.box_gain,
-                      class_gain=self.class_gain, class_weights=self.class_weights,
-                      focal_gamma=self.focal_gamma)
+                      num_classes=self.num_classes, options=self.options.to_config())
         return config
 
 
 def anchor_free_training_model(body: keras.Model, head: AnchorFreeHead, num_classes: int,
-                               max_boxes: int, box_gain: float = 1.0,
-                               class_gain: float = 1.0,
-                               class_weights: Optional[Sequence[float]] = None,
-                               focal_gamma: float = 0.0) -> keras.Model:
+                               max_boxes: int,
+                               options: LossOptions = LossOptions()) -> keras.Model:
     """Wrap the anchor-free ``body`` into a model ``[image, true_boxes] -> loss (1,)`` (compile
     with ``identity_loss``); training it trains ``body``'s layers."""
     channels = head.channels(num_classes)
@@ -82,6 +74,6 @@ def anchor_free_training_model(body: keras.Model, head: AnchorFreeHead, num_clas
     outputs = body(image)
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
-    loss = AnchorFreeLoss(head.strides, head.reg_max, num_classes, box_gain, class_gain,
-                          class_weights, focal_gamma, name="anchor_free_loss")([*outputs, boxes])
+    loss = AnchorFreeLoss(head.strides, head.reg_max, num_classes, options,
+                          name="anchor_free_loss")([*outputs, boxes])
     return keras.Model([image, boxes], loss, name=f"{body.name}_training")

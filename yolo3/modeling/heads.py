@@ -25,15 +25,7 @@ def training_model(body: keras.Model, head: Head, num_classes: int, max_boxes: i
     ``identity_loss``), the ground truth padded to ``max_boxes`` boxes so every shape is
     static."""
     options = options.for_classes(num_classes)
-    weights = None if options.class_weights is None else list(options.class_weights)
     if head.anchor_free:
-        return anchor_free_training_model(body, head, num_classes, max_boxes,
-                                          box_gain=options.box_gain,
-                                          class_gain=options.class_gain, class_weights=weights,
-                                          focal_gamma=options.focal_gamma)
-    return yolo_training_model(body, head.anchor_array(), num_classes,
-                               ignore_thresh=options.ignore_iou, anchor_mask=head.mask_lists(),
-                               box_loss=options.box_loss, label_smoothing=options.label_smoothing,
-                               max_boxes=max_boxes, objectness=options.objectness,
-                               box_gain=options.box_gain, class_gain=options.class_gain,
-                               class_weights=weights, focal_gamma=options.focal_gamma)
+        return anchor_free_training_model(body, head, num_classes, max_boxes, options)
+    return yolo_training_model(body, head.anchor_array(), num_classes, options,
+                               anchor_mask=head.mask_lists(), max_boxes=max_boxes)

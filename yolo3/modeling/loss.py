@@ -22,25 +22,27 @@ input):
 summed over everything and divided by the batch size; the box terms are multiplied by ``box_gain``
 and the class term by ``class_gain`` (both 1 by default: keras-yolo3's balance). ``ignore`` is 1
 where the predicted box's best IoU with ALL ground-truth boxes of its image is below
-``ignore_thresh`` (Darknet's rule; keras-yolo3 used only the same scale's boxes). The ground truth
-is either the boxes of every scale's ``y_true`` (their count per image is data-dependent) or, for an
-XLA-compilable step, the image's boxes padded to a static ``max_boxes`` (``true_boxes``). Computed
-in float32 whatever the outputs' dtype, in ``keras.ops``: the same on every Keras backend (the
+``ignore_iou`` (Darknet's ``ignore_thresh``; keras-yolo3 used only the same scale's boxes). The
+ground truth is either the boxes of every scale's ``y_true`` (their count per image is
+data-dependent) or, for an XLA-compilable step, the image's boxes padded to a static
+``max_boxes`` (``true_boxes``). Computed in float32 whatever the outputs' dtype, in ``keras.ops``: the same on every Keras backend (the
 ground truth gathered from ``y_true``, whose size is data-dependent, needs TensorFlow's ragged
-tensors; with ``true_boxes``, as the training model gives them, nothing does).
+tensors; with ``true_boxes``, as the training model gives them, nothing does). The options
+(``box_loss``, ``objectness``, the gains ...) travel as one
+:class:`~yolo3.config.loss_options.LossOptions`.
 """
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import keras
 import numpy as np
 from keras import ops
 
+from yolo3.config.loss_options import LossOptions
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.config.specs import strides_for
-from yolo3.config.train_config import check_value
 from yolo3.ops.box_ops import box_iou, iou_variant, swap_last_pair
 from yolo3.ops.decode import yolo_head
 from yolo3.ops.focal import focal_bce
@@ -48,7 +50,7 @@ from yolo3.ops.focal import focal_bce
 Masks = Optional[Sequence[Sequence[int]]]
 _MAX_LOG_WH = 10.0  # exp(10) = 22026 anchor widths: caps the IoU losses' box sizes
 
-__all__ = ["loss_terms", "yolo_loss", "YoloLoss", "identity_loss", "check_gains",
+__all__ = ["loss_terms", "yolo_loss", "YoloLoss", "identity_loss", "layer_options",
            "yolo_training_model", "gather_true_boxes", "pixel_boxes_to_cxcywh", "iou_variant"]
 
 
@@ -94,11 +96,8 @@ def _bce(labels, logits):
     return ops.binary_crossentropy(labels, logits, from_logits=True)
 
 
-def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5, *,
-               anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
-               true_boxes=None, objectness: str = "one", box_gain: float = 1.0,
-               class_gain: float = 1.0, class_weights: Optional[Sequence[float]] = None,
-               focal_gamma: float = 0.0) -> Dict[str, object]:
+def loss_terms(args: Sequence, anchors, num_classes: int, options: LossOptions = LossOptions(),
+               *, anchor_mask: Masks = None, true_boxes=None) -> Dict[str, object]:
     """The batch-mean loss terms: ``xy`` and ``wh`` (``box_loss="mse"``) or ``box`` (IoU losses),
     ``confidence``, ``class`` (scalars summed over the scales) and ``ignored`` (predictions whose
     objectness loss the ignore mask dropped).
@@ -107,17 +106,19 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     y_true ``(batch, gh, gw, A, 5 + C)`` from :mod:`yolo3.ops.targets`; anchors ``(N, 2)`` pixels.
     true_boxes: ``(batch, max_boxes, 5)`` ``x1, y1, x2, y2, class`` input pixels (zero rows padding)
     for the ignore mask; default: gathered from ``y_true``. The input size is the first output's
-    grid times 32. objectness: ``"one"`` or ``"iou"``, a positive's confidence target (module
-    docstring). box_gain, class_gain: the weights of the box terms and the class term against the
-    confidence term (included in the returned terms). class_weights ``(C,)``: each positive's box,
-    confidence and class terms weighted by its true class's weight (rare classes count more;
-    negatives unchanged). focal_gamma: the class term's binary cross-entropy scaled by
-    ``|target - p| ** gamma`` (focal loss, Darknet's ``focal_loss``; 0: plain).
+    grid times 32. options: the loss's settings (:class:`~yolo3.config.loss_options.LossOptions`,
+    checked there): ``objectness`` a positive's confidence target (module docstring), the gains
+    (included in the returned terms), ``class_weights`` ``(C,)`` (each positive's box, confidence
+    and class terms weighted by its true class's weight; negatives unchanged), ``focal_gamma``
+    (the class term's binary cross-entropy scaled by ``|target - p| ** gamma``, Darknet's
+    ``focal_loss``; 0: plain).
     """
-    check_value("box_loss", box_loss)
-    check_value("focal_gamma", focal_gamma)
-    check_value("objectness", objectness)
-    check_gains(box_gain, class_gain)
+    if not isinstance(options, LossOptions):
+        raise TypeError(f"options must be a LossOptions, got {options!r} (keras-yolo3's "
+                        f"signature, ignore_thresh fourth, is yolo3.model.yolo_loss)")
+    options = options.for_classes(num_classes)
+    box_loss, objectness = options.box_loss, options.objectness
+    box_gain, class_gain = options.box_gain, options.class_gain
     anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
     masks = _masks(anchors, anchor_mask)
     num_layers = len(masks)
@@ -133,8 +134,8 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
     truth = (gather_true_boxes(y_true) if true_boxes is None
              else pixel_boxes_to_cxcywh(true_boxes, input_wh))
     truth = truth[:, None, None, None]  # (b, 1, 1, 1, T, 4)
-    checked = checked_class_weights(class_weights, num_classes)
-    weights = None if checked is None else ops.convert_to_tensor(np.asarray(checked, np.float32))
+    weights = (None if options.class_weights is None
+               else ops.convert_to_tensor(np.asarray(options.class_weights, np.float32)))
     keys = ("xy", "wh") if box_loss == "mse" else ("box",)
     terms = {k: ops.zeros((), "float32") for k in (*keys, "confidence", "class", "ignored")}
     for feats, y, mask in zip(outputs, y_true, masks):
@@ -148,7 +149,7 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
         box_loss_scale = 2.0 - y[..., 2:3] * y[..., 3:4]
         pred_box = ops.concatenate([pred_xy, pred_wh], axis=-1)
         best_iou = ops.max(box_iou(pred_box, truth), axis=-1, keepdims=True)
-        ignore_mask = ops.stop_gradient(ops.cast(best_iou < ignore_thresh, "float32"))
+        ignore_mask = ops.stop_gradient(ops.cast(best_iou < options.ignore_iou, "float32"))
         if box_loss != "mse" or objectness == "iou":
             # the decoded box with its size capped (exp of a huge logit would be inf), in pixels
             capped_wh = ops.exp(ops.minimum(raw_pred[..., 2:4], _MAX_LOG_WH)) * layer_anchors
@@ -178,49 +179,42 @@ def loss_terms(args: Sequence, anchors, num_classes: int, ignore_thresh: float =
             conf_target = object_mask * ops.stop_gradient(iou_variant(pred_px, true_px, "iou"))
         conf_bce = _bce(conf_target, raw_pred[..., 4:5])
         confidence_loss = positive * conf_bce + (1.0 - object_mask) * conf_bce * ignore_mask
-        class_true = y[..., 5:] * (1.0 - label_smoothing) + 0.5 * label_smoothing
-        class_loss = positive * focal_bce(class_true, raw_pred[..., 5:], focal_gamma)
+        class_true = (y[..., 5:] * (1.0 - options.label_smoothing)
+                      + 0.5 * options.label_smoothing)
+        class_loss = positive * focal_bce(class_true, raw_pred[..., 5:], options.focal_gamma)
         terms["confidence"] += ops.sum(confidence_loss) / batch
         terms["class"] += class_gain * ops.sum(class_loss) / batch
         terms["ignored"] += ops.sum((1.0 - object_mask) * (1.0 - ignore_mask))
     return terms
 
 
-def checked_class_weights(class_weights: Optional[Sequence[float]],
-                          num_classes: int) -> Optional[List[float]]:
-    """``class_weights`` as a list of floats (a loss layer's config), None for None; ValueError
-    unless there is one per class."""
-    if class_weights is None:
-        return None
-    weights = [float(w) for w in np.asarray(class_weights).reshape(-1)]
-    if len(weights) != num_classes:
-        raise ValueError(f"{len(weights)} class weights for {num_classes} classes")
-    return weights
+def layer_options(options: Union[LossOptions, Mapping[str, Any], None], kwargs: Dict[str, Any],
+                  num_classes: int) -> LossOptions:
+    """A loss layer's options: ``options`` (a LossOptions, or its :meth:`~LossOptions.to_config`
+    dict as a saved config gives it), or the separate keywords a 0.x model file's config holds
+    (taken out of ``kwargs``, the layer's base keywords); checked for ``num_classes``. TypeError
+    when both are given or ``options`` is neither."""
+    keywords = LossOptions.split_keywords(kwargs)
+    if isinstance(options, LossOptions):
+        if keywords:
+            raise TypeError(f"loss options given twice: options and {sorted(keywords)}")
+        return options.for_classes(num_classes)
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"options must be a LossOptions (or its config dict), got {options!r}")
+    return LossOptions.from_config({**dict(options or {}), **keywords}).for_classes(num_classes)
 
 
-def check_gains(box_gain: float, class_gain: float) -> None:
-    """SettingError (a ValueError) naming the setting when a loss gain is not a positive finite
-    number (:func:`yolo3.config.train_config.check_value`)."""
-    check_value("box_gain", box_gain)
-    check_value("class_gain", class_gain)
-
-
-def yolo_loss(args: Sequence, anchors, num_classes: int, ignore_thresh: float = .5,
-              print_loss: bool = False, *, anchor_mask: Masks = None, box_loss: str = "mse",
-              label_smoothing: float = 0.0, true_boxes=None,
-              objectness: str = "one", box_gain: float = 1.0, class_gain: float = 1.0,
-              class_weights: Optional[Sequence[float]] = None, focal_gamma: float = 0.0):
+def yolo_loss(args: Sequence, anchors, num_classes: int, options: LossOptions = LossOptions(),
+              print_loss: bool = False, *, anchor_mask: Masks = None, true_boxes=None):
     """Scalar batch-mean loss: the sum of :func:`loss_terms` (all but ``ignored``).
 
-    keras-yolo3's argument order (``print_loss`` prints the total and the terms as they are
-    computed, ``keras.ops.print`` where the backend has it);
-    ``anchor_mask`` defaults to :func:`yolo3.ops.anchors.default_masks` (keras-yolo3's own masks are
-    the default of :func:`yolo3.compat.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
+    ``print_loss`` prints the total and the terms as they are computed (``keras.ops.print`` where
+    the backend has it); ``anchor_mask`` defaults to :func:`yolo3.config.masks.default_masks`
+    (keras-yolo3's signature, ``ignore_thresh`` fourth and its own masks, is
+    :func:`yolo3.compat.keras_yolo3.yolo_loss`, i.e. ``yolo3.model.yolo_loss``).
     """
-    terms = loss_terms(args, anchors, num_classes, ignore_thresh, anchor_mask=anchor_mask,
-                       box_loss=box_loss, label_smoothing=label_smoothing, true_boxes=true_boxes,
-                       objectness=objectness, box_gain=box_gain, class_gain=class_gain,
-                       class_weights=class_weights, focal_gamma=focal_gamma)
+    terms = loss_terms(args, anchors, num_classes, options, anchor_mask=anchor_mask,
+                       true_boxes=true_boxes)
     total = sum(v for k, v in terms.items() if k != "ignored")
     if print_loss:
         _print("loss:", total, *[terms[k] for k in terms if k != "ignored"], terms["ignored"])
@@ -253,41 +247,23 @@ class YoloLoss(keras.layers.Layer):
     without XLA instead of failing.
     """
 
-    def __init__(self, anchors, num_classes: int, ignore_thresh: float = .5,
-                 anchor_mask: Masks = None, box_loss: str = "mse", label_smoothing: float = 0.0,
-                 true_boxes: bool = False, objectness: str = "one", box_gain: float = 1.0,
-                 class_gain: float = 1.0, class_weights: Optional[Sequence[float]] = None,
-                 focal_gamma: float = 0.0, **kwargs):
+    def __init__(self, anchors, num_classes: int,
+                 options: Union[LossOptions, Mapping[str, Any], None] = None,
+                 anchor_mask: Masks = None, true_boxes: bool = False, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the loss stays float32 under mixed precision
-        super().__init__(**kwargs)
-        for setting, value in (("box_loss", box_loss), ("objectness", objectness),
-                               ("label_smoothing", label_smoothing), ("ignore_iou", ignore_thresh),
-                               ("focal_gamma", focal_gamma)):
-            check_value(setting, value)
-        check_gains(box_gain, class_gain)
-        self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
         self.num_classes = int(num_classes)
-        self.ignore_thresh = float(ignore_thresh)
+        self.options = layer_options(options, kwargs, self.num_classes)
+        super().__init__(**kwargs)
+        self.anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
         self.anchor_mask = _masks(self.anchors, anchor_mask)
-        self.box_loss = box_loss
-        self.label_smoothing = float(label_smoothing)
         self.true_boxes = bool(true_boxes)
-        self.objectness = objectness
-        self.box_gain = float(box_gain)
-        self.class_gain = float(class_gain)
-        self.class_weights = checked_class_weights(class_weights, self.num_classes)
-        self.focal_gamma = float(focal_gamma)
         self.supports_jit = self.true_boxes
 
     def call(self, inputs):
         inputs = list(inputs)
         boxes = inputs.pop() if self.true_boxes else None
-        loss = yolo_loss(inputs, self.anchors, self.num_classes, self.ignore_thresh,
-                         anchor_mask=self.anchor_mask, box_loss=self.box_loss,
-                         label_smoothing=self.label_smoothing, true_boxes=boxes,
-                         objectness=self.objectness, box_gain=self.box_gain,
-                         class_gain=self.class_gain, class_weights=self.class_weights,
-                         focal_gamma=self.focal_gamma)
+        loss = yolo_loss(inputs, self.anchors, self.num_classes, self.options,
+                         anchor_mask=self.anchor_mask, true_boxes=boxes)
         return ops.reshape(loss, [1])
 
     def compute_output_shape(self, input_shape):
@@ -296,12 +272,9 @@ class YoloLoss(keras.layers.Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(anchors=self.anchors.tolist(), num_classes=self.num_classes,
-                      ignore_thresh=self.ignore_thresh,
-                      anchor_mask=[list(m) for m in self.anchor_mask], box_loss=self.box_loss,
-                      label_smoothing=self.label_smoothing, true_boxes=self.true_boxes,
-                      objectness=self.objectness, box_gain=self.box_gain,
-                      class_gain=self.class_gain, class_weights=self.class_weights,
-                      focal_gamma=self.focal_gamma)
+                      options=self.options.to_config(),
+                      anchor_mask=[list(m) for m in self.anchor_mask],
+                      true_boxes=self.true_boxes)
         return config
 
 
@@ -311,13 +284,9 @@ def identity_loss(y_true, y_pred):
     return y_pred
 
 
-def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thresh: float = .5,
-                        anchor_mask: Masks = None, box_loss: str = "mse",
-                        label_smoothing: float = 0.0,
-                        max_boxes: Optional[int] = None, objectness: str = "one",
-                        box_gain: float = 1.0, class_gain: float = 1.0,
-                        class_weights: Optional[Sequence[float]] = None,
-                        focal_gamma: float = 0.0) -> keras.Model:
+def yolo_training_model(body: keras.Model, anchors, num_classes: int,
+                        options: LossOptions = LossOptions(), anchor_mask: Masks = None,
+                        max_boxes: Optional[int] = None) -> keras.Model:
     """Wrap ``body`` into a model ``[image, *y_true(, true_boxes)] -> loss (1,)`` (compile with
     ``identity_loss``).
 
@@ -350,8 +319,6 @@ def yolo_training_model(body: keras.Model, anchors, num_classes: int, ignore_thr
     outputs = body(image)
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
-    loss = YoloLoss(anchors, num_classes, ignore_thresh, masks, box_loss, label_smoothing,
-                    true_boxes=bool(max_boxes), objectness=objectness, box_gain=box_gain,
-                    class_gain=class_gain, class_weights=class_weights, focal_gamma=focal_gamma,
+    loss = YoloLoss(anchors, num_classes, options, masks, true_boxes=bool(max_boxes),
                     name="yolo_loss")([*outputs, *y_true, *extra])
     return keras.Model([image, *y_true, *extra], loss, name=f"{body.name}_training")

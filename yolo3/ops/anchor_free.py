@@ -36,6 +36,7 @@ import numpy as np
 from keras import ops
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
+from yolo3.config.loss_options import LossOptions
 from yolo3.ops.box_ops import corners_to_cxcywh, iou_variant
 from yolo3.ops.focal import focal_bce
 
@@ -186,13 +187,16 @@ def dfl(logits, targets):
 
 
 def loss_terms(outputs: Sequence, true_boxes, head: AnchorFreeHead, num_classes: int,
-               box_gain: float = 1.0, class_gain: float = 1.0, class_weights=None,
-               focal_gamma: float = 0.0) -> Dict[str, object]:
+               options: LossOptions = LossOptions()) -> Dict[str, object]:
     """The batch's loss terms ``box``, ``dfl`` and ``class`` (scalars, gains included) and
     ``positives`` (the count). outputs: raw maps, largest stride first; true_boxes ``(B, M, 5)``.
-    class_weights ``(C,)``: a positive cell's box, distribution and class terms weighted by its
-    assigned box's class weight (others 1). focal_gamma: each class cross-entropy scaled by
-    ``|target - p| ** gamma`` (quality focal loss; 0: plain)."""
+    options (:class:`~yolo3.config.loss_options.LossOptions`; this head reads four):
+    ``box_gain`` (box and DFL) and ``class_gain``; ``class_weights`` ``(C,)``, a positive cell's
+    box, distribution and class terms weighted by its assigned box's class weight (others 1);
+    ``focal_gamma``, each class cross-entropy scaled by ``|target - p| ** gamma`` (quality focal
+    loss; 0: plain)."""
+    options = options.for_classes(num_classes)
+    class_weights = options.class_weights
     distance_logits, class_logits = flatten_outputs(outputs, head, num_classes)
     points, strides = cell_centres(outputs, head.strides)
     boxes = distances_to_corners(expected_distances(distance_logits), points, strides)
@@ -211,8 +215,9 @@ def loss_terms(outputs: Sequence, true_boxes, head: AnchorFreeHead, num_classes:
     box = ops.sum(weight * (1.0 - _ciou(boxes, target_boxes)))
     sides = distance_targets(target_boxes, points, strides, head.reg_max)
     distribution = ops.sum(weight * dfl(distance_logits, sides))
-    classes = ops.sum(per_cell[..., None] * focal_bce(target_scores, class_logits, focal_gamma))
-    return {"box": box_gain * BOX_WEIGHT * box * scale,
-            "dfl": box_gain * DFL_WEIGHT * distribution * scale,
-            "class": class_gain * CLASS_WEIGHT * classes * scale,
+    classes = ops.sum(per_cell[..., None] * focal_bce(target_scores, class_logits,
+                                                        options.focal_gamma))
+    return {"box": options.box_gain * BOX_WEIGHT * box * scale,
+            "dfl": options.box_gain * DFL_WEIGHT * distribution * scale,
+            "class": options.class_gain * CLASS_WEIGHT * classes * scale,
             "positives": ops.sum(ops.cast(foreground, "float32"))}
