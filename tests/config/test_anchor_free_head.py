@@ -1,9 +1,15 @@
 """yolo3.config.anchor_free_head: the anchor-free head's facts (channels, class count, what model files record)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from yolo3.config.anchor_free_head import ANCHOR_FREE, AnchorFreeHead
+from yolo3.config.anchor_free_head import (
+    AF_PRIOR_DISTANCE,
+    ANCHOR_FREE,
+    AnchorFreeHead,
+    anchor_free_bias_priors,
+)
 
 
 def test_channels_are_four_distributions_then_the_classes():
@@ -31,3 +37,20 @@ def test_recorded_as_data_and_read_back():
 def test_bad_heads_are_refused(strides, reg_max, message):
     with pytest.raises(ValueError, match=message):
         AnchorFreeHead(strides, reg_max)
+
+
+@pytest.mark.parametrize("reg_max", [6, 8, 16])
+def test_anchor_free_priors_start_each_side_at_the_prior_distance(reg_max):
+    box, classes = anchor_free_bias_priors(reg_max, 4, cells=144, objects_per_image=3.0)
+    same = AnchorFreeHead((32, 16), reg_max).bias_priors(4, 144, 3.0)
+    np.testing.assert_array_equal(same[0], box)
+    np.testing.assert_array_equal(same[1], classes)
+    assert box.shape == (4 * reg_max,) and classes.shape == (4,)
+    for side in box.reshape(4, reg_max).astype(np.float64):
+        p = np.exp(side - side.max())
+        p /= p.sum()
+        assert np.sum(p * np.arange(reg_max)) == pytest.approx(AF_PRIOR_DISTANCE, abs=1e-4)
+        assert np.all(np.diff(p) < 0)  # the nearer bins first
+    # the class scores: the data's objects per image spread over the cells and classes
+    np.testing.assert_allclose(1 / (1 + np.exp(-classes.astype(np.float64))) * 144 * 4, 3.0,
+                               rtol=1e-5)

@@ -8,7 +8,7 @@ import pytest
 
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.config.anchor_free_head import AnchorFreeHead
-from yolo3.config.heads import ANCHOR_HEAD_STRIDES, AnchorHead, head_of
+from yolo3.config.heads import ANCHOR_HEAD_STRIDES, AnchorHead, head_of, output_bias_priors
 from yolo3.config.masks import default_masks
 from yolo3.config.specs import SPECS, get_spec, strides_for
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
@@ -70,3 +70,16 @@ def test_head_of_prefers_the_anchor_free_head_and_model_files_record_as_before()
     free_info = ModelInfo(np.zeros((0, 2)), [], 3, head=free)
     assert free_info.to_dict()["head"] == free.to_dict()
     assert ModelInfo.from_dict(free_info.to_dict()).detection_head == free
+
+
+def test_output_bias_priors_match_the_expected_positives():
+    bias = output_bias_priors(3, 4, cells=36, num_scales=2, objects_per_image=6.0)
+    head = AnchorHead.of(np.ones((6, 2)) * 10, [[3, 4, 5], [0, 1, 2]])
+    np.testing.assert_array_equal(head.bias_priors(4, 36, 6.0)[0], bias)
+    assert bias.shape == (3 * 9,)
+    per_anchor = bias.reshape(3, 9)
+    np.testing.assert_array_equal(per_anchor[:, :4], 0.0)
+    sigmoid = 1 / (1 + np.exp(-per_anchor.astype(np.float64)))
+    # expected positives on this scale: half of the 6 objects, over 36 cells x 3 anchors
+    np.testing.assert_allclose(sigmoid[:, 4] * 36 * 3, 3.0, rtol=1e-5)
+    np.testing.assert_allclose(sigmoid[:, 5:], 0.25, rtol=1e-5)

@@ -53,7 +53,6 @@ def test_build_models_transfers_or_skips_heads_of_another_class_count(dataset, t
 
 
 def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_path, step_config):
-    from yolo3.training.recipe import anchor_free_bias_priors
     config = step_config(model="tiny-af", box_gain=2.0, class_gain=0.5)
     data = prepare_data(config)
     assert data.masks == [] and data.anchors.shape == (0, 2) and data.info().head == data.spec.head
@@ -67,8 +66,8 @@ def test_an_anchor_free_variant_trains_on_boxes_from_its_priors(dataset, tmp_pat
         cells = (64 // stride) ** 2
         _, box_bias = body.get_layer(f"head_s{stride}_box_pred").get_weights()
         _, class_bias = body.get_layer(f"head_s{stride}_cls_pred").get_weights()
-        np.testing.assert_allclose(box_bias, anchor_free_bias_priors(
-            data.spec.head.reg_max, 3, cells, per_image)[0])
+        np.testing.assert_allclose(box_bias, data.spec.head.bias_priors(3, cells,
+                                                                        per_image)[0])
         p = per_image / (cells * 3)
         np.testing.assert_allclose(class_bias, np.full(3, np.log(p / (1 - p))), rtol=1e-5)
 

@@ -16,7 +16,6 @@ from yolo3.training.recipe import (
     dtype_policy,
     learning_rate,
     make_optimizer,
-    output_bias_priors,
     use_jit,
 )
 
@@ -107,31 +106,3 @@ def test_dtype_policy_is_restored():
         with dtype_policy("mixed_float16"):
             raise RuntimeError("boom")
     assert keras.config.dtype_policy().name == before
-
-
-def test_output_bias_priors_match_the_expected_positives():
-    bias = output_bias_priors(3, 4, cells=36, num_scales=2, objects_per_image=6.0)
-    assert bias.shape == (3 * 9,)
-    per_anchor = bias.reshape(3, 9)
-    np.testing.assert_array_equal(per_anchor[:, :4], 0.0)
-    sigmoid = 1 / (1 + np.exp(-per_anchor.astype(np.float64)))
-    # expected positives on this scale: half of the 6 objects, over 36 cells x 3 anchors
-    np.testing.assert_allclose(sigmoid[:, 4] * 36 * 3, 3.0, rtol=1e-5)
-    np.testing.assert_allclose(sigmoid[:, 5:], 0.25, rtol=1e-5)
-
-
-
-
-@pytest.mark.parametrize("reg_max", [6, 8, 16])
-def test_anchor_free_priors_start_each_side_at_the_prior_distance(reg_max):
-    from yolo3.training.recipe import AF_PRIOR_DISTANCE, anchor_free_bias_priors
-    box, classes = anchor_free_bias_priors(reg_max, 4, cells=144, objects_per_image=3.0)
-    assert box.shape == (4 * reg_max,) and classes.shape == (4,)
-    for side in box.reshape(4, reg_max).astype(np.float64):
-        p = np.exp(side - side.max())
-        p /= p.sum()
-        assert np.sum(p * np.arange(reg_max)) == pytest.approx(AF_PRIOR_DISTANCE, abs=1e-4)
-        assert np.all(np.diff(p) < 0)  # the nearer bins first
-    # the class scores: the data's objects per image spread over the cells and classes
-    np.testing.assert_allclose(1 / (1 + np.exp(-classes.astype(np.float64))) * 144 * 4, 3.0,
-                               rtol=1e-5)

@@ -10,16 +10,17 @@ Two heads, the same questions (:data:`Head`):
 
 Each answers ``anchor_free``, ``strides``, ``num_scales``, ``anchors_per_scale`` (None without
 anchors), ``channels(num_classes)`` (of every output), ``num_classes(channels)``,
-``anchor_array()``, ``mask_lists()`` and ``record()`` (what a model file keeps of it: None for
-the anchor head, whose anchors and masks are fields of their own).
-The layers above ask the head through one function each: the training model
-(:func:`yolo3.modeling.heads.training_model`), the targets
-(:meth:`yolo3.data.dataset_config.TargetEncoding.for_head`), decoding
-(:func:`yolo3.ops.decode.raw_boxes_and_scores`) and the output priors
-(:func:`yolo3.training.recipe.head_bias_priors`). No TensorFlow here.
+``anchor_array()``, ``mask_lists()``, ``bias_priors(num_classes, cells, objects_per_image)``
+(the initial biases of the convolutions that end one output) and ``record()`` (what a model file
+keeps of it: None for the anchor head, whose anchors and masks are fields of their own).
+The layers above still pick some behaviour by the kind, one function each (issue 69 moves them
+into the heads): the training model (:func:`yolo3.modeling.heads.training_model`), the targets
+(:meth:`yolo3.data.dataset_config.TargetEncoding.for_head`) and decoding
+(:func:`yolo3.ops.decode.raw_boxes_and_scores`). No TensorFlow here.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -28,7 +29,7 @@ import numpy as np
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks, validate_masks
 
-__all__ = ["ANCHOR_HEAD_STRIDES", "AnchorHead", "Head", "head_of"]
+__all__ = ["ANCHOR_HEAD_STRIDES", "AnchorHead", "Head", "head_of", "output_bias_priors"]
 
 # the strides of an anchor head's outputs, largest first: a body with n outputs has the first n
 ANCHOR_HEAD_STRIDES = (32, 16, 8)
@@ -91,10 +92,35 @@ class AnchorHead:
             raise ValueError(f"{channels} output channels are not {per} anchors x (5 + classes)")
         return channels // per - 5
 
+    def bias_priors(self, num_classes: int, cells: int, objects_per_image: float
+                    ) -> Tuple[np.ndarray]:
+        """The initial bias of the convolution that ends one output of ``cells`` cells:
+        ``(output bias,)`` (:func:`output_bias_priors`)."""
+        return (output_bias_priors(self.anchors_per_scale, num_classes, cells, self.num_scales,
+                                   objects_per_image),)
+
     def record(self) -> Optional[Dict[str, Any]]:
         """What a model file records of the head: nothing (the anchors and masks are fields of
         their own, as every yolo3 model file has them)."""
         return None
+
+
+def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scales: int,
+                       objects_per_image: float) -> np.ndarray:
+    """The initial bias of one output convolution, ``(num_anchors * (5 + num_classes),)``, laid
+    out per anchor as ``x, y, w, h, objectness, classes...``: zero for the box terms; for the
+    objectness the logit of the expected share of positive anchors (``objects_per_image`` spread
+    evenly over the scales and this scale's ``cells`` x ``num_anchors`` anchors), for the classes
+    the logit of ``1 / num_classes``. A network that starts at these priors spends no steps
+    unlearning a 0.5 objectness on every cell (the focal-loss paper's and YOLOv5's
+    initialisation)."""
+    positive = objects_per_image / (num_scales * cells * num_anchors)
+    objectness = math.log(max(positive, 1e-6) / (1 - min(positive, 0.5)))
+    p_class = min(0.99, 1.0 / max(1, num_classes))
+    per_anchor = np.zeros(5 + num_classes, np.float32)
+    per_anchor[4] = objectness
+    per_anchor[5:] = math.log(p_class / (1 - p_class))
+    return np.tile(per_anchor, num_anchors)
 
 
 Head = Union[AnchorHead, AnchorFreeHead]

@@ -17,7 +17,6 @@ from yolo3.modeling.bodies import build_spec_body, output_layer_names, predictio
 from yolo3.modeling.heads import training_model as head_training_model
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement
-from yolo3.training.recipe import head_bias_priors
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +58,13 @@ def training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> k
 def initialise_output_priors(body: keras.Model, data: TrainData, input_size: Tuple[int, int],
                               keep=()) -> None:
     """Set the bias of every convolution that ends an output and is not in ``keep`` (loaded from
-    weights) to the head's priors (:func:`yolo3.training.recipe.head_bias_priors`; objects per
+    weights) to the head's priors (the head's ``bias_priors``; objects per
     image from the training set)."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
     head = data.head
     for stride, names in zip(head.strides, output_layer_groups(body, head)):
         cells = (input_size[0] // stride) * (input_size[1] // stride)
-        biases = head_bias_priors(head, data.num_classes, cells, per_image)
+        biases = head.bias_priors(data.num_classes, cells, per_image)
         for name, bias in zip(names, biases):
             if name not in keep:
                 layer = body.get_layer(name)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional
 
 from yolo3.config.choices import JIT_CHOICES, OPTIMIZERS
-from yolo3.config.heads import Head
 
 # Adam's 3e-3 (keras-yolo3 used 1e-3): better from scratch and fine-tuning alike with warm-up,
 # cosine decay, EMA and decoupled weight decay (docs/benchmarks.md, "Recipe defaults")
@@ -21,15 +20,9 @@ EVAL_EVERY_EPOCH_MAX_IMAGES = 500  # evaluate every epoch up to this many valida
 EVAL_SHARE = 0.1  # beyond that, keep evaluation under about this share of training time
 EMA_HORIZON_SHARE = 0.05  # the EMA averages over about this share of the run's steps
 EMA_MIN_HORIZON = 10
-# an anchor-free head starts every box side at this many strides from its cell's centre (a box
-# three strides wide, about the size of an anchor on its scale). Measured on three realistic sets at
-# 192 px: +8% mAP@0.5:0.95 over YOLOv8's start (docs/recipe.md: The anchor-free variants)
-AF_PRIOR_DISTANCE = 1.5
 
-__all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "AF_PRIOR_DISTANCE",
-           "learning_rate", "auto_ema_momentum", "make_optimizer", "auto_eval_every",
-           "use_jit", "dtype_policy", "head_bias_priors", "output_bias_priors",
-           "anchor_free_bias_priors"]
+__all__ = ["DEFAULT_LR", "SGD_MOMENTUM", "NO_DECAY", "learning_rate", "auto_ema_momentum",
+           "make_optimizer", "auto_eval_every", "use_jit", "dtype_policy"]
 
 
 def learning_rate(optimizer: str, lr: Optional[float] = None) -> float:
@@ -99,56 +92,3 @@ def dtype_policy(policy: str) -> Iterator[None]:
         keras.config.set_dtype_policy(previous)
 
 
-def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scales: int,
-                       objects_per_image: float):
-    """The initial bias of one output convolution, ``(num_anchors * (5 + num_classes),)``, laid
-    out per anchor as ``x, y, w, h, objectness, classes...``: zero for the box terms; for the
-    objectness the logit of the expected share of positive anchors (``objects_per_image`` spread
-    evenly over the scales and this scale's ``cells`` x ``num_anchors`` anchors), for the classes
-    the logit of ``1 / num_classes``. A network that starts at these priors spends no steps
-    unlearning a 0.5 objectness on every cell (the focal-loss paper's and YOLOv5's
-    initialisation)."""
-    import numpy as np
-    positive = objects_per_image / (num_scales * cells * num_anchors)
-    objectness = math.log(max(positive, 1e-6) / (1 - min(positive, 0.5)))
-    p_class = min(0.99, 1.0 / max(1, num_classes))
-    per_anchor = np.zeros(5 + num_classes, np.float32)
-    per_anchor[4] = objectness
-    per_anchor[5:] = math.log(p_class / (1 - p_class))
-    return np.tile(per_anchor, num_anchors)
-
-
-def head_bias_priors(head: Head, num_classes: int, cells: int, objects_per_image: float
-                     ) -> Tuple:
-    """The initial biases of the convolutions that end one output of ``head`` with ``cells``
-    cells, in :func:`yolo3.training.models.output_layer_groups` order: ``(output bias,)`` of an
-    anchor head (:func:`output_bias_priors`), ``(distance biases, class biases)`` of an
-    anchor-free head (:func:`anchor_free_bias_priors`)."""
-    if head.anchor_free:
-        return anchor_free_bias_priors(head.reg_max, num_classes, cells, objects_per_image)
-    return (output_bias_priors(head.anchors_per_scale, num_classes, cells, head.num_scales,
-                               objects_per_image),)
-
-
-def anchor_free_bias_priors(reg_max: int, num_classes: int, cells: int,
-                            objects_per_image: float):
-    """The initial biases of an anchor-free head's two predictions at an output of ``cells``
-    cells: the distance logits ``(4 * reg_max,)``, each side's ``-lambda * k`` for bin ``k``, so
-    that every side starts at an expected :data:`AF_PRIOR_DISTANCE` strides (YOLOv8 starts every
-    bin alike: an expectation of ``(reg_max - 1) / 2`` strides, boxes far larger than most objects
-    at a small input); and the class logits ``(num_classes,)`` at the logit of ``objects_per_image
-    / (cells * num_classes)`` (YOLOv8's prior, ``5 / C / cells``, with the data's objects per
-    image)."""
-    import numpy as np
-    bins = np.arange(int(reg_max), dtype=np.float64)
-    low, high = -50.0, 50.0  # the expectation falls as lambda rises: bisect for the prior
-    for _ in range(200):
-        lam = (low + high) / 2
-        weights = np.exp(-lam * bins - np.max(-lam * bins))
-        if np.sum(weights * bins) / np.sum(weights) > AF_PRIOR_DISTANCE:
-            low = lam
-        else:
-            high = lam
-    p = min(0.5, max(1e-6, objects_per_image / (max(1, cells) * max(1, num_classes))))
-    return (np.tile(-lam * bins, 4).astype(np.float32),
-            np.full(int(num_classes), math.log(p / (1.0 - p)), np.float32))
