@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+from locations import shared
 from scenes import textured_scene
 
 from yolo3.core.errors import AnnotationError
@@ -24,6 +25,7 @@ from yolo3.data.image_ops import (
     mosaic_regions,
     place_image_u8,
     resize_bilinear,
+    resized_window,
 )
 from yolo3.data.images import load_image
 from yolo3.ops.letterbox import letterbox_tf
@@ -45,6 +47,47 @@ def test_hsv_and_resize_are_tensorflows():
                                    atol=1e-3)
         # uint8 in, uint8 out: the rounding only
         assert np.abs(resize_bilinear(u8, hw).astype(np.float32) - ref).max() <= 1.0
+
+
+def _windows(rng, image, count):
+    """``count`` random resize sizes (a quarter to twice the image) and windows inside them."""
+    for _ in range(count):
+        scale = rng.uniform(0.25, 2.0)
+        h = max(8, int(image.shape[0] * scale * rng.uniform(0.8, 1.2)))
+        w = max(8, int(image.shape[1] * scale))
+        r0, c0 = int(rng.integers(0, h // 2)), int(rng.integers(0, w // 2))
+        yield (h, w), (r0, int(rng.integers(r0 + 1, h + 1))), (c0, int(rng.integers(c0 + 1, w + 1)))
+
+
+def test_a_resized_window_is_the_window_of_the_whole_resize():
+    """float32: the whole resize's window, bit for bit; uint8 (sampled alone by an affine warp,
+    positions to 1/32 pixel): within a few levels of it, under half a level on average."""
+    rng = np.random.default_rng(11)
+    image, _ = textured_scene(rng, 90, 120, 3)
+    floats = image.astype(np.float32) / 255
+    for hw, rows, cols in _windows(rng, image, 30):
+        np.testing.assert_array_equal(resized_window(floats, hw, rows, cols),
+                                      resize_bilinear(floats, hw)[rows[0]:rows[1], cols[0]:cols[1]])
+        got = resized_window(image, hw, rows, cols)
+        assert got.dtype == np.uint8 and got.shape == (rows[1] - rows[0], cols[1] - cols[0], 3)
+        diff = np.abs(got.astype(int) - resize_bilinear(image, hw)[rows[0]:rows[1],
+                                                                   cols[0]:cols[1]])
+        assert diff.mean() <= 1.0 and diff.max() <= 8, (hw, rows, cols, diff.mean(), diff.max())
+    whole = resized_window(image, (50, 70), (0, 50), (0, 70))  # the whole: the resize itself
+    np.testing.assert_array_equal(whole, resize_bilinear(image, (50, 70)))
+
+
+def test_a_resized_window_of_a_photograph_is_within_a_level_on_average():
+    rng = np.random.default_rng(12)
+    worst = []
+    for path in sorted(shared("images").glob("*.jpg")):
+        image = decode_image_np(str(path), 1)
+        for hw, rows, cols in _windows(rng, image, 10):
+            diff = np.abs(resized_window(image, hw, rows, cols).astype(int)
+                          - resize_bilinear(image, hw)[rows[0]:rows[1], cols[0]:cols[1]])
+            worst.append((diff.mean(), diff.max()))
+    assert len(worst) == 50
+    assert max(m for m, _ in worst) <= 0.6 and max(x for _, x in worst) <= 8, worst
 
 
 @pytest.mark.parametrize("draw", [

@@ -3,7 +3,9 @@
 
 Images are ``(h, w, 3)`` RGB: uint8 as decoded, float32 in ``[0, 1]`` once placed. Resizing is
 OpenCV's bilinear (half-pixel centres, no antialiasing, as ``tf.image.resize``), on uint8 until
-the colour step; the HSV distortion runs in float32 as TensorFlow's does.
+the colour step; the HSV distortion runs in float32 as TensorFlow's does. An augmented uint8
+image is resampled where it shows only (:func:`resized_window`: a mosaic shows a quarter of each
+source).
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from yolo3.data.planner import AugmentDraw
 from yolo3.data.images import load_image
 from yolo3.ops.letterbox import PAD_VALUE, geometry_np
 
-__all__ = ["decode_image_np", "apply_orientation_np", "resize_bilinear", "augment_image_np",
+__all__ = ["decode_image_np", "apply_orientation_np", "resize_bilinear", "resized_window",
+           "augment_image_np",
            "mosaic_images_np", "mosaic_regions", "letterbox_image_np", "distort_hsv_np",
            "place_image_u8", "letterbox_u8", "colour_plan", "PAD_U8"]
 
@@ -62,6 +65,26 @@ def resize_bilinear(image: np.ndarray, hw: Sequence[int]) -> np.ndarray:
     if image.shape[:2] == (h, w):
         return image
     return cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def resized_window(image: np.ndarray, hw: Sequence[int], rows: Tuple[int, int],
+                   cols: Tuple[int, int]) -> np.ndarray:
+    """``resize_bilinear(image, hw)[rows[0]:rows[1], cols[0]:cols[1]]`` (the window must lie
+    inside ``hw``), computing only the window where that is cheaper. uint8: OpenCV's affine warp
+    samples the window alone (the same half-pixel-centred bilinear, its positions to 1/32 pixel:
+    within a level or so of the whole resize on natural images; about 4x faster for a mosaic's
+    quarter); float32: the whole resize, cropped (TensorFlow's resize to float rounding)."""
+    h, w = int(hw[0]), int(hw[1])
+    (r0, r1), (c0, c1) = (int(v) for v in rows), (int(v) for v in cols)
+    if image.dtype != np.uint8 or (r1 - r0) * (c1 - c0) >= h * w:
+        return resize_bilinear(image, (h, w))[r0:r1, c0:c1]
+    sy, sx = image.shape[0] / h, image.shape[1] / w
+    # destination pixel (j, i) of the window is pixel (r0 + j, c0 + i) of the whole resize, whose
+    # source position is ((c0 + i + 0.5) * sx - 0.5, (r0 + j + 0.5) * sy - 0.5)
+    to_source = np.array([[sx, 0.0, (c0 + 0.5) * sx - 0.5], [0.0, sy, (r0 + 0.5) * sy - 0.5]])
+    return cv2.warpAffine(image, to_source, (c1 - c0, r1 - r0),
+                          flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                          borderMode=cv2.BORDER_REPLICATE)
 
 
 def distort_hsv_np(image: np.ndarray, hue: float, sat: float, val: float) -> np.ndarray:
@@ -120,8 +143,8 @@ def augment_image_np(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[in
         pad = np.float32(min(max(PAD_VALUE * draw.val, 0.0), 1.0))
     canvas = np.full((y2 - y1, x2 - x1, 3), pad, np.float32)
     if bottom > top and right > left:
-        resized = resize_bilinear(image, (nh, nw))
-        crop = _to_float(resized[top - dy:bottom - dy, left - dx:right - dx])
+        crop = _to_float(resized_window(image, (nh, nw), (top - dy, bottom - dy),
+                                        (left - dx, right - dx)))
         if colours:
             crop = distort_hsv_np(np.ascontiguousarray(crop), draw.hue, draw.sat, draw.val)
         canvas[top - y1:bottom - y1, left - x1:right - x1] = crop
@@ -143,9 +166,8 @@ def place_image_u8(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int]
     canvas = out[:, ::-1] if draw.flip else out  # written unmirrored through a mirrored view
     canvas[...] = PAD_U8
     if bottom > top and right > left:
-        resized = resize_bilinear(image, (nh, nw))
-        canvas[top - y1:bottom - y1, left - x1:right - x1] = \
-            resized[top - dy:bottom - dy, left - dx:right - dx]
+        canvas[top - y1:bottom - y1, left - x1:right - x1] = resized_window(
+            image, (nh, nw), (top - dy, bottom - dy), (left - dx, right - dx))
     return out
 
 
