@@ -17,6 +17,7 @@ gray canvas, horizontal flip, HSV), with the 4-image mosaic and object-biased ti
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -126,16 +127,19 @@ def draw_augment(rng: np.random.Generator, image_hw: Sequence[int], input_hw: Se
     new_ar = iw / ih * (1 - j + 2 * j * u[0]) / (1 - j + 2 * j * u[1])
     scale = cfg.scale[0] + (cfg.scale[1] - cfg.scale[0]) * u[2]
     nh, nw = (scale * h, scale * h * new_ar) if new_ar < 1 else (scale * w / new_ar, scale * w)
-    new_hw = np.maximum(np.round([nh, nw]), 1.0).astype(np.int64)
-    room = np.array([h, w]) - new_hw
-    offset = np.floor(u[3:5] * (room + np.sign(room)))  # in [min(0, room), max(0, room)]
-    offset = np.clip(offset, np.minimum(room, 0), np.maximum(room, 0)).astype(np.int64)
+    new_hw = (max(round(float(nh)), 1), max(round(float(nw)), 1))  # half to even, as np.round
+    offset = []
+    for side, size, draw in ((h, new_hw[0], u[3]), (w, new_hw[1], u[4])):
+        room = side - size
+        sign = (room > 0) - (room < 0)
+        start = math.floor(float(draw) * (room + sign))  # in [min(0, room), max(0, room)]
+        offset.append(int(min(max(start, min(room, 0)), max(room, 0))))
 
     def factor(a: float, b: float, limit: float) -> float:
         f = 1.0 + (max(limit, 1.0) - 1.0) * a
         return f if b < 0.5 else 1.0 / f
 
-    return AugmentDraw((int(new_hw[0]), int(new_hw[1])), (int(offset[0]), int(offset[1])),
+    return AugmentDraw((int(new_hw[0]), int(new_hw[1])), (offset[0], offset[1]),
                        bool(u[5] < cfg.flip), float(-cfg.hue + 2 * cfg.hue * u[6]),
                        factor(u[7], u[8], cfg.saturation), factor(u[9], u[10], cfg.value))
 
@@ -215,12 +219,14 @@ def augment_boxes(boxes: np.ndarray, image_hw: Sequence[int], draw: AugmentDraw,
     sy, sx = draw.new_hw[0] / float(image_hw[0]), draw.new_hw[1] / float(image_hw[1])
     oy, ox = draw.offset_hw
     h, w = float(input_hw[0]), float(input_hw[1])
-    x1, x2 = boxes[:, 0] * sx + ox, boxes[:, 2] * sx + ox
-    y1, y2 = boxes[:, 1] * sy + oy, boxes[:, 3] * sy + oy
+    # float32 throughout, as the float32 boxes times Python numbers are (one call per step)
+    out = np.empty((len(boxes), 5), np.float32)
+    out[:, :4] = boxes[:, :4] * np.array([sx, sy, sx, sy], np.float32)
+    out[:, :4] += np.array([ox, oy, ox, oy], np.float32)
     if draw.flip:
-        x1, x2 = w - x2, w - x1
-    out = np.stack([np.clip(x1, 0, w), np.clip(y1, 0, h), np.clip(x2, 0, w), np.clip(y2, 0, h),
-                    boxes[:, 4]], axis=1).astype(np.float32)
+        out[:, [0, 2]] = np.float32(w) - out[:, [2, 0]]
+    np.clip(out[:, :4], np.float32(0), np.array([w, h, w, h], np.float32), out=out[:, :4])
+    out[:, 4] = boxes[:, 4]
     return keep_larger_than(out, min_size)
 
 
@@ -230,13 +236,14 @@ def mosaic_boxes(boxes: Sequence[np.ndarray], split_yx: Sequence[int], input_hw:
     bottom-right of the split point ``(y, x)``)."""
     h, w = float(input_hw[0]), float(input_hw[1])
     cy, cx = float(split_yx[0]), float(split_yx[1])
-    regions = [(0.0, 0.0, cx, cy), (cx, 0.0, w, cy), (0.0, cy, cx, h), (cx, cy, w, h)]
-    parts = []
-    for b, (rx1, ry1, rx2, ry2) in zip(boxes, regions):
-        c = np.stack([np.clip(b[:, 0], rx1, rx2), np.clip(b[:, 1], ry1, ry2),
-                      np.clip(b[:, 2], rx1, rx2), np.clip(b[:, 3], ry1, ry2), b[:, 4]], axis=1)
-        parts.append(keep_larger_than(c.astype(np.float32), min_size))
-    return np.concatenate(parts, axis=0)
+    regions = np.array([(0.0, 0.0, cx, cy), (cx, 0.0, w, cy), (0.0, cy, cx, h), (cx, cy, w, h)],
+                       np.float32)  # x1, y1, x2, y2 of each quarter
+    counts = [len(b) for b in boxes]
+    out = np.concatenate([np.asarray(b, np.float32).reshape(-1, 5) for b in boxes], axis=0)
+    low = np.repeat(np.tile(regions[:, :2], 2), counts, axis=0)
+    high = np.repeat(np.tile(regions[:, 2:], 2), counts, axis=0)
+    np.clip(out[:, :4], low, high, out=out[:, :4])
+    return keep_larger_than(out, min_size)
 
 
 def letterbox_boxes(boxes: np.ndarray, image_hw: Sequence[int], input_hw: Sequence[int]
