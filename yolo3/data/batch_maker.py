@@ -71,15 +71,22 @@ class BatchMaker:
             return image[y1:y2, x1:x2], (y2 - y1, x2 - x1)
         return image, self.planner.image_hws[index]
 
-    def image_u8(self, plan: ElementPlan) -> Tuple[np.ndarray, np.ndarray]:
+    def image_u8(self, plan: ElementPlan, out: Optional[np.ndarray] = None
+                 ) -> Tuple[np.ndarray, np.ndarray]:
         """The uint8 ``(h, w, 3)`` canvas of one element's plan, without its colours, and its
-        colour plan ``(14,)`` (:mod:`yolo3.modeling.pixel_input`): ``canvas / 255`` with the plan's colours is
-        :meth:`image`."""
+        colour plan ``(14,)`` (:mod:`yolo3.modeling.pixel_input`): ``canvas / 255`` with the
+        plan's colours is :meth:`image`. ``out``: the ``(h, w, 3)`` uint8 array to fill (a
+        batch's row), else a new one."""
         H, W = plan.input_hw
         if plan.draws is None:
             image, hw = self._source(plan, 0)
-            return letterbox_u8(image, (H, W), hw), colour_plan(None, None, (H, W))
-        out = np.empty((H, W, 3), np.uint8)
+            canvas = letterbox_u8(image, (H, W), hw)
+            if out is not None:
+                out[...] = canvas
+                canvas = out
+            return canvas, colour_plan(None, None, (H, W))
+        if out is None:
+            out = np.empty((H, W, 3), np.uint8)
         regions = ((0, H, 0, W),) if plan.split_yx is None else mosaic_regions(plan.split_yx,
                                                                                 (H, W))
         for k, (y1, y2, x1, x2) in enumerate(regions):
@@ -132,11 +139,17 @@ class BatchMaker:
         if self.config.shard != (0, 1):  # this process's share of the global batch
             indices = [indices[i] for i in shard_range(size, self.config.shard)
                        if i < len(indices)]
+        if self.config.device_colour:  # each canvas drawn into its row of the batch
+            plans = [self.planner.element(epoch, i) for i in indices]
+            H, W = plans[0].input_hw  # a batch has one input size (multi-scale: by batches)
+            images = np.empty((len(plans), H, W, 3), np.uint8)
+            colours = np.stack([self.image_u8(plan, images[i])[1]
+                                for i, plan in enumerate(plans)])
+            boxes = np.stack([pad_boxes_np(plan.boxes, self.config.max_boxes) for plan in plans])
+            return self.encode(images, boxes, colours)
         parts = [self.element(epoch, i) for i in indices]
         images = np.stack([p[0] for p in parts])
         boxes = np.stack([p[1] for p in parts])
-        if self.config.device_colour:
-            return self.encode(images, boxes, np.stack([p[2] for p in parts]))
         return self.encode(images, boxes)
 
     def encode(self, images: np.ndarray, boxes: np.ndarray,
