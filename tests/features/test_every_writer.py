@@ -132,7 +132,7 @@ SLOW_WRITERS = [
     Writer("train --output", lambda w, out: [
         "train", "--annotations", w["data"] / "train.txt", "--val-annotations",
         w["data"] / "val.txt", "--classes", w["data"] / "classes.txt", "--variant", "tiny",
-        "--input-size", "64", "--batch-size", "2", "--epochs", "2", "--freeze-epochs", "1",
+        "--input-size", "64", "--batch-size", "2", "--epochs", "1", "--freeze-epochs", "0",
         "--anchors", w["anchors"], "--output", out, "--no-augment", "--eval-every", "1"]),
     Writer("convert --> OUT.keras and its side files", lambda w, out: [
         "convert", w["cfg"], w["weights"], out / "tiny.weights.h5"], folder=False,
