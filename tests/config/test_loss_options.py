@@ -64,3 +64,12 @@ def test_a_recipe_maps_field_by_field():
                                   objectness="iou", box_gain=2.0, class_gain=0.5,
                                   class_weights=(1.0, 3.0), focal_gamma=1.5)
     assert LossOptions.from_recipe(RecipeSettings()).class_weights is None
+
+
+def test_the_gains_check_names_the_gain():
+    from yolo3.config.loss_options import check_gains
+    check_gains(2.0, 0.5)
+    with pytest.raises(SettingError, match="class_gain"):
+        check_gains(1.0, 0.0)
+    with pytest.raises(SettingError, match="box_gain"):
+        check_gains(float("nan"), 1.0)

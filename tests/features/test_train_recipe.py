@@ -193,7 +193,8 @@ def test_recipe_flags_reach_the_loss_optimiser_and_data(dataset, tmp_path, monke
                      multi_scale=(64, 96), multi_scale_every=1, max_boxes=7)
     data, placement, _, body, template = _pieces(config)
     loss = template.get_layer("yolo_loss")
-    assert (loss.box_loss, loss.label_smoothing, loss.true_boxes) == ("giou", 0.1, True)
+    assert (loss.options.box_loss, loss.options.label_smoothing, loss.true_boxes) == (
+        "giou", 0.1, True)
     assert template.get_layer("true_boxes").batch_shape == (None, 7, 5)
     assert body.input_shape[1:3] == (None, None)  # multi-scale: any input size
     optimizer = stage_optimizer(config, placement.steps, 2)

@@ -14,7 +14,7 @@ import numpy as np
 
 from yolo3.config.train_config import check_value
 
-__all__ = ["LEGACY_NAMES", "LossOptions"]
+__all__ = ["LEGACY_NAMES", "LossOptions", "check_gains"]
 
 # the names a loss layer's config had before the options travelled whole (0.x model files), and
 # keras-yolo3's: each maps to its option's one name
@@ -94,3 +94,10 @@ class LossOptions:
         if self.class_weights is not None and len(self.class_weights) != int(num_classes):
             raise ValueError(f"{len(self.class_weights)} class weights for {num_classes} classes")
         return self
+
+
+def check_gains(box_gain: float, class_gain: float) -> None:
+    """SettingError (a ValueError) naming the setting when a loss gain is not a positive finite
+    number: the check :class:`LossOptions` makes (0.2's ``yolo3.loss.check_gains``)."""
+    check_value("box_gain", box_gain)
+    check_value("class_gain", class_gain)
