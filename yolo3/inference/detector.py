@@ -149,7 +149,7 @@ class YOLO:
         self.body, self.info, self.precision = body, info, precision
         self.anchors = info.anchors
         self.anchor_mask = info.masks
-        self.head = info.head  # an anchor-free head, or None (anchors and masks)
+        self.head = info.detection_head  # the anchor head (its anchors and masks) or another
         self.num_classes = info.num_classes
         self.class_names: List[str] = info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)

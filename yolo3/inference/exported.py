@@ -159,7 +159,8 @@ class ExportedDetector:
         self.input_hw: Tuple[int, int] = tuple(info.export["input_size"])
         batch = info.export.get("batch")
         self.batch: Optional[int] = int(batch) if batch else None  # None: any batch
-        self.anchors, self.anchor_mask, self.head = info.anchors, info.masks, info.head
+        self.anchors, self.anchor_mask = info.anchors, info.masks
+        self.head = info.detection_head  # never None: the anchor head holds its anchors
         self.num_classes, self.class_names = info.num_classes, info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
         quantized = info.export.get("quantize", "none")
