@@ -18,7 +18,7 @@ workers="${YOLO3_TEST_WORKERS:-2}"
 parallel=()
 if [[ "$workers" != "0" ]]; then parallel=(-n "$workers" --dist loadfile); fi
 
-run_pytest() {  # run_pytest MARKER [pytest arguments]: prints nothing more, returns pytest's code
+run_pytest() {  # run_pytest MARKER [pytest arguments]: pytest's code (no tests collected: 1)
   local marker="$1"; shift
   local rc=0
   "$VENV/bin/python" -m pytest -m "$marker" ${parallel[@]+"${parallel[@]}"} "$@" || rc=$?

@@ -98,6 +98,5 @@ class LossOptions:
 
 def check_gains(box_gain: float, class_gain: float) -> None:
     """SettingError (a ValueError) naming the setting when a loss gain is not a positive finite
-    number: the check :class:`LossOptions` makes (0.2's ``yolo3.loss.check_gains``)."""
-    check_value("box_gain", box_gain)
-    check_value("class_gain", class_gain)
+    number: :class:`LossOptions`' own check (0.2's ``yolo3.loss.check_gains``)."""
+    LossOptions(box_gain=box_gain, class_gain=class_gain)

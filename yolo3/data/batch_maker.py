@@ -121,16 +121,6 @@ class BatchMaker:
             out[region[0]:region[1], region[2]:region[3]] = canvas
         return out
 
-    def element(self, epoch: int, index: int):
-        """Element ``index`` of ``epoch``: ``(image, padded boxes)``; with ``device_colour``
-        ``(uint8 canvas, padded boxes, colour plan)``."""
-        plan = self.planner.element(epoch, index)
-        boxes = pad_boxes_np(plan.boxes, self.config.max_boxes)
-        if self.config.device_colour:
-            canvas, colours = self.image_u8(plan)
-            return canvas, boxes, colours
-        return self.image(plan), boxes
-
     def batch(self, epoch: int, k: int):
         """Batch ``k`` of ``epoch``, made in this thread (with ``config.shard``: this process's
         share of it)."""
@@ -139,18 +129,15 @@ class BatchMaker:
         if self.config.shard != (0, 1):  # this process's share of the global batch
             indices = [indices[i] for i in shard_range(size, self.config.shard)
                        if i < len(indices)]
-        if self.config.device_colour:  # each canvas drawn into its row of the batch
-            plans = [self.planner.element(epoch, i) for i in indices]
+        plans = [self.planner.element(epoch, i) for i in indices]
+        boxes = np.stack([pad_boxes_np(plan.boxes, self.config.max_boxes) for plan in plans])
+        if self.config.device_colour:  # each uint8 canvas drawn into its row of the batch
             H, W = plans[0].input_hw  # a batch has one input size (multi-scale: by batches)
             images = np.empty((len(plans), H, W, 3), np.uint8)
             colours = np.stack([self.image_u8(plan, images[i])[1]
                                 for i, plan in enumerate(plans)])
-            boxes = np.stack([pad_boxes_np(plan.boxes, self.config.max_boxes) for plan in plans])
             return self.encode(images, boxes, colours)
-        parts = [self.element(epoch, i) for i in indices]
-        images = np.stack([p[0] for p in parts])
-        boxes = np.stack([p[1] for p in parts])
-        return self.encode(images, boxes)
+        return self.encode(np.stack([self.image(plan) for plan in plans]), boxes)
 
     def encode(self, images: np.ndarray, boxes: np.ndarray,
                colours: Optional[np.ndarray] = None):

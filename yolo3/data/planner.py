@@ -128,18 +128,17 @@ def draw_augment(rng: np.random.Generator, image_hw: Sequence[int], input_hw: Se
     scale = cfg.scale[0] + (cfg.scale[1] - cfg.scale[0]) * u[2]
     nh, nw = (scale * h, scale * h * new_ar) if new_ar < 1 else (scale * w / new_ar, scale * w)
     new_hw = (max(round(float(nh)), 1), max(round(float(nw)), 1))  # half to even, as np.round
-    offset = []
-    for side, size, draw in ((h, new_hw[0], u[3]), (w, new_hw[1], u[4])):
-        room = side - size
+
+    def start(room: float, draw: float) -> int:  # in [min(0, room), max(0, room)]
         sign = (room > 0) - (room < 0)
-        start = math.floor(float(draw) * (room + sign))  # in [min(0, room), max(0, room)]
-        offset.append(int(min(max(start, min(room, 0)), max(room, 0))))
+        return int(min(max(math.floor(draw * (room + sign)), min(room, 0)), max(room, 0)))
 
     def factor(a: float, b: float, limit: float) -> float:
         f = 1.0 + (max(limit, 1.0) - 1.0) * a
         return f if b < 0.5 else 1.0 / f
 
-    return AugmentDraw((int(new_hw[0]), int(new_hw[1])), (offset[0], offset[1]),
+    offset = (start(h - new_hw[0], float(u[3])), start(w - new_hw[1], float(u[4])))
+    return AugmentDraw(new_hw, offset,
                        bool(u[5] < cfg.flip), float(-cfg.hue + 2 * cfg.hue * u[6]),
                        factor(u[7], u[8], cfg.saturation), factor(u[9], u[10], cfg.value))
 

@@ -25,11 +25,11 @@ where the predicted box's best IoU with ALL ground-truth boxes of its image is b
 ``ignore_iou`` (Darknet's ``ignore_thresh``; keras-yolo3 used only the same scale's boxes). The
 ground truth is either the boxes of every scale's ``y_true`` (their count per image is
 data-dependent) or, for an XLA-compilable step, the image's boxes padded to a static
-``max_boxes`` (``true_boxes``). Computed in float32 whatever the outputs' dtype, in ``keras.ops``: the same on every Keras backend (the
-ground truth gathered from ``y_true``, whose size is data-dependent, needs TensorFlow's ragged
-tensors; with ``true_boxes``, as the training model gives them, nothing does). The options
-(``box_loss``, ``objectness``, the gains ...) travel as one
-:class:`~yolo3.config.loss_options.LossOptions`.
+``max_boxes`` (``true_boxes``). Computed in float32 whatever the outputs' dtype, in
+``keras.ops``: the same on every Keras backend (the ground truth gathered from ``y_true``, whose
+size is data-dependent, needs TensorFlow's ragged tensors; with ``true_boxes``, as the training
+model gives them, nothing does). The options (``box_loss``, ``objectness``, the gains ...) travel
+as one :class:`~yolo3.config.loss_options.LossOptions`.
 """
 from __future__ import annotations
 
