@@ -12,6 +12,7 @@ from yolo3.core.fileio import (
     is_temporary,
     remove_entry,
     remove_stale_temporaries,
+    temporary_folder,
     temporary_owner,
     temporary_prefix,
     write_text_atomic,
@@ -127,6 +128,52 @@ def test_an_interrupted_writer_leaves_nothing(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         atomic_directory(tmp_path / "state", interrupted_folder)
     assert os.listdir(tmp_path) == []
+
+
+def _interrupt_after_mkdir(monkeypatch):
+    """``os.mkdir`` that makes the folder, then is interrupted before its caller goes on: the
+    moment CI's SIGINT once hit (a conversion left an empty temporary folder behind)."""
+    real = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+
+
+def test_an_interrupt_just_after_the_temporary_folder_is_made_leaves_nothing(tmp_path,
+                                                                           monkeypatch):
+    from yolo3.core.output_folder import write_output_folder
+
+    (tmp_path / "keep.txt").write_text("the user's")
+    _interrupt_after_mkdir(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_directory(tmp_path / "state", lambda folder: None)
+    with pytest.raises(KeyboardInterrupt):
+        write_output_folder(tmp_path / "out", lambda folder: None, "out")
+    with pytest.raises(KeyboardInterrupt):
+        with temporary_folder(tmp_path, "x"):
+            pass
+    assert os.listdir(tmp_path) == ["keep.txt"]
+
+
+def test_a_temporary_folder_is_new_and_removed_unless_kept(tmp_path):
+    with temporary_folder(tmp_path, "out") as first, temporary_folder(tmp_path, "out") as second:
+        assert first != second and first.is_dir() and second.is_dir()
+        assert first.name.startswith(temporary_prefix("out"))
+        (first / "a").write_text("a")
+    assert os.listdir(tmp_path) == []
+    with temporary_folder(tmp_path, "kept", keep=True) as kept:
+        pass
+    assert kept.is_dir()
+    with pytest.raises(ValueError), temporary_folder(tmp_path, "kept", keep=True) as failed:
+        raise ValueError("a failure removes it even when kept")
+    assert not failed.exists()
+    with pytest.raises(FileNotFoundError) as caught, \
+            temporary_folder(tmp_path / "missing", "out"):
+        pass
+    assert caught.value.filename == str(tmp_path / "missing" / "out")  # the destination named
 
 
 def test_a_failed_write_names_the_path_asked_for_not_the_temporary(tmp_path):

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -34,7 +35,7 @@ _OWNER = re.compile(r"^\.yolo3-tmp-(?P<host>[A-Za-z0-9]*)-(?P<pid>\d+)-")
 
 __all__ = ["TEMP_PREFIX", "LEGACY_TEMP_PREFIX", "atomic_file", "atomic_write", "atomic_directory",
            "write_text_atomic", "remove_stale_temporaries", "temporary_prefix", "temporary_owner",
-           "is_temporary", "make_temporary_folder", "fsync_file", "fsync_dir", "fsync_tree",
+           "is_temporary", "make_temporary_folder", "temporary_folder", "fsync_file", "fsync_dir", "fsync_tree",
            "remove_entry", "replace_entry", "read_text"]
 
 
@@ -185,13 +186,9 @@ def atomic_file(path: PathLike, suffix: str = "", sweep: bool = True,
     path.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
         remove_stale_temporaries(path.parent)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path.name), suffix=suffix,
-                                   dir=path.parent)
-    except OSError as e:
-        raise _named(e, None, path) from None
-    os.close(fd)
-    os.unlink(tmp)
+    # the name is free, never created here (the writer creates it), and known before anything
+    # can be interrupted: the ``finally`` below removes whatever an interrupt left at it
+    tmp = _free_temporary_name(path.parent, path.name, suffix)
     try:
         yield tmp
         if sync:
@@ -220,14 +217,51 @@ def atomic_write(path: PathLike, writer: Callable[[str], None], suffix: str = ""
     return Path(path)
 
 
+def _free_temporary_name(parent: PathLike, name: str, suffix: str = "") -> str:
+    """A path in ``parent`` named as this process's temporary for ``name`` that nothing holds
+    now (the random part never repeats within a process in practice; checked all the same)."""
+    for _ in range(100):
+        candidate = os.path.join(os.fspath(parent),
+                                 f"{temporary_prefix(name)}{secrets.token_hex(6)}{suffix}")
+        if not os.path.lexists(candidate):
+            return candidate
+    raise FileExistsError(errno.EEXIST, "no free temporary name", os.fspath(parent))
+
+
 def make_temporary_folder(parent: PathLike, name: str) -> Path:
     """A new empty temporary folder in ``parent`` for the destination ``name`` (swept by
     :func:`remove_stale_temporaries` once this process is gone). A folder that cannot be made is
-    an OSError naming ``parent/name``."""
+    an OSError naming ``parent/name``. The caller removes it: where an interrupt must leave
+    nothing, use :func:`temporary_folder`."""
+    with temporary_folder(parent, name, keep=True) as tmp:
+        return tmp
+
+
+@contextlib.contextmanager
+def temporary_folder(parent: PathLike, name: str, keep: bool = False) -> Iterator[Path]:
+    """A new empty temporary folder in ``parent`` for the destination ``name``, removed on leaving
+    when it is still there (not moved into place), an interrupt included: its path is known
+    before the folder is made, so no moment leaves a folder nobody removes (``tempfile.mkdtemp``
+    has one: between making the folder and returning its name). ``keep``: leave it on a normal
+    exit. A folder that cannot be made is an OSError naming ``parent/name``."""
+    tmp: Optional[Path] = None
     try:
-        return Path(tempfile.mkdtemp(prefix=temporary_prefix(name), dir=parent))
-    except OSError as e:
-        raise _named(e, None, Path(parent) / name) from None
+        while True:
+            tmp = Path(_free_temporary_name(parent, name))
+            try:
+                os.mkdir(tmp, 0o700)
+                break
+            except FileExistsError:  # made meanwhile, by this process (its name says so)
+                tmp = None
+        yield tmp
+    except BaseException as e:
+        keep = False
+        if isinstance(e, OSError) and (tmp is None or not tmp.exists()):  # making it failed
+            raise _named(e, None, Path(parent) / name) from None
+        raise
+    finally:
+        if tmp is not None and not keep and os.path.lexists(tmp):
+            remove_entry(tmp)
 
 
 def atomic_directory(path: PathLike, writer: Callable[[Path], None]) -> Path:
@@ -242,17 +276,13 @@ def atomic_directory(path: PathLike, writer: Callable[[Path], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path.parent)
-    tmp = make_temporary_folder(path.parent, path.name)
-    try:
+    with temporary_folder(path.parent, path.name) as tmp:
         writer(tmp)
         fsync_tree(tmp)
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         os.replace(tmp, path)
         fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

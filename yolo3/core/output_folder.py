@@ -46,10 +46,9 @@ from yolo3.core.fileio import (
     fsync_dir,
     fsync_file,
     fsync_tree,
-    make_temporary_folder,
-    remove_entry,
     remove_stale_temporaries,
     replace_entry,
+    temporary_folder,
 )
 from yolo3.core.manifest import (
     JOURNAL,
@@ -382,15 +381,11 @@ def _filled(parent: Path, name: str, writer: Callable[[Path], None]) -> Iterator
     """A temporary folder in ``parent`` for the destination ``name``, filled by ``writer`` and
     flushed; removed on leaving when it is still there (not moved into place)."""
     remove_stale_temporaries(parent)
-    tmp = make_temporary_folder(parent, name)
-    try:
+    with temporary_folder(parent, name) as tmp:  # an interrupt at any moment leaves none
         os.chmod(tmp, 0o777 & ~_umask())  # a temporary folder is private; the output is not
         writer(tmp)
         fsync_tree(tmp)
         yield tmp
-    finally:
-        if tmp.exists():
-            remove_entry(tmp)
 
 
 def as_output_folder(folder: "OutputFolder | PathLike", flag: str = "output_dir"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import Dict, Optional
 
 from yolo3.core.errors import CommandFailed, NotEnoughMemory, PathLike
 from yolo3.core.extras import require
-from yolo3.core.fileio import make_temporary_folder
+from yolo3.core.fileio import temporary_folder
 from yolo3.core.memory import available_memory, gigabytes, peak_resident
 from yolo3.inference import onnx_converter
 
@@ -124,11 +123,9 @@ def write_onnx(function, path: PathLike, opset: int = ONNX_OPSET,
     # beside the output, not in the system's temporary folder, which may be memory (tmpfs): the
     # SavedModel holds a copy of the weights; a killed process's folder is swept as yolo3's are
     out = os.path.abspath(os.fspath(path))
-    tmp = os.fspath(make_temporary_folder(os.path.dirname(out), os.path.basename(out)))
-    try:
-        _convert_in_folder(concrete, out, tmp, opset, metadata, what, needed, available)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with temporary_folder(os.path.dirname(out), os.path.basename(out)) as tmp:
+        _convert_in_folder(concrete, out, os.fspath(tmp), opset, metadata, what, needed,
+                           available)
 
 
 def _convert_in_folder(concrete, out: str, tmp: str, opset: int,
