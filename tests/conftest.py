@@ -25,6 +25,24 @@ def _private_user_cache(tmp_path_factory):
         os.environ["YOLO3_CACHE_DIR"] = previous
 
 
+@pytest.fixture(autouse=True)
+def _release_keras_state_after_slow_tests(request):
+    """After each slow test, Keras's global state released (its layers' names, the settings a
+    run left, TensorFlow's graph and kernel caches) and garbage collected: a worker running the
+    slow set's in-process trainings one after another grew to 10 GB and was killed for memory
+    (the eleventh session). Keras is never imported here for it."""
+    yield
+    if request.node.get_closest_marker("slow") is None:
+        return
+    import sys
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        keras.backend.clear_session(free_memory=True)
+    else:
+        import gc
+        gc.collect()
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT

@@ -1,10 +1,11 @@
 """Training that learns at the global batch a user with two devices gets (slow: CI runs them).
 
 - On a small realistic set at global batch 16, the recipe's defaults learn: the validation loss
-  falls and mAP rises. With Keras's moving batch-norm averages (the earlier default, kept as
-  ``bn_stats_images=0``) the training loss is the same to the digit, but the validation loss
-  climbs and mAP stays at 0: the evaluated model normalised with statistics of weights it no
-  longer had.
+  falls and mAP rises. (With Keras's moving batch-norm averages, the earlier default kept as
+  ``bn_stats_images=0``, the same training's validation loss climbed and its mAP stayed at 0:
+  measured by this test until the twelfth session, when that second run left CI for its time;
+  the recomputed statistics themselves are checked exactly in tests/training/test_bn_statistics.py
+  and tests/features/test_train_recipe.py.)
 - Two CPU replicas through the wrapper reach one device's mAP at the same global batch (the
   anchor-free head; the anchor head's wrapper is exact to its template in the default suite).
 """
@@ -62,25 +63,14 @@ def test_recomputed_statistics_learn_at_global_batch_16_on_a_realistic_set(reali
     val = [r["val_loss"] for r in rows]
     assert val[-1] < 0.95 * val[0] and val[-1] <= min(val[:3]), val  # it falls, not climbs
     assert max(r["mAP50"] for r in rows[-3:]) >= 0.01, rows[-1]
-    # the earlier default: the same training, and an evaluated model that does not learn: its
-    # validation loss climbs and its mAP falls back to ~0. "The same": to 1e-4 on an idle machine;
-    # with other tests beside it on the two cores (CI's pytest -n 2) TensorFlow's CPU kernels sum
-    # in another order and ten epochs drift apart by up to 4.4e-4 (measured), so 2e-3; the
-    # effects asserted below are 20% and 2x
-    train(_config(realistic, tmp_path / "moving", bn_stats_images=0))
-    moving = _history(tmp_path / "moving")
-    for a, b in zip(moving, rows):
-        assert a["loss"] == pytest.approx(b["loss"], rel=2e-3), (a, b)
-    assert moving[-1]["val_loss"] > 1.2 * moving[0]["val_loss"], [r["val_loss"] for r in moving]
-    assert moving[-1]["mAP50"] < 0.5 * rows[-1]["mAP50"], (moving[-1], rows[-1])
 
 
 def _cli(out: Path, d: Path, *extra: str, variant: str = "tiny") -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(REPO / "train_multi_gpu.py"), "--annotations", str(d / "train.txt"),
          "--val-annotations", str(d / "val.txt"), "--classes", str(d / "classes.txt"),
-         "--variant", variant, "--input-size", "96", "--epochs", "8", "--precision", "float32",
-         "--seed", "0", "--quiet", "--output", str(out), *extra],
+         "--variant", variant, "--input-size", "96", "--epochs", "5", "--precision", "float32",
+         "--seed", "0", "--quiet", "--no-pictures", "--output", str(out), *extra],
         capture_output=True, text=True, timeout=900)
 
 
@@ -88,7 +78,8 @@ def _cli(out: Path, d: Path, *extra: str, variant: str = "tiny") -> subprocess.C
 @pytest.mark.parametrize("variant", ["tiny-af"])  # the anchor head: tests/training/test_parallel.py
 def test_two_replicas_reach_one_devices_map_at_the_same_global_batch(tmp_path, variant):
     """The demo's kind of data (where mAP is high enough to compare): 1 device at batch 16 and 2
-    CPU replicas at 8 each (global 16) end within 0.05 mAP@0.5:0.95 of each other. The anchor
+    CPU replicas at 8 each (global 16) end within 0.05 mAP@0.5:0.95 of each other after 5
+    epochs (0.703 and 0.709 on an Intel Xeon, twelfth session; 8 epochs until then). The anchor
     head's run (``tiny``, 2.3 minutes) left with the tracking tests, to keep CI under 45 minutes:
     its wrapper gives the template's loss and gradients exactly
     (``test_wrapper_equals_template``), the head-independent part this run adds is shown here."""

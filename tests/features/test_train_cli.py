@@ -213,8 +213,8 @@ def _check_checkpoints_readable(out, classes):
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume(dataset, tmp_path):
-    """SIGKILL training 4 times (seeded: twice right after a checkpoint file changed, twice at a
-    random moment); after each kill every checkpoint loads and resume.json names a complete state;
+    """SIGKILL training 3 times (seeded: twice right after a checkpoint file changed, once at a
+    random moment; a fourth kill left in the twelfth session, for CI's time); after each kill every checkpoint loads and resume.json names a complete state;
     each --resume run starts at the epoch after that state, history.csv ends with every epoch
     once, and every epoch's losses are those of an unbroken run (the same batches, weights and
     optimiser state: float32 pinned)."""
@@ -227,7 +227,7 @@ def test_sigkill_at_random_moments_then_resume(dataset, tmp_path):
         return _args(d, classes, folder, "--epochs", str(total), "--steps-per-epoch", "2",
                      "--validation-steps", "1", "--precision", "float32", "--resume")
     args = flags(out)
-    kinds = ["checkpoint", "checkpoint", "random", "random"]
+    kinds = ["checkpoint", "checkpoint", "random"]
     rng.shuffle(kinds)
     done = 0
     for kind in kinds:
@@ -259,7 +259,8 @@ def test_sigkill_at_random_moments_then_resume(dataset, tmp_path):
     assert _history(out) == list(range(total))  # no epoch repeated, none skipped
     assert _check_checkpoints_readable(out, classes) == total
     assert (out / "final.keras").exists()
-    assert not [f for f in out.iterdir() if f.name.startswith(".tmp-")]
+    from yolo3.core.fileio import is_temporary
+    assert not [f for f in out.iterdir() if is_temporary(f.name)]  # this release's and older
     unbroken = tmp_path / "unbroken"
     p = _run_cli(flags(unbroken))
     text, _ = p.communicate(timeout=600)
