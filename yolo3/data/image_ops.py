@@ -68,23 +68,44 @@ def resize_bilinear(image: np.ndarray, hw: Sequence[int]) -> np.ndarray:
 
 
 def resized_window(image: np.ndarray, hw: Sequence[int], rows: Tuple[int, int],
-                   cols: Tuple[int, int]) -> np.ndarray:
+                   cols: Tuple[int, int], mirror: bool = False,
+                   out: Optional[np.ndarray] = None) -> np.ndarray:
     """``resize_bilinear(image, hw)[rows[0]:rows[1], cols[0]:cols[1]]`` (the window must lie
-    inside ``hw``), computing only the window where that is cheaper. uint8: OpenCV's affine warp
-    samples the window alone (the same half-pixel-centred bilinear, its positions to 1/32 pixel:
-    within a level or so of the whole resize on natural images; about 4x faster for a mosaic's
-    quarter); float32: the whole resize, cropped (TensorFlow's resize to float rounding)."""
+    inside ``hw``), its columns reversed with ``mirror``, computing only the window where that is
+    cheaper. uint8: OpenCV's affine warp samples the window alone (the same half-pixel-centred
+    bilinear, its positions to 1/32 pixel: within a level or so of the whole resize on natural
+    images; about 4x faster for a mosaic's quarter), the mirror folded into its matrix; float32:
+    the whole resize, cropped (TensorFlow's resize to float rounding). ``out``: the
+    ``(rows, cols, 3)`` array to write (a view into a canvas: the warp writes there directly),
+    else a new one."""
     h, w = int(hw[0]), int(hw[1])
     (r0, r1), (c0, c1) = (int(v) for v in rows), (int(v) for v in cols)
     if image.dtype != np.uint8 or (r1 - r0) * (c1 - c0) >= h * w:
-        return resize_bilinear(image, (h, w))[r0:r1, c0:c1]
+        window = resize_bilinear(image, (h, w))[r0:r1, c0:c1]
+        window = window[:, ::-1] if mirror else window
+        if out is None:
+            return window
+        out[...] = window
+        return out
     sy, sx = image.shape[0] / h, image.shape[1] / w
-    # destination pixel (j, i) of the window is pixel (r0 + j, c0 + i) of the whole resize, whose
-    # source position is ((c0 + i + 0.5) * sx - 0.5, (r0 + j + 0.5) * sy - 0.5)
-    to_source = np.array([[sx, 0.0, (c0 + 0.5) * sx - 0.5], [0.0, sy, (r0 + 0.5) * sy - 0.5]])
-    return cv2.warpAffine(image, to_source, (c1 - c0, r1 - r0),
-                          flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_REPLICATE)
+    # destination pixel (j, i) of the window is pixel (r0 + j, c0 + i) of the whole resize (with
+    # ``mirror``: (r0 + j, c1 - 1 - i)), whose source position is ((c + 0.5) * sx - 0.5,
+    # (r0 + j + 0.5) * sy - 0.5) for that column c
+    if mirror:
+        row_x = [-sx, 0.0, (c1 - 0.5) * sx - 0.5]
+    else:
+        row_x = [sx, 0.0, (c0 + 0.5) * sx - 0.5]
+    to_source = np.array([row_x, [0.0, sy, (r0 + 0.5) * sy - 0.5]])
+    size = (c1 - c0, r1 - r0)
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    if out is None:
+        return cv2.warpAffine(image, to_source, size, flags=flags,
+                              borderMode=cv2.BORDER_REPLICATE)
+    got = cv2.warpAffine(image, to_source, size, dst=out, flags=flags,
+                         borderMode=cv2.BORDER_REPLICATE)
+    if got is not out and not np.shares_memory(got, out):  # a layout OpenCV could not write
+        out[...] = got
+    return out
 
 
 def distort_hsv_np(image: np.ndarray, hue: float, sat: float, val: float) -> np.ndarray:
@@ -144,11 +165,18 @@ def augment_image_np(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[in
     canvas = np.full((y2 - y1, x2 - x1, 3), pad, np.float32)
     if bottom > top and right > left:
         crop = _to_float(resized_window(image, (nh, nw), (top - dy, bottom - dy),
-                                        (left - dx, right - dx)))
+                                        (left - dx, right - dx), mirror=draw.flip))
         if colours:
             crop = distort_hsv_np(np.ascontiguousarray(crop), draw.hue, draw.sat, draw.val)
-        canvas[top - y1:bottom - y1, left - x1:right - x1] = crop
-    return canvas[:, ::-1] if draw.flip else canvas
+        c0, c1 = _window_columns(x1, x2, left, right, draw.flip)
+        canvas[top - y1:bottom - y1, c0:c1] = crop
+    return canvas
+
+
+def _window_columns(x1: int, x2: int, left: int, right: int, flip: bool) -> Tuple[int, int]:
+    """The columns ``(c0, c1)`` of a region ``x1..x2`` (before the mirror) where the image's
+    visible columns ``left..right`` land, mirrored with ``flip``."""
+    return (x2 - right, x2 - left) if flip else (left - x1, right - x1)
 
 
 def place_image_u8(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int],
@@ -158,16 +186,24 @@ def place_image_u8(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int]
     colours: the uint8 canvas (or ``region`` of it) whose ``/ 255`` is
     :func:`augment_image_np` with ``colours=False``, exactly. The colours follow on the device
     (:class:`yolo3.modeling.pixel_input.PlannedPixels`, from :func:`colour_plan`). ``out``: the
-    ``(y2 - y1, x2 - x1, 3)`` uint8 array to fill (a view into a batch), else a new one."""
+    ``(y2 - y1, x2 - x1, 3)`` uint8 array to fill (a view into a batch), else a new one: the
+    resampled window is warped straight into it, mirrored in the warp, and only the gray around
+    it is filled."""
     (y1, y2, x1, x2), (top, bottom, left, right) = _visible(draw, input_hw, region)
     (nh, nw), (dy, dx) = draw.new_hw, draw.offset_hw
     if out is None:
         out = np.empty((y2 - y1, x2 - x1, 3), np.uint8)
-    canvas = out[:, ::-1] if draw.flip else out  # written unmirrored through a mirrored view
-    canvas[...] = PAD_U8
-    if bottom > top and right > left:
-        canvas[top - y1:bottom - y1, left - x1:right - x1] = resized_window(
-            image, (nh, nw), (top - dy, bottom - dy), (left - dx, right - dx))
+    if bottom <= top or right <= left:
+        out[...] = PAD_U8
+        return out
+    r0, r1 = top - y1, bottom - y1
+    c0, c1 = _window_columns(x1, x2, left, right, draw.flip)
+    out[:r0] = PAD_U8  # the gray around the image, only there
+    out[r1:] = PAD_U8
+    out[r0:r1, :c0] = PAD_U8
+    out[r0:r1, c1:] = PAD_U8
+    resized_window(image, (nh, nw), (top - dy, bottom - dy), (left - dx, right - dx),
+                   mirror=draw.flip, out=out[r0:r1, c0:c1])
     return out
 
 
