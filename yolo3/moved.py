@@ -36,12 +36,13 @@ _TRAINING_STEPS = tuple(f"yolo3.training.{m}" for m in (
 MOVED: Dict[str, Tuple[str, ...]] = {
     **{f"yolo3.{name}": (f"yolo3.{folder}.{name}",)
        for folder, names in _FOLDERS.items() for name in names.split()},
-    "yolo3.heads": ("yolo3.config.anchor_free_head",),
     # the output priors went to the heads that give them; the gains' check to the options
     "yolo3.recipe": ("yolo3.training.recipe", "yolo3.config.anchor_free_head",
                      "yolo3.config.heads"),
     "yolo3.loss": ("yolo3.modeling.loss", "yolo3.config.loss_options"),
     "yolo3.ownership": ("yolo3.core.output_folder",),
+    # each head kind owns its training model (yolo3.heads): 0.6's function is in the registry
+    "yolo3.modeling.heads": ("yolo3.heads.registry",),
     # its TensorFlow twin wh_iou_tf went to the tf.data pipeline's target encoding
     "yolo3.box_ops": ("yolo3.ops.box_ops", "yolo3.ops.targets"),
     "yolo3.class_names": ("yolo3.data.class_names",),

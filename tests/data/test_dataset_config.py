@@ -66,18 +66,6 @@ def test_the_cache_is_only_for_batches_in_the_records_order(tmp_path):
             make_planner(records, config, 0, [(10, 10)])
 
 
-def test_the_target_encoding_of_each_head():
-    from yolo3.config.specs import get_spec
-    from yolo3.data.dataset_config import TargetEncoding
-    anchor = get_spec("yolov3").default_head()
-    encoding = TargetEncoding.for_head(anchor, 4, assign_iou=0.35)
-    np.testing.assert_array_equal(encoding.anchors, get_spec("yolov3").default_anchors())
-    assert (encoding.masks, encoding.assign_iou, encoding.true_boxes) == (
-        [[6, 7, 8], [3, 4, 5], [0, 1, 2]], 0.35, True)
-    free = TargetEncoding.for_head(get_spec("tiny-af").default_head(), 4, assign_iou=0.35)
-    assert free == TargetEncoding(None, 4, true_boxes=True)  # the padded boxes alone
-
-
 def test_the_longest_side_a_cached_image_needs():
     from yolo3.data.dataset_config import cache_longest_side
     from yolo3.data.planner import AugmentConfig, MultiScale, TileSampling

@@ -17,6 +17,7 @@ from yolo3.export.graph import (
     raw_names,
     to_unit_range,
 )
+from yolo3.heads import AnchorHead
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 
 
@@ -77,7 +78,8 @@ def _detector(rng, batch=2):
     maps = [tf.constant(m, tf.float32) for m in maps]
     return SimpleNamespace(input_hw=(64, 96), anchors=TINY_YOLO_ANCHORS, num_classes=2,
                            anchor_mask=default_masks(6), max_boxes=12, iou=0.45, score=0.3,
-                           head=None, info=SimpleNamespace(strides=[32, 16]),
+                           head=AnchorHead.of(TINY_YOLO_ANCHORS, default_masks(6)),
+                           info=SimpleNamespace(strides=[32, 16]),
                            raw_outputs=lambda x: [m[:x.shape[0]] for m in maps])
 
 

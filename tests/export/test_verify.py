@@ -12,6 +12,7 @@ import tensorflow as tf
 from yolo3.config.masks import default_masks
 from yolo3.export import verify as verify_module
 from yolo3.export.verify import TOLERANCES, ExportError, VerifyReport, verify_export
+from yolo3.heads import AnchorHead
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS
 from yolo3.ops.decode import decode_detections
 
@@ -41,7 +42,7 @@ class FakeExported:
         self.raw, self.noise, self.batch = raw, noise, batch
         self.info = SimpleNamespace(export=export)
         self.anchors, self.num_classes, self.anchor_mask = TINY_YOLO_ANCHORS, 2, MASKS
-        self.head = None  # the anchor head
+        self.head = AnchorHead.of(TINY_YOLO_ANCHORS, MASKS)  # an exported detector's, never None
         host = _host(raw, export.get("max_boxes", 10), export.get("score", 0.3),
                      export.get("iou", 0.45))
         out = decoded or {"boxes": host[0], "scores": host[1], "classes": host[2],

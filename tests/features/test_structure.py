@@ -354,7 +354,9 @@ def test_loss_options_travel_whole():
     assert [f for f in found if f[:2] not in allowed] == []
 
 
-HEAD_MODULES = {"config/heads.py", "config/anchor_free_head.py", "modeling/heads.py"}
+# the heads' facts (config) and the head kinds (heads/): where the kinds differ
+HEAD_MODULES = {"config/heads.py", "config/anchor_free_head.py", "heads/base.py", "heads/anchor.py",
+                "heads/anchor_free.py", "heads/registry.py"}
 
 
 def _tests_the_head_kind(test: ast.AST) -> bool:
@@ -388,8 +390,10 @@ def head_kind_branches(source: str) -> List[int]:
 
 
 # issue 69 takes the branches on the head's kind outside the head modules to 0: the ceiling only
-# falls (25 by this count on 2026-11-29, 27 by the issue's; 24 once the heads gave their priors)
-HEAD_KIND_BRANCHES_CEILING = 24
+# falls (25 by this count on 2026-11-29, 27 by the issue's; 24 once the heads gave their priors;
+# 22 once the head kinds (yolo3/heads/) gave the targets, training model, decoding and output
+# convolutions: ops/decode.py's two are yolo3 0.6's decode functions, given a head's facts)
+HEAD_KIND_BRANCHES_CEILING = 22
 
 
 def test_branches_on_the_heads_kind_do_not_grow():

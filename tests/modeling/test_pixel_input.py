@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from yolo3.config.specs import get_spec
+from yolo3.heads import as_head
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.heads import training_model
 from yolo3.modeling.pixel_input import COLOUR_PLAN_WIDTH, PlannedPixels, with_planned_pixels
 
 
@@ -73,10 +73,10 @@ def test_the_layer_round_trips_through_its_config():
 @pytest.mark.parametrize("variant", ["yolov3-tiny", "tiny-af"])
 def test_the_wrapped_training_model_gives_its_templates_loss(variant):
     spec = get_spec(variant)
-    head = spec.default_head()
+    head = as_head(spec.default_head())
     keras.utils.set_random_seed(0)
     body = build_spec_body(spec, 2, head.anchors_per_scale, (64, 64))
-    template = training_model(body, head, 2, max_boxes=4)
+    template = head.training_model(body, 2, max_boxes=4)
     wrapped = with_planned_pixels(template)
     assert [v.path for v in wrapped.trainable_variables] == [
         v.path for v in template.trainable_variables]
@@ -97,10 +97,10 @@ def test_a_training_step_through_the_wrapper_is_the_templates_step():
     as the same step from the host's float pixels."""
     from yolo3.modeling.loss import identity_loss
     spec = get_spec("tiny-af")
-    head = spec.default_head()
+    head = as_head(spec.default_head())
     keras.utils.set_random_seed(0)
     body = build_spec_body(spec, 2, head.anchors_per_scale, (64, 64))
-    template = training_model(body, head, 2, max_boxes=4)
+    template = head.training_model(body, 2, max_boxes=4)
     start = template.get_weights()
     rng = np.random.default_rng(3)
     image = rng.integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)

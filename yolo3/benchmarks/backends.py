@@ -30,9 +30,9 @@ from yolo3.benchmarks.workload import NUM_CLASSES, forward_gflops, random_traini
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.config.specs import get_spec
 from yolo3.core.fileio import write_text_atomic
+from yolo3.heads.registry import as_head
 from yolo3.inference.detector import YOLO
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.heads import training_model
 from yolo3.modeling.loss import identity_loss
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -92,9 +92,9 @@ def child(p: dict) -> dict:
     keras.utils.set_random_seed(0)
     spec = get_spec(p["variant"])
     size, batch = p["size"], p["batch"]
-    head = spec.default_head()
+    head = as_head(spec.default_head())
     body = build_spec_body(spec, NUM_CLASSES, head.anchors_per_scale, (size, size))
-    model = training_model(body, head, NUM_CLASSES, MAX_BOXES)
+    model = head.training_model(body, NUM_CLASSES, MAX_BOXES)
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=identity_loss)
     inputs, target = random_training_batch(spec, size, batch, MAX_BOXES)
     data = list(inputs)

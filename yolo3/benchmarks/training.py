@@ -41,10 +41,10 @@ from yolo3.config.specs import get_spec
 from yolo3.config.train_config import default
 from yolo3.data.annotations import load_annotations
 from yolo3.data.augment import AugmentConfig
-from yolo3.data.pipeline import DatasetConfig, TargetEncoding, make_dataset
+from yolo3.data.pipeline import DatasetConfig, make_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
+from yolo3.heads.registry import as_head
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.modeling.heads import training_model
 from yolo3.modeling.loss import identity_loss
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.parallel import multi_gpu_model
@@ -60,8 +60,8 @@ def _model(spec_name: str, size: Optional[int], policy: str, replicas: int, jit:
     with dtype_policy(policy):
         body = build_spec_body(spec, NUM_CLASSES, input_shape=(size, size),
                                fused_batch_norm=fused_batch_norm)  # yolo3 train: fused
-        model = training_model(body, spec.default_head(), NUM_CLASSES, max_boxes,
-                               LossOptions(box_loss=default("box_loss")))
+        model = as_head(spec.default_head()).training_model(
+            body, NUM_CLASSES, max_boxes, LossOptions(box_loss=default("box_loss")))
         if replicas > 1:
             import tensorflow as tf
             kind = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
@@ -102,7 +102,7 @@ def throughput_child(p: dict) -> dict:
 def _pipeline(p: dict, spec, max_boxes: int):
     classes = [line.strip() for line in open(p["classes"], encoding="utf-8") if line.strip()]
     records = load_annotations(p["data"], classes)
-    targets = TargetEncoding.for_head(spec.default_head(), NUM_CLASSES)
+    targets = as_head(spec.default_head()).target_encoding(NUM_CLASSES)
     ds = make_dataset(records, DatasetConfig((p["size"], p["size"]), p["batch"], training=True,
                                              targets=targets, max_boxes=max_boxes, seed=0,
                                              augment=AugmentConfig.preset("full")))

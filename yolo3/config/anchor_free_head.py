@@ -37,6 +37,7 @@ class AnchorFreeHead:
 
     strides: Tuple[int, ...]
     reg_max: int
+    kind: ClassVar[str] = ANCHOR_FREE  # the head kind's name (yolo3.heads.registry)
     anchor_free: ClassVar[bool] = True
     anchors_per_scale: ClassVar[None] = None  # no anchors
 

@@ -13,10 +13,9 @@ anchors), ``channels(num_classes)`` (of every output), ``num_classes(channels)``
 ``anchor_array()``, ``mask_lists()``, ``bias_priors(num_classes, cells, objects_per_image)``
 (the initial biases of the convolutions that end one output) and ``record()`` (what a model file
 keeps of it: None for the anchor head, whose anchors and masks are fields of their own).
-The layers above still pick some behaviour by the kind, one function each (issue 69 moves them
-into the heads): the training model (:func:`yolo3.modeling.heads.training_model`), the targets
-(:meth:`yolo3.data.dataset_config.TargetEncoding.for_head`) and decoding
-(:func:`yolo3.ops.decode.raw_boxes_and_scores`). No TensorFlow here.
+These are the heads' facts, as data (a variant's, a model file's); each kind's behaviour (its
+training model, targets, decoding, output convolutions) is the class of :mod:`yolo3.heads` that
+derives from them (:func:`yolo3.heads.registry.as_head` gives it). No TensorFlow here.
 """
 from __future__ import annotations
 
@@ -42,6 +41,7 @@ class AnchorHead:
 
     anchors: Tuple[Tuple[float, float], ...]
     masks: Tuple[Tuple[int, ...], ...]
+    kind: ClassVar[str] = "anchor"  # the head kind's name (yolo3.heads.registry)
     anchor_free: ClassVar[bool] = False
 
     def __post_init__(self):

@@ -11,7 +11,6 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.config.heads import Head
 from yolo3.data.annotations import Record
 from yolo3.data.planner import AugmentConfig, MultiScale, Planner, TileSampling
 from yolo3.data.images import probe_images
@@ -28,24 +27,14 @@ class TargetEncoding:
     default split) and ``assign_iou``, the extra-anchor threshold (1: only the best anchor).
     ``true_boxes``: the padded boxes ``(batch, max_boxes, 5)`` go last in the inputs too, for the
     training model's static ``true_boxes`` input. ``anchors`` None: no ``y_true`` at all, the
-    inputs are ``(image, boxes)`` (an anchor-free head's training model)."""
+    inputs are ``(image, boxes)`` (an anchor-free head's training model). A head gives its own
+    (:meth:`yolo3.heads.base.Head.target_encoding`)."""
 
     anchors: Any
     num_classes: int
     masks: Optional[Sequence[Sequence[int]]] = None
     assign_iou: float = 1.0
     true_boxes: bool = False
-
-    @classmethod
-    def for_head(cls, head: Head, num_classes: int, assign_iou: float = 1.0,
-                 true_boxes: bool = True) -> "TargetEncoding":
-        """What ``head``'s training model takes (:func:`yolo3.modeling.heads.training_model`):
-        the anchor head's ``y_true`` maps (then the padded boxes with ``true_boxes``), or the
-        anchor-free head's padded boxes alone."""
-        if head.anchor_free:
-            return cls(None, num_classes, true_boxes=True)
-        return cls(head.anchor_array(), num_classes, head.mask_lists(), assign_iou,
-                   true_boxes=true_boxes)
 
 
 @dataclass(frozen=True)

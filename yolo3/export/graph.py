@@ -20,7 +20,6 @@ from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
-from yolo3.ops.decode import decode_detections, raw_boxes_and_scores
 from yolo3.ops.letterbox import letterbox_tf
 
 DETECTION_KEYS = ("boxes", "scores", "classes", "count")
@@ -60,11 +59,10 @@ def class_aware_nms(boxes: tf.Tensor, scores: tf.Tensor, max_boxes: int, iou: fl
 
 
 def _builtin_decode(detector, outputs, batch: int):
-    """``decode_detections`` with :func:`class_aware_nms` per image (static ``batch``)."""
+    """The head's decoding with :func:`class_aware_nms` per image (static ``batch``)."""
     hw = detector.input_hw
-    boxes, scores = raw_boxes_and_scores(outputs, detector.anchors, detector.num_classes,
-                                         tf.constant(hw, tf.int32), detector.anchor_mask, hw,
-                                         detector.head)
+    boxes, scores = detector.head.raw_boxes_and_scores(outputs, detector.num_classes,
+                                                       tf.constant(hw, tf.int32), hw)
     per_image = [class_aware_nms(boxes[i], scores[i], detector.max_boxes, detector.iou,
                                  detector.score) for i in range(batch)]
     out_boxes, out_scores, out_classes, count = [tf.stack(list(t)) for t in zip(*per_image)]
@@ -98,11 +96,10 @@ def model_function(detector, input_dtype: tf.DType, batch: Optional[int] = None,
         if batch is not None:
             boxes, scores, classes, count = _builtin_decode(detector, outputs, batch)
         else:
-            boxes, scores, classes, count = decode_detections(
-                outputs, detector.anchors, detector.num_classes, tf.constant(hw, tf.int32),
+            boxes, scores, classes, count = detector.head.decode(
+                outputs, detector.num_classes, tf.constant(hw, tf.int32), hw,
                 max_boxes=detector.max_boxes, score_threshold=detector.score,
-                iou_threshold=detector.iou, anchor_mask=detector.anchor_mask, input_shape=hw,
-                head=detector.head)
+                iou_threshold=detector.iou)
         result.update(boxes=boxes, scores=scores, classes=classes, count=count)
         return result
 
@@ -114,10 +111,9 @@ def image_function(detector) -> Callable[[tf.Tensor], Dict[str, tf.Tensor]]:
     :func:`yolo3.ops.letterbox.letterbox_tf`, the detector's letterbox)."""
     def fn(image):
         x = letterbox_tf(image, detector.input_hw)[tf.newaxis]
-        boxes, scores, classes, count = decode_detections(
-            detector.raw_outputs(x), detector.anchors, detector.num_classes, tf.shape(image)[:2],
-            max_boxes=detector.max_boxes, score_threshold=detector.score,
-            iou_threshold=detector.iou, anchor_mask=detector.anchor_mask,
-            input_shape=detector.input_hw, head=detector.head)
+        boxes, scores, classes, count = detector.head.decode(
+            detector.raw_outputs(x), detector.num_classes, tf.shape(image)[:2],
+            detector.input_hw, max_boxes=detector.max_boxes, score_threshold=detector.score,
+            iou_threshold=detector.iou)
         return {"boxes": boxes, "scores": scores, "classes": classes, "count": count}
     return fn

@@ -4,7 +4,7 @@ Two comparisons on a few letterboxed images (8-bit pixels, which every input typ
 (1) the exported model's raw maps against the Keras detector's float32 raw maps, relative error
 ``|exported - keras| / |keras|`` per output, within the quantisation's :data:`TOLERANCES`; (2) for
 models with decoding inside, their detections against the host's decoding
-(:func:`yolo3.ops.decode.decode_detections`) of their own raw maps at the baked thresholds: the same
+(the head's :meth:`~yolo3.heads.base.Head.decode`) of their own raw maps at the baked thresholds: the same
 boxes, scores and classes, so the in-model decoding and NMS are right (int8 models decode in
 float32 too).
 """
@@ -20,7 +20,6 @@ import numpy as np
 from yolo3.core.errors import CommandFailed, PathLike
 from yolo3.inference.exported import ExportedDetector
 from yolo3.inference.runners import relative_error
-from yolo3.ops.decode import decode_detections
 
 # relative error of the raw maps allowed per (format, quantisation)
 TOLERANCES = {"none": 1e-4, "float16": 1e-2, "int8": 0.25}
@@ -98,12 +97,11 @@ def verify_export(path: PathLike, detector, images: Sequence[np.ndarray], quanti
             chunk = x[start:start + batch]
             out = exported.runner.run(exported._to_input(chunk))
             raw = [r[start:start + batch] for r in got]
-            host = [t.numpy() for t in decode_detections(
-                [tf.constant(r) for r in raw], exported.anchors, exported.num_classes,
-                tf.constant(detector.input_hw, tf.int32), max_boxes=int(export["max_boxes"]),
-                score_threshold=float(export["score"]), iou_threshold=float(export["iou"]),
-                anchor_mask=exported.anchor_mask, input_shape=detector.input_hw,
-                head=exported.head)]
+            host = [t.numpy() for t in exported.head.decode(
+                [tf.constant(r) for r in raw], exported.num_classes,
+                tf.constant(detector.input_hw, tf.int32), detector.input_hw,
+                max_boxes=int(export["max_boxes"]), score_threshold=float(export["score"]),
+                iou_threshold=float(export["iou"]))]
             for i in range(len(chunk)):
                 n, ok = _matched(out, host, i)
                 total, matched = total + n, matched + ok

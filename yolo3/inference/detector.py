@@ -34,6 +34,7 @@ from yolo3.config.specs import check_input_size
 from yolo3.core.deprecation import accepts_old_keywords
 from yolo3.core.errors import CommandFailed, FileFormatError, PathLike, SettingError
 from yolo3.evaluation.visualize import draw_detections
+from yolo3.heads.registry import as_head
 from yolo3.inference.engines import EngineChoice, engine_runner, resolve_engine
 from yolo3.inference.exported import ExportedDetector
 from yolo3.inference.keras_yolo3_args import KERAS_YOLO3_DEFAULTS, resolve_yolo_kwargs
@@ -47,7 +48,6 @@ from yolo3.modeling.graph_surgery import (  # noqa: F401  (fold_batch_norms re-e
     refold_batch_norms,
     with_compute_dtype,
 )
-from yolo3.ops.decode import decode_detections
 from yolo3.ops.letterbox import letterbox, letterbox_np, letterbox_tf
 
 Detections = Tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -149,7 +149,7 @@ class YOLO:
         self.body, self.info, self.precision = body, info, precision
         self.anchors = info.anchors
         self.anchor_mask = info.masks
-        self.head = info.detection_head  # the anchor head (its anchors and masks) or another
+        self.head = as_head(info.detection_head)  # the anchor head holds its anchors and masks
         self.num_classes = info.num_classes
         self.class_names: List[str] = info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
@@ -290,10 +290,9 @@ class YOLO:
         return _float_maps(self.inference_body, x)
 
     def _decode_maps(self, maps: List, image_hw, input_hw: Tuple[int, int]):
-        return decode_detections(maps, self.anchors, self.num_classes, image_hw,
-                                 max_boxes=self.max_boxes, score_threshold=self.score,
-                                 iou_threshold=self.iou, anchor_mask=self.anchor_mask,
-                                 input_shape=input_hw, head=self.head)
+        return self.head.decode(maps, self.num_classes, image_hw, input_hw,
+                                max_boxes=self.max_boxes, score_threshold=self.score,
+                                iou_threshold=self.iou)
 
     def _decode(self, x, image_hw, input_hw: Tuple[int, int]):
         return self._decode_maps(self.raw_outputs(x), image_hw, input_hw)

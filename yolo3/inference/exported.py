@@ -7,7 +7,7 @@ An exported model carries its facts (:func:`yolo3.checkpoint.metadata.read_info`
 as outputs (:mod:`yolo3.export.graph`). :class:`ExportedDetector` letterboxes each image with the
 one letterbox (:mod:`yolo3.ops.letterbox`), runs the model on its runner
 (:mod:`yolo3.inference.runners`), and decodes the raw maps on the host with the Keras detector's
-own decoding (:func:`yolo3.ops.decode.decode_detections`) at the thresholds it is given;
+own decoding (its head's :meth:`~yolo3.heads.base.Head.decode`) at the thresholds it is given;
 detections come back in the image's pixels like :meth:`yolo3.inference.detector.YOLO.detect`'s.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from yolo3.checkpoint.tflite_metadata import read_tflite_info
 from yolo3.config.masks import default_masks
 from yolo3.core.errors import ArgumentError, FileFormatError, PathLike
 from yolo3.data.class_names import read_classes
+from yolo3.heads.registry import as_head
 from yolo3.inference.engines import EngineChoice
 from yolo3.inference.runners import (
     OpenVINORunner,
@@ -34,7 +35,6 @@ from yolo3.inference.runners import (
     stream_outputs,
 )
 from yolo3.ops.anchors import read_anchors
-from yolo3.ops.decode import decode_detections
 from yolo3.ops.letterbox import boxes_to_image_np, letterbox_np, letterbox_tf
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class ExportedDetector:
         batch = info.export.get("batch")
         self.batch: Optional[int] = int(batch) if batch else None  # None: any batch
         self.anchors, self.anchor_mask = info.anchors, info.masks
-        self.head = info.detection_head  # never None: the anchor head holds its anchors
+        self.head = as_head(info.detection_head)  # the anchor head holds its anchors
         self.num_classes, self.class_names = info.num_classes, info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
         quantized = info.export.get("quantize", "none")
@@ -270,10 +270,9 @@ class ExportedDetector:
             score, iou, max_boxes = self.score, self.iou, self.max_boxes
 
             def decode(raw, sizes):
-                return decode_detections(raw, self.anchors, self.num_classes, sizes,
-                                         max_boxes=max_boxes, score_threshold=score,
-                                         iou_threshold=iou, anchor_mask=self.anchor_mask,
-                                         input_shape=self.input_hw, head=self.head)
+                return self.head.decode(raw, self.num_classes, sizes, self.input_hw,
+                                        max_boxes=max_boxes, score_threshold=score,
+                                        iou_threshold=iou)
             signature = [[tf.TensorSpec([None, *shape], tf.float32) for shape in shapes],
                          tf.TensorSpec([None, 2], tf.int32)]
             self._compiled[key] = tf.function(decode, input_signature=signature, autograph=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 from keras import ops
 
 from yolo3.config.heads import AnchorHead, Head
@@ -84,13 +85,40 @@ def boxes_and_scores(feats, anchors, num_classes: int, input_shape, image_shape)
     return boxes, scores
 
 
-def _input_hw(first, input_shape):
-    """``(h, w)`` of the network input: given, or the first (stride-32) output's grid x 32."""
-    if input_shape is not None:
-        return input_shape
-    grid_h, grid_w = ops.shape(first)[1:3]
+def network_input_hw(outputs: Sequence, input_hw=None):
+    """``(h, w)`` of the network input: ``input_hw`` when given, else the first (stride-32)
+    output's grid x 32."""
+    if input_hw is not None:
+        return input_hw
+    grid_h, grid_w = ops.shape(ops.convert_to_tensor(outputs[0]))[1:3]
     return ops.stack([grid_h * 32, grid_w * 32]) if not isinstance(grid_h, int) else (
         grid_h * 32, grid_w * 32)
+
+
+def anchor_boxes_and_scores(outputs: Sequence, anchors, masks: Sequence[Sequence[int]],
+                            num_classes: int, input_hw, image_hw) -> Tuple:
+    """An anchor head's candidates: boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` original-image
+    pixels (unclipped) and scores ``(batch, N, C)`` (objectness x class) of every output, largest
+    stride first; ``anchors`` ``(N, 2)`` pixels, ``masks`` the anchor indices of each output."""
+    anchors = np.asarray(anchors, dtype=np.float32).reshape(-1, 2)
+    boxes_all: List = []
+    scores_all: List = []
+    for feats, mask in zip(outputs, masks):
+        feats = ops.cast(feats, "float32")
+        b, s = boxes_and_scores(feats, anchors[list(mask)], num_classes, input_hw, image_hw)
+        boxes_all.append(b)
+        scores_all.append(s)
+    return ops.concatenate(boxes_all, axis=1), ops.concatenate(scores_all, axis=1)
+
+
+def anchor_free_boxes_and_scores(outputs: Sequence, head, num_classes: int, input_hw,
+                                 image_hw) -> Tuple:
+    """An anchor-free head's candidates (``head``: its strides and ``reg_max``): boxes as
+    :func:`anchor_boxes_and_scores` gives them and class scores ``(batch, N, C)``."""
+    corners, scores = anchor_free.decode_outputs(outputs, head, num_classes)
+    input_wh = ops.cast(swap_last_pair(ops.cast(input_hw, "float32")), "float32")
+    boxes = corners_to_cxcywh(corners) / ops.tile(input_wh, [2])
+    return correct_boxes(boxes[..., :2], boxes[..., 2:], input_hw, image_hw), scores
 
 
 def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
@@ -98,24 +126,16 @@ def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, imag
                          head: Optional[Head] = None):
     """Every scale's boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` pixels of the original images
     (unclipped) and scores ``(batch, N, C)`` (objectness x class, or an anchor-free head's class
-    scores), before any threshold. Arguments as :func:`decode_detections`."""
-    first = ops.convert_to_tensor(yolo_outputs[0])
-    input_shape = _input_hw(first, input_shape)
-    head = AnchorHead.of(anchors, anchor_mask) if head is None else head
-    if head.anchor_free:
-        corners, scores = anchor_free.decode_outputs(yolo_outputs, head, num_classes)
-        input_wh = ops.cast(swap_last_pair(ops.cast(input_shape, "float32")), "float32")
-        boxes = corners_to_cxcywh(corners) / ops.tile(input_wh, [2])
-        return correct_boxes(boxes[..., :2], boxes[..., 2:], input_shape, image_shape), scores
-    anchors = head.anchor_array()
-    boxes_all: List = []
-    scores_all: List = []
-    for feats, mask in zip(yolo_outputs, head.mask_lists()):
-        feats = ops.cast(feats, "float32")
-        b, s = boxes_and_scores(feats, anchors[mask], num_classes, input_shape, image_shape)
-        boxes_all.append(b)
-        scores_all.append(s)
-    return ops.concatenate(boxes_all, axis=1), ops.concatenate(scores_all, axis=1)
+    scores), before any threshold. Arguments as :func:`decode_detections`. yolo3's own code asks
+    the head (:meth:`yolo3.heads.base.Head.raw_boxes_and_scores`); this is the function of
+    yolo3 0.6 and earlier, which takes a head's facts."""
+    input_shape = network_input_hw(yolo_outputs, input_shape)
+    head = AnchorHead.of(anchors, anchor_mask) if head is None else head  # 0.6's keywords
+    if head.anchor_free:  # 0.6's keywords: a head's facts, which have no behaviour
+        return anchor_free_boxes_and_scores(yolo_outputs, head, num_classes, input_shape,
+                                            image_shape)
+    return anchor_boxes_and_scores(yolo_outputs, head.anchor_array(), head.mask_lists(),
+                                   num_classes, input_shape, image_shape)
 
 
 def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,
@@ -128,17 +148,28 @@ def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_s
     anchors: ``(N, 2)`` pixels; image_shape: ``(h, w)`` of the original images, shared or
     ``(batch, 2)``; input_shape defaults to the first output's grid times 32. ``head``: the
     head of the outputs (:mod:`yolo3.config.heads`; then ``anchors`` and ``anchor_mask`` are
-    unused), None: the anchor head of ``anchors`` and ``anchor_mask``.
-    Returns ``boxes`` ``(batch, max_boxes, 4)`` as ``(x1, y1, x2, y2)`` original-image pixels clipped
-    to the image, ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
-    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. Masks default to
-    :func:`yolo3.config.masks.default_masks`. The NMS is TensorFlow's
-    ``combined_non_max_suppression`` on the TensorFlow backend (every candidate), elsewhere
-    :func:`yolo3.ops.nms.batched_nms` (the same rule over the best
-    :data:`~yolo3.ops.nms.DEFAULT_CANDIDATES` (box, class) pairs of each image).
+    unused), None: the anchor head of ``anchors`` and ``anchor_mask``. Masks default to
+    :func:`yolo3.config.masks.default_masks`. Returns :func:`select_detections`'. yolo3's own
+    code asks the head (:meth:`yolo3.heads.base.Head.decode`).
     """
     boxes, scores = raw_boxes_and_scores(yolo_outputs, anchors, num_classes, image_shape,
                                          anchor_mask, input_shape, head)
+    return select_detections(boxes, scores, image_shape, max_boxes, score_threshold,
+                             iou_threshold)
+
+
+def select_detections(boxes, scores, image_shape, max_boxes: int = 20,
+                      score_threshold: float = .6, iou_threshold: float = .5) -> Tuple:
+    """Candidates -> detections: score threshold and per-class NMS, boxes clipped to the image.
+
+    boxes ``(batch, N, 4)`` ``x1, y1, x2, y2`` original-image pixels, scores ``(batch, N, C)``;
+    image_shape ``(h, w)`` shared or ``(batch, 2)``. Returns ``boxes`` ``(batch, max_boxes, 4)``,
+    ``scores`` ``(batch, max_boxes)``, ``classes`` ``(batch, max_boxes)`` int32 and
+    ``num_valid`` ``(batch,)`` int32; rows past ``num_valid`` are zero padding. The NMS is
+    TensorFlow's ``combined_non_max_suppression`` on the TensorFlow backend (every candidate),
+    elsewhere :func:`yolo3.ops.nms.batched_nms` (the same rule over the best
+    :data:`~yolo3.ops.nms.DEFAULT_CANDIDATES` (box, class) pairs of each image).
+    """
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
         nms_boxes, nms_scores, nms_classes, valid = tf.image.combined_non_max_suppression(

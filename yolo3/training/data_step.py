@@ -16,7 +16,7 @@ from yolo3.config.choices import (
     AUTO_TILE,
     CLASS_WEIGHT_METHODS,
 )
-from yolo3.config.heads import Head, head_of
+from yolo3.config.heads import head_of
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.log import NOTICE
@@ -30,6 +30,8 @@ from yolo3.data.annotations import (
 from yolo3.data.class_names import read_classes
 from yolo3.data.verify import check_decodable, listed, unchecked, verify_images
 from yolo3.data.yolo_layout import read_data_file
+from yolo3.heads.base import Head
+from yolo3.heads.registry import as_head
 from yolo3.ops.anchors import (
     BPR_THRESHOLD,
     anchor_fit,
@@ -78,9 +80,9 @@ class TrainData:
 
     @property
     def head(self) -> Head:
-        """The run's detection head (:mod:`yolo3.config.heads`): the variant's anchor-free head,
-        or the anchor head of the run's anchors and masks."""
-        return head_of(self.anchors, self.masks, self.spec.head)
+        """The run's detection head (:mod:`yolo3.heads`): the variant's anchor-free head, or the
+        anchor head of the run's anchors and masks."""
+        return as_head(head_of(self.anchors, self.masks, self.spec.head))
 
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""

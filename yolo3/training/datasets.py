@@ -19,7 +19,6 @@ from yolo3.core.log import NOTICE
 from yolo3.core.memory import gigabytes
 from yolo3.data.dataset_config import (
     DatasetConfig,
-    TargetEncoding,
     cache_longest_side,
     epoch_batches,
     record_geometry,
@@ -158,7 +157,7 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
-    targets = TargetEncoding.for_head(data.head, data.num_classes, config.recipe.assign_iou)
+    targets = data.head.target_encoding(data.num_classes, config.recipe.assign_iou)
     # JAX splits every batch evenly over the wrapper's devices: validation's last partial batch
     # is left out of val_loss there (the mAP evaluation sees every image)
     # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)

@@ -10,11 +10,9 @@ import numpy as np
 
 from yolo3.checkpoint.weights import load_weights_by_name
 from yolo3.config.architectures import BACKBONE_PREFIX
-from yolo3.config.heads import Head
 from yolo3.config.loss_options import LossOptions
 from yolo3.config.train_config import TrainConfig
-from yolo3.modeling.bodies import build_spec_body, output_layer_names, prediction_layer_names
-from yolo3.modeling.heads import training_model as head_training_model
+from yolo3.modeling.bodies import build_spec_body
 from yolo3.training.data_step import TrainData
 from yolo3.training.placement import Placement
 
@@ -51,8 +49,8 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
 def training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> keras.Model:
     """The training model of ``body``: its loss is its output; ground truth padded to
     ``max_boxes``."""
-    return head_training_model(body, data.head, data.num_classes, config.data.max_boxes,
-                               LossOptions.from_recipe(config.recipe, data.class_weights))
+    return data.head.training_model(body, data.num_classes, config.data.max_boxes,
+                                    LossOptions.from_recipe(config.recipe, data.class_weights))
 
 
 def initialise_output_priors(body: keras.Model, data: TrainData, input_size: Tuple[int, int],
@@ -62,21 +60,13 @@ def initialise_output_priors(body: keras.Model, data: TrainData, input_size: Tup
     image from the training set)."""
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
     head = data.head
-    for stride, names in zip(head.strides, output_layer_groups(body, head)):
+    for stride, names in zip(head.strides, head.output_layer_groups(body)):
         cells = (input_size[0] // stride) * (input_size[1] // stride)
         biases = head.bias_priors(data.num_classes, cells, per_image)
         for name, bias in zip(names, biases):
             if name not in keep:
                 layer = body.get_layer(name)
                 layer.set_weights([layer.get_weights()[0], bias])
-
-
-def output_layer_groups(body: keras.Model, head: Head) -> List[Tuple[str, ...]]:
-    """The convolutions that end each output of ``body``, largest stride first: the output
-    convolution of an anchor head, ``(distances, classes)`` of an anchor-free head."""
-    if head.anchor_free:
-        return [prediction_layer_names(stride) for stride in head.strides]
-    return [(name,) for name in output_layer_names(body)]
 
 
 def set_stage_trainable(body: keras.Model, freeze_backbone: bool, freeze_bn: bool = False) -> int:

@@ -1,0 +1,84 @@
+"""What every detection head kind answers: the facts of its outputs and the behaviour that
+differs between kinds (issue 69: the head as a strategy).
+
+A head kind is one class deriving from its facts (a frozen dataclass in :mod:`yolo3.config`:
+strides, channels, anchors ..., what a model file records) and from :class:`Head`, which names the
+behaviour every kind owns:
+
+- ``training_model(body, num_classes, max_boxes, options)``: ``[image, *targets] -> loss (1,)``;
+- ``target_encoding(num_classes, assign_iou, true_boxes)``: the targets both input pipelines
+  encode for that training model (:class:`yolo3.data.dataset_config.TargetEncoding`);
+- ``raw_boxes_and_scores(outputs, num_classes, image_hw, input_hw)``: every candidate's box
+  ``(batch, N, 4)`` ``x1, y1, x2, y2`` original-image pixels and scores ``(batch, N, C)``;
+  :meth:`Head.decode` adds the threshold and per-class NMS;
+- ``output_layer_groups(body)``: the convolutions that end each output, largest stride first
+  (where the bias priors, ``bias_priors``, go).
+
+Sizes are ``(h, w)``. Callers hold a head (:func:`yolo3.heads.registry.as_head`) and ask it; they
+never test its kind. Keras is imported here (the training model); ``yolo3.config``'s facts stay
+free of it.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import ClassVar, List, Sequence, Tuple
+
+import keras
+
+from yolo3.config.loss_options import LossOptions
+from yolo3.data.dataset_config import TargetEncoding
+from yolo3.ops.decode import network_input_hw, select_detections
+
+__all__ = ["Head"]
+
+
+class Head(abc.ABC):
+    """A detection head kind's behaviour (see the module docstring); its facts come from the
+    config dataclass it also derives from."""
+
+    kind: ClassVar[str]  # the kind's name (the registry's key)
+
+    @abc.abstractmethod
+    def training_model(self, body: keras.Model, num_classes: int, max_boxes: int,
+                       options: LossOptions = LossOptions()) -> keras.Model:
+        """``body``'s training model: its output is the loss ``(1,)`` (compile with
+        ``identity_loss``), the ground truth padded to ``max_boxes`` boxes."""
+
+    @abc.abstractmethod
+    def target_encoding(self, num_classes: int, assign_iou: float = 1.0,
+                        true_boxes: bool = True) -> TargetEncoding:
+        """The targets the training model takes, as both input pipelines encode them."""
+
+    @abc.abstractmethod
+    def raw_boxes_and_scores(self, outputs: Sequence, num_classes: int, image_hw,
+                             input_hw) -> Tuple:
+        """Every candidate before any threshold: boxes ``(batch, N, 4)`` ``x1, y1, x2, y2``
+        pixels of the original images (``image_hw`` ``(h, w)`` shared or ``(batch, 2)``;
+        unclipped) and scores ``(batch, N, C)``; ``input_hw`` the network input ``(h, w)``."""
+
+    @abc.abstractmethod
+    def output_layer_groups(self, body: keras.Model) -> List[Tuple[str, ...]]:
+        """The names of the convolutions that end each output of ``body``, largest stride
+        first, in the order of ``bias_priors``' arrays."""
+
+    def decode(self, outputs: Sequence, num_classes: int, image_hw, input_hw=None,
+               max_boxes: int = 20, score_threshold: float = .6,
+               iou_threshold: float = .5) -> Tuple:
+        """Raw outputs of a batch -> ``boxes`` ``(batch, max_boxes, 4)`` ``x1, y1, x2, y2``
+        original-image pixels clipped to the image, ``scores``, ``classes`` int32 and
+        ``num_valid`` ``(batch,)`` (:func:`yolo3.ops.decode.select_detections`). ``input_hw``
+        None: the first (stride-32) output's grid x 32."""
+        input_hw = network_input_hw(outputs, input_hw)
+        boxes, scores = self.raw_boxes_and_scores(outputs, num_classes, image_hw, input_hw)
+        return select_detections(boxes, scores, image_hw, max_boxes, score_threshold,
+                                 iou_threshold)
+
+
+def same_facts(head: object, other: object, facts: type):
+    """``head == other`` for a kind's head: True when ``other`` holds the same facts (the kind's
+    head or its config dataclass ``facts``: a spec's head equals the head made of it),
+    NotImplemented when ``other`` is no head of that kind."""
+    if not isinstance(other, facts):
+        return NotImplemented
+    return all(getattr(head, f.name) == getattr(other, f.name) for f in dataclasses.fields(facts))
