@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from multiprocessing import shared_memory
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -49,6 +49,58 @@ class DataWorkerLost(CommandFailed):
     command line says which, and exits with status 1."""
 
 
+class _BatchThreads:
+    """``workers`` threads running what is submitted, in order, each as a
+    :class:`~concurrent.futures.Future`. When the main thread has ended (the interpreter is
+    exiting: a Ctrl-C in the middle of an epoch) each thread ends after the batch in its hands,
+    and what is queued ahead is never made; a :class:`~concurrent.futures.ThreadPoolExecutor`
+    makes every queued batch first at the exit (a minute on a busy machine). Not daemon threads:
+    those may still be inside OpenCV as the interpreter finalises (an abort)."""
+
+    def __init__(self, workers: int, name: str):
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}")
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self) -> None:
+        main = threading.main_thread()
+        while True:
+            try:
+                item = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                if main.is_alive():
+                    continue
+                return  # the interpreter is exiting: nobody will take a batch
+            if item is None or not main.is_alive():
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while it waited
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to whoever takes the batch
+                future.set_exception(e)
+
+    def submit(self, fn: Callable, *args) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        """Cancel what waits and let the threads end (without waiting for them)."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+
+
 class ThreadFeed:
     """``workers`` threads making ``make(epoch, k)`` ahead: :meth:`take` returns batch ``key``
     (made now if nobody asked for it before) and queues ``ahead`` (keys, in order) that are not
@@ -58,14 +110,14 @@ class ThreadFeed:
         self.make = make
         self.workers = max(1, int(workers))
         self.depth = max(1, int(depth))
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool: Optional[_BatchThreads] = None
         self._pending: Dict[Key, Future] = {}
         self._lock = threading.Lock()
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> _BatchThreads:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="yolo3-feed")
-            weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
+            self._pool = _BatchThreads(self.workers, "yolo3-feed")
+            weakref.finalize(self, self._pool.shutdown)
         return self._pool
 
     def take(self, key: Key, ahead: Sequence[Key]):
@@ -89,7 +141,7 @@ class ThreadFeed:
             self._pending.clear()
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
 
 
 def flatten(batch) -> Tuple[List[np.ndarray], Any]:
