@@ -35,8 +35,8 @@ _OWNER = re.compile(r"^\.yolo3-tmp-(?P<host>[A-Za-z0-9]*)-(?P<pid>\d+)-")
 
 __all__ = ["TEMP_PREFIX", "LEGACY_TEMP_PREFIX", "atomic_file", "atomic_write", "atomic_directory",
            "write_text_atomic", "remove_stale_temporaries", "temporary_prefix", "temporary_owner",
-           "is_temporary", "make_temporary_folder", "temporary_folder", "fsync_file", "fsync_dir", "fsync_tree",
-           "remove_entry", "replace_entry", "read_text"]
+           "is_temporary", "make_temporary_folder", "temporary_folder", "fsync_file", "fsync_dir",
+           "fsync_tree", "remove_entry", "replace_entry", "read_text"]
 
 
 def _host() -> str:
@@ -246,18 +246,17 @@ def temporary_folder(parent: PathLike, name: str, keep: bool = False) -> Iterato
     exit. A folder that cannot be made is an OSError naming ``parent/name``."""
     tmp: Optional[Path] = None
     try:
-        while True:
-            tmp = Path(_free_temporary_name(parent, name))
+        while tmp is None:
+            tmp = Path(_free_temporary_name(parent, name))  # named before it exists
             try:
                 os.mkdir(tmp, 0o700)
-                break
             except FileExistsError:  # made meanwhile, by this process (its name says so)
                 tmp = None
+            except OSError as e:
+                raise _named(e, None, Path(parent) / name) from None
         yield tmp
-    except BaseException as e:
+    except BaseException:
         keep = False
-        if isinstance(e, OSError) and (tmp is None or not tmp.exists()):  # making it failed
-            raise _named(e, None, Path(parent) / name) from None
         raise
     finally:
         if tmp is not None and not keep and os.path.lexists(tmp):

@@ -3,8 +3,8 @@
 Two comparisons on a few letterboxed images (8-bit pixels, which every input type takes exactly):
 (1) the exported model's raw maps against the Keras detector's float32 raw maps, relative error
 ``|exported - keras| / |keras|`` per output, within the quantisation's :data:`TOLERANCES`; (2) for
-models with decoding inside, their detections against the host's decoding
-(the head's :meth:`~yolo3.heads.base.Head.decode`) of their own raw maps at the baked thresholds: the same
+models with decoding inside, their detections against the host's decoding (the head's
+:meth:`~yolo3.heads.base.Head.decode`) of their own raw maps at the baked thresholds: the same
 boxes, scores and classes, so the in-model decoding and NMS are right (int8 models decode in
 float32 too).
 """

@@ -25,8 +25,7 @@ class AnchorHead(facts.AnchorHead, Head):
 
     def training_model(self, body: keras.Model, num_classes: int, max_boxes: int,
                        options: LossOptions = LossOptions()) -> keras.Model:
-        return yolo_training_model(body, self.anchor_array(), num_classes,
-                                   options.for_classes(num_classes),
+        return yolo_training_model(body, self.anchor_array(), num_classes, options,
                                    anchor_mask=self.mask_lists(), max_boxes=max_boxes)
 
     def target_encoding(self, num_classes: int, assign_iou: float = 1.0,

@@ -26,8 +26,7 @@ class AnchorFreeHead(facts.AnchorFreeHead, Head):
 
     def training_model(self, body: keras.Model, num_classes: int, max_boxes: int,
                        options: LossOptions = LossOptions()) -> keras.Model:
-        return anchor_free_training_model(body, self, num_classes, max_boxes,
-                                          options.for_classes(num_classes))
+        return anchor_free_training_model(body, self, num_classes, max_boxes, options)
 
     def target_encoding(self, num_classes: int, assign_iou: float = 1.0,
                         true_boxes: bool = True) -> TargetEncoding:

@@ -43,7 +43,8 @@ class Head(abc.ABC):
     def training_model(self, body: keras.Model, num_classes: int, max_boxes: int,
                        options: LossOptions = LossOptions()) -> keras.Model:
         """``body``'s training model: its output is the loss ``(1,)`` (compile with
-        ``identity_loss``), the ground truth padded to ``max_boxes`` boxes."""
+        ``identity_loss``), the ground truth padded to ``max_boxes`` boxes; ``options`` are
+        checked against ``num_classes`` by the loss layer (``LossOptions.for_classes``)."""
 
     @abc.abstractmethod
     def target_encoding(self, num_classes: int, assign_iou: float = 1.0,
