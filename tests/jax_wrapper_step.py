@@ -1,7 +1,10 @@
 """The JAX wrapper's contract on logical CPU devices (run by tests/training/test_jax_parallel.py
 as ``XLA_FLAGS=--xla_force_host_platform_device_count=3 KERAS_BACKEND=jax python
 tests/jax_wrapper_step.py OUT.npz``): the template's loss and gradients, and its weights after
-one SGD step (and the moving statistics' change), on one device and through multi_gpu_model on 2 and 3 devices; float32."""
+one SGD step (and the moving statistics' change), on one device and through multi_gpu_model on 2
+and 3 devices; float32. With ``replica_batch_norm`` on 2 devices ("replica2") against "slices2":
+the template run on one device on each slice alone, the slices' losses, gradients and moving
+statistics averaged by hand and the SGD step applied by hand."""
 from __future__ import annotations
 
 import sys
@@ -77,6 +80,61 @@ def run(devices):
     return out
 
 
+LR = 0.05
+
+
+def run_replica_batch_norm(count):
+    """One SGD step through the wrapper with ``replica_batch_norm`` over ``count`` devices: its
+    loss and every weight's change (trained and moving statistics)."""
+    import keras
+
+    from yolo3.modeling.loss import identity_loss
+    from yolo3.training.parallel import multi_gpu_model
+    model, anchors = template()
+    before = [np.asarray(v.value) for v in model.weights]
+    runner = multi_gpu_model(model, devices=[f"/cpu:{i}" for i in range(count)],
+                             replica_batch_norm=True)
+    runner.compile(optimizer=keras.optimizers.SGD(LR), loss=identity_loss)
+    loss = runner.train_on_batch(batch(anchors), np.zeros((BATCH, 1), "f"))
+    out = {"step_loss": np.asarray(loss)}
+    for i, (v, start) in enumerate(zip(model.weights, before)):
+        out[f"change{i}"] = np.asarray(v.value) - start
+    return out
+
+
+def run_slices_by_hand(count):
+    """The same step done by hand on one device: each of ``count`` slices alone through the
+    template (its own batch statistics), the mean of their losses, gradients and new moving
+    statistics, then ``w - LR * g``."""
+    import jax
+
+    model, anchors = template()
+    data = batch(anchors)
+    trainable = [v.value for v in model.trainable_variables]
+    frozen = [v.value for v in model.non_trainable_variables]
+    share = BATCH // count
+    losses, grads, statistics = [], [], []
+    for k in range(count):
+        part = [x[k * share:(k + 1) * share] for x in data]
+
+        def loss_of(values, part=part):
+            out, new_frozen = model.stateless_call(values, frozen, part, training=True)
+            return out[0], new_frozen
+        (loss, new_frozen), grad = jax.jit(jax.value_and_grad(loss_of, has_aux=True))(trainable)
+        losses.append(np.asarray(loss))
+        grads.append([np.asarray(g) for g in grad])
+        statistics.append([np.asarray(f) for f in new_frozen])
+    mean_grads = [np.mean(g, axis=0) for g in zip(*grads)]
+    new_values = {id(v): np.asarray(v.value) - LR * g
+                  for v, g in zip(model.trainable_variables, mean_grads)}
+    new_values.update({id(v): np.mean(s, axis=0)
+                       for v, s in zip(model.non_trainable_variables, zip(*statistics))})
+    out = {"step_loss": np.mean(losses)}
+    for i, v in enumerate(model.weights):
+        out[f"change{i}"] = new_values[id(v)] - np.asarray(v.value)
+    return out
+
+
 class _nothing:
     def __enter__(self):
         return self
@@ -93,4 +151,8 @@ if __name__ == "__main__":
                           ("three", ["cpu:0", "cpu:1", "cpu:2"])):
         for key, value in run(devices).items():
             results[f"{name}|{key}"] = value
+    for count in (2,):
+        for name, run_it in (("replica", run_replica_batch_norm), ("slices", run_slices_by_hand)):
+            for key, value in run_it(count).items():
+                results[f"{name}{count}|{key}"] = value
     np.savez(sys.argv[1], **results)

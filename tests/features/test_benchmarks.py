@@ -616,17 +616,19 @@ def test_the_processes_benchmark_refuses_more_processes_than_cores(capsys):
     assert f"--processes {too_many}: one core each" in err and "Traceback" not in err
 
 
-@pytest.mark.slow  # CI runs it (.ci/run): three training processes, about 2 minutes
-def test_the_processes_benchmark_runs_both_contenders_side_by_side(tmp_path, capsys):
+@pytest.mark.slow  # CI runs it (.ci/run): five training processes, about 3 minutes
+def test_the_processes_benchmark_runs_the_contenders_side_by_side(tmp_path, capsys):
     pytest.importorskip("jax", reason="JAX is not installed here (the test extra has it)")
     from yolo3.cli import main
     out = tmp_path / "processes.json"
     assert main(["benchmark", "processes", "--size", "64", "--batch-size", "2", "--steps", "3",
                  "--warmup", "1", "--num-images", "16", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "CPU flags:" in text and "1 process(es) x 1 core" in text
-    assert "2 process(es) x 1 core" in text and "target 1.7x" in text
+    assert "CPU flags:" in text and "1 process x 1 core" in text
+    assert "2 processes x 1 core, replica BN" in text and text.count("target 1.7x") == 2
     figures = json.loads(out.read_text())
-    assert figures["one"]["images_per_s"] > 0 and figures["several"]["images_per_s"] > 0
-    assert figures["ratio"] == pytest.approx(
-        figures["several"]["images_per_s"] / figures["one"]["images_per_s"])
+    assert figures["one"]["images_per_s"] > 0
+    assert [row["replica_batch_norm"] for row in figures["several"]] == [False, True]
+    for row in figures["several"]:
+        assert row["images_per_s"] > 0 and row["processes"] == 2
+        assert row["ratio"] == pytest.approx(row["images_per_s"] / figures["one"]["images_per_s"])

@@ -85,10 +85,23 @@ def data(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(data, tmp_path_factory):
     """The same 20 steps run as 1 process x 2 logical devices and as 2 processes x 1 device."""
-    root = tmp_path_factory.mktemp("runs")
+    return _run_both(tmp_path_factory.mktemp("runs"), _settings(data))
+
+
+@pytest.fixture(scope="module")
+def replica_runs(data, tmp_path_factory):
+    """The same with --replica-batch-norm: 8 steps, one flat all-reduce each."""
+    settings = dict(_settings(data), epochs=1, steps_per_epoch=8, eval_every=0,
+                    bn_stats_images=0, replica_batch_norm=True)
+    return _run_both(tmp_path_factory.mktemp("replica_runs"), settings)
+
+
+def _run_both(root: Path, settings: dict) -> Path:
+    """1 process x 2 logical devices (one.json) and 2 processes x 1 device (p0.json, p1.json)
+    trained with ``settings``, at once."""
     (root / "before.json").write_text(json.dumps(_private_folders()))
     script = root / "run.py"
-    script.write_text(RUN.format(settings=repr(_settings(data))))
+    script.write_text(RUN.format(settings=repr(settings)))
     port = str(_free_port())
     python = [sys.executable, str(script)]
     procs = [subprocess.Popen(python + [str(root / "one.json"), str(root / "one"), "one"],
@@ -127,6 +140,21 @@ def test_two_processes_train_as_one_process_with_two_devices(runs):
                                    atol=1e-6)
         assert two["history"]["mAP50_95"][-1] > 0
 
+
+def test_two_processes_with_replica_batch_norm_train_as_one_process_with_two_devices(
+        replica_runs, runs):
+    """The shard_map step (each replica's own batch statistics, one flat all-reduce) across two
+    processes equals it across two devices of one process, step by step."""
+    one, one_weights = _load(replica_runs, "one")
+    for name in ("p0", "p1"):
+        two, two_weights = _load(replica_runs, name)
+        assert len(two["losses"]) == len(one["losses"]) == 8
+        np.testing.assert_allclose(two["losses"], one["losses"], rtol=0, atol=1e-5)
+        for a, b in zip(two_weights, one_weights):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    # not the global statistics' run: its first step (the same weights and batch) differs
+    plain, _ = _load(runs, "one")
+    assert abs(plain["losses"][0] - one["losses"][0]) > 1e-4
 
 def test_only_process_0_writes_the_run_folder(runs):
     out = runs / "two"

@@ -61,3 +61,41 @@ def test_uneven_batches_and_unknown_devices_are_refused_with_the_reason():
         jax_devices(devices=["cpu0", "cpu:1"])
     with pytest.raises(ValueError, match="gpus >= 2"):
         jax_devices(gpus=1)
+
+
+def test_replica_batch_norm_equals_each_slice_alone_averaged_by_hand(runs, count=2):
+    """replica_batch_norm: the step's loss, weights and moving statistics equal each slice's own
+    step on one device, averaged by hand (one flat all-reduce must not mix up any leaf)."""
+    mine, hand = f"replica{count}", f"slices{count}"
+    assert _relative(runs[f"{hand}|step_loss"], runs[f"{mine}|step_loss"]) <= 1e-5
+    changes = [k.split("|")[1] for k in runs if k.startswith(f"{hand}|change")]
+    assert len(changes) >= 20
+    for key in changes:
+        assert np.abs(runs[f"{hand}|{key}"]).max() > 0, f"{key}: the step changed nothing"
+        assert _relative(runs[f"{hand}|{key}"], runs[f"{mine}|{key}"]) <= 1e-4, key
+    # and it is not the global batch's statistics (the check above can tell the two apart)
+    assert _relative(runs["one|step_loss"], runs[f"{mine}|step_loss"]) > 1e-4
+
+
+def test_replica_mean_averages_every_leaf_in_one_all_reduce_per_dtype():
+    """replica_mean on 1 device: every leaf back in its shape and dtype, unchanged; the
+    collective count read from the lowered program."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec
+
+    from yolo3.training.jax_parallel import replica_mean
+    tree = {"a": jnp.arange(6.0).reshape(2, 3), "b": [jnp.ones((4,)), jnp.float32(2.5)],
+            "n": jnp.int32(7)}
+    mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
+    run = jax.jit(jax.shard_map(lambda t: replica_mean(t, "batch"), mesh=mesh,
+                                in_specs=PartitionSpec(), out_specs=PartitionSpec(),
+                                check_vma=False))
+    out = run(tree)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(tree)
+    for got, want in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(tree)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    text = run.lower(tree).as_text()
+    # the three float leaves in one all-reduce, the integer one in its own (pmax)
+    assert text.count("all_reduce") == 2, text[-2000:]

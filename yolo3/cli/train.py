@@ -107,6 +107,10 @@ def add_arguments(p: argparse.ArgumentParser, output_help: str = OUTPUT_HELP,
     a("--strategy", choices=STRATEGIES, default=d("strategy"),
       help="wrapper: yolo3.training.parallel.multi_gpu_model; mirrored: tf.distribute.MirroredStrategy; "
       "multiworker: MultiWorkerMirroredStrategy configured by TF_CONFIG (default %(default)s)")
+    a("--replica-batch-norm", action="store_true", help="JAX's wrapper: each replica's batch "
+      "norms take their statistics from its own slice (as TensorFlow's wrapper does), and a step "
+      "makes one all-reduce; without it, the global batch's statistics (exactly one device's), "
+      "at one all-reduce per batch norm: slow across processes on CPUs (docs/guide.md)")
     c = p.add_argument_group("several processes or machines on JAX (docs/guide.md)")
     c.add_argument("--coordinator", type=COORDINATOR, default=d("coordinator") or None,
                    metavar="HOST:PORT|auto",

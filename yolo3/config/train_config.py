@@ -194,6 +194,10 @@ class HardwareSettings:
     gpus: int = 0
     cpu_replicas: int = 0
     strategy: str = "wrapper"  # wrapper, mirrored or multiworker
+    # JAX's wrapper: each replica normalises by its own slice (as TensorFlow's wrapper does) and
+    # a step makes one flat all-reduce (yolo3.training.jax_parallel); False: the global batch's
+    # statistics, exactly one device's on the same batch
+    replica_batch_norm: bool = False
     # several processes on JAX (yolo3.training.jax_cluster): "" one process; "HOST:PORT" where
     # process 0 listens, with num_processes and process_id; "auto": what jax.distributed detects
     # (SLURM, Open MPI, Kubernetes ...)

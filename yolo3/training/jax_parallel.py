@@ -25,7 +25,8 @@ from typing import List, Optional, Sequence
 
 import keras
 
-__all__ = ["JaxReplicaWrapper", "jax_devices", "check_global_batch", "force_host_devices"]
+__all__ = ["JaxReplicaWrapper", "jax_devices", "check_global_batch", "force_host_devices",
+           "replica_mean"]
 
 _COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 
@@ -81,18 +82,25 @@ def check_global_batch(batch: int, replicas: int) -> None:
 
 class JaxReplicaWrapper(keras.Model):
     """``template`` run data-parallel over ``devices`` (Keras names) on JAX; its output is the
-    template's loss on the global batch. Owns no variables of its own; not serialisable."""
+    template's loss on the global batch. Owns no variables of its own; not serialisable.
+    ``replica_batch_norm``: each device normalises by its own slice, one flat all-reduce a step
+    (the module's docstring)."""
 
-    def __init__(self, template: keras.Model, devices: Sequence[str], **kwargs):
+    def __init__(self, template: keras.Model, devices: Sequence[str],
+                 replica_batch_norm: bool = False, **kwargs):
         super().__init__(name=kwargs.pop("name", f"{template.name}_x{len(devices)}"), **kwargs)
         self.template = template
         self.devices = list(devices)
+        self.replica_batch_norm = bool(replica_batch_norm)
         import jax
         # several processes: each already gives its own share of every global batch
         # (yolo3.data.dataset_config.DatasetConfig.shard), which Keras assembles
         self.distribution = keras.distribution.DataParallel(
             devices=self.devices, auto_shard_dataset=jax.process_count() == 1)
         self._replicate(template.variables)
+        # JAX's mesh of the distribution, read while the variables hold their values (fit lends
+        # them to its compiled step)
+        self._jax_mesh = template.variables[0].value.sharding.mesh
 
     def _replicate(self, variables) -> None:
         """Place each variable on every device (in place), where it is not already."""
@@ -149,12 +157,72 @@ class JaxReplicaWrapper(keras.Model):
         check_global_batch(int(_first(x).shape[0]), self._local_count())
         return self._in_scope(super().test_on_batch, x, y, *args, **kwargs)
 
+    def train_step(self, state, data):
+        """Keras's JAX step, or with ``replica_batch_norm`` each device's own step on its slice,
+        their gradients, loss and moving averages averaged in one flat all-reduce."""
+        if not self.replica_batch_norm:
+            return super().train_step(state, data)
+        import jax
+        from jax.sharding import PartitionSpec
+
+        trainable, non_trainable, optimizer_variables, metrics_variables = state
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        axis = self.distribution.batch_dim_name
+        gradient = jax.value_and_grad(self.compute_loss_and_updates, has_aux=True)
+
+        def replica(trainable, non_trainable, metrics_variables, optimizer_variables, batch):
+            (_, aux), grads = gradient(trainable, non_trainable, metrics_variables, *batch,
+                                       training=True, optimizer_variables=optimizer_variables)
+            unscaled_loss, _, non_trainable, _ = aux
+            return replica_mean((grads, unscaled_loss, non_trainable), axis)
+
+        shared = PartitionSpec()
+        grads, loss, non_trainable = jax.shard_map(
+            replica, mesh=self._jax_mesh, in_specs=(shared, shared, shared, shared,
+                                                  PartitionSpec(axis)),
+            out_specs=shared, check_vma=False)(
+            trainable, non_trainable, metrics_variables, optimizer_variables,
+            (x, y, sample_weight))
+        trainable, optimizer_variables = self.optimizer.stateless_apply(
+            optimizer_variables, grads, trainable)
+        logs, metrics_variables = self._update_metrics_variables(
+            metrics_variables, loss, x, y, loss, sample_weight)
+        return logs, (trainable, non_trainable, optimizer_variables, metrics_variables)
+
     def compute_output_spec(self, inputs, training=None):
         return keras.KerasTensor((1,), dtype="float32")
 
     def get_config(self):
         raise NotImplementedError("JaxReplicaWrapper is not serialisable: save its template "
                                   "instead (yolo3.training.callbacks.TemplateCheckpoint)")
+
+
+def replica_mean(tree, axis: str):
+    """The mean over the mesh axis ``axis`` of every leaf of ``tree`` (inside ``shard_map``), in
+    one all-reduce per dtype: the leaves raveled into one flat buffer, summed, cut back. Integer
+    leaves take the largest value (a step counter, a seed)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    count = jax.lax.psum(1, axis)
+    groups = {}
+    for i, leaf in enumerate(leaves):
+        groups.setdefault(jnp.result_type(leaf), []).append(i)
+    out = list(leaves)
+    for dtype, indices in groups.items():
+        parts = [jnp.ravel(leaves[i]) for i in indices]
+        if not jnp.issubdtype(dtype, jnp.floating):
+            reduced = [jax.lax.pmax(p, axis) for p in parts]
+        else:
+            flat = jax.lax.psum(jnp.concatenate(parts), axis) / jnp.asarray(count, dtype)
+            ends = [0]
+            for p in parts:
+                ends.append(ends[-1] + p.size)
+            reduced = [flat[a:b] for a, b in zip(ends, ends[1:])]
+        for i, r in zip(indices, reduced):
+            out[i] = jnp.reshape(r, jnp.shape(leaves[i])).astype(dtype)
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def _first(x):

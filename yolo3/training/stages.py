@@ -130,8 +130,9 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
     with placement.scope():
         frozen_count = set_stage_trainable(body, stage.frozen, config.model.freeze_bn)
         fed = with_planned_pixels(template) if device_pixels else template
-        model = (multi_gpu_model(fed, devices=placement.devices) if placement.uses_wrapper
-                 else fed)
+        model = (multi_gpu_model(fed, devices=placement.devices,
+                                 replica_batch_norm=config.hardware.replica_batch_norm)
+                 if placement.uses_wrapper else fed)
         optimizer = stage_optimizer(config, placement.steps, stage.last - stage.first)
         model.compile(optimizer=optimizer, loss=identity_loss,
                       jit_compile=use_xla(config, placement))
@@ -141,7 +142,10 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                "%s lr %g (%s), %s, %s%s", name, max(stage.first, start_epoch) + 1, stage.last,
                placement.replicas, placement.global_batch, placement.steps, config.recipe.optimizer,
                learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule,
-               placement.describe(config.hardware.strategy), keras.config.dtype_policy().name,
+               placement.describe(config.hardware.strategy)
+               + (", each replica's own batch statistics"
+                  if model is not fed and getattr(model, "replica_batch_norm", False) else ""),
+               keras.config.dtype_policy().name,
                ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
         with placement.scope():
