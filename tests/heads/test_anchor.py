@@ -114,3 +114,31 @@ def test_its_output_convolutions_are_the_bodys_outputs():
         assert len(biases) == len(group)
         for name, bias in zip(group, biases):
             assert body.get_layer(name).get_weights()[1].shape == bias.shape
+
+
+def test_its_anchors_are_refitted_with_the_default_masks_over_its_outputs():
+    head = as_head(get_spec("tiny").default_head())
+    seen = []
+
+    def choose(anchors):
+        seen.append(anchors.copy())
+        return anchors[:, ::-1] * 2  # any (N, 2): another shape and size
+    refitted = head.refit_anchors(choose)
+    np.testing.assert_array_equal(seen[0], head.anchor_array())  # it was given its anchors
+    assert isinstance(refitted, AnchorHead) and refitted.num_scales == head.num_scales == 2
+    np.testing.assert_allclose(refitted.anchor_array(), head.anchor_array()[:, ::-1] * 2)
+    assert refitted.mask_lists() == [[3, 4, 5], [0, 1, 2]]  # the largest on the largest stride
+    four = head.refit_anchors(lambda a: a[:4])  # 4 anchors over 2 outputs: 2 each
+    assert four.mask_lists() == [[2, 3], [0, 1]]
+    with pytest.raises(ValueError):
+        head.refit_anchors(lambda a: a[:5])  # 5 anchors cannot be split over 2 outputs
+
+
+def test_it_shows_its_anchors_and_writes_them_to_the_run_folder():
+    head = AnchorHead.of(TINY_YOLO_ANCHORS)
+    np.testing.assert_array_equal(head.anchor_sizes(), head.anchor_array())
+    from yolo3.ops.anchors import parse_anchors
+    files = head.run_files()
+    assert list(files) == ["anchors.txt"]
+    np.testing.assert_allclose(parse_anchors(files["anchors.txt"], "anchors.txt"),
+                               head.anchor_array(), atol=0.01)

@@ -84,3 +84,13 @@ def test_its_output_convolutions_are_the_distance_and_class_predictions():
         assert len(group) == len(biases) == 2
         for name, bias in zip(group, biases):
             assert body.get_layer(name).get_weights()[1].shape == bias.shape
+
+
+def test_it_has_no_anchors_to_refit_show_or_write():
+    head = as_head(get_spec("tiny-af").default_head())
+
+    def choose(anchors):
+        raise AssertionError("an anchor-free head asks for no anchors")
+    assert head.refit_anchors(choose) is head
+    assert head.anchor_sizes() is None and head.run_files() == {}
+    assert head.anchor_array().shape == (0, 2) and head.mask_lists() == []

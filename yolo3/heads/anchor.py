@@ -4,16 +4,19 @@ and padded boxes as targets, keras-yolo3's loss (:mod:`yolo3.modeling.loss`), an
 (:func:`yolo3.ops.decode.anchor_boxes_and_scores`), one output convolution per scale."""
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import keras
+import numpy as np
 
 from yolo3.config import heads as facts
 from yolo3.config.loss_options import LossOptions
+from yolo3.config.masks import default_masks
 from yolo3.data.dataset_config import TargetEncoding
 from yolo3.heads.base import Head, same_facts
 from yolo3.modeling.bodies import output_layer_names
 from yolo3.modeling.loss import yolo_training_model
+from yolo3.ops.anchors import format_anchors
 from yolo3.ops.decode import anchor_boxes_and_scores
 
 __all__ = ["AnchorHead"]
@@ -40,6 +43,18 @@ class AnchorHead(facts.AnchorHead, Head):
 
     def output_layer_groups(self, body: keras.Model) -> List[Tuple[str, ...]]:
         return [(name,) for name in output_layer_names(body)]
+
+    def refit_anchors(self, choose: Callable[[np.ndarray], np.ndarray]) -> "AnchorHead":
+        """The head of ``choose(anchors)``, split over as many outputs by the default masks."""
+        anchors = np.asarray(choose(self.anchor_array()), np.float32).reshape(-1, 2)
+        return AnchorHead(anchors, default_masks(len(anchors), self.num_scales))
+
+    def anchor_sizes(self) -> np.ndarray:
+        return self.anchor_array()
+
+    def run_files(self) -> Dict[str, str]:
+        """``anchors.txt``: the run's anchors, Darknet's ``w,h, w,h`` line."""
+        return {"anchors.txt": format_anchors(self.anchor_array())}
 
     def __eq__(self, other):
         return same_facts(self, other, facts.AnchorHead)

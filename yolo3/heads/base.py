@@ -14,6 +14,10 @@ behaviour every kind owns:
 - ``output_layer_groups(body)``: the convolutions that end each output, largest stride first
   (where the bias priors, ``bias_priors``, go).
 
+And, with defaults for a kind that has no anchors: ``refit_anchors(choose)`` (the head with the
+anchors a run chooses: a file, k-means), ``anchor_sizes()`` (the anchors a plot draws beside the
+boxes) and ``run_files()`` (what a run folder holds of the head beside the model files).
+
 Sizes are ``(h, w)``. Callers hold a head (:func:`yolo3.heads.registry.as_head`) and ask it; they
 never test its kind. Keras is imported here (the training model); ``yolo3.config``'s facts stay
 free of it.
@@ -22,9 +26,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import ClassVar, List, Sequence, Tuple
+from typing import Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 
 from yolo3.config.loss_options import LossOptions
 from yolo3.data.dataset_config import TargetEncoding
@@ -62,6 +67,22 @@ class Head(abc.ABC):
     def output_layer_groups(self, body: keras.Model) -> List[Tuple[str, ...]]:
         """The names of the convolutions that end each output of ``body``, largest stride
         first, in the order of ``bias_priors``' arrays."""
+
+    def refit_anchors(self, choose: Callable[[np.ndarray], np.ndarray]) -> "Head":
+        """This head with the anchors ``choose(its anchors (N, 2))`` returns, the outputs as
+        many; a kind without anchors returns itself and never calls ``choose``. ValueError when
+        the new anchors cannot be split over the outputs."""
+        return self
+
+    def anchor_sizes(self) -> Optional[np.ndarray]:
+        """The anchors ``(N, 2)`` ``(w, h)`` input pixels a plot of the boxes' sizes shows, None
+        for a kind without anchors."""
+        return None
+
+    def run_files(self) -> Dict[str, str]:
+        """The text files a run folder holds of this head (name -> text) beside the model
+        files, which carry every fact themselves."""
+        return {}
 
     def decode(self, outputs: Sequence, num_classes: int, image_hw, input_hw=None,
                max_boxes: int = 20, score_threshold: float = .6,

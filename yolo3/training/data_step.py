@@ -19,6 +19,7 @@ from yolo3.config.choices import (
 from yolo3.config.heads import head_of
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
+from yolo3.core.errors import FileFormatError
 from yolo3.core.log import NOTICE
 from yolo3.data.annotations import (
     Sources,
@@ -117,12 +118,16 @@ def prepare_data(config: TrainConfig) -> TrainData:
     settings = config.data
     class_names, train_source, val_source = data_sources(settings)
     spec = get_spec(config.model.variant)
-    auto = settings.anchors == AUTO_ANCHORS and not spec.anchor_free
-    given = settings.anchors and not auto and not spec.anchor_free
-    anchors = read_anchors(settings.anchors) if given else spec.default_anchors()
+    auto = settings.anchors == AUTO_ANCHORS
+    given = bool(settings.anchors) and not auto
+
+    def given_anchors(default: np.ndarray) -> np.ndarray:
+        return read_anchors(settings.anchors) if given else default
     try:  # before the records: reading them probes every image
-        masks = [] if spec.anchor_free else spec.default_masks(len(anchors))
-    except ValueError as e:
+        head = as_head(spec.default_head()).refit_anchors(given_anchors)
+    except FileFormatError:
+        raise
+    except ValueError as e:  # the anchors cannot be split over the outputs
         raise ConfigError(f"anchors {settings.anchors}: {e}", "anchors") from None
     records = load_training_records(train_source, class_names, settings.strict)
     if val_source:
@@ -143,15 +148,16 @@ def prepare_data(config: TrainConfig) -> TrainData:
                        crowded[0][0].path, crowded[0][1], settings.max_boxes,
                        extra={"settings": ("max_boxes",)})
     input_size = spec.check_input_size(config.model.input_size)  # the one check
-    if not spec.anchor_free:
-        anchors = anchors_for(records, anchors, auto, input_size, config.seed)
+    head = head.refit_anchors(lambda anchors: anchors_for(records, anchors, auto, input_size,
+                                                          config.seed))
     tile = tile_for(records, settings.tile, input_size)
     if tile:  # sliced validation: refused now if an image would need too many tiles
         check_tile_count([r.image_hw for r in val_records if r.image_hw is not None], tile,
                          settings.tile_overlap)
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
-    return TrainData(spec, class_names, anchors, masks, records, val_records, input_size, tile,
+    return TrainData(spec, class_names, head.anchor_array(), head.mask_lists(), records,
+                     val_records, input_size, tile,
                      weights, settings.tile_overlap, settings.tile_whole_from)
 
 

@@ -24,7 +24,7 @@ from yolo3.data.class_names import classes_text, fits_classes_file, read_classes
 from yolo3.evaluation.full_evaluation import picture_paths
 from yolo3.evaluation.report import REPORT
 from yolo3.modeling.graph_surgery import float32_body
-from yolo3.ops.anchors import format_anchors, read_anchors
+from yolo3.ops.anchors import read_anchors
 from yolo3.training.callbacks import StopOnNaN
 from yolo3.training.data_step import TrainData
 from yolo3.training.distribute import (
@@ -139,8 +139,8 @@ def prepare_output(config: TrainConfig, data: TrainData, task: ClusterTask) -> R
                           RUN_FOLDER_WRITES, own_patterns=old_run_entries(config)).open()
     folder.own_patterns(LIBRARY_WRITES)
     if task.is_chief:
-        if not data.spec.anchor_free:
-            folder.write_text("anchors.txt", format_anchors(data.anchors))
+        for name, text in data.head.run_files().items():  # anchors.txt of an anchor head
+            folder.write_text(name, text)
         if fits_classes_file(data.class_names):
             folder.write_text("classes.txt", classes_text(data.class_names))
         else:

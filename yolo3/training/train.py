@@ -279,8 +279,8 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
         if start_epoch == 0:  # a resumed run has them already
             drawing = draw_start(run.folder, data.records, data.class_names, data.input_size,
                        first_batches(config, data, placement),
-                       anchors=None if data.spec.anchor_free else data.anchors,
-                       strides=data.spec.strides, plots=plots)
+                       anchors=data.head.anchor_sizes(), strides=data.spec.strides,
+                       plots=plots)
         if evaluation is not None:
             pictures = RunPictures(run.folder, evaluation, checkpoint, data.class_names, plots)
     try:
