@@ -87,3 +87,30 @@ def test_each_process_takes_its_contiguous_share_of_a_batch():
         shard_range(6, (1, 4))
     with pytest.raises(ValueError, match="0 <= index < count"):
         shard_range(8, (2, 2))
+
+
+def test_training_inputs_encode_the_targets_a_training_model_takes():
+    from yolo3.data.dataset_config import TargetEncoding, training_inputs
+    from yolo3.ops.anchors import TINY_YOLO_ANCHORS
+    from yolo3.ops.targets import preprocess_true_boxes
+    images = np.zeros((2, 64, 64, 3), np.float32)
+    colours = np.ones((2, 7), np.float32)
+    boxes = np.zeros((2, 4, 5), np.float32)
+    boxes[0, 0] = [4, 6, 40, 30, 1]
+    boxes[1, :2] = [[10, 10, 20, 50, 0], [30, 2, 60, 60, 2]]
+    # no anchors (an anchor-free head's model assigns the boxes itself): pixels and boxes
+    inputs, dummy = training_inputs(TargetEncoding(None, 3), (images, colours), boxes)
+    assert len(inputs) == 3 and inputs[1] is colours and inputs[2] is boxes
+    np.testing.assert_array_equal(dummy, np.zeros(2, np.float32))
+    # anchors: the y_true maps of ops.targets with the masks and assign_iou, then the boxes
+    anchors = np.asarray(TINY_YOLO_ANCHORS, np.float32).reshape(-1, 2)
+    masks = [[3, 4, 5], [0, 1, 2]]
+    encoding = TargetEncoding(anchors, 3, masks, assign_iou=0.35, true_boxes=True)
+    inputs, _ = training_inputs(encoding, (images,), boxes)
+    expected = preprocess_true_boxes(boxes, (64, 64), anchors, 3, masks, 0.35)
+    assert len(inputs) == 1 + len(expected) + 1 and inputs[-1] is boxes
+    for got, want in zip(inputs[1:-1], expected):
+        np.testing.assert_array_equal(got, want)
+    assert sum(float(y[..., 4].sum()) for y in inputs[1:-1]) >= 3  # every box is a positive
+    inputs, _ = training_inputs(TargetEncoding(anchors, 3, masks), (images,), boxes)
+    assert len(inputs) == 1 + len(expected)  # without true_boxes: no boxes input

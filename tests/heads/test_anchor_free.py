@@ -94,3 +94,12 @@ def test_it_has_no_anchors_to_refit_show_or_write():
     assert head.refit_anchors(choose) is head
     assert head.anchor_sizes() is None and head.run_files() == {}
     assert head.anchor_array().shape == (0, 2) and head.mask_lists() == []
+
+
+def test_darknet_has_no_layer_for_it_and_its_variants_load_their_bases_weights():
+    from yolo3.config.anchor_free_head import AnchorFreeHead
+    from yolo3.config.heads import AnchorHead as AnchorFacts
+    assert AnchorFacts.darknet_layer and not AnchorFreeHead.darknet_layer
+    assert get_spec("tiny-af").darknet_layout is None and get_spec("tiny").darknet_layout == "tiny"
+    assert get_spec("tiny-af").darknet_sources[0] == "tiny"
+    assert get_spec("yolov3").darknet_sources[0] == "yolov3"

@@ -4,8 +4,9 @@ backend benchmark's JAX and PyTorch children use both)."""
 from __future__ import annotations
 
 from yolo3.config.specs import get_spec
+from yolo3.data.dataset_config import training_inputs
+from yolo3.heads.registry import as_head
 from yolo3.modeling.bodies import build_spec_body
-from yolo3.ops.targets import preprocess_true_boxes
 
 NUM_CLASSES = 80
 
@@ -40,9 +41,5 @@ def random_training_batch(spec, size: int, batch: int, max_boxes: int, seed: int
             x1, y1 = rng.uniform(0, 0.6 * size, 2)
             w, h = rng.uniform(0.1 * size, 0.4 * size, 2)
             boxes[i, k] = [x1, y1, x1 + w, y1 + h, rng.integers(NUM_CLASSES)]
-    head = spec.default_head()
-    if head.anchor_free:  # its training model takes the boxes alone
-        return (x, boxes), np.zeros(batch, "float32")
-    ys = preprocess_true_boxes(boxes, (size, size), head.anchor_array(), NUM_CLASSES,
-                               anchor_mask=head.mask_lists())
-    return (x, *[y.astype("float32") for y in ys], boxes), np.zeros(batch, "float32")
+    encoding = as_head(spec.default_head()).target_encoding(NUM_CLASSES, assign_iou=1.0)
+    return training_inputs(encoding, (x,), boxes)

@@ -38,6 +38,7 @@ class AnchorFreeHead:
     strides: Tuple[int, ...]
     reg_max: int
     kind: ClassVar[str] = ANCHOR_FREE  # the head kind's name (yolo3.heads.registry)
+    darknet_layer: ClassVar[bool] = False  # Darknet has no layer for it: no cfg holds it
     anchor_free: ClassVar[bool] = True
     anchors_per_scale: ClassVar[None] = None  # no anchors
 

@@ -42,6 +42,7 @@ class AnchorHead:
     anchors: Tuple[Tuple[float, float], ...]
     masks: Tuple[Tuple[int, ...], ...]
     kind: ClassVar[str] = "anchor"  # the head kind's name (yolo3.heads.registry)
+    darknet_layer: ClassVar[bool] = True  # Darknet's [yolo] layer: a cfg can hold it
     anchor_free: ClassVar[bool] = False
 
     def __post_init__(self):

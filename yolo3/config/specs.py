@@ -214,16 +214,16 @@ class ModelSpec:
 
     @property
     def darknet_layout(self) -> Optional[str]:
-        """The Darknet layout of this body (a cfg it converts to and from), None for an anchor-free
-        head, which Darknet has no layer for."""
-        return None if self.anchor_free else self.name
+        """The Darknet layout of this body (a cfg it converts to and from), None where Darknet
+        has no layer for its head (``darknet_layer`` of the head's facts: an anchor-free one)."""
+        return self.name if self.default_head().darknet_layer else None
 
     @property
     def darknet_sources(self) -> Tuple[str, ...]:
-        """Darknet layouts whose converted weights load into this body, best first (an
-        anchor-free variant: its base variant's, all but the output convolutions)."""
-        first = self.base if self.anchor_free else self.name
-        return ((first,) if first else ()) + ((self.backbone,) if self.backbone else ())
+        """Darknet layouts whose converted weights load into this body, best first (a variant
+        made from a ``base``: the base's, all but the output convolutions)."""
+        first = self.base or self.name
+        return (first,) + ((self.backbone,) if self.backbone else ())
 
 
 def _spec(name: str, summary: str, describe: Describe, anchors: Sequence[Tuple[float, float]],

@@ -6,6 +6,7 @@ processes (:mod:`yolo3.data.feeds`) make batches from the same object; the batch
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,6 +20,7 @@ from yolo3.data.dataset_config import (
     new_seed,
     record_geometry,
     shard_range,
+    training_inputs,
 )
 from yolo3.data.planner import ElementPlan, pad_boxes_np
 from yolo3.data.image_cache import DecodedImages
@@ -30,7 +32,6 @@ from yolo3.data.image_ops import (
     mosaic_regions,
     place_image_u8,
 )
-from yolo3.ops.targets import preprocess_true_boxes
 
 __all__ = ["BatchMaker"]
 
@@ -53,8 +54,8 @@ class BatchMaker:
             self.paths, self.orientations, image_hws, kind,
             longest=cache_longest_side(config) if config.image_cache != "none" else None)
         targets = config.targets
-        self.anchors = (None if targets is None or targets.anchors is None else
-                        np.asarray(targets.anchors, np.float32).reshape(-1, 2))
+        self.targets = targets if targets is None or targets.anchors is None else replace(
+            targets, anchors=np.asarray(targets.anchors, np.float32).reshape(-1, 2))
 
     def decoded(self, index: int) -> np.ndarray:
         """Record ``index``'s image, uint8 ``(h, w, 3)`` (:class:`DecodedImages`: no larger than
@@ -143,15 +144,8 @@ class BatchMaker:
                colours: Optional[np.ndarray] = None):
         """A batch -> what ``fit`` takes (:mod:`yolo3.data.numpy_pipeline`'s layout); ``colours``: the elements' colour
         plans, after the uint8 images."""
-        targets = self.config.targets
         pixels = (images,) if colours is None else (images, colours)
-        if targets is None:
+        if self.config.targets is None:
             return (*pixels, boxes)
-        dummy = np.zeros(len(images), np.float32)
-        if self.anchors is None:
-            return (*pixels, boxes), dummy
-        y_true = preprocess_true_boxes(boxes, images.shape[1:3], self.anchors, targets.num_classes,
-                                       targets.masks, targets.assign_iou)
-        inputs = (*pixels, *y_true, boxes) if targets.true_boxes else (*pixels, *y_true)
-        return inputs, dummy
+        return training_inputs(self.targets, pixels, boxes)
 

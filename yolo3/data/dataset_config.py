@@ -14,9 +14,10 @@ import numpy as np
 from yolo3.data.annotations import Record
 from yolo3.data.planner import AugmentConfig, MultiScale, Planner, TileSampling
 from yolo3.data.images import probe_images
+from yolo3.ops.targets import preprocess_true_boxes
 
-__all__ = ["DatasetConfig", "TargetEncoding", "record_geometry", "make_planner", "epoch_batches",
-           "shard_range",
+__all__ = ["DatasetConfig", "TargetEncoding", "training_inputs", "record_geometry",
+           "make_planner", "epoch_batches", "shard_range",
            "new_seed", "cache_longest_side"]
 
 
@@ -35,6 +36,21 @@ class TargetEncoding:
     masks: Optional[Sequence[Sequence[int]]] = None
     assign_iou: float = 1.0
     true_boxes: bool = False
+
+
+def training_inputs(targets: TargetEncoding, pixels: Tuple[np.ndarray, ...],
+                    boxes: np.ndarray) -> Tuple[tuple, np.ndarray]:
+    """One batch as ``fit`` takes it, the targets encoded in NumPy: ``(inputs, zeros (B,))``.
+    ``pixels``: the images ``(B, H, W, 3)`` (and their colour plans); ``boxes`` ``(B, M, 5)``
+    ``x1, y1, x2, y2, class`` input pixels. Inputs: ``(*pixels, boxes)`` without anchors, else
+    ``(*pixels, *y_true, boxes)`` (``true_boxes``) or ``(*pixels, *y_true)``."""
+    dummy = np.zeros(len(boxes), np.float32)
+    if targets.anchors is None:  # the training model assigns the boxes itself
+        return (*pixels, boxes), dummy
+    y_true = preprocess_true_boxes(boxes, pixels[0].shape[1:3], targets.anchors,
+                                   targets.num_classes, targets.masks, targets.assign_iou)
+    inputs = (*pixels, *y_true, boxes) if targets.true_boxes else (*pixels, *y_true)
+    return inputs, dummy
 
 
 @dataclass(frozen=True)

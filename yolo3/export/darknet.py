@@ -144,7 +144,7 @@ def export_darknet(model, cfg_out: PathLike, weights_out: PathLike,
     kind = model_kind(model)
     n_out = len(model.outputs)
     spec = None if kind == CONVERTED else get_spec(kind)
-    if spec is not None and spec.anchor_free:
+    if spec is not None and spec.darknet_layout is None:
         raise ArgumentError(f"a {spec.name} body has an anchor-free head, which Darknet has no "
                             f"layer for: it has no Darknet cfg (a {spec.base} body has)")
     if anchors is None and spec is not None:

@@ -132,8 +132,6 @@ def build_spec_body(spec: ModelSpec, num_classes: int, anchors_per_scale: Option
     Keras's layer)."""
     if any(side is not None for side in input_shape):  # None: any size
         spec.check_input_size(tuple(spec.max_stride if v is None else v for v in input_shape))
-    if spec.anchor_free:
-        anchors_per_scale = None
     inputs = keras.Input(shape=(*input_shape, 3), name="image")
     return _body(spec, inputs, anchors_per_scale, num_classes,
                  batch_norm.BatchNormalization if fused_batch_norm else None)
