@@ -632,3 +632,35 @@ def test_the_processes_benchmark_runs_the_contenders_side_by_side(tmp_path, caps
     for row in figures["several"]:
         assert row["images_per_s"] > 0 and row["processes"] == 2
         assert row["ratio"] == pytest.approx(row["images_per_s"] / figures["one"]["images_per_s"])
+
+
+@pytest.mark.parametrize("variant", ["tiny", "tiny-af"])
+def test_the_recipe_benchmarks_kmeans_anchors_are_the_heads_own(variant, monkeypatch, capsys):
+    """--anchors kmeans: an anchor head trains on k-means anchors of the data (the file each run
+    reads holds them), an anchor-free head on none; the report line names the head."""
+    import numpy as np
+
+    from yolo3.benchmarks import recipe
+    from yolo3.cli import build_parser
+    from yolo3.config.specs import get_spec
+    from yolo3.ops.anchors import read_anchors
+    seen = []
+
+    def fake_child(target, payload, **kwargs):
+        anchors = payload["config"].get("anchors")
+        seen.append(None if anchors is None else read_anchors(anchors))
+        return {"seconds": [1.0], "mAP50": [0.1], "mAP50_95": [0.05], "loss": [3.0]}
+    monkeypatch.setattr(recipe, "run_child", fake_child)
+    monkeypatch.setattr(recipe, "matmul_peak_gflops", lambda: 100.0)
+    args = build_parser().parse_args([
+        "benchmark", "recipe", "--recipes", "new", "--num-images", "8", "--val-images", "2",
+        "--image-size", "64", "--input-size", "64", "--batch-size", "4", "--cpu-replicas", "0",
+        "--epochs", "1", "--variant", variant, "--anchors", "kmeans"])
+    assert recipe.run(args) == 0
+    out = capsys.readouterr().out
+    if variant == "tiny":
+        assert seen[0].shape == (6, 2)
+        assert not np.allclose(seen[0], get_spec("tiny").default_anchors(), atol=0.5)
+        assert "anchor head, anchors " in out
+    else:
+        assert seen == [None] and "anchor-free head" in out

@@ -142,3 +142,8 @@ def test_it_shows_its_anchors_and_writes_them_to_the_run_folder():
     assert list(files) == ["anchors.txt"]
     np.testing.assert_allclose(parse_anchors(files["anchors.txt"], "anchors.txt"),
                                head.anchor_array(), atol=0.01)
+
+
+def test_it_describes_itself_with_darknets_anchors_line():
+    assert AnchorHead.of(TINY_YOLO_ANCHORS).describe().startswith("anchor head, anchors 10,14")
+    assert as_head(get_spec("tiny-af").default_head()).describe() == "anchor-free head"

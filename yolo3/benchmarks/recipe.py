@@ -50,7 +50,9 @@ from yolo3.data.class_names import read_classes
 from yolo3.data.photo_synthetic import make_photo_dataset
 from yolo3.data.synthetic import make_synthetic_dataset
 from yolo3.evaluation.visualize import save_figure
-from yolo3.ops.anchors import kmeans_anchors, write_anchors
+from yolo3.heads.base import Head
+from yolo3.heads.registry import as_head
+from yolo3.ops.anchors import kmeans_anchors
 from yolo3.training.distribute import configure_logical_cpus
 from yolo3.training.history import read_history
 from yolo3.training.train import train
@@ -139,12 +141,21 @@ def recipe_pairs(curves: Dict[str, dict]) -> List[Tuple[int, dict, dict]]:
             if {"old", "new"} <= set(runs)]
 
 
-def _kmeans_anchors(data: str, input_size: int, num_anchors: int, out: str) -> str:
+def _kmeans_anchors(data: str, input_size: int, num_anchors: int):
+    """``num_anchors`` anchors by k-means on the training boxes of ``data`` at ``input_size``."""
     names = read_classes(os.path.join(data, "classes.txt"))
     records = load_annotations(os.path.join(data, "train.txt"), names)
     anchors, _ = kmeans_anchors(box_sizes(records, (input_size, input_size)), num_anchors, seed=0)
-    write_anchors(out, anchors)
-    return out
+    return anchors
+
+
+def _head_files(head: Head, folder: str) -> Optional[str]:
+    """The head's run files written into ``folder``; the anchors file's path (None without)."""
+    anchors = None
+    for name, text in head.run_files().items():  # an anchor head's anchors.txt
+        write_text_atomic(os.path.join(folder, name), text)
+        anchors = os.path.join(folder, name) if name == "anchors.txt" else anchors
+    return anchors
 
 
 # the settings each run of the benchmark takes from its own flags (_own_settings), not from
@@ -238,14 +249,14 @@ def run(args: argparse.Namespace) -> int:
     seeds = args.seeds or [args.seed]
     replicas = max(1, args.cpu_replicas)
     peer = None
+    head = as_head(get_spec(args.variant).default_head())
     with tempfile.TemporaryDirectory(prefix="yolo3-recipe-") as tmp:
         data = _dataset(args, os.path.join(tmp, "data"))
         counts = [_count(os.path.join(data, f"{split}.txt")) for split in ("train", "val")]
         anchors = None
-        if args.anchors == "kmeans" and not get_spec(args.variant).anchor_free:
-            anchors = _kmeans_anchors(data, args.input_size,
-                                      len(get_spec(args.variant).default_anchors()),
-                                      os.path.join(tmp, "anchors.txt"))
+        if args.anchors == "kmeans":  # a head without anchors keeps itself
+            head = head.refit_anchors(lambda a: _kmeans_anchors(data, args.input_size, len(a)))
+            anchors = _head_files(head, tmp)
         pipelines = getattr(args, "pipelines", None) or [None]
         # one contender per batch size, recipe and input pipeline
         recipes = [] if getattr(args, "peer_only", False) else args.recipes
@@ -279,10 +290,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  the peer: {peer['seconds']:.0f} s, mAP@0.5 {peer['mAP50']:.3f}, "
                   f"mAP@0.5:0.95 {peer['mAP50_95']:.3f}", flush=True)
     print(machine_line(peak))
-    anchor_text = ("an anchor-free head" if get_spec(args.variant).anchor_free
-                   else f"{args.anchors} anchors")
     print(f"{args.variant}-{args.input_size}, {args.epochs} epochs, {counts[0]} training + "
-          f"{counts[1]} validation images ({args.data or args.style}), {anchor_text}, batch "
+          f"{counts[1]} validation images ({args.data or args.style}), {head.describe()}, batch "
           f"{' '.join(map(str, batches))}{f' x {args.cpu_replicas} replicas' if args.cpu_replicas else ''}"
           "; time = training time (steps + validation loss), evaluations not counted")
     names = list(curves)

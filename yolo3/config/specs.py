@@ -289,8 +289,9 @@ def all_specs() -> List[ModelSpec]:
 
 
 def anchor_specs() -> List[ModelSpec]:
-    """The variants with Darknet's anchor head (those Darknet and keras-yolo3 files can be)."""
-    return [s for s in SPECS.values() if not s.anchor_free]
+    """The variants with Darknet's anchor head: those with a Darknet layout, which Darknet and
+    keras-yolo3 files can be."""
+    return [s for s in SPECS.values() if s.darknet_layout]
 
 
 def specs_preferring(variant: Optional[str] = None) -> List[ModelSpec]:
@@ -344,8 +345,9 @@ def spec_of_layers(layer_names: Collection[str]) -> Optional[ModelSpec]:
     for spec in SPECS.values():
         wanted = {b if b.startswith(output) or b.endswith(pred) else f"{b}_conv"
                   for b in spec.blocks()}
-        if spec.anchor_free:  # its outputs join the predictions (no weights of their own)
-            wanted |= {architectures.output_name(s) for s in spec.strides}
+        # one output layer per stride: the anchor head's convolution (a block already), or the
+        # join of an anchor-free head's predictions (no weights, no block of its own)
+        wanted |= {architectures.output_name(s) for s in spec.strides}
         if wanted == convs:
             return spec
     return None

@@ -56,6 +56,10 @@ class AnchorHead(facts.AnchorHead, Head):
         """``anchors.txt``: the run's anchors, Darknet's ``w,h, w,h`` line."""
         return {"anchors.txt": format_anchors(self.anchor_array())}
 
+    def describe(self) -> str:
+        """``anchor head, anchors 10,14, 23,27, ...`` (Darknet's line)."""
+        return f"anchor head, anchors {format_anchors(self.anchor_array()).strip()}"
+
     def __eq__(self, other):
         return same_facts(self, other, facts.AnchorHead)
 

@@ -16,7 +16,8 @@ behaviour every kind owns:
 
 And, with defaults for a kind that has no anchors: ``refit_anchors(choose)`` (the head with the
 anchors a run chooses: a file, k-means), ``anchor_sizes()`` (the anchors a plot draws beside the
-boxes) and ``run_files()`` (what a run folder holds of the head beside the model files).
+boxes), ``run_files()`` (what a run folder holds of the head beside the model files) and
+``describe()`` (a few words for a report).
 
 Sizes are ``(h, w)``. Callers hold a head (:func:`yolo3.heads.registry.as_head`) and ask it; they
 never test its kind. Keras is imported here (the training model); ``yolo3.config``'s facts stay
@@ -83,6 +84,10 @@ class Head(abc.ABC):
         """The text files a run folder holds of this head (name -> text) beside the model
         files, which carry every fact themselves."""
         return {}
+
+    def describe(self) -> str:
+        """The head in a few words, for a report line: its kind's name, with a hyphen."""
+        return f"{self.kind.replace('_', '-')} head"
 
     def decode(self, outputs: Sequence, num_classes: int, image_hw, input_hw=None,
                max_boxes: int = 20, score_threshold: float = .6,
