@@ -127,14 +127,21 @@ def _load(root: Path, name: str):
     return result, [weights[f"arr_{i}"] for i in range(len(weights.files))]
 
 
-def test_two_processes_train_as_one_process_with_two_devices(runs):
-    one, one_weights = _load(runs, "one")
+def _each_process_equals_one(root: Path, steps: int):
+    """Each of the 2 processes' per-step losses (to 1e-5) and final weights equal the 1-process
+    x 2-device run's; yields each process's result for further checks."""
+    one, one_weights = _load(root, "one")
     for name in ("p0", "p1"):
-        two, two_weights = _load(runs, name)
-        assert len(two["losses"]) == len(one["losses"]) == 20
+        two, two_weights = _load(root, name)
+        assert len(two["losses"]) == len(one["losses"]) == steps
         np.testing.assert_allclose(two["losses"], one["losses"], rtol=0, atol=1e-5)
         for a, b in zip(two_weights, one_weights):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        yield one, two
+
+
+def test_two_processes_train_as_one_process_with_two_devices(runs):
+    for one, two in _each_process_equals_one(runs, 20):
         # the validation mAP: each process detects in its half, the detections gathered
         np.testing.assert_allclose(two["history"]["mAP50_95"], one["history"]["mAP50_95"],
                                    atol=1e-6)
@@ -145,16 +152,12 @@ def test_two_processes_with_replica_batch_norm_train_as_one_process_with_two_dev
         replica_runs, runs):
     """The shard_map step (each replica's own batch statistics, one flat all-reduce) across two
     processes equals it across two devices of one process, step by step."""
-    one, one_weights = _load(replica_runs, "one")
-    for name in ("p0", "p1"):
-        two, two_weights = _load(replica_runs, name)
-        assert len(two["losses"]) == len(one["losses"]) == 8
-        np.testing.assert_allclose(two["losses"], one["losses"], rtol=0, atol=1e-5)
-        for a, b in zip(two_weights, one_weights):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    compared = list(_each_process_equals_one(replica_runs, 8))
+    assert len(compared) == 2
     # not the global statistics' run: its first step (the same weights and batch) differs
     plain, _ = _load(runs, "one")
-    assert abs(plain["losses"][0] - one["losses"][0]) > 1e-4
+    assert abs(plain["losses"][0] - compared[0][0]["losses"][0]) > 1e-4
+
 
 def test_only_process_0_writes_the_run_folder(runs):
     out = runs / "two"
