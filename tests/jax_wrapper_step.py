@@ -4,7 +4,8 @@ tests/jax_wrapper_step.py OUT.npz``): the template's loss and gradients, and its
 one SGD step (and the moving statistics' change), on one device and through multi_gpu_model on 2
 and 3 devices; float32. With ``replica_batch_norm`` on 2 devices ("replica2") against "slices2":
 the template run on one device on each slice alone, the slices' losses, gradients and moving
-statistics averaged by hand and the SGD step applied by hand."""
+statistics averaged by hand and the SGD step applied by hand; and on 3 devices with the backbone
+frozen ("frozen3")."""
 from __future__ import annotations
 
 import sys
@@ -83,14 +84,22 @@ def run(devices):
 LR = 0.05
 
 
-def run_replica_batch_norm(count):
+def run_replica_batch_norm(count, frozen=False):
     """One SGD step through the wrapper with ``replica_batch_norm`` over ``count`` devices: its
-    loss and every weight's change (trained and moving statistics)."""
+    loss and every weight's change (trained and moving statistics); ``frozen``: the backbone_*
+    layers frozen first (``frozen{i}``: 1 where weight ``i`` is a frozen layer's)."""
     import keras
 
+    from yolo3.modeling.keras_compat import all_layers
     from yolo3.modeling.loss import identity_loss
+    from yolo3.training.models import set_stage_trainable
     from yolo3.training.parallel import multi_gpu_model
     model, anchors = template()
+    if frozen:
+        body = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+        assert set_stage_trainable(body, True) > 0
+    frozen_ids = {id(w) for layer in all_layers(model) if not layer.trainable
+                  for w in layer.weights}
     before = [np.asarray(v.value) for v in model.weights]
     runner = multi_gpu_model(model, devices=[f"/cpu:{i}" for i in range(count)],
                              replica_batch_norm=True)
@@ -99,6 +108,7 @@ def run_replica_batch_norm(count):
     out = {"step_loss": np.asarray(loss)}
     for i, (v, start) in enumerate(zip(model.weights, before)):
         out[f"change{i}"] = np.asarray(v.value) - start
+        out[f"frozen{i}"] = np.asarray(id(v) in frozen_ids)
     return out
 
 
@@ -155,4 +165,6 @@ if __name__ == "__main__":
         for name, run_it in (("replica", run_replica_batch_norm), ("slices", run_slices_by_hand)):
             for key, value in run_it(count).items():
                 results[f"{name}{count}|{key}"] = value
+    for key, value in run_replica_batch_norm(3, frozen=True).items():
+        results[f"frozen3|{key}"] = value
     np.savez(sys.argv[1], **results)

@@ -77,6 +77,19 @@ def test_replica_batch_norm_equals_each_slice_alone_averaged_by_hand(runs, count
     assert _relative(runs["one|step_loss"], runs[f"{mine}|step_loss"]) > 1e-4
 
 
+def test_replica_batch_norm_leaves_frozen_layers_bit_for_bit_on_three_devices(runs):
+    """A frozen layer's weights and statistics are not a mean of three equal copies (which can
+    round off the last bit): the step averages changes, and theirs is zero."""
+    frozen = [k.split("|")[1] for k in runs if k.startswith("frozen3|frozen") and runs[k]]
+    assert len(frozen) >= 8
+    for key in frozen:
+        change = runs[f"frozen3|change{key[len('frozen'):]}"]
+        assert not np.any(change), f"{key}: a frozen weight moved"
+    trained = [k for k in runs if k.startswith("frozen3|change")
+               and not runs[k.replace("|change", "|frozen")]]
+    assert any(np.abs(runs[k]).max() > 0 for k in trained)  # the rest did train
+
+
 def test_replica_mean_averages_every_leaf_in_one_all_reduce_per_dtype():
     """replica_mean on 1 device: every leaf back in its shape and dtype, unchanged; the
     collective count read from the lowered program."""

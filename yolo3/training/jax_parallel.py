@@ -11,6 +11,14 @@ differences, both towards one device: batch normalisation takes its statistics o
 (the TensorFlow wrapper normalises each replica by its own slice), and the global batch must be a
 multiple of the device count (JAX shards evenly).
 
+``replica_batch_norm=True`` trains with the TensorFlow wrapper's statistics instead: each device
+runs the template on its slice alone (``jax.shard_map``), and the step's only collective is one
+all-reduce of a flat buffer holding the gradients, the loss and the changes of the batch norms'
+moving averages, averaged over the replicas (a frozen layer's statistics stay bit for bit).
+Across processes on CPUs, where Gloo runs each operand of a collective alone (about 4 ms each),
+the global statistics' hundred-odd all-reduces cost more than the step's arithmetic; this step
+pays one (docs/benchmarks.md, "Several processes on JAX's distributed runtime").
+
 Devices: ``gpus=N`` takes JAX's first N GPUs; ``devices`` names them as ``"/gpu:1"``, ``"gpu:1"``
 or ``"/cpu:2"``. Logical CPU devices for tests and CPU machines: start the process with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (before JAX starts). Across machines:
@@ -173,16 +181,21 @@ class JaxReplicaWrapper(keras.Model):
         def replica(trainable, non_trainable, metrics_variables, optimizer_variables, batch):
             (_, aux), grads = gradient(trainable, non_trainable, metrics_variables, *batch,
                                        training=True, optimizer_variables=optimizer_variables)
-            unscaled_loss, _, non_trainable, _ = aux
-            return replica_mean((grads, unscaled_loss, non_trainable), axis)
+            unscaled_loss, _, updated, _ = aux
+            # the change of each non-trainable variable, averaged: one that no replica changed
+            # (a frozen layer's) stays bit for bit, whatever the replica count
+            changes = jax.tree_util.tree_map(lambda new, old: new - old, updated, non_trainable)
+            return replica_mean((grads, unscaled_loss, changes), axis)
 
         shared = PartitionSpec()
-        grads, loss, non_trainable = jax.shard_map(
+        grads, loss, changes = jax.shard_map(
             replica, mesh=self._jax_mesh, in_specs=(shared, shared, shared, shared,
                                                   PartitionSpec(axis)),
             out_specs=shared, check_vma=False)(
             trainable, non_trainable, metrics_variables, optimizer_variables,
             (x, y, sample_weight))
+        non_trainable = jax.tree_util.tree_map(lambda old, change: old + change, non_trainable,
+                                               changes)
         trainable, optimizer_variables = self.optimizer.stateless_apply(
             optimizer_variables, grads, trainable)
         logs, metrics_variables = self._update_metrics_variables(
