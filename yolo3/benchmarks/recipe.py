@@ -151,11 +151,10 @@ def _kmeans_anchors(data: str, input_size: int, num_anchors: int):
 
 def _head_files(head: Head, folder: str) -> Optional[str]:
     """The head's run files written into ``folder``; the anchors file's path (None without)."""
-    anchors = None
-    for name, text in head.run_files().items():  # an anchor head's anchors.txt
+    files = head.run_files()  # an anchor head's anchors.txt
+    for name, text in files.items():
         write_text_atomic(os.path.join(folder, name), text)
-        anchors = os.path.join(folder, name) if name == "anchors.txt" else anchors
-    return anchors
+    return os.path.join(folder, "anchors.txt") if "anchors.txt" in files else None
 
 
 # the settings each run of the benchmark takes from its own flags (_own_settings), not from

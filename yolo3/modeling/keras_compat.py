@@ -14,7 +14,7 @@ import keras
 __all__ = ["producing_layer", "inbound_tensors", "node_counts", "all_layers",
            "save_weights_without", "load_weights_without", "build_from_element_spec",
            "replace_step", "swap_ema_weights", "uses_ema", "ExactSwapEMAWeights",
-           "py_dataset_epoch", "overrides_hook"]
+           "py_dataset_epoch", "overrides_hook", "update_metrics_variables"]
 
 
 def producing_layer(tensor) -> keras.layers.Layer:
@@ -52,6 +52,13 @@ def call_graph(model: keras.Model) -> List[tuple]:
 def node_counts(layer: keras.layers.Layer) -> tuple:
     """``(times called, times its output was consumed)`` in the functional graphs it belongs to."""
     return len(layer._inbound_nodes), len(layer._outbound_nodes)
+
+
+def update_metrics_variables(model: keras.Model, metrics_variables, loss, x, y, y_pred,
+                             sample_weight):
+    """Keras's JAX trainer's stateless metrics update, for a ``train_step`` of one's own:
+    ``(logs, new metrics variables)``."""
+    return model._update_metrics_variables(metrics_variables, loss, x, y, y_pred, sample_weight)
 
 
 def all_layers(model: keras.Model) -> List[keras.layers.Layer]:

@@ -33,6 +33,8 @@ from typing import List, Optional, Sequence
 
 import keras
 
+from yolo3.modeling.keras_compat import update_metrics_variables
+
 __all__ = ["JaxReplicaWrapper", "jax_devices", "check_global_batch", "force_host_devices",
            "replica_mean"]
 
@@ -198,8 +200,8 @@ class JaxReplicaWrapper(keras.Model):
                                                changes)
         trainable, optimizer_variables = self.optimizer.stateless_apply(
             optimizer_variables, grads, trainable)
-        logs, metrics_variables = self._update_metrics_variables(
-            metrics_variables, loss, x, y, loss, sample_weight)
+        logs, metrics_variables = update_metrics_variables(
+            self, metrics_variables, loss, x, y, loss, sample_weight)
         return logs, (trainable, non_trainable, optimizer_variables, metrics_variables)
 
     def compute_output_spec(self, inputs, training=None):
@@ -224,17 +226,16 @@ def replica_mean(tree, axis: str):
         groups.setdefault(jnp.result_type(leaf), []).append(i)
     out = list(leaves)
     for dtype, indices in groups.items():
-        parts = [jnp.ravel(leaves[i]) for i in indices]
-        if not jnp.issubdtype(dtype, jnp.floating):
-            reduced = [jax.lax.pmax(p, axis) for p in parts]
+        flat = jnp.concatenate([jnp.ravel(leaves[i]) for i in indices])
+        if jnp.issubdtype(dtype, jnp.floating):
+            flat = jax.lax.psum(flat, axis) / jnp.asarray(count, dtype)
         else:
-            flat = jax.lax.psum(jnp.concatenate(parts), axis) / jnp.asarray(count, dtype)
-            ends = [0]
-            for p in parts:
-                ends.append(ends[-1] + p.size)
-            reduced = [flat[a:b] for a, b in zip(ends, ends[1:])]
-        for i, r in zip(indices, reduced):
-            out[i] = jnp.reshape(r, jnp.shape(leaves[i])).astype(dtype)
+            flat = jax.lax.pmax(flat, axis)
+        start = 0
+        for i in indices:
+            size = int(jnp.size(leaves[i]))
+            out[i] = jnp.reshape(flat[start:start + size], jnp.shape(leaves[i])).astype(dtype)
+            start += size
     return jax.tree_util.tree_unflatten(treedef, out)
 
 

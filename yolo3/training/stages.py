@@ -144,7 +144,7 @@ def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: ke
                learning_rate(config.recipe.optimizer, config.recipe.lr), config.schedule.schedule,
                placement.describe(config.hardware.strategy)
                + (", each replica's own batch statistics"
-                  if model is not fed and getattr(model, "replica_batch_norm", False) else ""),
+                  if getattr(model, "replica_batch_norm", False) else ""),
                keras.config.dtype_policy().name,
                ", XLA" if model.jit_compile else "")
     if state and start_epoch > stage.first:
