@@ -42,7 +42,7 @@ start=$SECONDS
 rc_default=0; run_pytest "not slow" || rc_default=$?
 echo "tools/test.sh: the default suite took $((SECONDS - start)) s (exit $rc_default)" >&2
 start=$SECONDS
-rc_slow=0; run_pytest "slow" --durations=40 || rc_slow=$?
+rc_slow=0; run_pytest "slow" --durations=60 || rc_slow=$?
 echo "tools/test.sh: the slow set took $((SECONDS - start)) s (exit $rc_slow)" >&2
 if [[ $rc_default -ne 0 ]]; then exit $rc_default; fi
 exit $rc_slow

@@ -37,17 +37,55 @@ def test_the_data_benchmark_takes_a_scale():
     assert (args.scale, args.distinct, args.boxes) == (118287, 64, 7.3)
 
 
-@pytest.mark.slow  # 29 s: the whole benchmark end to end (its parts: tests/features/test_benchmarks.py)
+@pytest.mark.slow  # CI runs it: every contender's child once, end to end, on a data file
 def test_the_data_benchmark_reads_a_data_file(tmp_path, capsys):
     from yolo3.cli import main
     yaml = write_scale_dataset(str(tmp_path), 24, distinct=3, boxes_per_image=2.0, seed=2, val=4)
     assert main(["benchmark", "data", "--data", yaml, "--batches", "1", "--warmup", "0",
-                 "--batch-size", "2", "--size", "64", "--mosaic", "0", "1", "--workers", "2",
+                 "--batch-size", "2", "--size", "64", "--mosaic", "0", "--workers", "2",
                  "--no-grain"]) == 0
     out = capsys.readouterr().out
     assert f"20 images from {yaml}" in out
     for row in ("| tf.data (yolo3.data.pipeline) |", "| NumPy pipeline, PyDataset, 2 thread(s) |",
-                "mosaic 0 (none)", "mosaic 1 (every image a mosaic of four)",
-                "NumPy pipeline / tf.data", "feeding 1000 images/s takes about"):
+                "| NumPy pipeline, RAM cache + colours on the device, 2 thread(s) |",
+                "| NumPy pipeline, RAM cache + colours on the device, 2 processes |",
+                "| classic Python generator (PIL + NumPy) |", "mosaic 0 (none)",
+                "NumPy pipeline / tf.data", "feeding 1000 images/s takes about",
+                "the RAM cache: ", "the colours on the device ("):
         assert row in out, row
-    assert out.count("| classic Python generator") == 1  # mosaic 0 only
+
+
+def test_the_data_benchmarks_tables_skip_the_classic_generator_with_a_mosaic(tmp_path, capsys,
+                                                                            monkeypatch):
+    """Each contender once per mosaic setting (keras-yolo3's generator only without one), the
+    rates in the table as the children gave them, the ratios from them; children faked."""
+    from yolo3.benchmarks import data as bench
+    from yolo3.cli import main
+    rates = iter(range(10, 1000, 10))
+    asked = []
+
+    def child(target, payload, **kwargs):
+        if target.endswith("time_colours"):
+            return {"device": "fake", "images_per_s": 500.0}
+        asked.append((payload["kind"], payload["mosaic"]))
+        return {"images_per_s": float(next(rates)), "fill_s": 0.5, "cache_bytes": 2 ** 20}
+    monkeypatch.setattr(bench, "run_child", child)
+    monkeypatch.setattr(bench, "matmul_peak_gflops", lambda: 100.0)
+    monkeypatch.setattr(bench, "installed", lambda package: package == "tensorflow")
+    monkeypatch.setattr(bench, "cores", lambda: 2)  # tf.data's row: the machine's cores
+    yaml = write_scale_dataset(str(tmp_path), 12, distinct=2, boxes_per_image=1.0, seed=2, val=2)
+    assert main(["benchmark", "data", "--data", yaml, "--mosaic", "0", "1", "--workers", "1",
+                 "--size", "64"]) == 0
+    out = capsys.readouterr().out
+    kinds = ["tf", "numpy", "numpy-cached"]
+    assert asked == [(k, 0.0) for k in kinds + ["classic"]] + [(k, 1.0) for k in kinds]
+    assert "| tf.data (yolo3.data.pipeline) | 2 | 10.0 | 5.0 |" in out
+    assert "| NumPy pipeline, PyDataset, 1 thread(s) | 1 | 20.0 | 20.0 |" in out
+    assert "| classic Python generator (PIL + NumPy) | 1 | 40.0 | 40.0 |" in out
+    assert "| tf.data (yolo3.data.pipeline) | 2 | 50.0 | 25.0 |" in out  # mosaic 1's rows
+    assert out.count("| classic Python generator") == 1
+    assert "NumPy pipeline / tf.data, images/s per core: 4.00x" in out  # 20 / (10 / 2)
+    assert "NumPy pipeline / tf.data, images/s per core: 2.40x" in out  # 60 / (50 / 2)
+    assert "feeding 1000 images/s takes about 50 cores" in out  # 1000 / 20
+    assert "1.5x the NumPy pipeline's 20.0" in out  # the cached row 30 / 20
+    assert "the colours on the device (fake): 500 images/s" in out

@@ -137,6 +137,9 @@ def test_the_benchmark_trains_its_detectors_and_keeps_them_where_asked(tmp_path,
     kept = tmp_path / "detectors"
     kept.mkdir()
     (kept / "mine.txt").write_text("the user's")
+    deep = kept / "tiny-af-e1" / "notes" / "mine.txt"  # inside the run folder it trains into
+    deep.parent.mkdir(parents=True)
+    deep.write_text("the user's too")
     assert main(["benchmark", "track", "--train-epochs", "1", "--train-sequences", "1",
                  "--train-frames", "24", "--train-size", "64", "--sequences", "1", "--seeds",
                  "0", "--frames", "8", "--size", "96", "128", "--objects", "2", "--style",
@@ -146,6 +149,7 @@ def test_the_benchmark_trains_its_detectors_and_keeps_them_where_asked(tmp_path,
     assert "training stills: 8 images" in out and "tiny-af, 1 epochs at 64 px: trained" in out
     assert (kept / "tiny-af-e1" / "final.keras").is_file()
     assert (kept / "mine.txt").read_text() == "the user's"
+    assert deep.read_text() == "the user's too"
     assert "tiny-af 1 epochs: mAP@0.5" in out
 
 

@@ -1,6 +1,6 @@
 """Makes TensorFlow unimportable in every Python process started with this folder on
 ``PYTHONPATH`` (and the processes they start): what a machine with Keras and JAX or PyTorch, and
-no TensorFlow, sees (tests/features/test_backends.py, test_without_tensorflow.py). The path
+no TensorFlow, sees (tests/features/test_backends.py). The path
 finder is wrapped so that it does not see ``tensorflow``: ``import tensorflow`` raises
 ``ModuleNotFoundError`` and ``importlib.util.find_spec("tensorflow")`` gives None, exactly as
 where it is not installed (libraries such as PyTorch's compiler probe for it that way)."""
