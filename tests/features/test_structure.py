@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 import pytest
 from locations import REPO
@@ -406,6 +406,85 @@ def test_branches_on_the_heads_kind_do_not_grow():
              for p in LIBRARY if str(p.relative_to(PACKAGE)) not in HEAD_MODULES}
     found = {k: v for k, v in found.items() if v}
     assert sum(map(len, found.values())) <= HEAD_KIND_BRANCHES_CEILING, found
+
+
+# The input size's names (docs/architecture.md, "One name for the input size"): ``input_hw`` is
+# the network input's (height, width) in code. Only these public signatures and records keep
+# the other names, which their callers and files use: the user's ``input_size`` (one side or
+# (h, w)), keras-yolo3's and yolo3 0.6's ``input_shape``, keras-yolo3's ``model_image_size``.
+INPUT_SIZE_NAMES = {"input_size", "input_shape", "model_image_size", "fixed_hw"}
+PUBLIC_INPUT_SIZE_NAMES = {
+    ("config/train_config.py", "ModelSettings"),  # the setting, as in settings files
+    ("checkpoint/metadata.py", "ModelInfo"), ("checkpoint/metadata.py", "write_sidecars"),
+    ("checkpoint/darknet_convert.py", "ConvertResult"),
+    ("data/dataset_config.py", "DatasetConfig"), ("data/dataset_config.py", "from_arguments"),
+    ("inference/detector.py", "__init__"), ("inference/detector.py", "from_body"),
+    ("inference/detector.py", "_setup"), ("inference/detector.py", "load_detector"),
+    ("inference/detector.py", "_exported_detector"),
+    ("inference/keras_yolo3_args.py", "resolve_yolo_kwargs"),
+    ("export/darknet.py", "export_darknet"), ("darknet/layout.py", "layout_cfg_text"),
+    ("modeling/bodies.py", "build_spec_body"), ("modeling/bodies.py", "build_body"),
+    ("checkpoint/darknet_convert.py", "build_model"),
+    ("ops/decode.py", "yolo_head"), ("ops/decode.py", "correct_boxes"),
+    ("ops/decode.py", "boxes_and_scores"), ("ops/decode.py", "raw_boxes_and_scores"),
+    ("ops/decode.py", "decode_detections"), ("ops/targets.py", "preprocess_true_boxes"),
+    ("ops/targets.py", "encode_targets"), ("utils.py", "get_random_data"),
+}
+KERAS_SHAPE_METHODS = {"build", "compute_output_shape", "compute_output_spec"}
+
+
+def input_size_names(path: Path) -> List[Tuple[str, str]]:
+    """``(owner, name)`` of each parameter or annotated field named as an input size otherwise
+    than ``input_hw`` in the module at ``path`` (compat/ holds keras-yolo3's own names)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name in KERAS_SHAPE_METHODS:
+                continue
+            found += [(node.name, a.arg) for a in node.args.args + node.args.kwonlyargs
+                      if a.arg in INPUT_SIZE_NAMES]
+        elif isinstance(node, ast.ClassDef):
+            found += [(node.name, item.target.id) for item in node.body
+                      if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                      and item.target.id in INPUT_SIZE_NAMES]
+    return found
+
+
+def test_the_input_size_has_one_name_in_code():
+    stray, kept = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where.startswith("compat/"):
+            continue
+        for owner, name in input_size_names(path):
+            if (where, owner) in PUBLIC_INPUT_SIZE_NAMES:
+                kept.add((where, owner))
+            else:
+                stray.append(f"{where}: {owner}({name})")
+    assert not stray, stray
+    assert kept == PUBLIC_INPUT_SIZE_NAMES, PUBLIC_INPUT_SIZE_NAMES - kept  # no stale entry
+
+
+def test_the_flags_input_side_agrees_with_the_one_input_size_check():
+    """``--input-size``'s parse-time type (kept light: no NumPy at ``--help``) refuses what
+    ``check_input_size`` refuses, for every variant: the same multiple, every side it takes
+    passes the check."""
+    import inspect
+
+    from yolo3.cli.flags import INPUT_SIDE
+    from yolo3.config.specs import SPECS, check_input_size
+    default = inspect.signature(check_input_size).parameters["multiple"].default
+    assert INPUT_SIDE.multiple == default == max(s.max_stride for s in SPECS.values())
+    for side in range(INPUT_SIDE.lo, int(INPUT_SIDE.hi) + 1, INPUT_SIDE.multiple):
+        assert check_input_size(side) == (side, side)
+
+
+def test_the_input_size_check_sees_a_stray_name(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f(input_size, input_hw):\n    pass\n\n\nclass C:\n"
+                      "    input_shape: tuple = (1, 1)\n    def build(self, input_shape):\n"
+                      "        pass\n")
+    assert input_size_names(module) == [("f", "input_size"), ("C", "input_shape")]
 
 
 def test_the_library_logs_and_only_the_cli_prints():

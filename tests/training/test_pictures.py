@@ -28,7 +28,7 @@ def test_the_batches_drawn_are_the_batches_fed(step_config, tmp_path):
         np.testing.assert_array_equal(images, inputs)
     folder = OutputFolder(tmp_path / "run", "--output")
     with folder:
-        draw_start(folder, data.records, data.class_names, data.input_size, drawn,
+        draw_start(folder, data.records, data.class_names, data.input_hw, drawn,
                    anchors=data.anchors, strides=data.spec.strides)
     assert written_by_yolo3(tmp_path / "run" / LABELS)
     picture = np.asarray(Image.open(tmp_path / "run" / "train_batch1.jpg"), np.float64)

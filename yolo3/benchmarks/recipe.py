@@ -141,11 +141,11 @@ def recipe_pairs(curves: Dict[str, dict]) -> List[Tuple[int, dict, dict]]:
             if {"old", "new"} <= set(runs)]
 
 
-def _kmeans_anchors(data: str, input_size: int, num_anchors: int):
-    """``num_anchors`` anchors by k-means on the training boxes of ``data`` at ``input_size``."""
+def _kmeans_anchors(data: str, input_side: int, num_anchors: int):
+    """``num_anchors`` anchors by k-means on the training boxes of ``data`` at ``input_side``."""
     names = read_classes(os.path.join(data, "classes.txt"))
     records = load_annotations(os.path.join(data, "train.txt"), names)
-    anchors, _ = kmeans_anchors(box_sizes(records, (input_size, input_size)), num_anchors, seed=0)
+    anchors, _ = kmeans_anchors(box_sizes(records, (input_side, input_side)), num_anchors, seed=0)
     return anchors
 
 

@@ -2,7 +2,7 @@
 synthetic sequences the benchmark never tracks, then run over every frame it tracks.
 
     stills = write_stills(folder, seeds=[5000, 5001], frames=150, ...)   # train.txt, val.txt
-    model = train_detector(stills, epochs=6, input_size=320, output=folder + "/e6")
+    model = train_detector(stills, epochs=6, input_side=320, output=folder + "/e6")
     detections, ms = detect_frames(model, frame_paths, 0.1)   # per frame: boxes, scores, classes
 
 Training runs ``yolo3 train`` in a process of its own (what a user runs; its progress is shown).
@@ -84,7 +84,7 @@ def write_stills(folder: str, seeds: Sequence[int], val_seeds: Sequence[int], fr
     return Stills(paths["train"], paths["val"], classes, len(lines["train"]), boxes)
 
 
-def train_detector(stills: Stills, epochs: int, input_size: int, output: str, seed: int = 0,
+def train_detector(stills: Stills, epochs: int, input_side: int, output: str, seed: int = 0,
                    batch_size: int = 8, exist_ok: bool = False) -> str:
     """``yolo3 train`` tiny-af from scratch on ``stills`` for ``epochs`` (every other setting
     its default) into the run folder ``output`` (``exist_ok``: beside files yolo3 did not write);
@@ -93,7 +93,7 @@ def train_detector(stills: Stills, epochs: int, input_size: int, output: str, se
     :class:`CommandFailed`."""
     command = [sys.executable, "-m", "yolo3", "train", "--variant", "tiny-af",
                "--annotations", stills.train, "--val-annotations", stills.val,
-               "--classes", stills.classes, "--input-size", str(input_size),
+               "--classes", stills.classes, "--input-size", str(input_side),
                "--epochs", str(epochs), "--batch-size", str(batch_size), "--seed", str(seed),
                "--output", output, "--no-pictures", "--quiet", *(["--exist-ok"] * exist_ok)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

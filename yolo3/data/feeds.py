@@ -406,7 +406,7 @@ def _largest_area_ratio(maker) -> float:
     """The largest input area a batch of ``maker`` can have over the first batch's (multi-scale
     sizes), at least 1."""
     planner = maker.planner
-    first = planner.input_size(0, 0)
+    first = planner.input_hw_at(0, 0)
     sizes = [first] + ([tuple(s) for s in planner.multi_scale.sizes]
                        if planner.multi_scale is not None else [])
     return max(1.0, max(h * w for h, w in sizes) / float(first[0] * first[1]))

@@ -118,9 +118,13 @@ class _Elements:
         self.paths = tf.constant(paths)
         self.orientations = tf.constant(orientations, tf.int32)
         self.augment = planner.augment
-        self.fixed_hw = tuple(config.input_size) if planner.multi_scale is None else None
+        self.fixed_input_hw = tuple(config.input_size) if planner.multi_scale is None else None
         if config.targets is not None and config.targets.anchors is not None:
             self.anchors = np.asarray(config.targets.anchors, np.float32).reshape(-1, 2)
+
+    def input_hw_of(self, plan) -> tf.Tensor:
+        """The element's network input ``(h, w)``: fixed, or its multi-scale size."""
+        return plan["input_hw"] if self.fixed_input_hw is None else tf.constant(self.fixed_input_hw)
 
     def source(self, plan, k: int, image=None) -> tf.Tensor:
         """Source ``k`` of an element's plan, decoded (or ``image``, cached), cut to its window,
@@ -131,7 +135,7 @@ class _Elements:
         if self.planner.tiles is not None:
             w = plan["windows"][k]
             image = image[w[1]:w[3], w[0]:w[2]]
-        input_hw = plan["input_hw"] if self.fixed_hw is None else tf.constant(self.fixed_hw)
+        input_hw = self.input_hw_of(plan)
         if self.augment is None:
             return letterbox_tf(image, input_hw)
         return augment_image(image, plan["new_hw"][k], plan["offset_hw"][k], plan["flip"][k],
@@ -140,14 +144,14 @@ class _Elements:
     def process(self, plan, cached=None):
         """One element: its image ``(h, w, 3)`` and its padded boxes from the plan."""
         if self.augment is not None and self.planner.mosaic:
-            input_hw = plan["input_hw"] if self.fixed_hw is None else tf.constant(self.fixed_hw)
+            input_hw = self.input_hw_of(plan)
             image = tf.cond(plan["count"] == 4,
                             lambda: mosaic_images([self.source(plan, k) for k in range(4)],
                                                   plan["split_yx"], input_hw),
                             lambda: self.source(plan, 0))
         else:
             image = self.source(plan, 0, cached)
-        shape = [None, None, 3] if self.fixed_hw is None else [*self.fixed_hw, 3]
+        shape = [None, None, 3] if self.fixed_input_hw is None else [*self.fixed_input_hw, 3]
         return tf.ensure_shape(image, shape), plan["boxes"]
 
     def encode(self, image, b):
@@ -157,7 +161,7 @@ class _Elements:
         dummy = tf.zeros(tf.shape(image)[:1], tf.float32)
         if targets.anchors is None:
             return (image, b), dummy
-        hw = tf.shape(image)[1:3] if self.fixed_hw is None else self.fixed_hw
+        hw = tf.shape(image)[1:3] if self.fixed_input_hw is None else self.fixed_input_hw
         y_true = encode_targets(b, hw, self.anchors, targets.num_classes, targets.masks,
                                 targets.assign_iou)
         return ((image, *y_true, b) if targets.true_boxes else (image, *y_true)), dummy

@@ -350,7 +350,7 @@ class Planner:
         self._orders = {epoch: streams}  # one epoch at a time
         return streams
 
-    def input_size(self, epoch: int, index: int) -> Tuple[int, int]:
+    def input_hw_at(self, epoch: int, index: int) -> Tuple[int, int]:
         if self.multi_scale is None:
             return self.input_hw
         group = index // (self.batch_size * self.multi_scale.every)
@@ -364,7 +364,7 @@ class Planner:
         tile_rng = (np.random.default_rng([self.seed, epoch, 3, index])
                     if self.tiles is not None else None)
         orders = self.orders(epoch)
-        input_hw = self.input_size(epoch, index)
+        input_hw = self.input_hw_at(epoch, index)
         four = self.mosaic and rng.random() < self.augment.mosaic
         sources = tuple(int(o[index]) for o in (orders if four else orders[:1]))
         windows, images = [], []

@@ -120,12 +120,12 @@ def preprocess_true_boxes(true_boxes: np.ndarray, input_shape: Sequence[int], an
     return y_true
 
 
-def _tf_input_hw(input_shape) -> tf.Tensor:
+def _tf_input_hw(input_hw) -> tf.Tensor:
     import tensorflow as tf
-    if isinstance(input_shape, (tuple, list, np.ndarray)) and all(
-            isinstance(v, (int, np.integer)) for v in input_shape):
-        return tf.constant(check_input_size(input_shape), tf.int32)
-    hw = tf.cast(tf.convert_to_tensor(input_shape), tf.int32)
+    if isinstance(input_hw, (tuple, list, np.ndarray)) and all(
+            isinstance(v, (int, np.integer)) for v in input_hw):
+        return tf.constant(check_input_size(input_hw), tf.int32)
+    hw = tf.cast(tf.convert_to_tensor(input_hw), tf.int32)
     tf.debugging.assert_equal(hw % 32, 0, message="input shape must be multiples of 32")
     return hw
 

@@ -206,7 +206,7 @@ def _nvidia_smi_total() -> Optional[int]:
 def _probe_template(config: TrainConfig, data: TrainData) -> keras.Model:
     """A training model like the run's, all layers trainable, at the largest input size the run
     uses; no weights loaded (the step's memory does not depend on them)."""
-    size = data.input_size
+    size = data.input_hw
     if config.data.multi_scale:
         size = (max(size[0], config.data.multi_scale[1]), max(size[1], config.data.multi_scale[1]))
     body = build_spec_body(data.spec, data.num_classes, data.head.anchors_per_scale, size,

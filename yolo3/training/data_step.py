@@ -63,7 +63,7 @@ class TrainData:
     masks: List[List[int]]
     records: list
     val_records: list
-    input_size: Tuple[int, int]  # (h, w), checked against the variant's strides
+    input_hw: Tuple[int, int]  # the network's input (h, w), checked against the strides
     tile: Optional[int] = None  # tiled training and sliced validation: the tile size in pixels
     class_weights: Optional[np.ndarray] = None  # (C,) each positive's loss weight by its class
     tile_overlap: float = 0.2  # sliced validation's overlap (and the model's default slicing)
@@ -89,7 +89,7 @@ class TrainData:
         """The facts every saved body of this run carries."""
         return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
                          class_names=self.class_names, variant=self.spec.name,
-                         input_size=self.input_size, head=self.spec.head,
+                         input_size=self.input_hw, head=self.spec.head,
                          slicing=self.slicing)
 
 
@@ -147,17 +147,17 @@ def prepare_data(config: TrainConfig) -> TrainData:
                        "uses the first %d of each", len(crowded), settings.max_boxes,
                        crowded[0][0].path, crowded[0][1], settings.max_boxes,
                        extra={"settings": ("max_boxes",)})
-    input_size = spec.check_input_size(config.model.input_size)  # the one check
-    head = head.refit_anchors(lambda anchors: anchors_for(records, anchors, auto, input_size,
+    input_hw = spec.check_input_size(config.model.input_size)  # the one check
+    head = head.refit_anchors(lambda anchors: anchors_for(records, anchors, auto, input_hw,
                                                           config.seed))
-    tile = tile_for(records, settings.tile, input_size)
+    tile = tile_for(records, settings.tile, input_hw)
     if tile:  # sliced validation: refused now if an image would need too many tiles
         check_tile_count([r.image_hw for r in val_records if r.image_hw is not None], tile,
                          settings.tile_overlap)
     weights = class_weights_for(records, config.recipe.class_weights, class_names)
     records = repeated_records(records, settings.repeat_threshold, len(class_names), config.seed)
     return TrainData(spec, class_names, head.anchor_array(), head.mask_lists(), records,
-                     val_records, input_size, tile,
+                     val_records, input_hw, tile,
                      weights, settings.tile_overlap, settings.tile_whole_from)
 
 

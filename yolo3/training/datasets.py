@@ -151,8 +151,7 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
                     ) -> Tuple[DatasetConfig, DatasetConfig]:
     """The training and validation :class:`~yolo3.data.dataset_config.DatasetConfig` of a run."""
     settings = config.data
-    input_size = data.input_size
-    shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, input_size)
+    shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, data.input_hw)
               if settings.multi_scale else None)
     augment = AugmentConfig.preset(settings.augment)
     if augment is not None and settings.mosaic:
@@ -163,7 +162,7 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
     # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
     whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
     device = pick_augment_site(config, placement) == "device"
-    validation = DatasetConfig(input_size, placement.global_batch,
+    validation = DatasetConfig(data.input_hw, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
                                drop_remainder=True if whole_batches else None,
@@ -188,7 +187,7 @@ def first_batches(config: TrainConfig, data: TrainData, placement: Placement) ->
 def make_datasets(config: TrainConfig, data: TrainData, placement: Placement,
                   first_epoch: int = 0) -> Tuple[Any, Any]:
     """Training (augmented, shuffled, mosaic, multi-scale and tiled as configured) and validation
-    (letterboxed at ``input_size``) batches of the global batch, with the padded boxes last:
+    (letterboxed at ``input_hw``) batches of the global batch, with the padded boxes last:
     tf.data datasets or :class:`~yolo3.data.numpy_pipeline.NumpyBatches`
     (:func:`pick_pipeline`). The training batches begin where ``fit``'s epoch ``first_epoch``
     (0-based: the epochs already trained) begins (:func:`stream_position`)."""
@@ -253,6 +252,6 @@ def batch_norm_images(config: TrainConfig, data: TrainData,
     if not records:
         return []
     return _batches(records, DatasetConfig(
-        data.input_size, size, training=False, max_boxes=config.data.max_boxes,
+        data.input_hw, size, training=False, max_boxes=config.data.max_boxes,
         seed=config.seed, augment=None, cache=True), pick_pipeline(config),
         config.data.data_workers)

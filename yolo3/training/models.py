@@ -25,10 +25,10 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
     ground truth padded to ``max_boxes`` so every shape is static), in the strategy's scope and the
     current Keras dtype policy, with ``weights`` loaded by name (skipped layers listed). With
     ``multi_scale`` the body takes any input size."""
-    input_size = (None, None) if config.data.multi_scale else data.input_size
+    input_hw = (None, None) if config.data.multi_scale else data.input_hw
     with placement.scope():
         body = build_spec_body(data.spec, data.num_classes, data.head.anchors_per_scale,
-                               input_size, fused_batch_norm=True)
+                               input_hw, fused_batch_norm=True)
         template = training_model(config, data, body)
     skipped: List[Tuple[str, str]] = []
     loaded = set()
@@ -38,7 +38,7 @@ def build_models(config: TrainConfig, data: TrainData, placement: Placement
             head_anchors=data.head.anchors_per_scale if config.model.head_transfer else None)
         skipped, loaded = report.skipped, set(report.loaded)
     if config.model.prior_bias:
-        initialise_output_priors(body, data, data.input_size, keep=loaded)
+        initialise_output_priors(body, data, data.input_hw, keep=loaded)
     if config.model.bn_momentum is not None:
         for layer in body.layers:
             if isinstance(layer, keras.layers.BatchNormalization):
@@ -53,7 +53,7 @@ def training_model(config: TrainConfig, data: TrainData, body: keras.Model) -> k
                                     LossOptions.from_recipe(config.recipe, data.class_weights))
 
 
-def initialise_output_priors(body: keras.Model, data: TrainData, input_size: Tuple[int, int],
+def initialise_output_priors(body: keras.Model, data: TrainData, input_hw: Tuple[int, int],
                               keep=()) -> None:
     """Set the bias of every convolution that ends an output and is not in ``keep`` (loaded from
     weights) to the head's priors (the head's ``bias_priors``; objects per
@@ -61,7 +61,7 @@ def initialise_output_priors(body: keras.Model, data: TrainData, input_size: Tup
     per_image = float(np.mean([len(np.asarray(r.boxes).reshape(-1, 5)) for r in data.records]))
     head = data.head
     for stride, names in zip(head.strides, head.output_layer_groups(body)):
-        cells = (input_size[0] // stride) * (input_size[1] // stride)
+        cells = (input_hw[0] // stride) * (input_hw[1] // stride)
         biases = head.bias_priors(data.num_classes, cells, per_image)
         for name, bias in zip(names, biases):
             if name not in keep:

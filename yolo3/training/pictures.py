@@ -134,7 +134,7 @@ def run_summary(config, data) -> dict:
             "dataset": {"training_images": len(data.records),
                         "validation_images": len(data.val_records),
                         "classes": len(data.class_names), "variant": data.spec.name,
-                        "input_size": "x".join(str(v) for v in data.input_size[::-1]),
+                        "input_size": "x".join(str(v) for v in data.input_hw[::-1]),
                         "boxes_per_class": dict(zip(data.class_names, counts.tolist()))}}
 
 

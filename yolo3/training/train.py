@@ -277,7 +277,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
     if run.chief and config.output.pictures:
         plots = plots_wanted(True)
         if start_epoch == 0:  # a resumed run has them already
-            drawing = draw_start(run.folder, data.records, data.class_names, data.input_size,
+            drawing = draw_start(run.folder, data.records, data.class_names, data.input_hw,
                        first_batches(config, data, placement),
                        anchors=data.head.anchor_sizes(), strides=data.spec.strides,
                        plots=plots)
