@@ -14,7 +14,7 @@ from yolo3.config.specs import SPECS, get_spec, strides_for
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 
 INTERFACE = ("anchor_free", "strides", "num_scales", "anchors_per_scale", "channels",
-             "num_classes", "anchor_array", "mask_lists", "record")
+             "num_classes", "anchor_array", "mask_lists", "record", "masks_for", "info_head")
 
 
 @pytest.mark.parametrize("head", [AnchorHead.of(YOLO_ANCHORS), AnchorFreeHead((32, 16, 8), 16)],
@@ -70,6 +70,28 @@ def test_head_of_prefers_the_anchor_free_head_and_model_files_record_as_before()
     free_info = ModelInfo(np.zeros((0, 2)), [], 3, head=free)
     assert free_info.to_dict()["head"] == free.to_dict()
     assert ModelInfo.from_dict(free_info.to_dict()).detection_head == free
+
+
+def test_the_facts_answer_for_their_kind_where_a_variant_asked_which_it_had():
+    """Masks for another anchor count, channels for another count per output, and what a model
+    file's ``head`` field holds: each head answers; the variants (every one holds its head's
+    facts) pass the questions on."""
+    anchors = AnchorHead.of(YOLO_ANCHORS)
+    assert anchors.masks_for() == default_masks(9, 3)
+    assert anchors.masks_for(6) == default_masks(6, 3)
+    assert anchors.channels(4, anchors_per_scale=2) == 2 * 9 and anchors.info_head() is None
+    free = AnchorFreeHead((32, 16, 8), 16)
+    assert free.channels(4, anchors_per_scale=None) == 64 + 4 and free.info_head() is free
+    with pytest.raises(ValueError, match="an anchor-free head has no anchors or masks"):
+        free.masks_for(9)
+    tiny = get_spec("tiny")
+    assert tiny.head == AnchorHead.of(tiny.anchors, default_masks(6, 2))
+    assert tiny.default_masks(8) == default_masks(8, 2) and tiny.output_filters(3, 2) == 16
+    for spec in SPECS.values():
+        info = ModelInfo.of_head(spec.head, 5, variant=spec.name, input_size=(64, 96))
+        assert info.detection_head == spec.head and info.head == spec.head.info_head()
+        assert (info.variant, info.input_size, info.num_classes) == (spec.name, (64, 96), 5)
+        assert ModelInfo.from_dict(info.to_dict()).to_dict() == info.to_dict()
 
 
 def test_output_bias_priors_match_the_expected_positives():

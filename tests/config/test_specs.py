@@ -137,7 +137,7 @@ def test_anchor_free_variants_are_their_base_with_another_head(variant, base):
     assert spec.darknet_sources == base_spec.darknet_sources  # Darknet weights of the base load
     assert spec.output_filters(4) == 4 * spec.head.reg_max + 4
     assert base_spec.output_filters(4) == 3 * (5 + 4) and base_spec.output_filters(4, 2) == 18
-    with pytest.raises(ValueError, match="anchor-free head: no anchors or masks"):
+    with pytest.raises(ValueError, match=f"variant '{variant}': an anchor-free head has no anchors or masks"):
         spec.default_masks()
     with pytest.raises(UnknownVariantError, match=f"{variant}.*anchor-free head.*no Darknet "
                                                   f"layout.*its base '{base}' has one"):
@@ -173,7 +173,7 @@ def test_check_input_size_refuses_with_the_reason(size, message):
 
 def test_a_spec_checks_sizes_against_its_largest_stride():
     spec = ModelSpec("s16", "two scales of stride 16 and 8", SPECS["tiny"].describe,
-                     SPECS["tiny"].anchors, (16, 8), "s16_body")
+                     SPECS["tiny"].anchors, (16, 8), "s16_body", head=SPECS["tiny"].head)
     assert spec.check_input_size(48) == (48, 48)
     with pytest.raises(InputSizeError, match="multiples of 32"):
         SPECS["tiny"].check_input_size(48)

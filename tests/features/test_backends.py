@@ -146,10 +146,8 @@ def detection_world(tmp_path_factory):
             weights = layer.get_weights()
             if weights and (layer.name.startswith("output") or "cls" in layer.name):
                 layer.set_weights([weights[0] * gain, *weights[1:]])
-        anchor_free = spec.anchor_free
-        info = ModelInfo(np.zeros((0, 2)) if anchor_free else spec.default_anchors(),
-                         [] if anchor_free else spec.default_masks(), 3, ["a", "b", "c"],
-                         variant, (160, 160), head=spec.head)
+        info = ModelInfo.of_head(spec.head, 3, class_names=["a", "b", "c"], variant=variant,
+                                 input_size=(160, 160))
         models[variant] = atomic_save_model(body, root / f"{variant}.keras", info)
     images = root / "images"
     images.mkdir()

@@ -30,7 +30,6 @@ def random_tiny_af(tmp_path_factory):
     from yolo3.modeling.bodies import build_body
     keras.utils.set_random_seed(3)
     spec = get_spec("tiny-af")
-    head = spec.default_head()
     path = str(tmp_path_factory.mktemp("model") / "tiny-af.keras")
     body = build_body("tiny-af", 4)
     for layer in body.layers:
@@ -38,8 +37,7 @@ def random_tiny_af(tmp_path_factory):
             kernel, bias = layer.get_weights()
             layer.set_weights([kernel * 100.0, np.full_like(bias, -4.0)])
     atomic_save_model(body, path,
-                      ModelInfo(head.anchor_array(), head.mask_lists(), 4, None, "tiny-af",
-                                (96, 96), head=spec.head))
+                      ModelInfo.of_head(spec.head, 4, variant="tiny-af", input_size=(96, 96)))
     return path
 
 

@@ -109,8 +109,8 @@ def child(p: dict) -> dict:
            "train_img_s": p["steps"] * batch / seconds, "first_loss": losses[0],
            "loss_finite": bool(np.isfinite(losses).all() and np.isfinite(float(np.asarray(loss))))}
     if p.get("detect", True):
-        info = ModelInfo(head.anchor_array(), head.mask_lists(), NUM_CLASSES, None,
-                         p["variant"], (size, size), head=spec.head)
+        info = ModelInfo.of_head(spec.head, NUM_CLASSES, variant=p["variant"],
+                                 input_size=(size, size))
         precision = "bfloat16" if "bfloat16" in p["precision"] else "float32"
         detector = YOLO.from_body(body, info, precision=precision)
         rng = np.random.default_rng(1)

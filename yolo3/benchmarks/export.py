@@ -110,10 +110,8 @@ def _keras_model(model: str, size: int, cfg: Optional[str], weights: Optional[st
     import keras
     keras.utils.set_random_seed(seed)
     spec = get_spec(model)
-    head = spec.default_head()
     atomic_save_model(build_body(model, 80), path,
-                      ModelInfo(head.anchor_array(), head.mask_lists(), 80, None, model,
-                                (size, size), head=spec.head))
+                      ModelInfo.of_head(spec.head, 80, variant=model, input_size=(size, size)))
 
 
 def _resized_cfg(cfg_path: str, size: int, folder: str) -> str:

@@ -80,12 +80,11 @@ def detection_ms(frame_hw: Tuple[int, int], repeats: int = 10) -> Tuple[float, s
 
     keras.utils.set_random_seed(0)
     spec = get_spec("tiny-af")
-    head = spec.default_head()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "tiny-af.keras")
         atomic_save_model(build_body("tiny-af", 4), path,
-                          ModelInfo(head.anchor_array(), head.mask_lists(), 4, None, "tiny-af",
-                                    (416, 416), head=spec.head))
+                          ModelInfo.of_head(spec.head, 4, variant="tiny-af",
+                                            input_size=(416, 416)))
         detector = load_detector(path, score=0.1)
         frame = np.random.default_rng(0).integers(0, 255, (*frame_hw, 3), dtype=np.uint8)
         for _ in range(3):

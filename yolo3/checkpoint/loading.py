@@ -59,7 +59,7 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
         info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                             classes_path=classes_path, anchor_mask=anchor_mask,
                             variant=spec.name if spec is not None else None, embedded=embedded,
-                            head=spec.head if spec is not None else None)
+                            head=spec.head.info_head() if spec is not None else None)
         return body, info
     side = read_side_files(path)
     if classes_path is None and "class_names" not in side:
@@ -91,7 +91,7 @@ def _anchor_free_weights(path: str, spec, classes_path: Optional[PathLike], side
     class_names = read_classes(classes_path) if classes_path is not None else side["class_names"]
     body, _ = build_from_weights(path, len(class_names), [spec], 0)
     info = resolve_info(path, output_channels(body), classes_path=classes_path, variant=spec.name,
-                        head=spec.head)
+                        head=spec.head.info_head())
     return body, info
 
 

@@ -105,6 +105,14 @@ class ModelInfo:
         if self.input_size is not None:
             self.input_size = (int(self.input_size[0]), int(self.input_size[1]))
 
+    @classmethod
+    def of_head(cls, head: Head, num_classes: int, **facts: Any) -> "ModelInfo":
+        """The facts of a model with ``head`` (:mod:`yolo3.config.heads`; its anchors and masks,
+        or the anchor-free head itself) and ``num_classes`` classes; ``facts``: the other fields
+        (``class_names``, ``variant``, ``input_size`` ...)."""
+        return cls(head.anchor_array(), head.mask_lists(), num_classes, head=head.info_head(),
+                   **facts)
+
     @property
     def detection_head(self) -> Head:
         """The model's head as one interface (:mod:`yolo3.config.heads`): ``head`` when the model

@@ -60,9 +60,18 @@ class AnchorFreeHead:
         """The distance logits per cell: ``4 * reg_max`` (left, top, right, bottom)."""
         return 4 * self.reg_max
 
-    def channels(self, num_classes: int) -> int:
-        """Channels of each output for ``num_classes`` classes."""
+    def channels(self, num_classes: int, anchors_per_scale: None = None) -> int:
+        """Channels of each output for ``num_classes`` classes (no anchors: ``anchors_per_scale``
+        is not read)."""
         return self.box_channels + int(num_classes)
+
+    def masks_for(self, num_anchors=None) -> List[List[int]]:
+        """No anchors, so no masks: ValueError."""
+        raise ValueError("an anchor-free head has no anchors or masks")
+
+    def info_head(self) -> "AnchorFreeHead":
+        """What :class:`yolo3.checkpoint.metadata.ModelInfo`'s ``head`` field holds: this head."""
+        return self
 
     def num_classes(self, channels: int) -> int:
         """The class count of outputs with ``channels`` channels (ValueError when none fits)."""

@@ -80,10 +80,22 @@ class AnchorHead:
     def anchors_per_scale(self) -> int:
         return len(self.masks[0])
 
-    def channels(self, num_classes: int) -> int:
+    def channels(self, num_classes: int, anchors_per_scale: Optional[int] = None) -> int:
         """Channels of each output for ``num_classes`` classes: ``A x (5 + C)`` (a body's outputs
-        have as many anchors each)."""
-        return self.anchors_per_scale * (5 + int(num_classes))
+        have as many anchors each; ``anchors_per_scale`` overrides this head's ``A``)."""
+        per = self.anchors_per_scale if anchors_per_scale is None else int(anchors_per_scale)
+        return per * (5 + int(num_classes))
+
+    def masks_for(self, num_anchors: Optional[int] = None) -> List[List[int]]:
+        """The default masks of ``num_anchors`` anchors (default: this head's count) over this
+        head's outputs (:func:`yolo3.config.masks.default_masks`)."""
+        return default_masks(len(self.anchors) if num_anchors is None else int(num_anchors),
+                             self.num_scales)
+
+    def info_head(self) -> None:
+        """What :class:`yolo3.checkpoint.metadata.ModelInfo`'s ``head`` field holds for this
+        head: None (its anchors and masks are fields of their own, as in every model file)."""
+        return None
 
     def num_classes(self, channels: int) -> int:
         """The class count of outputs with ``channels`` channels (the first output's anchors;

@@ -137,8 +137,10 @@ class _BlockRecorder:
 class ModelSpec:
     """One model variant. ``anchors`` are Darknet's COCO anchors ``(w, h)`` in input pixels, sorted
     by area (none for an anchor-free head); ``strides`` are the output strides, largest first (the
-    body's output order); ``head`` is the anchor-free head, None for Darknet's anchor head;
-    ``base`` the anchor-head variant an anchor-free one is made from (its Darknet layout)."""
+    body's output order); ``head`` the variant's head facts (:mod:`yolo3.config.heads`: Darknet's
+    anchor head of these anchors and the default masks, or an anchor-free head), which answer for
+    its kind; ``base`` the anchor-head variant an anchor-free one is made from (its Darknet
+    layout)."""
 
     name: str
     summary: str
@@ -148,12 +150,12 @@ class ModelSpec:
     keras_name: str
     backbone: Optional[str] = None  # a backbone layout whose weights fit this body's backbone_*
     aliases: Tuple[str, ...] = field(default=())
-    head: Optional[AnchorFreeHead] = None
     base: Optional[str] = None
+    head: Head = field(kw_only=True)
 
     @property
     def anchor_free(self) -> bool:
-        return self.head is not None
+        return self.head.anchor_free
 
     @property
     def num_scales(self) -> int:
@@ -166,9 +168,7 @@ class ModelSpec:
     def default_head(self) -> Head:
         """The variant's head (:mod:`yolo3.config.heads`): its anchor-free head, or the anchor head
         of Darknet's COCO anchors and the default masks."""
-        if self.head is not None:
-            return self.head
-        return AnchorHead.of(self.default_anchors(), self.default_masks())
+        return self.head
 
     def default_anchors(self) -> np.ndarray:
         """Darknet's COCO anchors, ``(N, 2)`` float32 ``(w, h)`` pixels (a fresh copy)."""
@@ -178,19 +178,15 @@ class ModelSpec:
         """Anchor indices per output, largest stride first, for ``num_anchors`` anchors (default: the
         spec's): consecutive groups, the largest anchors on the largest stride. An anchor-free
         variant has none (ValueError)."""
-        if self.anchor_free:
-            raise ValueError(f"variant {self.name!r} has an anchor-free head: no anchors or masks")
-        return default_masks(len(self.anchors) if num_anchors is None else num_anchors,
-                             self.num_scales)
+        try:
+            return self.head.masks_for(num_anchors)
+        except ValueError as e:
+            raise ValueError(f"variant {self.name!r}: {e}") from None
 
     def output_filters(self, num_classes: int, anchors_per_scale: Optional[int] = None) -> int:
         """Channels of each body output: ``anchors_per_scale * (5 + num_classes)`` (default: the
         spec's anchors per scale), or the anchor-free head's ``4 * reg_max + num_classes``."""
-        if self.head is not None:
-            return self.head.channels(num_classes)
-        if anchors_per_scale is None:
-            anchors_per_scale = self.anchors_per_scale(len(self.anchors))
-        return int(anchors_per_scale) * (5 + int(num_classes))
+        return self.head.channels(num_classes, anchors_per_scale)
 
     def anchors_per_scale(self, num_anchors: int) -> int:
         """Anchors per output for ``num_anchors`` anchors split evenly over the scales."""
@@ -229,8 +225,10 @@ class ModelSpec:
 def _spec(name: str, summary: str, describe: Describe, anchors: Sequence[Tuple[float, float]],
           strides: Tuple[int, ...], keras_name: str, backbone: Optional[str] = None,
           aliases: Tuple[str, ...] = ()) -> ModelSpec:
-    return ModelSpec(name, summary, describe, tuple(tuple(map(float, a)) for a in anchors), strides,
-                     keras_name, backbone, aliases)
+    anchors = tuple(tuple(map(float, a)) for a in anchors)
+    head = AnchorHead.of(anchors, default_masks(len(anchors), len(strides)))  # Darknet's
+    return ModelSpec(name, summary, describe, anchors, strides, keras_name, backbone, aliases,
+                     head=head)
 
 
 def _anchor_free(base: ModelSpec, name: str, summary: str, reg_max: int, class_width: int,

@@ -16,7 +16,7 @@ from yolo3.config.choices import (
     AUTO_TILE,
     CLASS_WEIGHT_METHODS,
 )
-from yolo3.config.heads import head_of
+from yolo3.config.heads import Head as HeadFacts, head_of
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.errors import FileFormatError
@@ -83,14 +83,19 @@ class TrainData:
     def head(self) -> Head:
         """The run's detection head (:mod:`yolo3.heads`): the variant's anchor-free head, or the
         anchor head of the run's anchors and masks."""
-        return as_head(head_of(self.anchors, self.masks, self.spec.head))
+        return as_head(self.head_facts)
+
+    @property
+    def head_facts(self) -> HeadFacts:
+        """The run's head as data (:mod:`yolo3.config.heads`): the variant's, with the run's
+        anchors and masks where it has anchors."""
+        return head_of(self.anchors, self.masks, self.spec.head.info_head())
 
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""
-        return ModelInfo(anchors=self.anchors, masks=self.masks, num_classes=self.num_classes,
-                         class_names=self.class_names, variant=self.spec.name,
-                         input_size=self.input_hw, head=self.spec.head,
-                         slicing=self.slicing)
+        return ModelInfo.of_head(self.head_facts, self.num_classes, class_names=self.class_names,
+                                 variant=self.spec.name, input_size=self.input_hw,
+                                 slicing=self.slicing)
 
 
 def data_sources(settings: DataSettings) -> Tuple[List[str], Sources, Optional[Sources]]:
