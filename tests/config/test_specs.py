@@ -137,7 +137,8 @@ def test_anchor_free_variants_are_their_base_with_another_head(variant, base):
     assert spec.darknet_sources == base_spec.darknet_sources  # Darknet weights of the base load
     assert spec.output_filters(4) == 4 * spec.head.reg_max + 4
     assert base_spec.output_filters(4) == 3 * (5 + 4) and base_spec.output_filters(4, 2) == 18
-    with pytest.raises(ValueError, match=f"variant '{variant}': an anchor-free head has no anchors or masks"):
+    with pytest.raises(ValueError, match=f"variant '{variant}': an anchor-free head has no "
+                                         "anchors or masks"):
         spec.default_masks()
     with pytest.raises(UnknownVariantError, match=f"{variant}.*anchor-free head.*no Darknet "
                                                   f"layout.*its base '{base}' has one"):

@@ -410,7 +410,7 @@ def test_branches_on_the_heads_kind_do_not_grow():
     assert sum(map(len, found.values())) <= HEAD_KIND_BRANCHES_CEILING, found
 
 
-# The input size's names (docs/architecture.md, "One name for the input size"): ``input_hw`` is
+# The input size's names (docs/architecture.md's table of owners, "the input size"): ``input_hw`` is
 # the network input's (height, width) in code. Only these public signatures and records keep
 # the other names, which their callers and files use: the user's ``input_size`` (one side or
 # (h, w)), keras-yolo3's and yolo3 0.6's ``input_shape``, keras-yolo3's ``model_image_size``.

@@ -20,7 +20,7 @@ def test_prepare_data_splits_by_seed_and_uses_the_variants_anchors(dataset, tmp_
     assert data.masks == [[3, 4, 5], [0, 1, 2]] and data.class_names == ["circle", "square", "triangle"]
     info = data.info()
     assert info.variant == "tiny" and info.input_size == (64, 64) and info.num_classes == 3
-    assert data.input_hw == (64, 64)
+    assert data.input_hw == data.input_size == (64, 64)  # the name before, read-only
     wide = prepare_data(step_config(input_size=(64, 96)))
     assert wide.info().input_size == (64, 96)
     bad = tmp_path / "five.txt"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class AnchorFreeHead:
         is not read)."""
         return self.box_channels + int(num_classes)
 
-    def masks_for(self, num_anchors=None) -> List[List[int]]:
+    def masks_for(self, num_anchors: Optional[int] = None) -> List[List[int]]:
         """No anchors, so no masks: ValueError."""
         raise ValueError("an anchor-free head has no anchors or masks")
 

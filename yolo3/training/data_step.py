@@ -70,6 +70,11 @@ class TrainData:
     tile_whole_from: float = 0.0  # the tiles' hand-over to the whole image (TrainConfig's)
 
     @property
+    def input_size(self) -> Tuple[int, int]:
+        """``input_hw``'s name before this release (read-only)."""
+        return self.input_hw
+
+    @property
     def slicing(self) -> Optional[Slicing]:
         """How the run validates, and its model detects by default: None without tiles."""
         return (Slicing(self.tile, self.tile_overlap, whole_from=self.tile_whole_from)
