@@ -13,6 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/_setup_env.sh
 yolo3_setup_env test
+# the suite's temporary folders (models, checkpoints, data sets) reach about 10 GB at their peak
+yolo3_warn_low_disk "${TMPDIR:-/tmp}/pytest" 10 "the test suite's temporary files"
 
 workers="${YOLO3_TEST_WORKERS:-2}"
 parallel=()
