@@ -8,13 +8,15 @@ import pytest
 
 from yolo3.checkpoint.metadata import ModelInfo
 from yolo3.config.anchor_free_head import AnchorFreeHead
-from yolo3.config.heads import ANCHOR_HEAD_STRIDES, AnchorHead, head_of, output_bias_priors
+from yolo3.config.heads import (ANCHOR_HEAD_STRIDES, AnchorHead, check_own_anchors, head_of,
+                                output_bias_priors)
 from yolo3.config.masks import default_masks
 from yolo3.config.specs import SPECS, get_spec, strides_for
 from yolo3.ops.anchors import TINY_YOLO_ANCHORS, YOLO_ANCHORS
 
 INTERFACE = ("anchor_free", "strides", "num_scales", "anchors_per_scale", "channels",
-             "num_classes", "anchor_array", "mask_lists", "record", "masks_for", "info_head")
+             "num_classes", "anchor_array", "mask_lists", "record", "from_record", "masks_for",
+             "output_channels", "with_found_anchors")
 
 
 @pytest.mark.parametrize("head", [AnchorHead.of(YOLO_ANCHORS), AnchorFreeHead((32, 16, 8), 16)],
@@ -25,6 +27,7 @@ def test_both_heads_answer_every_question_of_the_interface(head):
     assert len(head.strides) == head.num_scales
     assert head.num_classes(head.channels(7)) == 7
     assert head.anchor_array().shape[1] == 2 and head.anchor_array().dtype == np.float32
+    assert head.output_channels(7) == [head.channels(7)] * head.num_scales
 
 
 def test_the_anchor_head_is_the_anchors_and_masks_it_replaces():
@@ -59,29 +62,59 @@ def test_the_anchor_head_refuses_what_no_body_has():
         AnchorHead.of(YOLO_ANCHORS).num_classes(256)
 
 
-def test_head_of_prefers_the_anchor_free_head_and_model_files_record_as_before():
+def test_head_of_prefers_the_given_head_and_model_files_record_as_before():
     free = get_spec("tiny-af").head
     assert head_of(np.zeros((0, 2)), [], free) is free
     assert head_of(YOLO_ANCHORS, None, None) == AnchorHead.of(YOLO_ANCHORS)
+    anchors = AnchorHead.of(YOLO_ANCHORS)
+    assert head_of(TINY_YOLO_ANCHORS, None, anchors) is anchors  # 0.6: the anchors are not read
+    check_own_anchors(anchors, YOLO_ANCHORS, default_masks(9))  # its own: taken
+    check_own_anchors(free, None, None)
+    with pytest.raises(ValueError, match="anchor-free head's anchors and masks are its own"):
+        check_own_anchors(free, YOLO_ANCHORS, None)
+    with pytest.raises(ValueError, match="anchor head's anchors and masks are its own"):
+        check_own_anchors(anchors, TINY_YOLO_ANCHORS, None)
+    with pytest.raises(ValueError, match="masks"):
+        check_own_anchors(anchors, None, [[0, 1, 2]])
     anchor_info = ModelInfo(YOLO_ANCHORS, default_masks(9), 3)
     assert anchor_info.to_dict()["head"] is None  # what yolo3 0.5 wrote and reads
-    assert anchor_info.detection_head == AnchorHead.of(YOLO_ANCHORS)
+    assert anchor_info.head == anchors and anchor_info.detection_head is anchor_info.head
     assert anchor_info.strides == [32, 16, 8]
     free_info = ModelInfo(np.zeros((0, 2)), [], 3, head=free)
     assert free_info.to_dict()["head"] == free.to_dict()
-    assert ModelInfo.from_dict(free_info.to_dict()).detection_head == free
+    assert ModelInfo.from_dict(free_info.to_dict()).head == free
+    with pytest.raises(ValueError, match="its own"):  # yolo3 0.6's message named the kind
+        ModelInfo(YOLO_ANCHORS, default_masks(9), 3, head=free)
+
+
+def test_a_kind_with_anchors_takes_the_found_ones_and_one_without_never_asks():
+    asked = []
+
+    def find():
+        asked.append(True)
+        return TINY_YOLO_ANCHORS, [[3, 4, 5], [0, 1, 2]]
+
+    tiny = AnchorHead.of(YOLO_ANCHORS).with_found_anchors(find)
+    assert tiny == AnchorHead.of(TINY_YOLO_ANCHORS, [[3, 4, 5], [0, 1, 2]]) and asked == [True]
+    free = AnchorFreeHead((32, 16), 16)
+    assert free.with_found_anchors(find) is free and asked == [True]
+    assert AnchorHead.from_record({"anchors": YOLO_ANCHORS}) == AnchorHead.of(YOLO_ANCHORS)
+    with pytest.raises(ValueError, match="without 'anchors'"):
+        AnchorHead.from_record({})
+    assert AnchorFreeHead.from_record(free.record()) == free
+    assert AnchorHead.of(TINY_YOLO_ANCHORS, [[3, 4, 5], [0, 1]]).output_channels(2) == [21, 14]
 
 
 def test_the_facts_answer_for_their_kind_where_a_variant_asked_which_it_had():
-    """Masks for another anchor count, channels for another count per output, and what a model
-    file's ``head`` field holds: each head answers; the variants (every one holds its head's
+    """Masks for another anchor count, channels for another count per output, and a model's
+    facts of its head: each head answers; the variants (every one holds its head's
     facts) pass the questions on."""
     anchors = AnchorHead.of(YOLO_ANCHORS)
     assert anchors.masks_for() == default_masks(9, 3)
     assert anchors.masks_for(6) == default_masks(6, 3)
-    assert anchors.channels(4, anchors_per_scale=2) == 2 * 9 and anchors.info_head() is None
+    assert anchors.channels(4, anchors_per_scale=2) == 2 * 9
     free = AnchorFreeHead((32, 16, 8), 16)
-    assert free.channels(4, anchors_per_scale=None) == 64 + 4 and free.info_head() is free
+    assert free.channels(4, anchors_per_scale=None) == 64 + 4
     with pytest.raises(ValueError, match="an anchor-free head has no anchors or masks"):
         free.masks_for(9)
     tiny = get_spec("tiny")
@@ -89,7 +122,7 @@ def test_the_facts_answer_for_their_kind_where_a_variant_asked_which_it_had():
     assert tiny.default_masks(8) == default_masks(8, 2) and tiny.output_filters(3, 2) == 16
     for spec in SPECS.values():
         info = ModelInfo.of_head(spec.head, 5, variant=spec.name, input_size=(64, 96))
-        assert info.detection_head == spec.head and info.head == spec.head.info_head()
+        assert info.head == spec.head
         assert (info.variant, info.input_size, info.num_classes) == (spec.name, (64, 96), 5)
         assert ModelInfo.from_dict(info.to_dict()).to_dict() == info.to_dict()
 

@@ -13,14 +13,20 @@ import numpy as np
 import pytest
 from keras import ops
 
+from yolo3.checkpoint.loading import load_body
+from yolo3.checkpoint.metadata import ModelInfo, read_info
+from yolo3.checkpoint.saving import atomic_save_model
 from yolo3.config.anchor_free_head import AnchorFreeHead as AnchorFreeFacts
 from yolo3.config.heads import AnchorHead as AnchorFacts
 from yolo3.config.loss_options import LossOptions
 from yolo3.config.specs import get_spec
+from yolo3.core.errors import FileFormatError
 from yolo3.data.dataset_config import TargetEncoding
+from yolo3.ops.letterbox import letterbox_np
 from yolo3.heads import AnchorFreeHead, AnchorHead, Head, as_head, head_kinds, register, unregister
 from yolo3.modeling.loss import identity_loss
 from yolo3.ops.anchors import YOLO_ANCHORS
+from yolo3.inference.detector import YOLO
 from yolo3.ops.decode import correct_boxes
 
 
@@ -190,3 +196,37 @@ def test_a_toy_head_registered_here_trains_a_step_saves_loads_and_decodes(toy_ki
     np.testing.assert_allclose(np.asarray(scores)[0, 0], 1 / (1 + np.exp(-cell[4:])), rtol=1e-5)
     assert [body.get_layer(n).name for group in head.output_layer_groups(body)
             for n in group] == ["toy_out"]
+
+
+def test_a_toy_heads_model_file_records_it_and_the_detector_decodes_with_it(toy_kind, tmp_path):
+    """yolo3's own model file: the toy head recorded in its info (kind and facts), read back as
+    the registered kind, loaded by ``load_body`` and ``YOLO`` (which ask nothing of the kind);
+    once the kind is gone, the file is refused naming it."""
+    keras.utils.set_random_seed(1)
+    head = as_head(ToyFacts(16))
+    body = _toy_body(2)
+    info = ModelInfo.of_head(head, 2, class_names=["cat", "dog"], input_size=(64, 64))
+    assert info.head == head and info.anchors.shape == (0, 2) and info.masks == []
+    assert info.to_dict()["head"] == {"kind": "toy", "stride": 16}
+    path = atomic_save_model(body, tmp_path / "toy.keras", info)
+
+    read = read_info(path)
+    assert type(read.head) is ToyHead and read.head == head and read.class_names == ["cat", "dog"]
+    loaded, loaded_info = load_body(path)
+    assert type(loaded_info.head) is ToyHead and loaded_info.num_classes == 2
+    with pytest.raises(FileFormatError, match="a toy head: it takes no anchors"):
+        load_body(path, anchor_mask=[[0]])
+
+    detector = YOLO(path, score=0.0, iou=1.0, max_boxes=4, precision="float32")
+    image = np.random.default_rng(1).integers(0, 255, (64, 64, 3), np.uint8)
+    boxes, scores, classes = detector.detect(image)
+    x = letterbox_np(image, (64, 64))[None]
+    want = head.decode([body(x)], 2, np.array([[64, 64]]), (64, 64), max_boxes=4,
+                       score_threshold=0.0, iou_threshold=1.0)
+    np.testing.assert_allclose(boxes, np.asarray(want[0])[0, :len(boxes)], rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(scores, np.asarray(want[1])[0, :len(scores)], rtol=1e-4, atol=1e-5)
+    assert len(boxes) == 4
+
+    unregister("toy")
+    with pytest.raises(FileFormatError, match="no head kind 'toy' is registered"):
+        read_info(path)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+import numpy as np
+
 from yolo3.checkpoint.metadata import read_side_files, resolve_info
 from yolo3.checkpoint.saving import (
     build_from_weights,
@@ -59,39 +61,40 @@ def load_body(path: PathLike, *, anchors_path: Optional[PathLike] = None,
         info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
                             classes_path=classes_path, anchor_mask=anchor_mask,
                             variant=spec.name if spec is not None else None, embedded=embedded,
-                            head=spec.head.info_head() if spec is not None else None)
+                            head=spec.head if spec is not None else None)
         return body, info
     side = read_side_files(path)
     if classes_path is None and "class_names" not in side:
         raise FileFormatError(path, "building a body from .weights.h5 needs a classes file")
-    if variant is not None and get_spec(variant).anchor_free:
-        return _anchor_free_weights(path, get_spec(variant), classes_path, side)
-    if anchors_path is None and "anchors" not in side:
-        raise FileFormatError(path, "no anchors file given and none found beside the model")
     class_names = read_classes(classes_path) if classes_path is not None else side["class_names"]
-    anchors = read_anchors(anchors_path) if anchors_path is not None else side["anchors"]
-    if variant is not None:
+
+    def find_anchors():
+        if anchors_path is None and "anchors" not in side:
+            raise FileFormatError(path, "no anchors file given and none found beside the model")
+        anchors = read_anchors(anchors_path) if anchors_path is not None else side["anchors"]
+        return anchors, anchor_mask
+
+    if variant is not None:  # its kind takes the anchors found, where it has anchors
         candidates = [get_spec(variant)]
+        try:
+            num_anchors = len(candidates[0].head.with_found_anchors(find_anchors).anchor_array())
+        except FileFormatError:
+            raise
+        except ValueError as e:  # anchors and masks that make no head
+            raise FileFormatError(anchors_path or side["sources"]["anchors"], str(e)) from None
     else:  # the variants whose default anchor count this is (9: yolov3, yolov3-spp; 6: tiny)
-        candidates = [s for s in anchor_specs() if len(s.anchors) == len(anchors)]
+        num_anchors = len(np.asarray(find_anchors()[0]).reshape(-1, 2))
+        candidates = [s for s in anchor_specs() if len(s.anchors) == num_anchors]
         if not candidates:
             raise FileFormatError(anchors_path or side["sources"]["anchors"],
-                                  f"{len(anchors)} anchors: cannot infer the variant "
+                                  f"{num_anchors} anchors: cannot infer the variant "
                                   f"({', '.join(f'{len(s.anchors)} -> {s.name}' for s in anchor_specs())}); "
                                   "pass variant")
-    body, spec = build_from_weights(path, len(class_names), candidates, len(anchors),
+    body, spec = build_from_weights(path, len(class_names), candidates, num_anchors,
                                     len(anchor_mask[0]) if anchor_mask is not None else None)
     info = resolve_info(path, output_channels(body), anchors_path=anchors_path,
-                        classes_path=classes_path, anchor_mask=anchor_mask, variant=spec.name)
-    return body, info
-
-
-def _anchor_free_weights(path: str, spec, classes_path: Optional[PathLike], side: dict):
-    """``(body, info)`` of the ``.weights.h5`` of an anchor-free variant ``spec``."""
-    class_names = read_classes(classes_path) if classes_path is not None else side["class_names"]
-    body, _ = build_from_weights(path, len(class_names), [spec], 0)
-    info = resolve_info(path, output_channels(body), classes_path=classes_path, variant=spec.name,
-                        head=spec.head.info_head())
+                        classes_path=classes_path, anchor_mask=anchor_mask, variant=spec.name,
+                        head=spec.head)
     return body, info
 
 

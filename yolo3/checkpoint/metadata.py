@@ -27,8 +27,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from yolo3.config.anchor_free_head import AnchorFreeHead
-from yolo3.config.heads import Head, head_of
+from yolo3.config.head_kinds import head_of_record
+from yolo3.config.heads import Head, check_own_anchors, head_of, resolved_head
 from yolo3.config.masks import default_masks, validate_masks
 from yolo3.core.errors import FileFormatError, PathLike, SettingError
 from yolo3.core.extras import require
@@ -71,9 +71,11 @@ class ModelInfo:
     variant: the registered variant (None for a converted model of another cfg); input_size:
     ``(h, w)`` the model was trained or converted at (the detector's default), None if any size;
     darknet_header: ``[major, minor, revision, seen]`` of converted Darknet weights (kept for
-    exporting back); head: an anchor-free head (:mod:`yolo3.config.anchor_free_head`; then there are
-    no anchors and no masks), None for Darknet's anchor head; slicing: how a model trained on tiles
-    detects by default (:class:`yolo3.ops.tiles.Slicing`), None for whole images.
+    exporting back); head: the model's head (:mod:`yolo3.config.heads`; always one once made:
+    given as None, Darknet's anchor head of ``anchors`` and ``masks``; a head of another kind has
+    its own anchors and masks, none for an anchor-free head, and ``anchors`` and ``masks`` are
+    its); slicing: how a model trained on tiles detects by default
+    (:class:`yolo3.ops.tiles.Slicing`), None for whole images.
     """
 
     anchors: np.ndarray
@@ -85,17 +87,13 @@ class ModelInfo:
     darknet_header: Optional[List[int]] = None
     export: Optional[Dict[str, Any]] = None  # exported models: format, quantisation, input, ...
     sources: Dict[str, str] = field(default_factory=dict, compare=False)  # fact -> where it came from
-    head: Optional[AnchorFreeHead] = None
+    head: Optional[Head] = None  # always a head after __post_init__
     slicing: Optional[Slicing] = None
 
     def __post_init__(self):
-        self.anchors = np.asarray(self.anchors, dtype=np.float32).reshape(-1, 2)
-        if self.head is None:
-            self.masks = validate_masks(self.masks, len(self.anchors))
-        elif len(self.anchors) or any(self.masks):
-            raise ValueError("an anchor-free head has no anchors or masks")
-        else:
-            self.masks = []
+        self.head = head_of(self.anchors, self.masks, self.head)
+        check_own_anchors(self.head, self.anchors, self.masks)
+        self.anchors, self.masks = self.head.anchor_array(), self.head.mask_lists()
         self.num_classes = int(self.num_classes)
         if self.class_names is not None:
             self.class_names = [str(n) for n in self.class_names]
@@ -110,19 +108,17 @@ class ModelInfo:
         """The facts of a model with ``head`` (:mod:`yolo3.config.heads`; its anchors and masks,
         or the anchor-free head itself) and ``num_classes`` classes; ``facts``: the other fields
         (``class_names``, ``variant``, ``input_size`` ...)."""
-        return cls(head.anchor_array(), head.mask_lists(), num_classes, head=head.info_head(),
-                   **facts)
+        return cls(head.anchor_array(), head.mask_lists(), num_classes, head=head, **facts)
 
     @property
     def detection_head(self) -> Head:
-        """The model's head as one interface (:mod:`yolo3.config.heads`): ``head`` when the model
-        has an anchor-free one, else the anchor head of ``anchors`` and ``masks``."""
-        return head_of(self.anchors, self.masks, self.head)
+        """``head`` (its name in yolo3 0.6, when ``head`` was None for an anchor head)."""
+        return self.head
 
     @property
     def strides(self) -> List[int]:
         """The output strides, largest first (the body's output order)."""
-        return list(self.detection_head.strides)
+        return list(self.head.strides)
 
     def names(self) -> List[str]:
         """Class names, or ``'0'``, ``'1'``, ... when unknown."""
@@ -134,7 +130,7 @@ class ModelInfo:
                 "num_classes": self.num_classes, "class_names": self.class_names,
                 "input_size": None if self.input_size is None else list(self.input_size),
                 "darknet_header": self.darknet_header, "export": self.export,
-                "head": self.detection_head.record(),
+                "head": self.head.record(),
                 "slicing": None if self.slicing is None else self.slicing.to_dict()}
 
     @classmethod
@@ -152,7 +148,7 @@ class ModelInfo:
                        darknet_header=data.get("darknet_header"), export=data.get("export"),
                        sources={k: f"{os.fspath(path)} ({INFO_NAME})" for k in
                                 ("anchors", "masks", "classes")} if path else {},
-                       head=AnchorFreeHead.from_dict(data["head"]) if data.get("head") else None,
+                       head=head_of_record(data.get("head"), data["anchors"], data["masks"]),
                        slicing=Slicing.from_dict(data["slicing"]) if data.get("slicing") else None)
         except (KeyError, TypeError, ValueError) as e:
             raise FileFormatError(path, f"bad model info: {e}", where=where) from None
@@ -391,29 +387,71 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
                  variant: Optional[str] = None, embedded: Optional[ModelInfo] = None,
                  default_anchors: Optional[np.ndarray] = None,
                  well_known_names: bool = False,
-                 head: Optional[AnchorFreeHead] = None) -> ModelInfo:
+                 head: Optional[Head] = None) -> ModelInfo:
     """The facts of the body saved at ``model_path`` with outputs of ``output_channels`` channels.
 
-    Each fact comes from, in order: the explicit argument (``anchors_path``, ``classes_path``,
-    ``anchor_mask``, ``variant``), the ``embedded`` info (read from the file), side files beside
-    the model, then ``default_anchors`` and the default masks; with ``well_known_names``, an
-    80-class (20-class) model without class names gets the COCO (VOC) names (``sources["classes"]``
-    says so), as keras-yolo3 defaults to them. The class count is the output
-    channels over the anchors per output, minus 5. An anchor-free body (``head``, or the embedded
-    info's) has no anchors or masks: its class count is the channels less the distance logits.
-    Raises :class:`FileFormatError` naming the file whose facts do not fit the model.
+    The head's kind is ``head``'s (the variant's facts), else the ``embedded`` info's (read from
+    the file), else Darknet's anchor head. Where the kind has anchors, each fact comes from, in
+    order: the explicit argument (``anchors_path``, ``anchor_mask``), the ``embedded`` info, side
+    files beside the model, then ``default_anchors`` and the default masks; a kind without
+    anchors refuses them. The class names: ``classes_path``, the embedded ones, a side file; with
+    ``well_known_names``, an 80-class (20-class) model without class names gets the COCO (VOC)
+    names (``sources["classes"]`` says so), as keras-yolo3 defaults to them. The class count is
+    the one whose channels the head's outputs have. Raises :class:`FileFormatError` naming the
+    file whose facts do not fit the model.
     """
     model_path = os.fspath(model_path)
     side = read_side_files(model_path) if embedded is None else {}
     sources: Dict[str, str] = dict(embedded.sources) if embedded is not None else {}
     sources.update(side.get("sources", {}))
-    if head is None and embedded is not None:
-        head = embedded.head
-    if head is not None:
-        return _anchor_free_info(model_path, output_channels, head, anchors_path, anchor_mask,
-                                 _class_names(classes_path, embedded, side, sources), variant,
-                                 embedded, side, sources)
+    asked = []
 
+    def find_anchors() -> Tuple[np.ndarray, List[List[int]]]:
+        asked.append(True)
+        return _anchors_and_masks(model_path, len(output_channels), anchors_path, anchor_mask,
+                                  embedded, side, default_anchors, sources)
+
+    try:
+        found = resolved_head(find_anchors, head, embedded.head if embedded is not None else None)
+    except FileFormatError:
+        raise
+    except ValueError as e:  # anchors and masks that make no head
+        raise FileFormatError(sources.get("masks", model_path), str(e)) from None
+    if (anchors_path is not None or anchor_mask is not None) and not asked:
+        raise FileFormatError(model_path, f"has {_described(found)}: it takes no anchors or "
+                                          "anchor masks")
+    num_classes = _class_count(model_path, output_channels, found,
+                               sources.get("masks", sources.get("anchors", model_path)))
+    class_names = _class_names(classes_path, embedded, side, sources)
+    known = well_known_classes(num_classes) if well_known_names and class_names is None else None
+    if known is not None:
+        class_names, sources["classes"] = list(known[1]), f"the {known[0]} names (no class list)"
+        logger.log(NOTICE, "%s: no class list given or found beside it: the %d %s names",
+                   model_path, num_classes, known[0])
+    if class_names is not None and len(class_names) != num_classes:
+        raise FileFormatError(sources.get("classes", model_path),
+                              f"{len(class_names)} classes but the model predicts {num_classes}")
+    input_size = embedded.input_size if embedded is not None else side.get("input_size")
+    header = embedded.darknet_header if embedded is not None else side.get("darknet_header")
+    if variant is None and embedded is not None:
+        variant = embedded.variant
+    return ModelInfo.of_head(found, num_classes, class_names=class_names, variant=variant,
+                             input_size=input_size, darknet_header=header, sources=sources,
+                             slicing=None if embedded is None else embedded.slicing)
+
+
+def _described(head: Head) -> str:
+    """``an anchor-free head``, ``a toy head``: a head's kind in words."""
+    words = f"{head.kind.replace('_', '-')} head"
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"
+
+
+def _anchors_and_masks(model_path: str, num_outputs: int, anchors_path: Optional[PathLike],
+                       anchor_mask, embedded: Optional[ModelInfo], side: dict,
+                       default_anchors: Optional[np.ndarray], sources: Dict[str, str]
+                       ) -> Tuple[np.ndarray, List[List[int]]]:
+    """An anchor head's anchors ``(N, 2)`` and masks, each from the first source that has them
+    (:func:`resolve_info`); ``sources`` gains where they came from."""
     if anchors_path is not None:
         anchors, sources["anchors"] = read_anchors(anchors_path), os.fspath(anchors_path)
     elif embedded is not None:
@@ -436,9 +474,9 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
         masks = side["masks"]
     else:
         try:
-            masks = default_masks(len(anchors), len(output_channels))
+            masks = default_masks(len(anchors), num_outputs)
         except ValueError as e:
-            raise FileFormatError(anchors_source, f"{e} ({len(output_channels)} outputs)") from None
+            raise FileFormatError(anchors_source, f"{e} ({num_outputs} outputs)") from None
     try:
         masks = validate_masks(masks, len(anchors))
     except (TypeError, ValueError) as e:
@@ -446,33 +484,33 @@ def resolve_info(model_path: PathLike, output_channels: Sequence[int], *,
             raise FileFormatError(anchors_path, f"{len(anchors)} anchors do not fit the model's "
                                   f"anchor masks {masks}: {e}") from None
         raise FileFormatError(sources.get("masks", anchors_source), f"bad anchor masks: {e}") from None
-    if len(masks) != len(output_channels):
-        raise FileFormatError(model_path, f"{len(output_channels)} outputs but {len(masks)} anchor "
+    if len(masks) != num_outputs:
+        raise FileFormatError(model_path, f"{num_outputs} outputs but {len(masks)} anchor "
                                           f"masks {masks}")
-    num_classes = int(output_channels[0]) // len(masks[0]) - 5
-    for channels, mask in zip(output_channels, masks):
-        if num_classes < 1 or channels != len(mask) * (num_classes + 5):
-            raise FileFormatError(sources.get("masks", anchors_source),
-                                  f"output channels {list(output_channels)} do not fit anchor "
-                                  f"masks {masks}")
+    return anchors, masks
 
-    class_names = _class_names(classes_path, embedded, side, sources)
-    known = well_known_classes(num_classes) if well_known_names and class_names is None else None
-    if known is not None:
-        class_names, sources["classes"] = list(known[1]), f"the {known[0]} names (no class list)"
-        logger.log(NOTICE, "%s: no class list given or found beside it: the %d %s names",
-                   model_path, num_classes, known[0])
-    if class_names is not None and len(class_names) != num_classes:
-        raise FileFormatError(sources.get("classes", model_path),
-                              f"{len(class_names)} classes but the model predicts {num_classes}")
-    input_size = embedded.input_size if embedded is not None else side.get("input_size")
-    header = embedded.darknet_header if embedded is not None else side.get("darknet_header")
-    if variant is None and embedded is not None:
-        variant = embedded.variant
-    return ModelInfo(anchors=anchors, masks=masks, num_classes=num_classes,
-                     class_names=class_names, variant=variant, input_size=input_size,
-                     darknet_header=header, sources=sources,
-                     slicing=None if embedded is None else embedded.slicing)
+
+def _class_count(model_path: str, output_channels: Sequence[int], head: Head,
+                 facts_source: str) -> int:
+    """The class count whose channels ``head``'s outputs have (FileFormatError naming
+    ``facts_source``, where the head's anchors and masks came from, when none fits)."""
+    channels = [int(c) for c in output_channels]
+    try:
+        num_classes = head.num_classes(channels[0])
+    except ValueError as e:
+        raise FileFormatError(facts_source, f"output channels {channels} do not fit "
+                                            f"{_head_facts(head)}: {e}") from None
+    if channels != head.output_channels(num_classes):
+        raise FileFormatError(facts_source, f"output channels {channels} do not fit "
+                                            f"{_head_facts(head)}")
+    return num_classes
+
+
+def _head_facts(head: Head) -> str:
+    """A head in the words of an error: its kind, strides and anchor masks where it has any."""
+    masks = head.mask_lists()
+    return f"{_described(head)} of strides {list(head.strides)}" + (
+        f" and anchor masks {masks}" if masks else "")
 
 
 def _class_names(classes_path: Optional[PathLike], embedded: Optional[ModelInfo], side: dict,
@@ -484,30 +522,3 @@ def _class_names(classes_path: Optional[PathLike], embedded: Optional[ModelInfo]
     if embedded is not None and embedded.class_names:
         return embedded.class_names
     return side.get("class_names")
-
-
-def _anchor_free_info(model_path: str, output_channels: Sequence[int], head: AnchorFreeHead,
-                      anchors_path: Optional[PathLike], anchor_mask, class_names,
-                      variant: Optional[str], embedded: Optional[ModelInfo], side: dict,
-                      sources: Dict[str, str]) -> ModelInfo:
-    """:func:`resolve_info` for a body with an anchor-free head."""
-    if anchors_path is not None or anchor_mask is not None:
-        raise FileFormatError(model_path, "has an anchor-free head: it takes no anchors or anchor "
-                                          "masks")
-    if len(output_channels) != head.num_scales or len(set(output_channels)) != 1:
-        raise FileFormatError(model_path, f"outputs of {list(output_channels)} channels do not fit "
-                                          f"an anchor-free head of strides {list(head.strides)}")
-    try:
-        num_classes = head.num_classes(output_channels[0])
-    except ValueError as e:
-        raise FileFormatError(model_path, str(e)) from None
-    if class_names is not None and len(class_names) != num_classes:
-        raise FileFormatError(sources.get("classes", model_path),
-                              f"{len(class_names)} classes but the model predicts {num_classes}")
-    if variant is None and embedded is not None:
-        variant = embedded.variant
-    input_size = embedded.input_size if embedded is not None else side.get("input_size")
-    return ModelInfo(anchors=np.zeros((0, 2), np.float32), masks=[], num_classes=num_classes,
-                     class_names=class_names, variant=variant, input_size=input_size,
-                     sources=sources, head=head,
-                     slicing=None if embedded is None else embedded.slicing)

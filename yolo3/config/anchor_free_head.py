@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -69,8 +69,12 @@ class AnchorFreeHead:
         """No anchors, so no masks: ValueError."""
         raise ValueError("an anchor-free head has no anchors or masks")
 
-    def info_head(self) -> "AnchorFreeHead":
-        """What :class:`yolo3.checkpoint.metadata.ModelInfo`'s ``head`` field holds: this head."""
+    def output_channels(self, num_classes: int) -> List[int]:
+        """The channels of each output for ``num_classes`` classes."""
+        return [self.channels(num_classes)] * self.num_scales
+
+    def with_found_anchors(self, find: Callable[[], Tuple[Any, Any]]) -> "AnchorFreeHead":
+        """No anchors: this head, ``find`` never called."""
         return self
 
     def num_classes(self, channels: int) -> int:
@@ -100,6 +104,11 @@ class AnchorFreeHead:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"kind": ANCHOR_FREE, "strides": list(self.strides), "reg_max": self.reg_max}
+
+    @classmethod
+    def from_record(cls, record: Dict[str, Any]) -> "AnchorFreeHead":
+        """The head a model file records (:meth:`from_dict`)."""
+        return cls.from_dict(record)
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "AnchorFreeHead":

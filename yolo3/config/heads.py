@@ -10,9 +10,12 @@ Two heads, the same questions (:data:`Head`):
 
 Each answers ``anchor_free``, ``strides``, ``num_scales``, ``anchors_per_scale`` (None without
 anchors), ``channels(num_classes)`` (of every output), ``num_classes(channels)``,
-``anchor_array()``, ``mask_lists()``, ``bias_priors(num_classes, cells, objects_per_image)``
-(the initial biases of the convolutions that end one output) and ``record()`` (what a model file
-keeps of it: None for the anchor head, whose anchors and masks are fields of their own).
+``output_channels(num_classes)``, ``anchor_array()``, ``mask_lists()``,
+``bias_priors(num_classes, cells, objects_per_image)`` (the initial biases of the convolutions
+that end one output), ``with_found_anchors(find)`` (the kind with the anchors a model file gives,
+where it has anchors), ``record()`` (what a model file keeps of it: None for the anchor head,
+whose anchors and masks are fields of their own) and ``from_record(record)``. Kinds are found by
+name in :mod:`yolo3.config.head_kinds`.
 These are the heads' facts, as data (a variant's, a model file's); each kind's behaviour (its
 training model, targets, decoding, output convolutions) is the class of :mod:`yolo3.heads` that
 derives from them (:func:`yolo3.heads.registry.as_head` gives it). No TensorFlow here.
@@ -21,14 +24,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from yolo3.config.anchor_free_head import AnchorFreeHead
 from yolo3.config.masks import default_masks, validate_masks
 
-__all__ = ["ANCHOR_HEAD_STRIDES", "AnchorHead", "Head", "head_of", "output_bias_priors"]
+__all__ = ["ANCHOR_HEAD_STRIDES", "AnchorHead", "Head", "check_own_anchors", "head_of",
+           "output_bias_priors", "resolved_head"]
 
 # the strides of an anchor head's outputs, largest first: a body with n outputs has the first n
 ANCHOR_HEAD_STRIDES = (32, 16, 8)
@@ -92,10 +96,17 @@ class AnchorHead:
         return default_masks(len(self.anchors) if num_anchors is None else int(num_anchors),
                              self.num_scales)
 
-    def info_head(self) -> None:
-        """What :class:`yolo3.checkpoint.metadata.ModelInfo`'s ``head`` field holds for this
-        head: None (its anchors and masks are fields of their own, as in every model file)."""
-        return None
+    def output_channels(self, num_classes: int) -> List[int]:
+        """The channels of each output for ``num_classes`` classes: ``len(mask) x (5 + C)``
+        (a converted cfg's masks may differ in length)."""
+        return [len(m) * (5 + int(num_classes)) for m in self.masks]
+
+    def with_found_anchors(self, find: Callable[[], Tuple[Any, Any]]) -> "AnchorHead":
+        """This kind with the anchors and masks a model file or its user gives: ``find()``
+        returns ``(anchors (N, 2), masks)`` (its errors pass through). A kind without anchors
+        returns itself and never calls ``find``."""
+        anchors, masks = find()
+        return type(self).of(anchors, masks)
 
     def num_classes(self, channels: int) -> int:
         """The class count of outputs with ``channels`` channels (the first output's anchors;
@@ -116,6 +127,14 @@ class AnchorHead:
         """What a model file records of the head: nothing (the anchors and masks are fields of
         their own, as every yolo3 model file has them)."""
         return None
+
+    @classmethod
+    def from_record(cls, record: Dict[str, Any]) -> "AnchorHead":
+        """The head of a record holding its ``anchors`` and ``masks`` (ValueError without)."""
+        try:
+            return cls.of(record["anchors"], record.get("masks"))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"an anchor head's record without {e}") from None
 
 
 def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scales: int,
@@ -139,8 +158,29 @@ def output_bias_priors(num_anchors: int, num_classes: int, cells: int, num_scale
 Head = Union[AnchorHead, AnchorFreeHead]
 
 
-def head_of(anchors, masks: Optional[Sequence[Sequence[int]]],
-            anchor_free: Optional[AnchorFreeHead]) -> Head:
-    """The one head of a model's facts as they are stored: ``anchor_free`` when there is one,
-    else the anchor head of ``anchors`` and ``masks``."""
-    return anchor_free if anchor_free is not None else AnchorHead.of(anchors, masks)
+def head_of(anchors, masks: Optional[Sequence[Sequence[int]]], head: Optional[Any] = None
+            ) -> Any:
+    """The one head of a model's facts as yolo3 0.6 passes them: ``head`` when given (then
+    ``anchors`` and ``masks`` are not read), else Darknet's anchor head of ``anchors`` and
+    ``masks`` (None: the default split)."""
+    return AnchorHead.of(anchors, masks) if head is None else head
+
+
+def check_own_anchors(head: Any, anchors, masks: Optional[Sequence[Sequence[int]]]) -> None:
+    """ValueError unless ``anchors`` ``(N, 2)`` and ``masks`` are empty or ``head``'s own."""
+    given = np.asarray(anchors if anchors is not None else (), dtype=np.float32).reshape(-1, 2)
+    if (len(given) and not np.array_equal(given, head.anchor_array())) or (
+            masks and [list(m) for m in masks] != head.mask_lists()):
+        raise ValueError(f"a {head.kind.replace('_', '-')} head's anchors and masks are its own: "
+                         f"it takes no other ({len(given)} anchors, masks {masks!r} given)")
+
+
+def resolved_head(find: Callable[[], Tuple[Any, Any]], *known: Optional[Any]) -> Any:
+    """The head of a model file: the first of ``known`` that is given (the variant's facts, the
+    file's own), with the anchors and masks ``find()`` gives where its kind has anchors
+    (:meth:`AnchorHead.with_found_anchors`); none given: Darknet's anchor head of ``find()``'s
+    anchors and masks (every model file before yolo3 0.2 holds one)."""
+    for head in known:
+        if head is not None:
+            return head.with_found_anchors(find)
+    return AnchorHead.of(*find())

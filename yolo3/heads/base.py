@@ -85,6 +85,52 @@ class Head(abc.ABC):
         files, which carry every fact themselves."""
         return {}
 
+    # -- the facts a kind without anchors need not write (its config dataclass may) ----------
+
+    @property
+    def num_scales(self) -> int:
+        return len(self.strides)
+
+    def num_classes(self, channels: int) -> int:
+        """The class count whose ``channels(num_classes)`` is ``channels`` (ValueError when
+        none is)."""
+        for count in range(1, int(channels) + 1):
+            if self.channels(count) == int(channels):
+                return count
+        raise ValueError(f"{channels} output channels fit no class count of a "
+                         f"{self.kind.replace('_', '-')} head")
+
+    def output_channels(self, num_classes: int) -> List[int]:
+        """The channels of each output for ``num_classes`` classes."""
+        return [self.channels(num_classes)] * self.num_scales
+
+    def anchor_array(self) -> np.ndarray:
+        """No anchors: ``(0, 2)``."""
+        return np.zeros((0, 2), np.float32)
+
+    def mask_lists(self) -> List[List[int]]:
+        return []
+
+    def with_found_anchors(self, find: Callable[[], Tuple]) -> "Head":
+        """No anchors: this head, ``find`` never called."""
+        return self
+
+    def record(self) -> Dict[str, object]:
+        """What a model file records of the head: its ``kind`` and its facts' fields (tuples as
+        lists), which :meth:`from_record` reads back."""
+        return {"kind": self.kind, **{f.name: _plain(getattr(self, f.name))
+                                      for f in dataclasses.fields(self)}}
+
+    @classmethod
+    def from_record(cls, record: Dict[str, object]) -> "Head":
+        """The head :meth:`record` wrote (ValueError naming a missing or unknown field)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(record) - names - {"kind"}
+        if unknown or not names <= set(record):
+            raise ValueError(f"a {cls.kind!r} head's record has the fields {sorted(names)}, not "
+                             f"{sorted(set(record) - {'kind'})}")
+        return cls(**{name: _frozen(record[name]) for name in names})
+
     def describe(self) -> str:
         """The head in a few words, for a report line: its kind's name, with a hyphen."""
         return f"{self.kind.replace('_', '-')} head"
@@ -100,6 +146,16 @@ class Head(abc.ABC):
         boxes, scores = self.raw_boxes_and_scores(outputs, num_classes, image_hw, input_hw)
         return select_detections(boxes, scores, image_hw, max_boxes, score_threshold,
                                  iou_threshold)
+
+
+def _plain(value: object) -> object:
+    """A fact as JSON keeps it: tuples as lists."""
+    return [_plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _frozen(value: object) -> object:
+    """A fact as a frozen dataclass keeps it: lists as tuples."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 def same_facts(head: object, other: object, facts: type):

@@ -1,5 +1,6 @@
-"""Head kinds by name: the one table that turns a head's facts (a variant's, a model file's)
-into the head that answers for them. Adding a kind is one module (its facts dataclass and its
+"""Head kinds by name: each kind's behaviour class in the one table of kinds
+(:mod:`yolo3.config.head_kinds`), and the head that answers for a head's facts (a variant's, a
+model file's). Adding a kind is one module (its facts dataclass and its
 :class:`~yolo3.heads.base.Head` class) and one :func:`register` call."""
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Dict, Type
 
 import keras
 
+from yolo3.config.head_kinds import KINDS
 from yolo3.config.loss_options import LossOptions
 from yolo3.heads.anchor import AnchorHead
 from yolo3.heads.anchor_free import AnchorFreeHead
@@ -15,28 +17,26 @@ from yolo3.heads.base import Head
 
 __all__ = ["as_head", "head_kinds", "register", "training_model", "unregister"]
 
-_KINDS: Dict[str, Type[Head]] = {}
 
 
 def register(head_type: Type[Head]) -> Type[Head]:
-    """Add the head kind ``head_type`` (its ``kind`` names it; a kind of that name already
-    registered is a ValueError). Returns ``head_type`` (usable as a class decorator)."""
-    kind = head_type.kind
-    if kind in _KINDS and _KINDS[kind] is not head_type:
-        raise ValueError(f"a head kind named {kind!r} is registered already "
-                         f"({_KINDS[kind].__qualname__})")
-    _KINDS[kind] = head_type
-    return head_type
+    """Add the head kind ``head_type`` (its ``kind`` names it) to the one table of kinds
+    (:data:`yolo3.config.head_kinds.KINDS`): a :class:`~yolo3.heads.base.Head` (TypeError
+    otherwise); another class under a kind's name already taken is a ValueError (its facts may be
+    replaced by it). Returns ``head_type`` (usable as a class decorator)."""
+    if not (isinstance(head_type, type) and issubclass(head_type, Head)):
+        raise TypeError(f"{head_type!r} is not a yolo3.heads.Head: a kind owns its behaviour")
+    return KINDS.register(head_type)
 
 
 def unregister(kind: str) -> None:
     """Remove the head kind ``kind`` (a test's own kind, once it is done)."""
-    _KINDS.pop(kind, None)
+    KINDS.unregister(kind)
 
 
 def head_kinds() -> Dict[str, Type[Head]]:
     """The registered kinds, name -> class (a copy)."""
-    return dict(_KINDS)
+    return {kind: cls for kind, cls in KINDS.as_dict().items() if issubclass(cls, Head)}
 
 
 def as_head(facts: object) -> Head:
@@ -45,11 +45,9 @@ def as_head(facts: object) -> Head:
     A kind nobody registered is a ValueError naming it."""
     if isinstance(facts, Head):
         return facts
-    kind = getattr(facts, "kind", None)
-    if kind not in _KINDS:
-        raise ValueError(f"no head kind {kind!r} is registered (known: {', '.join(_KINDS)})")
+    head_type = KINDS.get(getattr(facts, "kind", None))
     fields = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
-    return _KINDS[kind](**fields)
+    return head_type(**fields)
 
 
 def training_model(body: keras.Model, head: object, num_classes: int, max_boxes: int,

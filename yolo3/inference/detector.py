@@ -149,7 +149,7 @@ class YOLO:
         self.body, self.info, self.precision = body, info, precision
         self.anchors = info.anchors
         self.anchor_mask = info.masks
-        self.head = as_head(info.detection_head)  # the anchor head holds its anchors and masks
+        self.head = as_head(info.head)  # the anchor head holds its anchors and masks
         self.num_classes = info.num_classes
         self.class_names: List[str] = info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
@@ -215,7 +215,7 @@ class YOLO:
             return [out[n].numpy() for n in names]
         facts = {"variant": self.info.variant, "num_classes": self.num_classes,
                  "masks": self.anchor_mask, "input_hw": list(self.input_hw),
-                 "head": self.info.detection_head.record()}
+                 "head": self.info.head.record()}
         try:
             runner, self.engine = engine_runner(chosen, function, reference, self.model_path,
                                                 facts, self.input_hw, self.precision, num_threads)

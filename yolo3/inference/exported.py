@@ -160,7 +160,7 @@ class ExportedDetector:
         batch = info.export.get("batch")
         self.batch: Optional[int] = int(batch) if batch else None  # None: any batch
         self.anchors, self.anchor_mask = info.anchors, info.masks
-        self.head = as_head(info.detection_head)  # the anchor head holds its anchors
+        self.head = as_head(info.head)  # the anchor head holds its anchors
         self.num_classes, self.class_names = info.num_classes, info.names()
         self.score, self.iou, self.max_boxes = float(score), float(iou), int(max_boxes)
         quantized = info.export.get("quantize", "none")

@@ -19,7 +19,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from yolo3.config.heads import AnchorHead, Head
+from yolo3.config.heads import Head, head_of
 from yolo3.ops import anchor_free
 from yolo3.ops.box_ops import corners_to_cxcywh, swap_last_pair
 from yolo3.ops.letterbox import geometry_ops
@@ -130,12 +130,25 @@ def raw_boxes_and_scores(yolo_outputs: Sequence, anchors, num_classes: int, imag
     the head (:meth:`yolo3.heads.base.Head.raw_boxes_and_scores`); this is the function of
     yolo3 0.6 and earlier, which takes a head's facts."""
     input_shape = network_input_hw(yolo_outputs, input_shape)
-    head = AnchorHead.of(anchors, anchor_mask) if head is None else head  # 0.6's keywords
-    if head.anchor_free:  # 0.6's keywords: a head's facts, which have no behaviour
-        return anchor_free_boxes_and_scores(yolo_outputs, head, num_classes, input_shape,
-                                            image_shape)
-    return anchor_boxes_and_scores(yolo_outputs, head.anchor_array(), head.mask_lists(),
-                                   num_classes, input_shape, image_shape)
+    head = head_of(anchors, anchor_mask, head)  # 0.6's keywords
+    decode = _DECODERS_OF_0_6.get(head.kind)
+    if decode is None:
+        raise ValueError(f"yolo3 0.6's decoding reads its two head kinds (anchor, anchor_free); "
+                         f"a {head.kind!r} head decodes itself: head.raw_boxes_and_scores")
+    return decode(yolo_outputs, head, num_classes, input_shape, image_shape)
+
+
+def _anchor_head_boxes_and_scores(outputs: Sequence, head, num_classes: int, input_hw,
+                                  image_hw) -> Tuple:
+    """:func:`anchor_boxes_and_scores` of an anchor head's facts."""
+    return anchor_boxes_and_scores(outputs, head.anchor_array(), head.mask_lists(), num_classes,
+                                   input_hw, image_hw)
+
+
+# yolo3 0.6's decode functions take a head's facts, which have no behaviour (yolo3.heads is the
+# floor above): its two kinds by name. yolo3's own code asks the head itself.
+_DECODERS_OF_0_6 = {"anchor": _anchor_head_boxes_and_scores,
+                    "anchor_free": anchor_free_boxes_and_scores}
 
 
 def decode_detections(yolo_outputs: Sequence, anchors, num_classes: int, image_shape,

@@ -16,7 +16,7 @@ from yolo3.config.choices import (
     AUTO_TILE,
     CLASS_WEIGHT_METHODS,
 )
-from yolo3.config.heads import Head as HeadFacts, head_of
+from yolo3.config.heads import Head as HeadFacts
 from yolo3.config.specs import ModelSpec, get_spec
 from yolo3.config.train_config import ConfigError, DataSettings, TrainConfig
 from yolo3.core.errors import FileFormatError
@@ -94,7 +94,7 @@ class TrainData:
     def head_facts(self) -> HeadFacts:
         """The run's head as data (:mod:`yolo3.config.heads`): the variant's, with the run's
         anchors and masks where it has anchors."""
-        return head_of(self.anchors, self.masks, self.spec.head.info_head())
+        return self.spec.head.with_found_anchors(lambda: (self.anchors, self.masks))
 
     def info(self) -> ModelInfo:
         """The facts every saved body of this run carries."""
