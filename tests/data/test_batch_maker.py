@@ -71,3 +71,25 @@ def test_the_shares_of_a_batch_made_by_several_processes_are_the_whole_batch(rec
     assert all(len(s[0]) == 2 for s in shares)
     for k, array in enumerate(whole):  # images, targets, ... each split along the batch
         np.testing.assert_array_equal(np.concatenate([s[k] for s in shares]), array)
+
+
+@pytest.mark.parametrize("augment", [AugmentConfig(mosaic=1.0), AugmentConfig(mosaic=0.0), None],
+                         ids=["mosaic", "one image", "letterbox"])
+def test_the_devices_windows_make_the_host_canvas_and_the_same_targets(records, augment):
+    """``device_geometry``: each element's windows and their plans, the colour plans, the
+    canvas's size (no bytes) and the targets; resampled (the float64 reading of
+    tests/window_reference.py) they are ``device_colour``'s uint8 canvases to OpenCV's 1/32-pixel
+    positions (the pixels are noise here: the worst case), with equal colour plans and targets."""
+    from window_reference import read_windows
+    config = replace(CONFIG, augment=augment, batch_size=3)
+    host = BatchMaker(records, replace(config, device_colour=True)).batch(1, 1)
+    device = BatchMaker(records, replace(config, device_geometry=True)).batch(1, 1)
+    (canvas, colours, *targets), _ = host
+    (size, pixels, plans, device_colours, *device_targets), _ = device
+    assert pixels.dtype == np.uint8 and plans.shape == (3, 4, 11) and size.shape == (3, 64, 64, 0)
+    np.testing.assert_array_equal(device_colours, colours)
+    for a, b in zip(device_targets, targets):
+        np.testing.assert_array_equal(a, b)
+    got = np.round(read_windows(pixels, plans, (64, 64), colours[:, :2]))
+    diff = np.abs(got - canvas)
+    assert diff.mean() < 1.0 and diff.max() <= 8, (diff.mean(), diff.max())

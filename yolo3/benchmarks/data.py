@@ -180,6 +180,9 @@ def time_contender(p: dict) -> dict:
         config = replace(config, image_cache="ram", device_colour=True)
         if p["kind"] == "numpy-cached":  # the processes fill their shared cache as they go
             out.update(fill_cache(records, config))
+    if p["kind"] == "numpy-windows":  # the geometry on the device too: the host cuts windows
+        config = replace(config, image_cache="ram", device_geometry=True)
+        fill_cache(records, config)
     iterator, stop = _stream(p["kind"], records, config, p["workers"], p["num_classes"])
     warmup, batches = steady_batches(p["warmup"], p["batches"], p["workers"])
     if p["kind"] == "numpy-cached-processes":  # an epoch first: the shared cache filled
@@ -313,6 +316,9 @@ def contenders(args: argparse.Namespace) -> List[Tuple[str, str, int]]:
             if w > 1:
                 out.append((f"NumPy pipeline, RAM cache + colours on the device, {w} processes",
                             "numpy-cached-processes", w))
+        for w in args.workers or sorted({1, machine}):
+            out.append((f"NumPy pipeline, RAM cache + geometry and colours on the device, {w} "
+                        "thread(s)", "numpy-windows", w))
     if installed("grain") and not args.no_grain:
         out.append((f"NumPy pipeline through Grain, {machine} threads", "grain-threads", machine))
         out.append((f"NumPy pipeline through Grain, {machine} processes", "grain-processes",
@@ -382,12 +388,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"feeding {args.feed:g} images/s takes about {args.feed / one:.0f} cores at the "
                   f"NumPy pipeline's rate per worker ({one:.1f} images/s per thread)")
         cached = min(((u, r / u) for name, u, r in table
-                      if "RAM cache" in name and "thread" in name), default=(0, None))[1]
+                      if "RAM cache + colours" in name and "thread" in name),
+                     default=(0, None))[1]
+        windows = min(((u, r / u) for name, u, r in table
+                       if "geometry and colours" in name), default=(0, None))[1]
         if cached and one:
             print(f"the host's work per image with the RAM cache and the colours on the device: "
                   f"{cached:.1f} images/s per thread, {cached / one:.1f}x the NumPy pipeline's "
                   f"{one:.1f}; feeding {args.feed:g} images/s takes about "
                   f"{args.feed / cached:.1f} cores")
+        if windows and one:
+            print(f"the host's work per image with the RAM cache and the geometry and colours "
+                  f"on the device (the host cuts windows, the device resamples): {windows:.1f} "
+                  f"images/s per thread, {windows / one:.1f}x the NumPy pipeline's {one:.1f}"
+                  + (f", {windows / cached:.2f}x the colours alone on the device" if cached
+                     else "") + f"; feeding {args.feed:g} images/s takes about "
+                  f"{args.feed / windows:.1f} cores")
         if extras.get("resident_mb", {}).get(mosaic):
             mb = extras["resident_mb"][mosaic]
             print(f"cached loader's resident memory after each of {len(mb)} epochs (MB): "

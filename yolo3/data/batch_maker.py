@@ -7,7 +7,7 @@ processes (:mod:`yolo3.data.feeds`) make batches from the same object; the batch
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from yolo3.data.dataset_config import (
 )
 from yolo3.data.planner import ElementPlan, pad_boxes_np
 from yolo3.data.image_cache import DecodedImages
+from yolo3.data.window_pack import Window, letterbox_window, pack_windows, placed_window
 from yolo3.data.image_ops import (
     augment_image_np,
     colour_plan,
@@ -99,6 +100,24 @@ class BatchMaker:
         return out, colour_plan(plan.draws, plan.split_yx, (H, W),
                                 self.planner.augment.colours)
 
+    def windows(self, plan: ElementPlan) -> Tuple[List[Optional[Window]], np.ndarray]:
+        """One element's windows for the device's resampling (:mod:`yolo3.data.window_pack`:
+        each source's visible window cut out of its image, four per element) and its colour
+        plan ``(14,)``: resampled on the device they are :meth:`image_u8`'s canvas, to
+        OpenCV's 1/32-pixel sample positions."""
+        H, W = plan.input_hw
+        if plan.draws is None:
+            image, hw = self._source(plan, 0)
+            return ([letterbox_window(image, (H, W), hw), None, None, None],
+                    colour_plan(None, None, (H, W)))
+        regions = ((0, H, 0, W), (0, 0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0)) \
+            if plan.split_yx is None else mosaic_regions(plan.split_yx, (H, W))
+        windows = [placed_window(self._source(plan, k)[0], plan.draws[k], (H, W), region)
+                   if k < len(plan.sources) and region[1] > region[0] and region[3] > region[2]
+                   else None for k, region in enumerate(regions)]
+        return windows, colour_plan(plan.draws, plan.split_yx, (H, W),
+                                    self.planner.augment.colours)
+
     def image(self, plan: ElementPlan) -> np.ndarray:
         """The float32 ``(h, w, 3)`` image of one element's plan (a mosaic's sources augmented
         only where they show)."""
@@ -132,6 +151,13 @@ class BatchMaker:
                        if i < len(indices)]
         plans = [self.planner.element(epoch, i) for i in indices]
         boxes = np.stack([pad_boxes_np(plan.boxes, self.config.max_boxes) for plan in plans])
+        if self.config.device_geometry:  # each element's windows, resampled on the device
+            H, W = plans[0].input_hw
+            elements, colours = zip(*(self.windows(plan) for plan in plans))
+            window_pixels, window_plans = pack_windows(elements)
+            canvas = np.empty((len(plans), H, W, 0), np.uint8)  # no bytes: the canvas's size
+            return self.encode_parts((canvas, window_pixels, window_plans, np.stack(colours)),
+                                     boxes)
         if self.config.device_colour:  # each uint8 canvas drawn into its row of the batch
             H, W = plans[0].input_hw  # a batch has one input size (multi-scale: by batches)
             images = np.empty((len(plans), H, W, 3), np.uint8)
@@ -144,7 +170,11 @@ class BatchMaker:
                colours: Optional[np.ndarray] = None):
         """A batch -> what ``fit`` takes (:mod:`yolo3.data.numpy_pipeline`'s layout); ``colours``: the elements' colour
         plans, after the uint8 images."""
-        pixels = (images,) if colours is None else (images, colours)
+        return self.encode_parts((images,) if colours is None else (images, colours), boxes)
+
+    def encode_parts(self, pixels: Tuple[np.ndarray, ...], boxes: np.ndarray):
+        """:meth:`encode` of a batch's pixel inputs as they cross to the device (the canvas, or
+        the windows and their plans), the targets encoded after them."""
         if self.config.targets is None:
             return (*pixels, boxes)
         return training_inputs(self.targets, pixels, boxes)

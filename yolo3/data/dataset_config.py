@@ -68,7 +68,10 @@ class DatasetConfig:
     The NumPy pipeline only: ``image_cache`` ``none``, ``ram`` or ``disk``
     (:mod:`yolo3.data.image_cache`: each image decoded once, no larger than
     :func:`cache_longest_side`); ``device_colour``: uint8 batches with each element's colour plan,
-    the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`); ``shard``
+    the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`);
+    ``device_geometry``: the resampling there too: a ``(B, H, W, 0)`` uint8 array whose shape
+    is the canvas's (no bytes), each element's windows cut from its images and their plans
+    (:mod:`yolo3.data.window_pack`), then the colour plans; ``shard``
     ``(index, count)``: this process's contiguous share of every batch of ``batch_size``, where
     several processes assemble one global batch (:func:`shard_range`). ``first_epoch``,
     ``first_batch``: where the batches begin, as the planner numbers them (the first pass is
@@ -91,6 +94,7 @@ class DatasetConfig:
     tiles: Optional[TileSampling] = None
     image_cache: str = "none"
     device_colour: bool = False
+    device_geometry: bool = False
     shard: Tuple[int, int] = (0, 1)
     first_epoch: int = 0
     first_batch: int = 0
