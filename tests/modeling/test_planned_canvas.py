@@ -72,3 +72,33 @@ def _same_but_ties(got: np.ndarray, want: np.ndarray) -> None:
     on JAX: one value in 60,000 here)."""
     diff = np.abs(np.asarray(got) - want)
     assert diff.max() <= 1 and (diff == 0).mean() > 0.9999
+
+
+def test_images_kept_whole_on_the_device_read_as_the_packed_windows():
+    """``shared``: every source stays whole in one buffer (a cache on the device) and the plans
+    count from its first pixel (``image_plan``): no pixel crosses per batch, the canvas is the
+    packed windows' (to float32 positions: a tie or two)."""
+    from yolo3.data.window_pack import image_plan
+    rng = np.random.default_rng(4)
+    images = [rng.integers(0, 256, (*rng.integers(20, 120, 2), 3), dtype=np.uint8)
+              for _ in range(6)]
+    starts = np.cumsum([0] + [im.shape[0] * im.shape[1] for im in images])
+    cache = np.concatenate([im.reshape(-1, 3) for im in images])
+    elements, plans, splits = [], [], []
+    for b in range(3):
+        picks = rng.choice(6, 4, replace=False)
+        split = (int(rng.integers(1, H)), int(rng.integers(1, W)))
+        regions = mosaic_regions(split, (H, W))
+        draws = [AugmentDraw((int(rng.integers(20, 150)), int(rng.integers(20, 150))),
+                             (int(rng.integers(-30, H)), int(rng.integers(-30, W))),
+                             bool(rng.integers(2)), 0.0, 1.0, 1.0) for _ in range(4)]
+        elements.append(element_windows([(images[i], d) for i, d in zip(picks, draws)], (H, W),
+                                        regions))
+        plans.append([image_plan(images[i], d, (H, W), r, int(starts[i]))
+                      for i, d, r in zip(picks, draws, regions)])
+        splits.append(split)
+    packed, packed_plans = pack_windows(elements)
+    splits = np.array(splits, np.float32)
+    want = np.asarray(PlannedCanvas((H, W))(packed, packed_plans, splits))
+    got = np.asarray(PlannedCanvas((H, W), shared=True)(cache, np.array(plans), splits))
+    _same_but_ties(got, want)

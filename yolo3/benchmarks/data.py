@@ -183,6 +183,8 @@ def time_contender(p: dict) -> dict:
     if p["kind"] == "numpy-windows":  # the geometry on the device too: the host cuts windows
         config = replace(config, image_cache="ram", device_geometry=True)
         fill_cache(records, config)
+    if p["kind"] == "numpy-device-images":  # the images kept on the device: plans only
+        config = replace(config, image_cache="ram", device_images=True)
     iterator, stop = _stream(p["kind"], records, config, p["workers"], p["num_classes"])
     warmup, batches = steady_batches(p["warmup"], p["batches"], p["workers"])
     if p["kind"] == "numpy-cached-processes":  # an epoch first: the shared cache filled
@@ -319,6 +321,9 @@ def contenders(args: argparse.Namespace) -> List[Tuple[str, str, int]]:
         for w in args.workers or sorted({1, machine}):
             out.append((f"NumPy pipeline, RAM cache + geometry and colours on the device, {w} "
                         "thread(s)", "numpy-windows", w))
+        for w in args.workers or sorted({1, machine}):
+            out.append((f"NumPy pipeline, images kept on the device (plans only; prototype), {w} "
+                        "thread(s)", "numpy-device-images", w))
     if installed("grain") and not args.no_grain:
         out.append((f"NumPy pipeline through Grain, {machine} threads", "grain-threads", machine))
         out.append((f"NumPy pipeline through Grain, {machine} processes", "grain-processes",
@@ -379,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
         one = min(((u, r / u) for name, u, r in table if name.startswith("NumPy pipeline, PyD")),
                   default=(0, None))[1]
         best = max(((r / u, name) for name, u, r in table
-                    if name.startswith("NumPy") and "RAM cache" not in name),
+                    if name.startswith("NumPy") and "on the device" not in name),
                    default=None)
         if tf_rate and best:
             print(f"NumPy pipeline / tf.data, images/s per core: {best[0] / tf_rate:.2f}x "
@@ -404,6 +409,13 @@ def run(args: argparse.Namespace) -> int:
                   + (f", {windows / cached:.2f}x the colours alone on the device" if cached
                      else "") + f"; feeding {args.feed:g} images/s takes about "
                   f"{args.feed / windows:.1f} cores")
+        plans_only = min(((u, r / u) for name, u, r in table
+                          if "kept on the device" in name), default=(0, None))[1]
+        if plans_only and one:
+            print(f"the host's work per image with the images kept on the device (plans and "
+                  f"targets only; a prototype, not in training yet): {plans_only:.1f} images/s "
+                  f"per thread, {plans_only / one:.1f}x the NumPy pipeline's {one:.1f}; feeding "
+                  f"{args.feed:g} images/s takes about {args.feed / plans_only:.1f} cores")
         if extras.get("resident_mb", {}).get(mosaic):
             mb = extras["resident_mb"][mosaic]
             print(f"cached loader's resident memory after each of {len(mb)} epochs (MB): "

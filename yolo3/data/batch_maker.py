@@ -23,8 +23,16 @@ from yolo3.data.dataset_config import (
     training_inputs,
 )
 from yolo3.data.planner import ElementPlan, pad_boxes_np
-from yolo3.data.image_cache import DecodedImages
-from yolo3.data.window_pack import Window, letterbox_window, pack_windows, placed_window
+from yolo3.data.image_cache import DecodedImages, cached_hw
+from yolo3.data.window_pack import (
+    WINDOW_PLAN_WIDTH,
+    WINDOWS_PER_ELEMENT,
+    Window,
+    image_plan,
+    letterbox_window,
+    pack_windows,
+    placed_window,
+)
 from yolo3.data.image_ops import (
     augment_image_np,
     colour_plan,
@@ -54,6 +62,10 @@ class BatchMaker:
         self.images = DecodedImages(
             self.paths, self.orientations, image_hws, kind,
             longest=cache_longest_side(config) if config.image_cache != "none" else None)
+        if config.device_images and config.tiles is not None:
+            raise ValueError("images kept on the device take no tiles yet (a tile's window is "
+                             "cut at the image's own resolution)")
+        self._device_starts: Optional[np.ndarray] = None
         targets = config.targets
         self.targets = targets if targets is None or targets.anchors is None else replace(
             targets, anchors=np.asarray(targets.anchors, np.float32).reshape(-1, 2))
@@ -118,6 +130,38 @@ class BatchMaker:
         return windows, colour_plan(plan.draws, plan.split_yx, (H, W),
                                     self.planner.augment.colours)
 
+    def device_image_plans(self, plan: ElementPlan) -> Tuple[np.ndarray, np.ndarray]:
+        """One element's window plans ``(4, 11)`` reading its sources where they are kept whole
+        on the device (``device_images``: the cache's layout, :attr:`device_starts`), and its
+        colour plan: no image is decoded or cut here, only its cached size is read."""
+        H, W = plan.input_hw
+        longest = cache_longest_side(self.config)
+        plans = np.zeros((WINDOWS_PER_ELEMENT, WINDOW_PLAN_WIDTH), np.float32)
+        sizes = [np.broadcast_to(np.uint8(0), (*cached_hw(self.planner.image_hws[i], longest),
+                                               3)) for i in plan.sources]
+        if plan.draws is None:
+            cut, row = letterbox_window(sizes[0], (H, W), self.planner.image_hws[plan.sources[0]])
+            plans[0] = row
+            plans[0, 4] = self.device_starts[plan.sources[0]]
+            return plans, colour_plan(None, None, (H, W))
+        regions = ((0, H, 0, W),) if plan.split_yx is None else mosaic_regions(plan.split_yx,
+                                                                                (H, W))
+        for k, region in enumerate(regions):
+            plans[k] = image_plan(sizes[k], plan.draws[k], (H, W), region,
+                                  int(self.device_starts[plan.sources[k]]))
+        return plans, colour_plan(plan.draws, plan.split_yx, (H, W),
+                                  self.planner.augment.colours)
+
+    @property
+    def device_starts(self) -> np.ndarray:
+        """Where each record's cached image begins in a cache kept whole on the device: the
+        records' cached sizes one after another (pixels, int64)."""
+        if self._device_starts is None:
+            longest = cache_longest_side(self.config)
+            pixels = [h * w for h, w in (cached_hw(hw, longest) for hw in self.planner.image_hws)]
+            self._device_starts = np.concatenate([[0], np.cumsum(pixels)[:-1]]).astype(np.int64)
+        return self._device_starts
+
     def image(self, plan: ElementPlan) -> np.ndarray:
         """The float32 ``(h, w, 3)`` image of one element's plan (a mosaic's sources augmented
         only where they show)."""
@@ -151,6 +195,11 @@ class BatchMaker:
                        if i < len(indices)]
         plans = [self.planner.element(epoch, i) for i in indices]
         boxes = np.stack([pad_boxes_np(plan.boxes, self.config.max_boxes) for plan in plans])
+        if self.config.device_images:  # plans only: the images live on the device
+            H, W = plans[0].input_hw
+            window_plans, colours = zip(*(self.device_image_plans(plan) for plan in plans))
+            canvas = np.empty((len(plans), H, W, 0), np.uint8)
+            return self.encode_parts((canvas, np.stack(window_plans), np.stack(colours)), boxes)
         if self.config.device_geometry:  # each element's windows, resampled on the device
             H, W = plans[0].input_hw
             elements, colours = zip(*(self.windows(plan) for plan in plans))

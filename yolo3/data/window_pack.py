@@ -34,7 +34,7 @@ from yolo3.data.planner import AugmentDraw
 from yolo3.ops.letterbox import geometry_np
 
 __all__ = ["WINDOW_PLAN_WIDTH", "WINDOWS_PER_ELEMENT", "Window", "element_windows",
-           "letterbox_window", "pack_windows", "placed_window"]
+           "image_plan", "letterbox_window", "pack_windows", "placed_window"]
 
 WINDOW_PLAN_WIDTH = 11
 WINDOWS_PER_ELEMENT = 4
@@ -44,10 +44,10 @@ Window = Tuple[np.ndarray, np.ndarray]  # (the cut, uint8 (h, w, 3); its plan ro
 
 
 def _cut(image: np.ndarray, hw: Sequence[int], rows: Tuple[int, int], cols: Tuple[int, int],
-         mirror: bool) -> Tuple[np.ndarray, Tuple[float, float, float, float]]:
+         mirror: bool, whole: bool = False) -> Tuple[np.ndarray, Tuple[float, float, float, float]]:
     """The part of ``image`` whose bilinear samples make ``resize(image, hw)[rows, cols]``
-    (mirrored with ``mirror``), and ``(ay, by, ax, bx)`` for window pixel ``(j, i)``: cut row
-    ``ay * j + by``, cut column ``ax * i + bx``."""
+    (mirrored with ``mirror``; ``whole``: the whole image), and ``(ay, by, ax, bx)`` for window
+    pixel ``(j, i)``: cut row ``ay * j + by``, cut column ``ax * i + bx``."""
     h, w = int(hw[0]), int(hw[1])
     sy, sx = image.shape[0] / h, image.shape[1] / w
     (r0, r1), (c0, c1) = rows, cols
@@ -58,6 +58,8 @@ def _cut(image: np.ndarray, hw: Sequence[int], rows: Tuple[int, int], cols: Tupl
     bottom = min(max(int(np.floor(y_last)) + 2, top + 1), image.shape[0])
     left = min(max(int(np.floor(x_first)), 0), image.shape[1] - 1)
     right = min(max(int(np.floor(x_last)) + 2, left + 1), image.shape[1])
+    if whole:
+        top, bottom, left, right = 0, image.shape[0], 0, image.shape[1]
     ay, by = sy, y_first - top
     if mirror:  # window column i is the resize's column c1 - 1 - i
         ax, bx = -sx, x_last - left
@@ -67,21 +69,35 @@ def _cut(image: np.ndarray, hw: Sequence[int], rows: Tuple[int, int], cols: Tupl
 
 
 def placed_window(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int],
-                  region: Optional[Region] = None) -> Optional[Window]:
+                  region: Optional[Region] = None, whole: bool = False) -> Optional[Window]:
     """The window of ``image`` that ``draw`` shows in ``region`` of the canvas (the whole canvas
     by default), as :func:`~yolo3.data.image_ops.place_image_u8` places it; None when it does
-    not show there."""
+    not show there. ``whole``: the "cut" is the whole image (one that already lives on the
+    device, :func:`image_plan`), the plan reading it from its first pixel."""
     (y1, y2, x1, x2), (top, bottom, left, right) = _visible(draw, input_hw, region)
     if bottom <= top or right <= left:
         return None
     (nh, nw), (dy, dx) = draw.new_hw, draw.offset_hw
     c0, c1 = _window_columns(x1, x2, left, right, draw.flip)
     cut, (ay, by, ax, bx) = _cut(image, (nh, nw), (top - dy, bottom - dy),
-                                 (left - dx, right - dx), draw.flip)
+                                 (left - dx, right - dx), draw.flip, whole)
     first = 0 if region is None else int(region[2])  # the region's first column, as placed
     plan = np.array([top, bottom, first + c0, first + c1, 0, cut.shape[0], cut.shape[1],
                      ay, by, ax, bx], np.float64)
     return cut, plan
+
+
+def image_plan(image: np.ndarray, draw: AugmentDraw, input_hw: Sequence[int],
+               region: Optional[Region], start: int) -> np.ndarray:
+    """The plan row (11 float32; empty where ``draw`` does not show in ``region``) that reads
+    ``image``, kept whole on the device from pixel ``start`` of its cache, as ``draw`` places
+    it: no pixel crosses from the host."""
+    window = placed_window(image, draw, input_hw, region, whole=True)
+    if window is None:
+        return np.zeros(WINDOW_PLAN_WIDTH, np.float32)
+    plan = window[1].astype(np.float32)
+    plan[4] = start
+    return plan
 
 
 def letterbox_window(image: np.ndarray, input_hw: Sequence[int],

@@ -26,15 +26,18 @@ class PlannedCanvas(keras.layers.Layer):
     """``(pixels, windows, split)`` -> float32 ``(B, H, W, 3)`` canvases in whole levels
     ``[0, 255]``.
 
-    ``pixels``: uint8 ``(B, P, 3)``; ``windows``: float32 ``(B, 4, 11)``
+    ``pixels``: uint8 ``(B, P, 3)``, each element's own row; with ``shared``, one ``(P, 3)``
+    buffer every element reads (images kept on the device: the plans' ``start`` counts from its
+    first pixel, :func:`yolo3.data.window_pack.image_plan`); ``windows``: float32 ``(B, 4, 11)``
     (:mod:`yolo3.data.window_pack`); ``split``: ``(B, 2)`` each element's mosaic split
     ``(cy, cx)`` (``(H, W)`` for one image; the colour plan's first two numbers). ``input_hw``:
     the canvas ``(H, W)``."""
 
-    def __init__(self, input_hw: Sequence[int], **kwargs):
+    def __init__(self, input_hw: Sequence[int], shared: bool = False, **kwargs):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.input_hw = (int(input_hw[0]), int(input_hw[1]))
+        self.shared = bool(shared)
 
     def call(self, pixels, windows, split):
         H, W = self.input_hw
@@ -59,10 +62,15 @@ class PlannedCanvas(keras.layers.Layer):
         ya, yb = ops.clip(y0, 0.0, last_y), ops.clip(y0 + 1.0, 0.0, last_y)
         xa, xb = ops.clip(x0, 0.0, last_x), ops.clip(x0 + 1.0, 0.0, last_x)
         flat = ops.cast(pixels, "float32")
+        if self.shared:  # one buffer for the batch: (P, 3), read by flat index
+            flat = ops.reshape(flat, (-1,))
+            channel = ops.arange(3, dtype="int32")
 
         def read(yy, xx):  # (B, H, W, 3): the cut's pixel (yy, xx) of each canvas pixel
             index = ops.cast(start + yy * w + xx, "int32")
             index = ops.where(inside, index, 0)
+            if self.shared:
+                return ops.take(flat, index[..., None] * 3 + channel, axis=0)
             index = ops.reshape(index, (batch, H * W, 1))
             got = ops.take_along_axis(flat, ops.repeat(index, 3, axis=-1), axis=1)
             return ops.reshape(got, (batch, H, W, 3))
@@ -73,7 +81,7 @@ class PlannedCanvas(keras.layers.Layer):
         return ops.where(inside[..., None], value, PAD_LEVEL)
 
     def compute_output_spec(self, pixels, windows, split):
-        return keras.KerasTensor((pixels.shape[0], *self.input_hw, 3), dtype="float32")
+        return keras.KerasTensor((windows.shape[0], *self.input_hw, 3), dtype="float32")
 
     def get_config(self):
-        return {**super().get_config(), "input_hw": list(self.input_hw)}
+        return {**super().get_config(), "input_hw": list(self.input_hw), "shared": self.shared}
