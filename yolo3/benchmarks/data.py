@@ -333,6 +333,22 @@ def contenders(args: argparse.Namespace) -> List[Tuple[str, str, int]]:
     return out
 
 
+# the summary's lines on the host's work per image: (what the loader does, its rows' name part)
+HOST_WORK_LINES = (
+    ("the RAM cache and the colours on the device", "RAM cache + colours"),
+    ("the RAM cache and the geometry and colours on the device (the host cuts windows, the "
+     "device resamples)", "geometry and colours"),
+    ("the images kept on the device (plans and targets only; a prototype, not in training "
+     "yet)", "kept on the device"),
+)
+
+
+def _per_thread(table, *parts: str) -> Optional[float]:
+    """The images per second per thread of the fewest-thread row whose name holds ``parts``."""
+    return min(((u, r / u) for name, u, r in table if all(p in name for p in parts)),
+               default=(0, None))[1]
+
+
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if getattr(args, "scale", 0):
@@ -392,30 +408,15 @@ def run(args: argparse.Namespace) -> int:
         if one:
             print(f"feeding {args.feed:g} images/s takes about {args.feed / one:.0f} cores at the "
                   f"NumPy pipeline's rate per worker ({one:.1f} images/s per thread)")
-        cached = min(((u, r / u) for name, u, r in table
-                      if "RAM cache + colours" in name and "thread" in name),
-                     default=(0, None))[1]
-        windows = min(((u, r / u) for name, u, r in table
-                       if "geometry and colours" in name), default=(0, None))[1]
-        if cached and one:
-            print(f"the host's work per image with the RAM cache and the colours on the device: "
-                  f"{cached:.1f} images/s per thread, {cached / one:.1f}x the NumPy pipeline's "
-                  f"{one:.1f}; feeding {args.feed:g} images/s takes about "
-                  f"{args.feed / cached:.1f} cores")
-        if windows and one:
-            print(f"the host's work per image with the RAM cache and the geometry and colours "
-                  f"on the device (the host cuts windows, the device resamples): {windows:.1f} "
-                  f"images/s per thread, {windows / one:.1f}x the NumPy pipeline's {one:.1f}"
-                  + (f", {windows / cached:.2f}x the colours alone on the device" if cached
-                     else "") + f"; feeding {args.feed:g} images/s takes about "
-                  f"{args.feed / windows:.1f} cores")
-        plans_only = min(((u, r / u) for name, u, r in table
-                          if "kept on the device" in name), default=(0, None))[1]
-        if plans_only and one:
-            print(f"the host's work per image with the images kept on the device (plans and "
-                  f"targets only; a prototype, not in training yet): {plans_only:.1f} images/s "
-                  f"per thread, {plans_only / one:.1f}x the NumPy pipeline's {one:.1f}; feeding "
-                  f"{args.feed:g} images/s takes about {args.feed / plans_only:.1f} cores")
+        cached = _per_thread(table, "RAM cache + colours", "thread")
+        for label, key in HOST_WORK_LINES:
+            rate = _per_thread(table, key)
+            if rate and one:
+                beside = (f", {rate / cached:.2f}x the colours alone on the device"
+                          if cached and key != "RAM cache + colours" else "")
+                print(f"the host's work per image with {label}: {rate:.1f} images/s per thread, "
+                      f"{rate / one:.1f}x the NumPy pipeline's {one:.1f}{beside}; feeding "
+                      f"{args.feed:g} images/s takes about {args.feed / rate:.1f} cores")
         if extras.get("resident_mb", {}).get(mosaic):
             mb = extras["resident_mb"][mosaic]
             print(f"cached loader's resident memory after each of {len(mb)} epochs (MB): "
