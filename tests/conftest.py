@@ -79,3 +79,12 @@ def trained_world(tmp_path_factory):
     run commands on; tests copy what they change (tests/cli_harness.py)."""
     from cli_harness import make_trained_world
     return make_trained_world(tmp_path_factory.mktemp("world"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """An ``extended`` test (beyond CI's time: ``YOLO3_SLOW=all``) is a slow one too, so the
+    default suite never runs it."""
+    loose = [item.nodeid for item in items
+             if item.get_closest_marker("extended") and not item.get_closest_marker("slow")]
+    if loose:
+        raise pytest.UsageError(f"marked extended but not slow: {', '.join(loose)}")

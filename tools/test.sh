@@ -2,6 +2,8 @@
 # Set up (once) and run the yolo3 test suite.
 #   bash tools/test.sh              default suite (slow tests excluded)
 #   YOLO3_SLOW=1 bash tools/test.sh the default suite, then the slow tests (as CI)
+#   YOLO3_SLOW=all bash tools/test.sh  the same, the extended tests too (the longest slow ones,
+#                                      beyond CI's time: run them before a submission)
 #   bash tools/test.sh tests/test_model.py -k params   extra arguments go to pytest
 # Each run is in YOLO3_TEST_WORKERS processes (pytest-xdist, default 2; each test file whole in
 # one of them, so module fixtures are made once); 0 runs the tests in this one. With
@@ -31,7 +33,8 @@ run_pytest() {  # run_pytest MARKER [pytest arguments]: pytest's code (no tests 
   return $rc
 }
 
-if [[ "${YOLO3_SLOW:-0}" != "1" ]]; then
+slow="${YOLO3_SLOW:-0}"
+if [[ "$slow" != "1" && "$slow" != "all" ]]; then
   rc=0; run_pytest "not slow" "$@" || rc=$?
   exit $rc
 fi
@@ -44,7 +47,9 @@ start=$SECONDS
 rc_default=0; run_pytest "not slow" || rc_default=$?
 echo "tools/test.sh: the default suite took $((SECONDS - start)) s (exit $rc_default)" >&2
 start=$SECONDS
-rc_slow=0; run_pytest "slow" --durations=60 || rc_slow=$?
+slow_marker="slow and not extended"
+if [[ "$slow" == "all" ]]; then slow_marker="slow"; fi
+rc_slow=0; run_pytest "$slow_marker" --durations=60 || rc_slow=$?
 echo "tools/test.sh: the slow set took $((SECONDS - start)) s (exit $rc_slow)" >&2
 if [[ $rc_default -ne 0 ]]; then exit $rc_default; fi
 exit $rc_slow

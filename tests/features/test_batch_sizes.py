@@ -56,6 +56,7 @@ def _config(d: Path, out: Path, **kw):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # two trainings on a realistic set (271 s in CI's slow set)
 def test_recomputed_statistics_learn_at_global_batch_16_on_a_realistic_set(realistic, tmp_path):
     from yolo3.training.train import train
     train(_config(realistic, tmp_path / "defaults"))
@@ -75,6 +76,7 @@ def _cli(out: Path, d: Path, *extra: str, variant: str = "tiny") -> subprocess.C
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # two trainings to a set mAP (283 s in CI's slow set)
 @pytest.mark.parametrize("variant", ["tiny-af"])  # the anchor head: tests/training/test_parallel.py
 def test_two_replicas_reach_one_devices_map_at_the_same_global_batch(tmp_path, variant):
     """The demo's kind of data (where mAP is high enough to compare): 1 device at batch 16 and 2

@@ -575,7 +575,8 @@ def test_run_measured_sees_the_largest_process_and_the_tree_together():
     assert slow.returncode == -9 and slow.seconds < 10
 
 
-@pytest.mark.slow  # CI runs it: seven exports and their timings, about 3 minutes on 2 cores
+@pytest.mark.slow
+@pytest.mark.extended  # seven exports and their timings (326 s in CI's slow set)
 def test_export_benchmark_gives_every_formats_time_memory_and_size(tmp_path):
     """tiny-af (no Darknet layout: random Keras weights, no OpenCV DNN) at 96: a cost row per
     format with its seconds and both peaks, then the latency table."""
@@ -616,7 +617,8 @@ def test_the_processes_benchmark_refuses_more_processes_than_cores(capsys):
     assert f"--processes {too_many}: one core each" in err and "Traceback" not in err
 
 
-@pytest.mark.slow  # CI runs it (.ci/run): five training processes, about 3 minutes
+@pytest.mark.slow
+@pytest.mark.extended  # five training processes (404 s in CI's slow set)
 def test_the_processes_benchmark_runs_the_contenders_side_by_side(tmp_path, capsys):
     pytest.importorskip("jax", reason="JAX is not installed here (the test extra has it)")
     from yolo3.cli import main

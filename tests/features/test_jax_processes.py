@@ -148,6 +148,7 @@ def test_two_processes_train_as_one_process_with_two_devices(runs):
         assert two["history"]["mAP50_95"][-1] > 0
 
 
+@pytest.mark.extended  # its own two-process runs (161 s of set-up in CI's slow set)
 def test_two_processes_with_replica_batch_norm_train_as_one_process_with_two_devices(
         replica_runs, runs):
     """The shard_map step (each replica's own batch statistics, one flat all-reduce) across two
@@ -184,6 +185,7 @@ def _cli(data: Path, out: Path, port: int, process_id: int, *extra: str) -> subp
                             text=True, cwd=str(REPO))
 
 
+@pytest.mark.extended  # a killed run and its resumption (274 s in CI's slow set)
 def test_a_killed_process_ends_the_other_and_the_resumed_run_ends_as_an_unbroken_one(
         data, runs, tmp_path):
     out, port = tmp_path / "run", _free_port()

@@ -89,7 +89,8 @@ def test_converted_spp_loads_into_the_spp_body(spp_cfg, tmp_path):
     assert mapping["head_s32_spp_reduce"] == 84 and mapping["output_s32"] == 88
 
 
-@pytest.mark.slow  # one step, but every checkpoint of a 62M-parameter body is written (about 50 s)
+@pytest.mark.slow  # one step, but every checkpoint of a 62M-parameter body is written
+@pytest.mark.extended  # 211 s in CI's slow set
 def test_trains_through_the_cli(tmp_path):
     from yolo3.checkpoint.metadata import read_info
     from yolo3.cli.train import main

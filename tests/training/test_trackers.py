@@ -209,7 +209,8 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait(timeout=30)
 
 
-@pytest.mark.slow  # CI runs it (.ci/run): a real server and three short runs, about 90 s
+@pytest.mark.slow
+@pytest.mark.extended  # a real MLflow server and three short runs (122 s in CI's slow set)
 def test_training_logged_to_a_real_mlflow_server(mlflow_server, step_config, tmp_path,
                                                  monkeypatch, caplog):
     """The settings, each epoch's values, pictures, report, history and final model read back

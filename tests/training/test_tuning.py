@@ -132,7 +132,8 @@ def _tune_command(d: Path, classes: str, study: Path, *extra):
             "--no-pictures", "--quiet", "--trials", "4", "--output", str(study), *extra]
 
 
-@pytest.mark.slow  # CI runs it (.ci/run): six one-epoch training runs, about 2 minutes
+@pytest.mark.slow
+@pytest.mark.extended  # six one-epoch training runs (273 s in CI's slow set)
 def test_a_real_study_killed_after_two_trials_resumes_and_its_best_trains(tmp_path):
     from yolo3.data.synthetic import make_synthetic_dataset
     d = tmp_path / "ds"
