@@ -11,6 +11,7 @@ import pytest
 
 from yolo3.checkpoint.saving import atomic_save_model
 from yolo3.config.specs import all_specs, get_spec
+from yolo3.data.window_pack import letterbox_window, pack_windows
 from yolo3.modeling import batch_norm
 from yolo3.modeling.anchor_free_loss import AnchorFreeLoss, anchor_free_training_model
 from yolo3.modeling.bodies import build_spec_body
@@ -21,6 +22,7 @@ from yolo3.modeling.graph_surgery import (
 )
 from yolo3.modeling.loss import YoloLoss, identity_loss, yolo_training_model
 from yolo3.modeling.pixel_input import PlannedPixels, with_planned_pixels
+from yolo3.modeling.planned_canvas import PlannedCanvas
 from yolo3.modeling.schedules import WarmupCosine
 from yolo3.ops.targets import preprocess_true_boxes
 from yolo3.training.parallel import ReplicaWrapper
@@ -217,8 +219,33 @@ def _planned_pixels(tmp_path):
     _fit_one_step(reloaded, (pixels, plans, *y_true), np.zeros(len(images), np.float32))
 
 
+def _planned_canvas(tmp_path):
+    """A training model fed packed windows: each image one window over the canvas at its own
+    size (every sample on a pixel), so its loss is the template's on the same pixels; it
+    reloads, and it trains."""
+    spec = TINY
+    _, template = _template(spec)
+    images, y_true = _batch(spec)
+    pixels = np.round(images * 255).astype(np.uint8)
+    packed, plans = pack_windows([[letterbox_window(p, HW), None, None, None] for p in pixels])
+    split = np.tile(np.array(HW, np.float32), (len(images), 1))
+    inputs = [keras.Input((None, 3), dtype="uint8"), keras.Input((4, 11)), keras.Input((2,)),
+              *(keras.Input(y.shape[1:]) for y in y_true)]
+    canvas = PlannedCanvas(HW, name="planned_canvas")(*inputs[:3])
+    model = keras.Model(inputs, template([keras.layers.Rescaling(1 / 255)(canvas), *inputs[3:]]))
+    loss = np.asarray(model((packed, plans, split, *y_true)))
+    expected = np.asarray(template((pixels.astype(np.float32) * np.float32(1 / 255), *y_true)))
+    np.testing.assert_allclose(loss, expected, rtol=1e-6)
+    reloaded = _round_trip_model(model, tmp_path)
+    assert reloaded.get_layer("planned_canvas").input_hw == HW
+    np.testing.assert_allclose(np.asarray(reloaded((packed, plans, split, *y_true))), loss,
+                               rtol=1e-6)
+    _fit_one_step(reloaded, (packed, plans, split, *y_true), np.zeros(len(images), np.float32))
+
+
 CASES = [*(_body_case(s) for s in all_specs()),
          Case("PlannedPixels", _planned_pixels, ("yolo3>PlannedPixels",)),
+         Case("PlannedCanvas", _planned_canvas, ("yolo3>PlannedCanvas",)),
          Case("YoloLoss", _loss_layer, ("yolo3>YoloLoss",)),
          Case("AnchorFreeLoss", _anchor_free_loss_layer, ("yolo3>AnchorFreeLoss",)),
          Case("WarmupCosine", _schedule, ("yolo3>WarmupCosine",)),
