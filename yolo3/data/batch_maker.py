@@ -65,7 +65,8 @@ class BatchMaker:
         if config.device_images and config.tiles is not None:
             raise ValueError("images kept on the device take no tiles yet (a tile's window is "
                              "cut at the image's own resolution)")
-        self._device_starts: Optional[np.ndarray] = None
+        # device_images: where each record's cached image begins in the cache on the device
+        self.device_starts = self._cache_layout() if config.device_images else None
         targets = config.targets
         self.targets = targets if targets is None or targets.anchors is None else replace(
             targets, anchors=np.asarray(targets.anchors, np.float32).reshape(-1, 2))
@@ -132,7 +133,7 @@ class BatchMaker:
 
     def device_image_plans(self, plan: ElementPlan) -> Tuple[np.ndarray, np.ndarray]:
         """One element's window plans ``(4, 11)`` reading its sources where they are kept whole
-        on the device (``device_images``: the cache's layout, :attr:`device_starts`), and its
+        on the device (``device_images``: the cache's layout, ``device_starts``), and its
         colour plan: no image is decoded or cut here, only its cached size is read."""
         H, W = plan.input_hw
         longest = cache_longest_side(self.config)
@@ -140,8 +141,8 @@ class BatchMaker:
         sizes = [np.broadcast_to(np.uint8(0), (*cached_hw(self.planner.image_hws[i], longest),
                                                3)) for i in plan.sources]
         if plan.draws is None:
-            cut, row = letterbox_window(sizes[0], (H, W), self.planner.image_hws[plan.sources[0]])
-            plans[0] = row
+            shown_hw = self.planner.image_hws[plan.sources[0]]
+            plans[0] = letterbox_window(sizes[0], (H, W), shown_hw)[1]
             plans[0, 4] = self.device_starts[plan.sources[0]]
             return plans, colour_plan(None, None, (H, W))
         regions = ((0, H, 0, W),) if plan.split_yx is None else mosaic_regions(plan.split_yx,
@@ -152,15 +153,12 @@ class BatchMaker:
         return plans, colour_plan(plan.draws, plan.split_yx, (H, W),
                                   self.planner.augment.colours)
 
-    @property
-    def device_starts(self) -> np.ndarray:
+    def _cache_layout(self) -> np.ndarray:
         """Where each record's cached image begins in a cache kept whole on the device: the
         records' cached sizes one after another (pixels, int64)."""
-        if self._device_starts is None:
-            longest = cache_longest_side(self.config)
-            pixels = [h * w for h, w in (cached_hw(hw, longest) for hw in self.planner.image_hws)]
-            self._device_starts = np.concatenate([[0], np.cumsum(pixels)[:-1]]).astype(np.int64)
-        return self._device_starts
+        longest = cache_longest_side(self.config)
+        pixels = [h * w for h, w in (cached_hw(hw, longest) for hw in self.planner.image_hws)]
+        return np.concatenate([[0], np.cumsum(pixels)[:-1]]).astype(np.int64)
 
     def image(self, plan: ElementPlan) -> np.ndarray:
         """The float32 ``(h, w, 3)`` image of one element's plan (a mosaic's sources augmented
