@@ -97,14 +97,15 @@ def test_the_devices_windows_make_the_host_canvas_and_the_same_targets(records, 
 
 @pytest.mark.parametrize("augment", [AugmentConfig(mosaic=1.0), None], ids=["mosaic", "letterbox"])
 def test_images_kept_on_the_device_need_plans_only(records, augment):
-    """``device_images`` (a prototype): nothing decoded or cut per batch, only each window's plan
-    into the cache's layout (each record's cached image one after another); read from the whole
-    cache they are ``device_geometry``'s windows (float32 positions: a tie or two), with the
-    same colour plans and targets."""
+    """``device_images``: nothing decoded or cut per batch, only each window's plan and where its
+    image begins in the buffer's layout (each record's cached image one after another, a repeated
+    one kept once); read from the whole cache they are ``device_geometry``'s windows (float32
+    positions: a tie or two), with the same colour plans and targets."""
     from window_reference import read_windows
     config = replace(CONFIG, augment=augment, batch_size=3)
     maker = BatchMaker(records, replace(config, device_images=True))
-    (size, plans, colours, *targets), _ = maker.batch(1, 1)
+    (size, plans, starts, colours, *targets), _ = maker.batch(1, 1)
+    assert starts.dtype == np.int32 and (plans[..., 4] == 0).all()
     assert maker.images._ram == {}  # no image decoded to make the batch
     cache = np.concatenate([maker.decoded(i).reshape(-1, 3) for i in range(len(records))])
     ends = maker.device_starts + [maker.decoded(i).shape[0] * maker.decoded(i).shape[1]
@@ -115,9 +116,13 @@ def test_images_kept_on_the_device_need_plans_only(records, augment):
     np.testing.assert_array_equal(colours, want_colours)
     for a, b in zip(targets, want_targets):
         np.testing.assert_array_equal(a, b)
+    plans = plans.astype(np.float64)
+    plans[..., 4] = starts
     whole = read_windows(cache[None].repeat(3, 0), plans, (64, 64), colours[:, :2])
     cut = read_windows(pixels, window_plans, (64, 64), colours[:, :2])
     assert size.shape == (3, 64, 64, 0) and np.abs(whole - cut).max() < 0.05
+    again = BatchMaker([*records, records[0]], replace(config, device_images=True))
+    assert (again.device_starts == [*maker.device_starts, 0]).all()  # the repeat kept once
     with pytest.raises(ValueError, match="take no tiles"):
         from yolo3.data.tiling import TileSampling
         BatchMaker(records, replace(config, device_images=True, tiles=TileSampling(32)))

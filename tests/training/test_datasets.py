@@ -2,6 +2,8 @@
 batch-norm statistics, and how a tf.distribute strategy splits the batches."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -198,3 +200,95 @@ def test_the_feed_is_threads_below_four_workers_and_processes_from_four(step_con
     assert datasets.pick_feed(step_config()) == "processes"
     monkeypatch.setattr(datasets, "default_workers", lambda: 2)
     assert datasets.pick_feed(step_config()) == "threads"
+
+
+def test_images_kept_on_the_device_send_plans_into_one_buffer(step_config):
+    """``cache device``: training's and validation's images in one layout (validation's after
+    training's), nothing decoded on the host per batch, each batch the canvas's size, the window
+    plans, where each window's image begins, the colour plans and the targets."""
+    from yolo3.training import datasets
+    config = step_config(val_split=0.2, cache="device", mosaic=0.5)
+    assert datasets.pick_augment_site(config) == "device"  # on a CPU too: the images are there
+    assert datasets.pick_pipeline(config) == "numpy"
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+    training, validation = datasets.dataset_configs(config, data, placement)
+    assert training.device_layout is validation.device_layout
+    assert training.device_images and not training.device_colour
+    assert training.image_cache == "none"
+    layout = training.device_layout
+    assert len(layout) == len(data.records) + len(data.val_records)
+    train_ds, val_ds = make_datasets(config, data, placement)
+    try:
+        (canvas, plans, starts, colours, *targets), _ = train_ds[0]
+        assert canvas.shape == (2, 64, 64, 0) and plans.shape == (2, 4, 11)
+        assert starts.dtype == np.int32 and colours.shape == (2, 14)
+        assert train_ds.maker.images.kind == "none" and not train_ds.maker.images._ram
+        (_, _, val_starts, _, *_), _ = val_ds[0]
+        first_val = layout.starts[len(data.records)]
+        assert val_starts[:, 0].min() >= first_val  # validation's images after training's
+    finally:
+        train_ds.close()
+        val_ds.close()
+
+
+def test_what_the_images_kept_on_the_device_cannot_do_is_refused_before_anything(
+        step_config, monkeypatch):
+    from yolo3.config.train_config import ConfigError
+    from yolo3.core.errors import NotEnoughMemory
+    from yolo3.data import image_cache
+    from yolo3.training import datasets
+    config = step_config(val_split=0.2, cache="device")
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+
+    def refused(settings, match, names, data=data, placement=placement):
+        with pytest.raises(ConfigError, match=match) as e:
+            datasets.check_image_cache(step_config(val_split=0.2, cache="device", **settings),
+                                       data, placement)
+        assert set(e.value.settings) == set(names)
+
+    refused({"augment_on": "host"}, "cache device with augment_on host", {"cache", "augment_on"})
+    refused({"pipeline": "tf"}, "cache device with pipeline tf", {"cache", "pipeline"})
+    tiled = replace(data, tile=32)
+    refused({}, "cache device with tile", {"cache", "tile"}, data=tiled)
+    two = step_config(val_split=0.2, cache="device", cpu_replicas=2)
+    refused({"cpu_replicas": 2}, "with 2 replicas in 1 process", {"cache", "cpu_replicas"},
+            placement=pick_strategy(two, len(data.records)))
+    assert datasets.check_image_cache(config, data, placement) == 3 * sum(
+        64 * 64 for _ in range(10))  # 64 px images, kept whole, each once
+    monkeypatch.setattr(image_cache, "available_memory", lambda: 50_000)  # the CPU's memory
+    with pytest.raises(NotEnoughMemory, match=r"--cache device: the 10 decoded images need"):
+        datasets.check_image_cache(config, data, placement)
+    monkeypatch.setattr(datasets, "accelerator_memory",
+                        lambda backend, setting: (200_000, "0.0 GB on a GPU"))
+    with pytest.raises(NotEnoughMemory, match=r"more than 30% of the 0.0 GB on a GPU"):
+        datasets.check_image_cache(config, data, placement)
+    monkeypatch.setattr(datasets, "accelerator_memory",
+                        lambda backend, setting: (10 ** 9, "1.0 GB on a GPU"))
+    datasets.check_image_cache(config, data, placement)  # fits there
+    monkeypatch.setattr(datasets, "MAX_PIXELS", 1000)
+    with pytest.raises(NotEnoughMemory, match=r"40,960 pixels .* the device reads at most 1,000"):
+        datasets.check_image_cache(config, data, placement)
+
+
+def test_the_model_fit_runs_is_chosen_by_where_the_pixels_are(step_config):
+    from yolo3.modeling.pixel_input import with_planned_pixels
+    from yolo3.training import datasets
+    config = step_config(val_split=0.2)
+    data = prepare_data(config)
+    placement = pick_strategy(config, len(data.records))
+    assert datasets.device_feed(config, placement, (None, None)) is None
+    colours = step_config(val_split=0.2, augment_on="device")
+    assert datasets.device_feed(colours, placement, make_datasets(colours, data, placement)
+                                ) is with_planned_pixels
+    kept = step_config(val_split=0.2, cache="device")
+    batches = make_datasets(kept, data, placement)
+    feed = datasets.device_feed(kept, placement, batches)
+    import keras
+    image = keras.Input((64, 64, 3))
+    fed = feed(keras.Model(image, keras.layers.Dense(1)(image)))
+    (buffer,) = fed.non_trainable_variables
+    assert tuple(buffer.shape) == (batches[0].config.device_layout.pixels, 3)
+    for ds in batches:
+        ds.close()

@@ -184,7 +184,7 @@ def time_contender(p: dict) -> dict:
         config = replace(config, image_cache="ram", device_geometry=True)
         fill_cache(records, config)
     if p["kind"] == "numpy-device-images":  # the images kept on the device: plans only
-        config = replace(config, image_cache="ram", device_images=True)
+        config = replace(config, device_images=True)  # nothing decoded on the host
     iterator, stop = _stream(p["kind"], records, config, p["workers"], p["num_classes"])
     warmup, batches = steady_batches(p["warmup"], p["batches"], p["workers"])
     if p["kind"] == "numpy-cached-processes":  # an epoch first: the shared cache filled

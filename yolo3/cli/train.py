@@ -201,12 +201,15 @@ def add_arguments(p: argparse.ArgumentParser, output_help: str = OUTPUT_HELP,
                    f"{PROCESS_FEED_FROM} workers) (default %(default)s)")
     r.add_argument("--cache", choices=IMAGE_CACHES, default=d("cache"),
                    help="decode each training image once, no larger than the recipe needs, and "
-                   "keep it in ram (its size is printed; refused where it would not fit) or on "
-                   "disk under $YOLO3_CACHE_DIR; the numpy pipeline's (default %(default)s)")
+                   "keep it in ram (its size is printed; refused where it would not fit), on "
+                   "disk under $YOLO3_CACHE_DIR, or on the device (the GPU: its placement, "
+                   "mosaic and colours run there too, only plans cross per batch; one device, "
+                   "no tiles); the numpy pipeline's (default %(default)s)")
     r.add_argument("--augment-on", choices=AUGMENT_SITES, default=d("augment_on"),
                    help="where the colour distortion and the scaling to [0, 1] run: device "
                    "(uint8 batches, the colours in the training step), host, or auto (device "
-                   "where there is a GPU and the numpy pipeline feeds it) (default %(default)s)")
+                   "where there is a GPU and the numpy pipeline feeds it; always with --cache "
+                   "device) (default %(default)s)")
     b = p.add_argument_group("rare classes")
     b.add_argument("--class-weights", default=d("class_weights"),
                    type=InputPath(text=True, words=(AUTO_CLASS_WEIGHTS, *CLASS_WEIGHT_METHODS)), metavar="auto|METHOD|FILE",

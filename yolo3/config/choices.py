@@ -16,8 +16,10 @@ STRATEGIES = ("wrapper", "mirrored", "multiworker")
 AUGMENT_PRESETS = ("full", "light", "none")
 # the input pipeline: tf.data where TensorFlow imports, else NumPy/OpenCV (auto); or either
 PIPELINES = ("auto", "tf", "numpy")
-# the decoded-image cache of the numpy pipeline: none (decode at every use), ram or disk
-IMAGE_CACHES = ("none", "ram", "disk")
+# the decoded-image cache of the numpy pipeline: none (decode at every use), ram or disk (the
+# host's), or device (every image kept on the accelerator, the pixel work done there)
+HOST_IMAGE_CACHES = ("none", "ram", "disk")
+IMAGE_CACHES = (*HOST_IMAGE_CACHES, "device")
 # who makes the numpy pipeline's training batches: threads, worker processes writing into shared
 # memory, or auto (processes from PROCESS_FEED_FROM workers: yolo3.training.datasets.pick_feed)
 DATA_FEEDS = ("auto", "threads", "processes")
@@ -42,5 +44,5 @@ AUTO_CLASS_WEIGHTS = "auto"  # class_weights: the effective number of samples, c
 CLASS_WEIGHT_METHODS = ("inverse", "sqrt", "effective")
 
 __all__ = ["BOX_LOSSES", "OPTIMIZERS", "SCHEDULES", "JIT_CHOICES", "TRAINING_PRECISIONS",
-           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "IMAGE_CACHES", "AUGMENT_SITES", "DATA_FEEDS", "PROCESS_FEED_FROM", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
+           "STRATEGIES", "AUGMENT_PRESETS", "PIPELINES", "IMAGE_CACHES", "HOST_IMAGE_CACHES", "AUGMENT_SITES", "DATA_FEEDS", "PROCESS_FEED_FROM", "AUTO_ANCHORS", "AUTO_TILE", "AUTO_CLASS_WEIGHTS", "CLASS_WEIGHT_METHODS", "ANNOTATION_FORMATS",
            "ENGINES", "SIZE_DISTRIBUTIONS", "BOX_EXTENTS", "OBJECTNESS_TARGETS"]

@@ -109,7 +109,8 @@ class DataSettings:
     # who makes the numpy pipeline's training batches (yolo3.training.datasets.pick_feed): auto,
     # threads, or processes (shared memory, yolo3.data.feeds)
     data_feed: str = "auto"
-    # the numpy pipeline's decoded-image cache: none, ram or disk (yolo3.data.image_cache)
+    # the numpy pipeline's decoded-image cache: none, ram or disk (yolo3.data.image_cache), or
+    # device (kept on the accelerator, placed and coloured there: yolo3.data.device_cache)
     cache: str = "none"
     # where the colours and the scaling to [0, 1] run (yolo3.training.datasets.pick_augment_site):
     # auto (the device where there is an accelerator and the numpy pipeline), host or device

@@ -23,6 +23,7 @@ from yolo3.data.dataset_config import (
     training_inputs,
 )
 from yolo3.data.planner import ElementPlan, pad_boxes_np
+from yolo3.data.device_cache import DeviceLayout
 from yolo3.data.image_cache import DecodedImages, cached_hw
 from yolo3.data.window_pack import (
     WINDOW_PLAN_WIDTH,
@@ -65,8 +66,8 @@ class BatchMaker:
         if config.device_images and config.tiles is not None:
             raise ValueError("images kept on the device take no tiles yet (a tile's window is "
                              "cut at the image's own resolution)")
-        # device_images: where each record's cached image begins in the cache on the device
-        self.device_starts = self._cache_layout() if config.device_images else None
+        # device_images: where each record's cached image begins in the buffer on the device
+        self.device_starts = self._device_starts(records) if config.device_images else None
         targets = config.targets
         self.targets = targets if targets is None or targets.anchors is None else replace(
             targets, anchors=np.asarray(targets.anchors, np.float32).reshape(-1, 2))
@@ -131,34 +132,38 @@ class BatchMaker:
         return windows, colour_plan(plan.draws, plan.split_yx, (H, W),
                                     self.planner.augment.colours)
 
-    def device_image_plans(self, plan: ElementPlan) -> Tuple[np.ndarray, np.ndarray]:
+    def device_image_plans(self, plan: ElementPlan
+                           ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One element's window plans ``(4, 11)`` reading its sources where they are kept whole
-        on the device (``device_images``: the cache's layout, ``device_starts``), and its
-        colour plan: no image is decoded or cut here, only its cached size is read."""
+        on the device (``device_images``), where each source begins in that buffer (int32
+        ``(4,)``, :attr:`device_starts`; the plans' own ``start`` is 0) and its colour plan:
+        no image is decoded or cut here, only its cached size is read."""
         H, W = plan.input_hw
         longest = cache_longest_side(self.config)
         plans = np.zeros((WINDOWS_PER_ELEMENT, WINDOW_PLAN_WIDTH), np.float32)
+        starts = np.zeros(WINDOWS_PER_ELEMENT, np.int32)
         sizes = [np.broadcast_to(np.uint8(0), (*cached_hw(self.planner.image_hws[i], longest),
                                                3)) for i in plan.sources]
         if plan.draws is None:
             shown_hw = self.planner.image_hws[plan.sources[0]]
             plans[0] = letterbox_window(sizes[0], (H, W), shown_hw)[1]
-            plans[0, 4] = self.device_starts[plan.sources[0]]
-            return plans, colour_plan(None, None, (H, W))
+            starts[0] = self.device_starts[plan.sources[0]]
+            return plans, starts, colour_plan(None, None, (H, W))
         regions = ((0, H, 0, W),) if plan.split_yx is None else mosaic_regions(plan.split_yx,
                                                                                 (H, W))
         for k, region in enumerate(regions):
-            plans[k] = image_plan(sizes[k], plan.draws[k], (H, W), region,
-                                  int(self.device_starts[plan.sources[k]]))
-        return plans, colour_plan(plan.draws, plan.split_yx, (H, W),
-                                  self.planner.augment.colours)
+            plans[k] = image_plan(sizes[k], plan.draws[k], (H, W), region, 0)
+            starts[k] = self.device_starts[plan.sources[k]]
+        return plans, starts, colour_plan(plan.draws, plan.split_yx, (H, W),
+                                          self.planner.augment.colours)
 
-    def _cache_layout(self) -> np.ndarray:
-        """Where each record's cached image begins in a cache kept whole on the device: the
-        records' cached sizes one after another (pixels, int64)."""
+    def _device_starts(self, records: Sequence[Record]) -> np.ndarray:
+        """Where each record's cached image begins in the buffer kept on the device (pixels,
+        int64): the config's ``device_layout``, else these records' own."""
         longest = cache_longest_side(self.config)
-        pixels = [h * w for h, w in (cached_hw(hw, longest) for hw in self.planner.image_hws)]
-        return np.concatenate([[0], np.cumsum(pixels)[:-1]]).astype(np.int64)
+        layout = self.config.device_layout or DeviceLayout.of([(records, longest)])
+        return layout.starts_of(self.paths, [cached_hw(hw, longest)
+                                             for hw in self.planner.image_hws])
 
     def image(self, plan: ElementPlan) -> np.ndarray:
         """The float32 ``(h, w, 3)`` image of one element's plan (a mosaic's sources augmented
@@ -195,9 +200,11 @@ class BatchMaker:
         boxes = np.stack([pad_boxes_np(plan.boxes, self.config.max_boxes) for plan in plans])
         if self.config.device_images:  # plans only: the images live on the device
             H, W = plans[0].input_hw
-            window_plans, colours = zip(*(self.device_image_plans(plan) for plan in plans))
+            window_plans, starts, colours = zip(*(self.device_image_plans(plan)
+                                                  for plan in plans))
             canvas = np.empty((len(plans), H, W, 0), np.uint8)
-            return self.encode_parts((canvas, np.stack(window_plans), np.stack(colours)), boxes)
+            return self.encode_parts((canvas, np.stack(window_plans), np.stack(starts),
+                                      np.stack(colours)), boxes)
         if self.config.device_geometry:  # each element's windows, resampled on the device
             H, W = plans[0].input_hw
             elements, colours = zip(*(self.windows(plan) for plan in plans))

@@ -71,10 +71,11 @@ class DatasetConfig:
     the colours applied in the training step (:mod:`yolo3.modeling.pixel_input`);
     ``device_geometry``: the resampling there too: a ``(B, H, W, 0)`` uint8 array whose shape
     is the canvas's (no bytes), each element's windows cut from its images and their plans
-    (:mod:`yolo3.data.window_pack`), then the colour plans; ``device_images`` (a prototype, not in
-    training yet): the images kept whole on the device, so only the canvas's size, the window
-    plans (read from the cache's layout, :attr:`BatchMaker.device_starts`) and the colour plans
-    cross; ``shard``
+    (:mod:`yolo3.data.window_pack`), then the colour plans; ``device_images``: the images kept whole on
+    the device (``--cache device``), so only the canvas's size, the window plans (into the
+    buffer's ``device_layout``, a :class:`yolo3.data.device_cache.DeviceLayout` holding these
+    records, by default one of them alone: :attr:`BatchMaker.device_starts`) and the colour
+    plans cross; ``shard``
     ``(index, count)``: this process's contiguous share of every batch of ``batch_size``, where
     several processes assemble one global batch (:func:`shard_range`). ``first_epoch``,
     ``first_batch``: where the batches begin, as the planner numbers them (the first pass is
@@ -99,6 +100,7 @@ class DatasetConfig:
     device_colour: bool = False
     device_geometry: bool = False
     device_images: bool = False
+    device_layout: Any = None
     shard: Tuple[int, int] = (0, 1)
     first_epoch: int = 0
     first_batch: int = 0

@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
-from yolo3.config.choices import IMAGE_CACHES
+from yolo3.config.choices import HOST_IMAGE_CACHES
 from yolo3.core.errors import NotEnoughMemory
 from yolo3.core.fileio import atomic_write, remove_stale_temporaries
 from yolo3.core.file_cache import file_stamp
@@ -45,7 +45,7 @@ from yolo3.data.image_ops import decode_image_np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DecodedImages", "remove_block", "cached_hw", "check_ram", "RAM_SHARE", "ENTRY_MAGIC"]
+__all__ = ["DecodedImages", "remove_block", "cached_hw", "check_ram", "decode_at", "RAM_SHARE", "ENTRY_MAGIC"]
 
 RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available
 ENTRY_MAGIC = b"Y3DEC01\0"
@@ -62,13 +62,26 @@ def cached_hw(image_hw: Sequence[int], longest: Optional[int]) -> Tuple[int, int
     return max(1, int(round(h * scale))), max(1, int(round(w * scale)))
 
 
-def check_ram(n_bytes: int, count: int, available: Optional[int] = None) -> None:
+def decode_at(path: str, orientation: int, hw: Sequence[int]) -> np.ndarray:
+    """``path`` decoded (EXIF ``orientation`` applied) at the cached size ``hw`` ``(h, w)``: uint8
+    ``(h, w, 3)`` RGB, made smaller with OpenCV's area resampling where it is larger (what every
+    cache of this module holds)."""
+    image = decode_image_np(path, orientation)
+    h, w = int(hw[0]), int(hw[1])
+    if image.shape[:2] != (h, w):
+        image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA)
+    return np.ascontiguousarray(image)
+
+
+def check_ram(n_bytes: int, count: int, available: Optional[int] = None,
+              kind: str = "ram") -> None:
     """Refuse a RAM cache of ``n_bytes`` (``count`` images) larger than :data:`RAM_SHARE` of the
-    memory available (NotEnoughMemory naming both figures and the other choices)."""
+    memory available (NotEnoughMemory naming both figures and the other choices). ``kind``: the
+    cache asked for (``device`` on a machine whose device is its CPU)."""
     available = available_memory() if available is None else available
     if available is not None and n_bytes > RAM_SHARE * available:
         raise NotEnoughMemory(
-            f"--cache ram: the {count} decoded images need {gigabytes(n_bytes)}, more than "
+            f"--cache {kind}: the {count} decoded images need {gigabytes(n_bytes)}, more than "
             f"{RAM_SHARE:.0%} of the {gigabytes(available)} of memory available; use --cache "
             "disk (under $YOLO3_CACHE_DIR) or --cache none")
 
@@ -81,8 +94,8 @@ class DecodedImages:
     def __init__(self, paths: Sequence[str], orientations: Sequence[int],
                  image_hws: Sequence[Tuple[int, int]], kind: str = "none",
                  longest: Optional[int] = None, folder: Optional[str] = None):
-        if kind not in IMAGE_CACHES:
-            raise ValueError(f"cache {kind!r}: expected one of {', '.join(IMAGE_CACHES)}")
+        if kind not in HOST_IMAGE_CACHES:
+            raise ValueError(f"cache {kind!r}: expected one of {', '.join(HOST_IMAGE_CACHES)}")
         self.paths = list(paths)
         self.orientations = [int(o) for o in orientations]
         self.image_hws = [(int(h), int(w)) for h, w in image_hws]
@@ -188,11 +201,7 @@ class DecodedImages:
         return decode_image_np(self.paths[index], self.orientations[index])
 
     def _decode(self, index: int) -> np.ndarray:
-        image = decode_image_np(self.paths[index], self.orientations[index])
-        h, w = self.hw(index)
-        if image.shape[:2] != (h, w):
-            image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA)
-        return np.ascontiguousarray(image)
+        return decode_at(self.paths[index], self.orientations[index], self.hw(index))
 
     def entry_path(self, index: int) -> Path:
         """The disk entry of image ``index``: named by the file's absolute path and stamp (size,

@@ -49,7 +49,7 @@ from yolo3.training.recipe import dtype_policy, make_optimizer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LADDER", "MEMORY_SHARE", "BatchChoice", "choose_batch_size", "pick_rung",
+__all__ = ["LADDER", "MEMORY_SHARE", "accelerator_memory", "BatchChoice", "choose_batch_size", "pick_rung",
            "device_memory", "is_out_of_memory", "TrainingOutOfMemory", "out_of_memory_message"]
 
 LADDER = tuple(2 ** i for i in range(13))  # 1 .. 4096, the range of batch_size
@@ -153,7 +153,7 @@ def device_memory(replicas: int) -> Tuple[int, str]:
     first accelerator's memory, or of the memory available now on the CPU divided by the CPU
     replicas."""
     backend = keras.backend.backend()
-    total, device = _accelerator_memory(backend)
+    total, device = accelerator_memory(backend)
     if total is None:
         free = available_memory()
         if free is None:
@@ -165,7 +165,11 @@ def device_memory(replicas: int) -> Tuple[int, str]:
     return int(total * MEMORY_SHARE), device
 
 
-def _accelerator_memory(backend: str) -> Tuple[Optional[int], str]:
+def accelerator_memory(backend: str, setting: str = "batch_size auto"
+                       ) -> Tuple[Optional[int], str]:
+    """``(bytes, the device in words)`` of the first accelerator's memory; ``(None, "")`` where
+    the backend runs on the CPU. ConfigError naming ``setting`` where TensorFlow has a GPU whose
+    memory nothing here can read (no nvidia-smi)."""
     if backend == "jax":
         import jax
         device = jax.devices()[0]
@@ -183,9 +187,10 @@ def _accelerator_memory(backend: str) -> Tuple[Optional[int], str]:
         if tf.config.list_logical_devices("GPU"):
             total = _nvidia_smi_total()
             if total is None:
-                raise ConfigError("batch_size auto: TensorFlow does not say how much memory its "
-                                  "GPU has, and nvidia-smi is not there to ask: give a number",
-                                  "batch_size")
+                raise ConfigError(f"{setting}: TensorFlow does not say how much memory its GPU "
+                                  "has, and nvidia-smi is not there to ask" + (
+                                      ": give a number" if setting == "batch_size auto" else ""),
+                                  setting.split()[0])
             return total, f"{gigabytes(total)} on GPU 0"
     return None, ""
 
@@ -268,7 +273,7 @@ def _running_step_bytes(template: keras.Model, config: TrainConfig) -> Callable[
     template.compile(optimizer=make_optimizer(config.recipe.optimizer, 1e-6, 0.0,
                                               config.recipe.ema, 0.999),
                      loss=identity_loss, jit_compile=False)
-    on_gpu = _accelerator_memory(backend)[0] is not None
+    on_gpu = accelerator_memory(backend)[0] is not None
 
     def step(batch: int) -> None:
         inputs = _inputs(template, batch)
@@ -320,7 +325,7 @@ def choose_batch_size(config: TrainConfig, data: TrainData, replicas: int) -> Ba
     if backend == "jax":
         measure = _jax_step_bytes(_probe_template(config, data), config)
         method = "XLA's memory analysis of the step"
-    elif _accelerator_memory(backend)[0] is not None:
+    elif accelerator_memory(backend)[0] is not None:
         measure = _running_step_bytes(_probe_template(config, data), config)
         method = "the peak of one step run"
     else:  # on the CPU in a process of its own: too much memory ends that one, not the run

@@ -6,8 +6,9 @@ statistics, from either pipeline: tf.data (:mod:`yolo3.data.pipeline`) or the Nu
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -24,17 +25,25 @@ from yolo3.data.dataset_config import (
     record_geometry,
 )
 from yolo3.data.planner import AugmentConfig, MultiScale, TileSampling
+from yolo3.data.device_cache import MAX_PIXELS, DeviceLayout
 from yolo3.data.image_cache import cached_hw, check_ram
 from yolo3.data.numpy_pipeline import NumpyBatches, default_workers
+from yolo3.core.errors import NotEnoughMemory
+from yolo3.training.batch_size import accelerator_memory
+from yolo3.modeling.device_images import DeviceImages, with_device_images
+from yolo3.modeling.pixel_input import with_planned_pixels
 from yolo3.training.data_step import TrainData
 from yolo3.training.jax_cluster import SINGLE, ProcessGroup
 from yolo3.training.placement import Placement, on_gpu
 
 logger = logging.getLogger(__name__)
 
+DEVICE_SHARE = 0.3  # of an accelerator's memory, at most, for the images kept there
+
 __all__ = ["pick_pipeline", "pick_augment_site", "pick_feed", "dataset_configs", "first_batches",
            "make_datasets", "datasets_from", "stream_position", "batch_norm_images", "shard_by_data",
-           "check_image_cache"]
+           "check_image_cache", "check_device_cache", "check_device_room", "device_feed",
+           "DEVICE_SHARE"]
 
 
 def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
@@ -81,9 +90,16 @@ def pick_augment_site(config: TrainConfig, placement: Optional[Placement] = None
     """``host`` or ``device``: where the colour distortion and the scaling to ``[0, 1]`` run.
     ``auto``: the device where there is a GPU and the numpy pipeline feeds it (the host's float
     colour conversion is its costliest step per image; on a CPU the step's own cores would do
-    it); ``device`` with tf.data is refused (:func:`pick_pipeline`)."""
+    it); ``device`` with tf.data is refused (:func:`pick_pipeline`). ``cache device``: the
+    device (its images are there; ``host`` is refused)."""
     choice = config.data.augment_on
     pipeline = pick_pipeline(config, placement)
+    if config.data.cache == "device":
+        if choice == "host":
+            raise ConfigError("cache device with augment_on host: the images kept on the device "
+                              "are placed and coloured there; use --augment-on device (or "
+                              "auto), or --cache ram", "cache", "augment_on")
+        return "device"
     if choice == "auto":
         choice = "device" if pipeline == "numpy" and on_gpu(config) else "host"
     return choice
@@ -91,25 +107,71 @@ def pick_augment_site(config: TrainConfig, placement: Optional[Placement] = None
 
 def check_image_cache(config: TrainConfig, data: TrainData, placement: Placement) -> int:
     """The bytes the run's decoded-image cache will hold (0 without one), logged; ``ram``
-    refused (NotEnoughMemory, exit 2) when it would take more than half the memory available."""
+    refused (NotEnoughMemory, exit 2) when it would take more than half the memory available,
+    ``device`` as :func:`check_device_cache` says."""
     kind = config.data.cache
     if kind == "none":
         return 0
+    if kind == "device":
+        check_device_cache(config, data, placement)
     training, validation = dataset_configs(config, data, placement)
     longest = cache_longest_side(training)
-    n_bytes, count = 0, 0
-    for records, dataset in ((data.records, training), (data.val_records, validation)):
-        if records:
-            side = cache_longest_side(dataset)
-            hws, _ = record_geometry(records)
-            n_bytes += sum(h * w * 3 for h, w in (cached_hw(hw, side) for hw in hws))
-            count += len(hws)
+    if kind == "device":
+        n_bytes, count = training.device_layout.nbytes, len(training.device_layout)
+    else:
+        n_bytes, count = 0, 0
+        for records, dataset in ((data.records, training), (data.val_records, validation)):
+            if records:
+                side = cache_longest_side(dataset)
+                hws, _ = record_geometry(records)
+                n_bytes += sum(h * w * 3 for h, w in (cached_hw(hw, side) for hw in hws))
+                count += len(hws)
     logger.log(NOTICE, "decoded-image cache (%s): %d images, %s%s", kind, count,
                gigabytes(n_bytes), f", longer side at most {longest} px" if longest
                else ", full resolution (tiles)")
     if kind == "ram":
         check_ram(n_bytes, count)
+    if kind == "device":
+        check_device_room(training.device_layout)
     return n_bytes
+
+
+def check_device_cache(config: TrainConfig, data: TrainData, placement: Placement) -> None:
+    """Refuse (ConfigError naming the settings) what ``cache device`` cannot do yet: tiles (a
+    tile's window is cut at the image's own resolution), several replicas or processes (the
+    buffer lives on one device), tf.data (:func:`pick_pipeline`), ``augment_on host``
+    (:func:`pick_augment_site`)."""
+    pick_augment_site(config, placement)
+    if data.tile:
+        raise ConfigError("cache device with tile: tiles are cut at the images' own "
+                          "resolution, which the images kept on the device do not have yet; use "
+                          "--cache ram", "cache", "tile")
+    if placement.replicas > 1 or placement.group.several or placement.strategy is not None:
+        raise ConfigError(f"cache device with {placement.replicas} replicas in "
+                          f"{placement.group.count} process(es): the images are kept on one "
+                          "device for now; use --cache ram (each replica's batches come from "
+                          "the host)", "cache", "coordinator" if placement.group.several
+                          else "cpu_replicas" if config.hardware.cpu_replicas else "gpus")
+
+
+def check_device_room(layout: DeviceLayout) -> None:
+    """Refuse (NotEnoughMemory, exit 2, with the figures) images that would take more than
+    :data:`DEVICE_SHARE` of the accelerator's memory (the CPU's: half the memory available), or
+    more than :data:`~yolo3.data.device_cache.MAX_PIXELS` pixels."""
+    if layout.pixels > MAX_PIXELS:
+        raise NotEnoughMemory(
+            f"--cache device: the {len(layout)} decoded images are {layout.pixels:,} pixels "
+            f"({gigabytes(layout.nbytes)}); the device reads at most {MAX_PIXELS:,} "
+            "(int32 rows); use --cache ram or disk")
+    total, device = accelerator_memory(keras.backend.backend(), "cache device")
+    if total is None:  # the device is this machine's CPU: its memory holds them
+        check_ram(layout.nbytes, len(layout), kind="device")
+        return
+    if layout.nbytes > DEVICE_SHARE * total:
+        raise NotEnoughMemory(
+            f"--cache device: the {len(layout)} decoded images need {gigabytes(layout.nbytes)}, "
+            f"more than {DEVICE_SHARE:.0%} of the {device} (the rest is the training step's); "
+            "use --cache ram or disk")
 
 
 def shard_by_data(dataset):
@@ -162,16 +224,23 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
     # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
     whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
     device = pick_augment_site(config, placement) == "device"
+    kept = settings.cache == "device"  # the images on the device: plans only cross
     validation = DatasetConfig(data.input_hw, placement.global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
                                drop_remainder=True if whole_batches else None,
-                               image_cache=settings.cache, device_colour=device,
+                               image_cache="none" if kept else settings.cache,
+                               device_colour=device and not kept, device_images=kept,
                                shard=(placement.group.index, placement.group.count))
     tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background,
                           whole_from=settings.tile_whole_from) if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
         MultiScale(shapes, settings.multi_scale_every) if shapes else None), tiles=tiles)
+    if kept and not tiles:  # one buffer for both: training's images, then validation's
+        layout = DeviceLayout.of([(data.records, cache_longest_side(training)),
+                                  (data.val_records, cache_longest_side(validation))])
+        training = replace(training, device_layout=layout)
+        validation = replace(validation, device_layout=layout)
     return training, validation
 
 
@@ -180,6 +249,7 @@ def first_batches(config: TrainConfig, data: TrainData, placement: Placement) ->
     pipeline's (equal to tf.data's for the same seed), for drawing what the model is given."""
     training, _ = dataset_configs(config, data, placement)
     return NumpyBatches(data.records, replace(training, targets=None, device_colour=False,
+                                              device_images=False, device_layout=None,
                                               image_cache="none", shard=(0, 1)),
                         workers=0, repeat=True)
 
@@ -202,9 +272,11 @@ def make_datasets(config: TrainConfig, data: TrainData, placement: Placement,
     train_ds = _batches(data.records, training, pipeline, workers,
                         repeat=bool(config.schedule.steps_per_epoch), feed=feed)
     val_ds = _batches(data.val_records, validation, pipeline, workers)
+    site = ("images, geometry and colours on the device" if training.device_images else
+            f"colours on the {'device' if training.device_colour else 'host'}")
     logger.info("input pipeline: %s", "tf.data" if pipeline == "tf" else
-                f"NumPy/OpenCV, {train_ds.feed_workers} worker {feed}, colours on the "
-                f"{'device' if training.device_colour else 'host'}, cache {settings.cache}")
+                f"NumPy/OpenCV, {train_ds.feed_workers} worker {feed}, {site}, "
+                f"cache {settings.cache}")
     if placement.strategy is not None:
         train_ds, val_ds = shard_by_data(train_ds), shard_by_data(val_ds)
     return train_ds, val_ds
@@ -255,3 +327,26 @@ def batch_norm_images(config: TrainConfig, data: TrainData,
         data.input_hw, size, training=False, max_boxes=config.data.max_boxes,
         seed=config.seed, augment=None, cache=True), pick_pipeline(config),
         config.data.data_workers)
+
+
+def device_feed(config: TrainConfig, placement: Placement, datasets: Tuple[Any, Any],
+                progress: bool = False) -> Optional[Callable[[keras.Model], keras.Model]]:
+    """What the model ``fit`` runs puts before the template, for the run's whole life (every
+    stage): None (float32 images from the host); the colours on the device
+    (:func:`~yolo3.modeling.pixel_input.with_planned_pixels`); or, with ``cache device``, the
+    images kept there: the buffer filled once here (``progress``: a bar), copied to the device
+    in one :class:`~yolo3.modeling.device_images.DeviceImages` layer every stage shares
+    (:func:`~yolo3.modeling.device_images.with_device_images`)."""
+    if pick_augment_site(config, placement) != "device":
+        return None
+    layout = getattr(getattr(datasets[0], "config", None), "device_layout", None)
+    if layout is None:
+        return with_planned_pixels
+    start = time.perf_counter()
+    images = layout.fill(progress=progress)
+    with placement.scope():
+        kept = DeviceImages(images, name="device_images")
+    del images  # the device's copy is the one kept
+    logger.log(NOTICE, "images on the device: %d, %s, in %.1f s", len(layout),
+               gigabytes(layout.nbytes), time.perf_counter() - start)
+    return lambda template: with_device_images(template, kept)

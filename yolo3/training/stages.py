@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import keras
 
@@ -13,7 +13,6 @@ from yolo3.core.extras import installed
 from yolo3.core.log import NOTICE
 from yolo3.modeling.keras_compat import ExactSwapEMAWeights
 from yolo3.modeling.loss import identity_loss
-from yolo3.modeling.pixel_input import with_planned_pixels
 from yolo3.modeling.schedules import WarmupCosine
 from yolo3.training.callbacks import (
     EmaAfterBackupRestore,
@@ -120,16 +119,18 @@ def stage_callbacks(config: TrainConfig, run: RunFolder, checkpoint: TemplateChe
 def run_stage(stage: Stage, config: TrainConfig, body: keras.Model, template: keras.Model,
               placement: Placement, datasets: Tuple[Any, Any],
               callbacks: list, start_epoch: int = 0, state=None,
-              device_pixels: bool = False) -> Dict[str, List[float]]:
+              feed: Optional[Callable[[keras.Model], keras.Model]] = None
+              ) -> Dict[str, List[float]]:
     """Compile and fit one stage (the wrapper over ``placement.devices``, a strategy, or the
     template itself); restores the optimiser of ``state`` when resuming inside this stage.
-    ``device_pixels``: the batches are uint8 with colour plans, and the model ``fit`` runs takes
-    them (:func:`yolo3.modeling.pixel_input.with_planned_pixels`: the template's variables).
+    ``feed``: the batches are not float32 images (uint8 with colour plans, or plans into the
+    images kept on the device), and ``feed(template)`` is the model ``fit`` runs on them
+    (:func:`yolo3.training.datasets.device_feed`: the template's variables).
     Returns the stage's Keras history."""
     train_ds, val_ds = datasets
     with placement.scope():
         frozen_count = set_stage_trainable(body, stage.frozen, config.model.freeze_bn)
-        fed = with_planned_pixels(template) if device_pixels else template
+        fed = feed(template) if feed is not None else template
         model = (multi_gpu_model(fed, devices=placement.devices,
                                  replica_batch_norm=config.hardware.replica_batch_norm)
                  if placement.uses_wrapper else fed)

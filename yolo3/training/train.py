@@ -29,7 +29,7 @@ import math
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -67,7 +67,7 @@ from yolo3.training.datasets import (
     first_batches,
     datasets_from,
     make_datasets,
-    pick_augment_site,
+    device_feed,
     check_image_cache,
     pick_pipeline,
 )
@@ -252,7 +252,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
          user_callbacks: List[ForTemplate], tracker: Optional[Tracker]) -> TrainResult:
     state, start_epoch, best = restore_state(config, run, template)
     datasets = make_datasets(config, data, placement, start_epoch)
-    device_pixels = pick_augment_site(config, placement) == "device"
+    feed = device_feed(config, placement, datasets, progress=bool(config.output.verbose))
     bn_images = batch_norm_images(config, data, placement.group)
     info = data.info()
     nan_stop = StopOnNaN()
@@ -285,7 +285,7 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
             pictures = RunPictures(run.folder, evaluation, checkpoint, data.class_names, plots)
     try:
         history = _fit_stages(config, data, placement, body, template, run, datasets,
-                              device_pixels, user_callbacks, tracker, state, start_epoch,
+                              feed, user_callbacks, tracker, state, start_epoch,
                               checkpoint, nan_stop, evaluation, early_stop, bn_images, pictures)
     finally:  # the feed's threads end with the run
         for dataset in datasets:
@@ -321,7 +321,8 @@ def _run(config: TrainConfig, data: TrainData, placement: Placement, body: keras
 
 def _fit_stages(config: TrainConfig, data: TrainData, placement: Placement, body: keras.Model,
                 template: keras.Model, run: RunFolder, datasets: Tuple[Any, Any],
-                device_pixels: bool, user_callbacks: List[ForTemplate],
+                feed: Optional[Callable[[keras.Model], keras.Model]],
+                user_callbacks: List[ForTemplate],
                 tracker: Optional[Tracker], state, start_epoch: int, checkpoint, nan_stop,
                 evaluation, early_stop, bn_images, pictures) -> Dict[str, List[float]]:
     """Each stage fitted in turn (its callbacks fresh); the history of them all."""
@@ -338,7 +339,7 @@ def _fit_stages(config: TrainConfig, data: TrainData, placement: Placement, body
         callbacks += user_callbacks  # last: they see what yolo3's own have done
         try:
             stage_history = run_stage(stage, config, body, template, placement, datasets,
-                                      callbacks, start_epoch, state, device_pixels)
+                                      callbacks, start_epoch, state, feed)
         except ImageDecodeFailed as e:
             raise CommandFailed(name_undecodable(
                 [r.path for r in data.records + data.val_records], str(e), check_args(config),
