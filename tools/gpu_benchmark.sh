@@ -20,10 +20,12 @@
 #      full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads, plain and
 #      with the RAM cache and the colours on the device (threads and processes), and the GPU's own
 #      colour step (200 s);
-#   feed: tiny-af-416 trained 3 epochs twice on the same set, fed the old way (colours on the
-#      host, no cache, threads) and the new (--cache ram, colours on the device, --data-feed
-#      auto): each epoch's seconds
-#      ($OUT/feed_host.csv, $OUT/feed_device.csv), beside the fixed-batch rate of `backends`;
+#   feed: `yolo3 benchmark feed`: tiny-af-416 trained 3 epochs four times on the same set,
+#      mosaic on every image, mixed bfloat16: one batch repeated (the model alone), fed the old
+#      way (colours on the host, no cache, threads), the RAM cache with the colours on the
+#      device, and every image kept on the GPU (--cache device: placement, mosaic and colours
+#      there, only plans cross): images/s and the share of the fixed batch's rate
+#      ($OUT/feed.txt);
 #   tta-yolov3, tta-tiny-af: time to accuracy, from scratch on the photo-style set (1,000
 #      training and 200 validation images, made by --prepare, or there when not carried), JAX,
 #      mixed bfloat16, fed by the NumPy pipeline from every core (RAM cache, colours on the
@@ -113,7 +115,8 @@ if [[ "${1:-}" == "--dry-run" ]]; then
     backends=(--size 64 --batch 2 --steps 1)
     backends64=(--size 64 --batch 4 --steps 1)
     tta=(--input-size 64 --batch-size 2)
-    declare -A epochs=([tiny-af]=1 [yolov3]=1 [feed]=1)
+    feedargs=(--input-size 64 --batch-size 2 --epochs 2)
+    declare -A epochs=([tiny-af]=1 [yolov3]=1)
     declare -A limits=([data]=300 [tta-tiny-af]=600 [tta-yolov3]=600 [peer]=600 [backends]=600
                        [feed]=600)
     peer_device=cpu
@@ -125,9 +128,10 @@ else
     backends=(--size 416 --batch 32 --steps 10)
     backends64=(--size 416 --batch 64 --steps 10)
     tta=(--input-size 416 --batch-size 32)
-    declare -A epochs=([tiny-af]=20 [yolov3]=10 [feed]=3)
+    feedargs=(--input-size 416 --batch-size 32 --epochs 3)
+    declare -A epochs=([tiny-af]=20 [yolov3]=10)
     declare -A limits=([data]=200 [tta-tiny-af]=300 [tta-yolov3]=330 [peer]=300 [backends]=160
-                       [feed]=300)
+                       [feed]=480)
     peer_device=0
     if [[ ! -f "$DATA/train.txt" ]]; then  # not carried: made here (about a minute)
         DATA="$work/data"
@@ -161,23 +165,11 @@ tta() {  # tta VARIANT: train from scratch; its history.csv is copied to $OUT as
     fi
 }
 
-feed() {  # feed MODE FLAGS...: tiny-af's epochs fed one way; history.csv to $OUT/feed_MODE.csv
-    local mode="$1"
-    shift
-    step "feed, $mode" "$((${limits[feed]} / 2))" "$PY" -m yolo3 train --variant tiny-af \
-        --annotations "$DATA/train.txt" --val-annotations "$DATA/val.txt" \
-        --classes "$DATA/classes.txt" "${tta[@]}" --epochs "${epochs[feed]}" \
-        --precision mixed_bfloat16 --pipeline numpy --eval-every 0 \
-        --no-pictures --output "$work/feed-$mode" --quiet "$@"
-    [[ -f "$work/feed-$mode/history.csv" ]] && cp "$work/feed-$mode/history.csv" \
-        "$out/feed_$mode.csv" && cat "$out/feed_$mode.csv"
-}
-
 for name in "${steps[@]}"; do
     case "$name" in
         feed)
-            feed host --augment-on host --cache none --data-feed threads
-            feed device --augment-on device --cache ram ;;
+            step feed "${limits[feed]}" "$PY" -m yolo3 benchmark feed --data "$DATA" \
+                --precision mixed_bfloat16 "${feedargs[@]}" > >(tee "$out/feed.txt") ;;
         data)
             step data "${limits[data]}" "$PY" -m yolo3 benchmark data --no-classic --mosaic 0 1 \
                 "${data[@]}" ;;

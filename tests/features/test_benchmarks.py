@@ -666,3 +666,62 @@ def test_the_recipe_benchmarks_kmeans_anchors_are_the_heads_own(variant, monkeyp
         assert "anchor head, anchors " in out
     else:
         assert seen == [None] and "anchor-free head" in out
+
+
+def test_every_feed_contender_is_a_valid_run_of_yolo3_train(tmp_path):
+    """``benchmark feed``'s contenders differ only in where the pixels are made: each is a run
+    yolo3 train accepts, ``kept`` keeps the images on the device, ``fixed`` and ``host`` are
+    the same run (``fixed`` repeats its first batch)."""
+    from yolo3.benchmarks.feed import FEEDS, feed_settings
+    from yolo3.config.train_config import TrainConfig
+    from yolo3.training.train import validate_config
+    p = dict(train=str(tmp_path / "t.txt"), val=str(tmp_path / "v.txt"),
+             classes=str(tmp_path / "c.txt"), output=str(tmp_path / "out"), variant="tiny-af",
+             size=64, batch=2, epochs=2, mosaic=1.0, workers=0, precision="auto")
+    for name in ("t", "v"):
+        (tmp_path / f"{name}.txt").write_text("")
+    (tmp_path / "c.txt").write_text("a\n")
+    settings = {feed: feed_settings({**p, "feed": feed}) for feed in FEEDS}
+    for feed, values in settings.items():
+        validate_config(TrainConfig(**values))
+        assert {k: v for k, v in values.items() if k not in FEEDS[feed]} == \
+            {k: v for k, v in settings["host"].items() if k not in FEEDS["host"]}
+    assert settings["kept"]["cache"] == "device" and settings["fixed"] == settings["host"]
+
+
+def test_the_fixed_feed_repeats_the_first_batch_and_closes_its_source():
+    from yolo3.benchmarks.feed import repeated
+
+    class Source:
+        closed = False
+
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, k):
+            return ("batch", k)
+
+        def close(self):
+            self.closed = True
+
+    source = Source()
+    fixed = repeated(source)
+    assert len(fixed) == 3 and [fixed[k] for k in range(3)] == [("batch", 0)] * 3
+    assert source.closed
+
+
+@pytest.mark.slow  # two short trainings in processes of their own (about a minute on 2 cores)
+def test_the_feed_benchmark_trains_each_contender_and_prints_its_share(tmp_path, capsys):
+    """The fixed batch against the images kept on the device, side by side in one run."""
+    from yolo3.cli.benchmark import main
+    from yolo3.data.synthetic import make_synthetic_dataset
+    make_synthetic_dataset(str(tmp_path / "data"), 12, (64, 80), val_fraction=0.25)
+    assert main(["feed", "--data", str(tmp_path / "data"), "--input-size", "64",
+                 "--batch-size", "2", "--epochs", "2", "--feeds", "fixed", "kept",
+                 "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU flags" in out and "kept   first epoch" in out
+    assert "fixed       " in out and "100%" in out
+    rates = [float(line.split()[1]) for line in out.splitlines()
+             if line.startswith(("fixed  ", "kept  ")) and "%" in line]
+    assert len(rates) == 2 and all(r > 0 for r in rates)

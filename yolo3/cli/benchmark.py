@@ -19,6 +19,7 @@ from yolo3.cli.common import (
     model_choices,
     run_command,
 )
+from yolo3.config.choices import TRAINING_PRECISIONS
 from yolo3.cli.flags import (
     BATCH,
     COUNT,
@@ -111,6 +112,29 @@ def _training_arguments(p: argparse.ArgumentParser) -> None:
                    "by group and op type, with the speed-up of each")
     p.add_argument("--profile-ops", type=Number(int, 1, 1000), default=10, help="op types listed in the profile "
                    "(default 10)")
+
+
+def _feed_arguments(p: argparse.ArgumentParser) -> None:
+    add_variant_argument(p, default="tiny-af", help="variant (default tiny-af)")
+    p.add_argument("--input-size", type=INPUT_SIDE, default=416, help="input size (default 416)")
+    p.add_argument("--batch-size", type=BATCH, default=32, help="images per batch (default 32)")
+    p.add_argument("--epochs", type=Number(int, 2, 1000), default=3,
+                   help="epochs of each (the first compiles and is left out; default 3)")
+    p.add_argument("--num-images", type=COUNT, default=256,
+                   help="training images of the photo-style set made for it (default 256)")
+    p.add_argument("--data", default=None, type=InputPath("folder"), help="an existing dataset "
+                   "folder (train.txt, val.txt, classes.txt) instead of generating one")
+    p.add_argument("--feeds", nargs="+", choices=["fixed", "host", "ram", "kept"],
+                   default=["fixed", "host", "ram", "kept"],
+                   help="the contenders: fixed (one batch repeated: the model alone), host "
+                   "(decoded every time, colours on the host), ram (--cache ram, colours on the "
+                   "device), kept (--cache device) (default: all)")
+    p.add_argument("--mosaic", type=FRACTION, default=1.0,
+                   help="share of training images made as a mosaic (default 1: every one)")
+    p.add_argument("--workers", type=COUNT0, default=0,
+                   help="data workers of each run (0: one per core, as yolo3 train)")
+    p.add_argument("--precision", choices=TRAINING_PRECISIONS, default="auto",
+                   help="training precision of each run (default auto)")
 
 
 def _backends_arguments(p: argparse.ArgumentParser) -> None:
@@ -368,6 +392,11 @@ BENCHMARKS = {
                  "Training throughput: images/s for each variant in float32, mixed precision and "
                  "XLA, the replica wrapper, the data-wait share and mixed precision's loss, each "
                  "in its own process, against the float32 matmul peak.", _training_arguments),
+    "feed": ("yolo3.benchmarks.feed",
+             "Training fed each way, side by side: the host pipeline, the RAM cache with the "
+             "colours on the device, the images kept on the device (--cache device), against one "
+             "fixed batch repeated: images/s and the share of the model's own rate.",
+             _feed_arguments),
     "backends": ("yolo3.benchmarks.backends",
                  "The same training step and detector on TensorFlow, JAX and PyTorch, each in its "
                  "own process: training images/s, FLOP utilisation, detection latency and "
