@@ -50,7 +50,7 @@ def test_the_data_benchmark_reads_a_data_file(tmp_path, capsys):
                 "| NumPy pipeline, RAM cache + colours on the device, 2 thread(s) |",
                 "| NumPy pipeline, RAM cache + colours on the device, 2 processes |",
                 "| NumPy pipeline, RAM cache + geometry and colours on the device, 2 thread(s) |",
-                "| NumPy pipeline, images kept on the device (plans only; prototype), 2 "
+                "| NumPy pipeline, images kept on the device (--cache device: plans only), 2 "
                 "thread(s) |",
                 "| classic Python generator (PIL + NumPy) |", "mosaic 0 (none)",
                 "NumPy pipeline / tf.data", "feeding 1000 images/s takes about",
@@ -93,6 +93,6 @@ def test_the_data_benchmarks_tables_skip_the_classic_generator_with_a_mosaic(tmp
     assert "1.5x the NumPy pipeline's 20.0" in out  # the cached row 30 / 20
     # the windows' row 40: over the plain pipeline and over the colours alone on the device
     assert "40.0 images/s per thread, 2.0x the NumPy pipeline's 20.0, 1.33x the colours" in out
-    assert "(plans and targets only; a prototype, not in training yet): 50.0 images/s per " \
+    assert "(--cache device: plans and targets only): 50.0 images/s per " \
         "thread, 2.5x the NumPy pipeline's 20.0" in out
     assert "the colours on the device (fake): 500 images/s" in out

@@ -322,7 +322,7 @@ def contenders(args: argparse.Namespace) -> List[Tuple[str, str, int]]:
             out.append((f"NumPy pipeline, RAM cache + geometry and colours on the device, {w} "
                         "thread(s)", "numpy-windows", w))
         for w in args.workers or sorted({1, machine}):
-            out.append((f"NumPy pipeline, images kept on the device (plans only; prototype), {w} "
+            out.append((f"NumPy pipeline, images kept on the device (--cache device: plans only), {w} "
                         "thread(s)", "numpy-device-images", w))
     if installed("grain") and not args.no_grain:
         out.append((f"NumPy pipeline through Grain, {machine} threads", "grain-threads", machine))
@@ -338,8 +338,8 @@ HOST_WORK_LINES = (
     ("the RAM cache and the colours on the device", "RAM cache + colours"),
     ("the RAM cache and the geometry and colours on the device (the host cuts windows, the "
      "device resamples)", "geometry and colours"),
-    ("the images kept on the device (plans and targets only; a prototype, not in training "
-     "yet)", "kept on the device"),
+    ("the images kept on the device (--cache device: plans and targets only)",
+     "kept on the device"),
 )
 
 
