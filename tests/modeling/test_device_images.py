@@ -23,9 +23,11 @@ H, W = 48, 64
 FAR = 2 ** 24 + 3  # the last image's first pixel: past float32's whole numbers
 
 
-def kept_batch(seed: int = 0, far: int = FAR):
+def kept_batch(seed: int = 0, far: int = FAR, hw=(H, W)):
     """A buffer of five noise images (the last from pixel ``far``), a batch of three elements
-    (a single image, two mosaics) as the host sends it, and each element's float64 canvas."""
+    (a single image, two mosaics) on ``hw`` canvases as the host sends it, and each element's
+    float64 canvas."""
+    H, W = hw
     rng = np.random.default_rng(seed)
     images = [rng.integers(0, 256, (*rng.integers(20, 90, 2), 3), dtype=np.uint8)
               for _ in range(5)]
@@ -100,14 +102,16 @@ def test_a_buffer_that_is_not_uint8_rgb_is_refused():
 @pytest.mark.skipif(sys.platform == "win32", reason="the child's environment")
 def test_jax_compiles_it_to_the_same_canvases(tmp_path):
     """The suite runs TensorFlow; JAX, in a process of its own, compiles the layer (XLA) and
-    reads the same canvases."""
+    reads the same canvases, at each size the batches give (multi-scale: one model)."""
     code = ("import sys, numpy as np, keras; sys.path[:0] = sys.argv[1:];"
             "import test_device_images as t;"
-            "b, c, p, f, col, want = t.kept_batch();"
-            "layer = t.DeviceImages(b);"
-            "ins = [keras.Input((t.H, t.W, 0), dtype='uint8'), keras.Input((4, 11)),"
+            "ins = [keras.Input((None, None, 0), dtype='uint8'), keras.Input((4, 11)),"
             " keras.Input((4,), dtype='int32'), keras.Input((14,))];"
-            "m = keras.Model(ins, layer(*ins));"
+            "b, c, p, f, col, want = t.kept_batch();"
+            "m = keras.Model(ins, t.DeviceImages(b)(*ins));"
+            "t._close(m.predict([c, p, f, col], verbose=0, batch_size=3), want);"
+            "b2, c, p, f, col, want = t.kept_batch(hw=(32, 96));"
+            "assert (b2 == b).all();"  # the same buffer: the same model
             "t._close(m.predict([c, p, f, col], verbose=0, batch_size=3), want); print('ok')")
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-c", code, str(TESTS / "modeling"), str(TESTS)],

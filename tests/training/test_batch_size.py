@@ -256,3 +256,29 @@ def test_a_step_process_killed_for_its_memory_means_the_rung_does_not_fit(step_c
             broken.measure(1)
     finally:
         broken.close()
+
+
+def test_the_images_kept_on_the_device_are_left_room(step_config, monkeypatch):
+    """``cache device``: the step's share is taken of what the images leave; the choice says so
+    (steps measured by a stand-in: 1 MB per image)."""
+    from yolo3.training.data_step import prepare_data
+    config = step_config(input_size=64)
+    data = prepare_data(config)
+
+    class Steps:
+        def __init__(self, config):
+            pass
+
+        def measure(self, batch):
+            return batch * 10 ** 6
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(batch_size, "_StepProcess", Steps)
+    monkeypatch.setattr(batch_size, "accelerator_memory", lambda backend: (None, ""))
+    monkeypatch.setattr(batch_size, "device_memory", lambda replicas: (6 * 10 ** 6, "a device"))
+    assert batch_size.choose_batch_size(config, data, replicas=1).batch == 4
+    kept = batch_size.choose_batch_size(config, data, replicas=1, reserved=5 * 10 ** 6)
+    assert kept.batch == 2 and kept.allowed == 3 * 10 ** 6
+    assert "a device, less 0.0 GB of images kept there" in kept.describe()

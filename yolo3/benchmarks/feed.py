@@ -22,8 +22,13 @@ import tempfile
 import time
 from typing import Dict, List
 
+import keras
+
 from yolo3.benchmarks.isolated import run_child
 from yolo3.benchmarks.machine import machine_line, matmul_peak_gflops
+from yolo3.config.train_config import TrainConfig
+from yolo3.data.photo_synthetic import make_photo_dataset
+from yolo3.training import train as train_module
 
 __all__ = ["FEEDS", "feed_settings", "child", "repeated", "run"]
 
@@ -52,11 +57,6 @@ def feed_settings(p: dict) -> dict:
 
 def child(p: dict) -> dict:
     """One contender in its own process: each epoch's training seconds (steps only)."""
-    import keras
-
-    from yolo3.config.train_config import TrainConfig
-    from yolo3.training import train as train_module
-
     class StepClock(keras.callbacks.Callback):
         """Each epoch's training steps' seconds (up to its validation pass)."""
 
@@ -98,8 +98,6 @@ def child(p: dict) -> dict:
 def repeated(batches):
     """``batches``' first batch at each of its steps (a ``PyDataset`` of the same length; the
     source's feed is closed once the batch is made)."""
-    import keras
-
     class Repeated(keras.utils.PyDataset):
         def __init__(self):
             super().__init__()
@@ -118,7 +116,6 @@ def repeated(batches):
 def _data(args: argparse.Namespace, folder: str) -> Dict[str, str]:
     if args.data:
         return {k: os.path.join(args.data, f"{k}.txt") for k in ("train", "val", "classes")}
-    from yolo3.data.photo_synthetic import make_photo_dataset
     total = args.num_images + max(8, args.num_images // 8)
     make_photo_dataset(os.path.join(folder, "data"), total, seed=0,
                        val_fraction=1 - args.num_images / total)

@@ -312,10 +312,16 @@ def _gpu_peak(backend: str) -> Tuple[Callable[[], None], Callable[[], int]]:
             lambda: int(tf.config.experimental.get_memory_info("GPU:0")["peak"]))
 
 
-def choose_batch_size(config: TrainConfig, data: TrainData, replicas: int) -> BatchChoice:
+def choose_batch_size(config: TrainConfig, data: TrainData, replicas: int,
+                      reserved: int = 0) -> BatchChoice:
     """The batch per replica for ``batch_size auto`` (:class:`BatchChoice`); the ladder stops
-    at the training images per replica. NotEnoughMemory (exit 2) when no rung fits."""
+    at the training images per replica. NotEnoughMemory (exit 2) when no rung fits.
+    ``reserved``: bytes the device holds besides the step (``cache device``'s images): the
+    step's share is taken of what they leave."""
     allowed, device = device_memory(replicas)
+    if reserved:
+        allowed = max(0, allowed - int(reserved * MEMORY_SHARE))
+        device += f", less {gigabytes(reserved)} of images kept there"
     most = max(1, len(data.records) // max(1, replicas))
     ladder = [r for r in LADDER if r <= most] or [1]
     capped = (f"no rung above {ladder[-1]}: the {len(data.records)} training images make "

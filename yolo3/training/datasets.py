@@ -43,7 +43,7 @@ DEVICE_SHARE = 0.3  # of an accelerator's memory, at most, for the images kept t
 __all__ = ["pick_pipeline", "pick_augment_site", "pick_feed", "dataset_configs", "first_batches",
            "make_datasets", "datasets_from", "stream_position", "batch_norm_images", "shard_by_data",
            "check_image_cache", "check_device_cache", "check_device_room", "device_feed",
-           "DEVICE_SHARE"]
+           "kept_layout", "DEVICE_SHARE"]
 
 
 def pick_pipeline(config: TrainConfig, placement: Optional[Placement] = None) -> str:
@@ -212,6 +212,38 @@ def pick_feed(config: TrainConfig) -> str:
 def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
                     ) -> Tuple[DatasetConfig, DatasetConfig]:
     """The training and validation :class:`~yolo3.data.dataset_config.DatasetConfig` of a run."""
+    # JAX splits every batch evenly over the wrapper's devices: validation's last partial batch
+    # is left out of val_loss there (the mAP evaluation sees every image)
+    # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
+    whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
+    training, validation = _stream_configs(
+        config, data, placement.global_batch, whole_batches,
+        (placement.group.index, placement.group.count),
+        pick_augment_site(config, placement) == "device")
+    if config.data.cache == "device" and training.tiles is None:  # one buffer for both
+        layout = _kept_layout(data, training, validation)
+        training = replace(training, device_layout=layout)
+        validation = replace(validation, device_layout=layout)
+    return training, validation
+
+
+def kept_layout(config: TrainConfig, data: TrainData) -> DeviceLayout:
+    """Where each image of a ``cache device`` run lies in the buffer on the device (its size
+    known before any placement: the batch choice leaves it room)."""
+    return _kept_layout(data, *_stream_configs(config, data, 1, False, (0, 1), True))
+
+
+def _kept_layout(data: TrainData, training: DatasetConfig, validation: DatasetConfig
+                 ) -> DeviceLayout:
+    """Training's images, then validation's, each at its stream's longest side, each once."""
+    return DeviceLayout.of([(data.records, cache_longest_side(training)),
+                            (data.val_records, cache_longest_side(validation))])
+
+
+def _stream_configs(config: TrainConfig, data: TrainData, global_batch: int,
+                    whole_batches: bool, shard: Tuple[int, int], device: bool
+                    ) -> Tuple[DatasetConfig, DatasetConfig]:
+    """The two configs, without the buffer's layout: ``device``, the pixel work on the device."""
     settings = config.data
     shapes = (data.spec.multi_scale_shapes(*settings.multi_scale, data.input_hw)
               if settings.multi_scale else None)
@@ -219,28 +251,18 @@ def dataset_configs(config: TrainConfig, data: TrainData, placement: Placement
     if augment is not None and settings.mosaic:
         augment = replace(augment, mosaic=settings.mosaic)
     targets = data.head.target_encoding(data.num_classes, config.recipe.assign_iou)
-    # JAX splits every batch evenly over the wrapper's devices: validation's last partial batch
-    # is left out of val_loss there (the mAP evaluation sees every image)
-    # (too few for one batch is refused earlier: yolo3.training.placement.pick_strategy)
-    whole_batches = placement.uses_wrapper and keras.backend.backend() == "jax"
-    device = pick_augment_site(config, placement) == "device"
     kept = settings.cache == "device"  # the images on the device: plans only cross
-    validation = DatasetConfig(data.input_hw, placement.global_batch,
+    validation = DatasetConfig(data.input_hw, global_batch,
                                training=False, targets=targets, max_boxes=settings.max_boxes,
                                seed=config.seed, augment=None,
                                drop_remainder=True if whole_batches else None,
                                image_cache="none" if kept else settings.cache,
                                device_colour=device and not kept, device_images=kept,
-                               shard=(placement.group.index, placement.group.count))
+                               shard=shard)
     tiles = (TileSampling(data.tile, settings.tile_whole, settings.tile_background,
                           whole_from=settings.tile_whole_from) if data.tile else None)
     training = replace(validation, training=True, augment=augment, multi_scale=(
         MultiScale(shapes, settings.multi_scale_every) if shapes else None), tiles=tiles)
-    if kept and not tiles:  # one buffer for both: training's images, then validation's
-        layout = DeviceLayout.of([(data.records, cache_longest_side(training)),
-                                  (data.val_records, cache_longest_side(validation))])
-        training = replace(training, device_layout=layout)
-        validation = replace(validation, device_layout=layout)
     return training, validation
 
 

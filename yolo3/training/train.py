@@ -69,6 +69,7 @@ from yolo3.training.datasets import (
     make_datasets,
     device_feed,
     check_image_cache,
+    kept_layout,
     pick_pipeline,
 )
 from yolo3.training.history import completed_epochs
@@ -158,8 +159,9 @@ def _train(config: TrainConfig, user_callbacks: List[keras.callbacks.Callback],
             check_run_folder(config, data)
     check_same_processes(group, config, data)
     if config.hardware.batch_size == AUTO_BATCH:  # measured before anything is written
+        kept = kept_layout(config, data).nbytes if config.data.cache == "device" else 0
         choice = choose_batch_size(config, data, max(1, config.hardware.gpus,
-                                                     config.hardware.cpu_replicas))
+                                                     config.hardware.cpu_replicas), kept)
         logger.log(NOTICE, "%s", choice.describe())
         config = config.replaced(batch_size=choice.batch)
     with group.agreed():
