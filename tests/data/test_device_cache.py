@@ -74,3 +74,20 @@ def test_an_image_that_does_not_decode_is_named(records, tmp_path):
     layout = DeviceLayout(((str(bad), 4, 4),), (1,), (0,), 16)
     with pytest.raises(AnnotationError, match="bad.png: cannot read image"):
         layout.fill(workers=1)
+
+
+def test_a_fill_stopped_by_a_failure_or_ctrl_c_decodes_no_more(records, monkeypatch):
+    """The first image's failure (here a Ctrl-C) ends the fill: the images not yet begun are
+    never decoded, and the interrupt reaches the caller."""
+    from yolo3.data import device_cache
+    calls = []
+
+    def decode(path, orientation, hw):
+        calls.append(path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(device_cache, "decode_at", decode)
+    layout = DeviceLayout.of([(records, None)])
+    with pytest.raises(KeyboardInterrupt):
+        layout.fill(workers=1)
+    assert len(calls) == 1

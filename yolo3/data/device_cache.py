@@ -93,7 +93,8 @@ class DeviceLayout:
             buffer[self.starts[i]:self.starts[i] + h * w] = image.reshape(-1, 3)
 
         count = max(1, usable_cores() if workers is None else int(workers))
-        with ThreadPoolExecutor(count) as pool:
+        pool = ThreadPoolExecutor(count)
+        try:
             done = pool.map(put, range(len(self)))
             if progress:
                 from tqdm import tqdm
@@ -101,4 +102,8 @@ class DeviceLayout:
                             leave=False)
             for _ in done:
                 pass
+        except BaseException:  # a failure or Ctrl-C: the images not yet begun are not decoded
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
         return buffer
