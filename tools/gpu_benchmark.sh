@@ -87,7 +87,10 @@ fi
 export TF_CPP_MIN_LOG_LEVEL=3 PYTHONUNBUFFERED=1
 # no TensorFlow there: Keras would default to it (each backends contender sets its own)
 export KERAS_BACKEND="${KERAS_BACKEND:-jax}"
-out="${OUT:-.}"
+# the files go to $OUT (the device machine's empty folder), else to a new folder of their own:
+# never into the checkout or the current folder, where they could replace the user's files
+out="${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/yolo3-gpu-benchmark.XXXXXX")}"
+echo "files: $out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 failed=0
