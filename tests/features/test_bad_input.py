@@ -501,3 +501,27 @@ def test_a_ram_cache_that_cannot_fit_is_refused_before_any_work(world, tmp_path,
     assert "yolo3 train: error: --cache ram: the" in err and "decoded images need" in err
     assert "0.0 GB of memory available" in err and "Traceback" not in err
     assert not out.exists() and not (tmp_path / "cache" / "decoded").exists()
+
+
+@pytest.mark.parametrize("extra, names", [
+    (("--tile", "32"), ("--cache device with --tile", "use --cache ram")),
+    (("--augment-on", "host"), ("--cache device with --augment-on host",)),
+    (("--pipeline", "tf"), ("--cache does nothing with --pipeline tf",)),
+    ((), ("--cache device: the", "decoded images need", "0.0 GB of memory available")),
+], ids=["tiles", "augment on the host", "tf.data", "cannot fit"])
+def test_images_kept_on_the_device_that_cannot_work_are_refused_before_any_work(
+        world, tmp_path, capsys, monkeypatch, extra, names):
+    """``--cache device`` where it cannot work yet, or would not fit (here a CPU's memory):
+    exit 2 naming the flags or the figures, and nothing written (several replicas:
+    tests/training/test_datasets.py, a process cannot make CPU devices after TensorFlow
+    starts)."""
+    from yolo3.data import image_cache
+    if not extra:
+        monkeypatch.setattr(image_cache, "available_memory", lambda: 20_000)
+    out = tmp_path / "run"
+    code, err = run_cli(_train(world, out, "--cache", "device", *extra), capsys)
+    assert code == 2, err
+    assert "yolo3 train: error: " in err and "Traceback" not in err
+    for name in names:
+        assert name in err, err
+    assert not out.exists()

@@ -45,7 +45,8 @@ from yolo3.data.image_ops import decode_image_np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DecodedImages", "remove_block", "cached_hw", "check_ram", "decode_at", "RAM_SHARE", "ENTRY_MAGIC"]
+__all__ = ["DecodedImages", "remove_block", "cached_hw", "check_ram", "decode_at", "RAM_SHARE",
+           "ENTRY_MAGIC"]
 
 RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available
 ENTRY_MAGIC = b"Y3DEC01\0"

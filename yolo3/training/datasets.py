@@ -112,9 +112,9 @@ def check_image_cache(config: TrainConfig, data: TrainData, placement: Placement
     kind = config.data.cache
     if kind == "none":
         return 0
+    training, validation = dataset_configs(config, data, placement)  # refuses what cannot feed
     if kind == "device":
         check_device_cache(config, data, placement)
-    training, validation = dataset_configs(config, data, placement)
     longest = cache_longest_side(training)
     if kind == "device":
         n_bytes, count = training.device_layout.nbytes, len(training.device_layout)
@@ -139,9 +139,8 @@ def check_image_cache(config: TrainConfig, data: TrainData, placement: Placement
 def check_device_cache(config: TrainConfig, data: TrainData, placement: Placement) -> None:
     """Refuse (ConfigError naming the settings) what ``cache device`` cannot do yet: tiles (a
     tile's window is cut at the image's own resolution), several replicas or processes (the
-    buffer lives on one device), tf.data (:func:`pick_pipeline`), ``augment_on host``
-    (:func:`pick_augment_site`)."""
-    pick_augment_site(config, placement)
+    buffer lives on one device). tf.data and ``augment_on host`` are refused where the site is
+    chosen (:func:`pick_pipeline`, :func:`pick_augment_site`)."""
     if data.tile:
         raise ConfigError("cache device with tile: tiles are cut at the images' own "
                           "resolution, which the images kept on the device do not have yet; use "
