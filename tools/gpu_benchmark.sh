@@ -15,7 +15,7 @@
 # still unmeasured first), each with its own time limit; a step that fails or runs out is reported and
 # the next one runs. Every figure is printed as it is measured, and each training run's
 # history.csv is copied to $OUT every 10 s, so a step (or a call) cut short keeps its finished
-# epochs:
+# epochs ($OUT unset: a new folder under $TMPDIR, printed first; never the checkout):
 #   data: the NumPy input pipeline (what a machine without TensorFlow trains from) at 416 px with
 #      full augmentation, mosaic off and on every image, on 1, 8 and 16 worker threads, plain and
 #      with the RAM cache and the colours on the device (threads and processes), and the GPU's own
